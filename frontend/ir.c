@@ -1,0 +1,456 @@
+/*
+ * Graph IR core: the op table, types, creation, use lists and rewriting.
+ */
+#include "orion/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtypes ---- */
+
+static const struct {
+  const char *name;
+  size_t size;
+} dtype_info[DT_COUNT] = {
+    [DT_INVALID] = {"<invalid>", 0}, [DT_FP16] = {"fp16", 2}, [DT_FP32] = {"fp32", 4}, [DT_INT32] = {"int32", 4},
+    [DT_INT8] = {"int8", 1},         [DT_UINT8] = {"uint8", 1}, [DT_BOOL] = {"bool", 1},
+};
+
+const char *ir_dtype_name(IrDType t) { return t < DT_COUNT ? dtype_info[t].name : "<invalid>"; }
+size_t ir_dtype_size(IrDType t) { return t < DT_COUNT ? dtype_info[t].size : 0; }
+bool ir_dtype_is_float(IrDType t) { return t == DT_FP16 || t == DT_FP32; }
+
+IrDType ir_dtype_from_name(const char *s) {
+  for (int t = DT_FP16; t < DT_COUNT; t++)
+    if (strcmp(s, dtype_info[t].name) == 0) return (IrDType)t;
+  return DT_INVALID;
+}
+
+uint64_t ir_type_elements(const IrType *t) {
+  uint64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (uint64_t)t->dims[i];
+  return n;
+}
+
+bool ir_type_equal(const IrType *a, const IrType *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+void ir_type_print(StrBuf *sb, const IrType *t) {
+  sb_puts(sb, ir_dtype_name(t->dtype));
+  sb_putc(sb, '[');
+  for (int i = 0; i < t->rank; i++) sb_printf(sb, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+  sb_putc(sb, ']');
+}
+
+/* ---- op table ---- */
+
+static IrOpInfo op_infos[OP_COUNT];
+static bool op_infos_ready;
+
+static const char *const op_schema_text[OP_COUNT] = {
+#define OP(id, name, min_in, max_in, nres, dtypes, attrs) [OP_##id] = attrs,
+#include "orion/ops.def"
+#undef OP
+    [OP_CALL] = "",
+};
+
+static const char *const schema_kind_names[] = {"int", "float", "bool", "str", "ints", "floats"};
+const char *ir_attr_schema_kind_name(IrAttrSchemaKind k) { return schema_kind_names[k]; }
+
+/* Parses "name:kind? name:kind" once; the table is static text, so a malformed
+ * line is a bug in ops.def. */
+static void parse_schema(IrOpInfo *info, const char *text) {
+  static char storage[OP_COUNT * 128];
+  static size_t used;
+  size_t n = strlen(text);
+  if (used + n + 1 > sizeof storage) ice("ops.def schema storage exhausted");
+  char *s = memcpy(storage + used, text, n + 1);
+  used += n + 1;
+  for (char *tok = strtok(s, " "); tok; tok = strtok(NULL, " ")) {
+    char *colon = strchr(tok, ':');
+    if (!colon || info->nattrs >= IR_MAX_OP_ATTRS) ice("bad ops.def schema for %s: %s", info->name, text);
+    *colon = 0;
+    char *kind = colon + 1;
+    size_t kl = strlen(kind);
+    bool opt = kl && kind[kl - 1] == '?';
+    if (opt) kind[kl - 1] = 0;
+    int k = -1;
+    for (int i = 0; i < 6; i++)
+      if (strcmp(kind, schema_kind_names[i]) == 0) k = i;
+    if (k < 0) ice("bad attribute kind '%s' in ops.def", kind);
+    info->attrs[info->nattrs++] = (IrAttrSchema){tok, (IrAttrSchemaKind)k, opt};
+  }
+}
+
+static void init_op_infos(void) {
+#define OP(id, nm, min_in, max_in, nres, dt, attrs) \
+  op_infos[OP_##id] = (IrOpInfo){.name = nm, .min_inputs = min_in, .max_inputs = max_in, .results = nres, .dtypes = DTC_##dt};
+#include "orion/ops.def"
+#undef OP
+  op_infos[OP_CALL] = (IrOpInfo){.name = "call", .min_inputs = 0, .max_inputs = -1, .results = 0, .dtypes = DTC_ANY};
+  for (int k = 0; k < OP_COUNT; k++) parse_schema(&op_infos[k], op_schema_text[k]);
+  op_infos_ready = true;
+}
+
+const IrOpInfo *ir_op_info(IrOpKind k) {
+  if (!op_infos_ready) init_op_infos();
+  return &op_infos[k];
+}
+
+IrOpKind ir_op_from_name(const char *name) {
+  for (int k = 0; k < OP_CALL; k++)
+    if (strcmp(ir_op_info((IrOpKind)k)->name, name) == 0) return (IrOpKind)k;
+  return OP_COUNT;
+}
+
+/* ---- module ---- */
+
+IrModule *ir_module_new(void) {
+  IrModule *m = xcalloc(1, sizeof *m);
+  arena_init(&m->arena);
+  /* Slot 0 of each array is the "none" object. */
+  xgrow((void **)&m->funcs, sizeof *m->funcs, &m->cap_funcs, 16);
+  xgrow((void **)&m->values, sizeof *m->values, &m->cap_values, 256);
+  xgrow((void **)&m->ops, sizeof *m->ops, &m->cap_ops, 256);
+  memset(&m->funcs[0], 0, sizeof m->funcs[0]);
+  memset(&m->values[0], 0, sizeof m->values[0]);
+  memset(&m->ops[0], 0, sizeof m->ops[0]);
+  m->funcs[0].dead = m->values[0].dead = m->ops[0].dead = true;
+  m->nfuncs = m->nvalues = m->nops = 1;
+  m->base_dir = ".";
+  return m;
+}
+
+void ir_module_free(IrModule *m) {
+  if (!m) return;
+  for (uint32_t i = 0; i < m->nvalues; i++) free(m->values[i].uses);
+  for (uint32_t i = 0; i < m->nops; i++) free(m->ops[i].attrs);
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    free(m->funcs[i].inputs);
+    free(m->funcs[i].decls);
+    free(m->funcs[i].outputs);
+  }
+  free(m->funcs);
+  free(m->values);
+  free(m->ops);
+  arena_free(&m->arena);
+  free(m);
+}
+
+/* ---- functions and values ---- */
+
+IrFuncId ir_func_new(IrModule *m, const char *name, SrcSpan loc) {
+  xgrow((void **)&m->funcs, sizeof *m->funcs, &m->cap_funcs, m->nfuncs + 1);
+  IrFuncId id = m->nfuncs++;
+  IrFunc *f = &m->funcs[id];
+  memset(f, 0, sizeof *f);
+  f->name = arena_strdup(&m->arena, name);
+  f->loc = loc;
+  return id;
+}
+
+IrFuncId ir_func_lookup(IrModule *m, const char *name) {
+  for (IrFuncId i = 1; i < m->nfuncs; i++)
+    if (!m->funcs[i].dead && strcmp(m->funcs[i].name, name) == 0) return i;
+  return 0;
+}
+
+static IrValueId value_new(IrModule *m, IrFuncId f, IrValueKind kind, const char *name, const IrType *t,
+                           SrcSpan loc) {
+  xgrow((void **)&m->values, sizeof *m->values, &m->cap_values, m->nvalues + 1);
+  IrValueId id = m->nvalues++;
+  IrValue *v = &m->values[id];
+  memset(v, 0, sizeof *v);
+  v->kind = kind;
+  v->func = f;
+  v->name = arena_strdup(&m->arena, name);
+  if (t) v->type = *t;
+  v->loc = loc;
+  return id;
+}
+
+IrValueId ir_func_add_input(IrModule *m, IrFuncId f, const char *name, const IrType *t, SrcSpan loc) {
+  IrValueId v = value_new(m, f, VK_INPUT, name, t, loc);
+  m->values[v].type_declared = true;
+  IrFunc *fn = ir_func(m, f);
+  xgrow((void **)&fn->inputs, sizeof *fn->inputs, &fn->cap_inputs, fn->ninputs + 1);
+  fn->inputs[fn->ninputs++] = v;
+  return v;
+}
+
+static void add_decl(IrModule *m, IrFuncId f, IrValueId v) {
+  IrFunc *fn = ir_func(m, f);
+  xgrow((void **)&fn->decls, sizeof *fn->decls, &fn->cap_decls, fn->ndecls + 1);
+  fn->decls[fn->ndecls++] = v;
+}
+
+IrValueId ir_param_new(IrModule *m, IrFuncId f, const char *name, const IrType *t, const IrParamSource *src,
+                       SrcSpan loc) {
+  IrValueId v = value_new(m, f, VK_PARAM, name, t, loc);
+  IrValue *val = ir_value(m, v);
+  val->type_declared = true;
+  val->src = *src;
+  if (src->path) val->src.path = arena_strdup(&m->arena, src->path);
+  if (src->key) val->src.key = arena_strdup(&m->arena, src->key);
+  add_decl(m, f, v);
+  return v;
+}
+
+IrValueId ir_const_new(IrModule *m, IrFuncId f, const char *name, const IrType *t, const double *data, uint64_t n,
+                       SrcSpan loc) {
+  IrValueId v = value_new(m, f, VK_CONST, name, t, loc);
+  IrValue *val = ir_value(m, v);
+  val->type_declared = true;
+  val->data = arena_memdup(&m->arena, data, (size_t)n * sizeof *data);
+  val->ndata = n;
+  add_decl(m, f, v);
+  return v;
+}
+
+static void use_add(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
+  if (!v) return;
+  IrValue *val = ir_value(m, v);
+  xgrow((void **)&val->uses, sizeof *val->uses, &val->cap_uses, val->nuses + 1);
+  val->uses[val->nuses++] = (IrUse){op, index};
+}
+
+static void use_remove(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
+  if (!v) return;
+  IrValue *val = ir_value(m, v);
+  for (uint32_t i = 0; i < val->nuses; i++)
+    if (val->uses[i].op == op && val->uses[i].index == index) {
+      val->uses[i] = val->uses[--val->nuses];
+      return;
+    }
+  ice("use list of '%s' lacks (op %u, operand %u)", val->name, op, index);
+}
+
+void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, SrcSpan loc) {
+  IrFunc *fn = ir_func(m, f);
+  xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
+  uint32_t idx = fn->noutputs++;
+  fn->outputs[idx] = (IrOutput){arena_strdup(&m->arena, name), v, loc};
+  use_add(m, v, 0, idx);
+}
+
+void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v) {
+  IrFunc *fn = ir_func(m, f);
+  use_remove(m, fn->outputs[index].value, 0, index);
+  fn->outputs[index].value = v;
+  use_add(m, v, 0, index);
+}
+
+/* ---- ops ---- */
+
+IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs, uint32_t ninputs,
+                 uint32_t nresults, const char *const *result_names, SrcSpan loc) {
+  xgrow((void **)&m->ops, sizeof *m->ops, &m->cap_ops, m->nops + 1);
+  IrOpId id = m->nops++;
+  IrOp *op = &m->ops[id];
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+  op->func = f;
+  op->loc = loc;
+  op->ninputs = ninputs;
+  op->inputs = arena_alloc(&m->arena, sizeof(IrValueId) * (ninputs ? ninputs : 1));
+  op->nresults = nresults;
+  op->results = arena_alloc(&m->arena, sizeof(IrValueId) * (nresults ? nresults : 1));
+  for (uint32_t i = 0; i < ninputs; i++) {
+    m->ops[id].inputs[i] = inputs[i];
+    use_add(m, inputs[i], id, i);
+  }
+  for (uint32_t i = 0; i < nresults; i++) {
+    const char *name = result_names && result_names[i] ? result_names[i] : ir_unique_name(m, f, "t");
+    IrValueId v = value_new(m, f, VK_RESULT, name, NULL, loc);
+    m->values[v].def = id;
+    m->values[v].def_index = i;
+    m->ops[id].results[i] = v;
+  }
+  IrFunc *fn = ir_func(m, f);
+  op = &m->ops[id];
+  op->prev = fn->last;
+  if (fn->last) m->ops[fn->last].next = id;
+  else fn->first = id;
+  fn->last = id;
+  fn->nops++;
+  return id;
+}
+
+static void unlink_op(IrModule *m, IrOpId id) {
+  IrOp *op = ir_op(m, id);
+  IrFunc *fn = ir_func(m, op->func);
+  if (op->prev) m->ops[op->prev].next = op->next;
+  else fn->first = op->next;
+  if (op->next) m->ops[op->next].prev = op->prev;
+  else fn->last = op->prev;
+  op->prev = op->next = 0;
+}
+
+void ir_op_move_before(IrModule *m, IrOpId id, IrOpId before) {
+  if (id == before) return;
+  unlink_op(m, id);
+  IrOp *op = ir_op(m, id);
+  IrFunc *fn = ir_func(m, op->func);
+  if (!before) { /* to the end */
+    op->prev = fn->last;
+    if (fn->last) m->ops[fn->last].next = id;
+    else fn->first = id;
+    fn->last = id;
+    return;
+  }
+  IrOp *b = ir_op(m, before);
+  op->next = before;
+  op->prev = b->prev;
+  if (b->prev) m->ops[b->prev].next = id;
+  else fn->first = id;
+  b->prev = id;
+}
+
+void ir_op_set_input(IrModule *m, IrOpId id, uint32_t index, IrValueId v) {
+  IrOp *op = ir_op(m, id);
+  if (index >= op->ninputs) ice("operand %u out of range for %s", index, ir_op_info(op->kind)->name);
+  use_remove(m, op->inputs[index], id, index);
+  op->inputs[index] = v;
+  use_add(m, v, id, index);
+}
+
+void ir_op_erase(IrModule *m, IrOpId id) {
+  IrOp *op = ir_op(m, id);
+  for (uint32_t i = 0; i < op->nresults; i++) {
+    IrValue *r = ir_value(m, op->results[i]);
+    if (r->nuses) ice("erasing %s whose result '%s' still has %u uses", ir_op_info(op->kind)->name, r->name, r->nuses);
+  }
+  for (uint32_t i = 0; i < op->ninputs; i++) use_remove(m, op->inputs[i], id, i);
+  for (uint32_t i = 0; i < op->nresults; i++) ir_value(m, op->results[i])->dead = true;
+  unlink_op(m, id);
+  ir_func(m, op->func)->nops--;
+  op->dead = true;
+}
+
+void ir_decl_erase(IrModule *m, IrValueId v) {
+  IrValue *val = ir_value(m, v);
+  if (val->nuses) ice("erasing '%s' which still has %u uses", val->name, val->nuses);
+  IrFunc *fn = ir_func(m, val->func);
+  for (uint32_t i = 0; i < fn->ndecls; i++)
+    if (fn->decls[i] == v) {
+      memmove(&fn->decls[i], &fn->decls[i + 1], (fn->ndecls - i - 1) * sizeof *fn->decls);
+      fn->ndecls--;
+      break;
+    }
+  val->dead = true;
+}
+
+void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to) {
+  if (from == to) return;
+  while (ir_value(m, from)->nuses) {
+    IrUse u = ir_value(m, from)->uses[0];
+    if (u.op) ir_op_set_input(m, u.op, u.index, to);
+    else ir_func_set_output(m, ir_value(m, from)->func, u.index, to);
+  }
+}
+
+IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name) {
+  for (IrValueId v = 1; v < m->nvalues; v++) {
+    IrValue *val = &m->values[v];
+    if (val->func == f && !val->dead && strcmp(val->name, name) == 0) return v;
+  }
+  return 0;
+}
+
+const char *ir_unique_name(IrModule *m, IrFuncId f, const char *base) {
+  if (!ir_func_find_value(m, f, base)) return arena_strdup(&m->arena, base);
+  for (;;) {
+    char *cand = arena_printf(&m->arena, "%s_%u", base, ++ir_func(m, f)->name_counter);
+    if (!ir_func_find_value(m, f, cand)) return cand;
+  }
+}
+
+/* ---- attributes ---- */
+
+const IrAttr *ir_op_attr(IrModule *m, IrOpId id, const char *name) {
+  IrOp *op = ir_op(m, id);
+  for (uint32_t i = 0; i < op->nattrs; i++)
+    if (strcmp(op->attrs[i].name, name) == 0) return &op->attrs[i];
+  return NULL;
+}
+
+void ir_op_set_attr(IrModule *m, IrOpId id, const char *name, const IrAttrValue *val, SrcSpan loc) {
+  IrOp *op = ir_op(m, id);
+  for (uint32_t i = 0; i < op->nattrs; i++)
+    if (strcmp(op->attrs[i].name, name) == 0) {
+      op->attrs[i].val = *val;
+      op->attrs[i].loc = loc;
+      return;
+    }
+  xgrow((void **)&op->attrs, sizeof *op->attrs, &op->cap_attrs, op->nattrs + 1);
+  op->attrs[op->nattrs++] = (IrAttr){arena_strdup(&m->arena, name), *val, loc};
+}
+
+void ir_op_set_attr_int(IrModule *m, IrOpId op, const char *name, int64_t v) {
+  IrAttrValue a = {.kind = ATTR_INT, .u.i = v};
+  ir_op_set_attr(m, op, name, &a, ir_op(m, op)->loc);
+}
+
+void ir_op_set_attr_float(IrModule *m, IrOpId op, const char *name, double v) {
+  IrAttrValue a = {.kind = ATTR_FLOAT, .u.f = v};
+  ir_op_set_attr(m, op, name, &a, ir_op(m, op)->loc);
+}
+
+void ir_op_set_attr_bool(IrModule *m, IrOpId op, const char *name, bool v) {
+  IrAttrValue a = {.kind = ATTR_BOOL, .u.b = v};
+  ir_op_set_attr(m, op, name, &a, ir_op(m, op)->loc);
+}
+
+void ir_op_set_attr_str(IrModule *m, IrOpId op, const char *name, const char *v) {
+  IrAttrValue a = {.kind = ATTR_STR, .u.s = arena_strdup(&m->arena, v)};
+  ir_op_set_attr(m, op, name, &a, ir_op(m, op)->loc);
+}
+
+void ir_op_set_attr_ints(IrModule *m, IrOpId op, const char *name, const int64_t *v, uint32_t n) {
+  IrAttrValue a = {.kind = ATTR_LIST};
+  a.u.list.n = n;
+  a.u.list.items = arena_alloc(&m->arena, sizeof(IrAttrValue) * (n ? n : 1));
+  for (uint32_t i = 0; i < n; i++) a.u.list.items[i] = (IrAttrValue){.kind = ATTR_INT, .u.i = v[i]};
+  ir_op_set_attr(m, op, name, &a, ir_op(m, op)->loc);
+}
+
+int64_t ir_attr_int(IrModule *m, IrOpId op, const char *name, int64_t dflt) {
+  const IrAttr *a = ir_op_attr(m, op, name);
+  return a && a->val.kind == ATTR_INT ? a->val.u.i : dflt;
+}
+
+double ir_attr_float(IrModule *m, IrOpId op, const char *name, double dflt) {
+  const IrAttr *a = ir_op_attr(m, op, name);
+  if (!a) return dflt;
+  if (a->val.kind == ATTR_FLOAT) return a->val.u.f;
+  if (a->val.kind == ATTR_INT) return (double)a->val.u.i;
+  return dflt;
+}
+
+bool ir_attr_bool(IrModule *m, IrOpId op, const char *name, bool dflt) {
+  const IrAttr *a = ir_op_attr(m, op, name);
+  return a && a->val.kind == ATTR_BOOL ? a->val.u.b : dflt;
+}
+
+const char *ir_attr_str(IrModule *m, IrOpId op, const char *name, const char *dflt) {
+  const IrAttr *a = ir_op_attr(m, op, name);
+  return a && a->val.kind == ATTR_STR ? a->val.u.s : dflt;
+}
+
+int ir_attr_ints(IrModule *m, IrOpId op, const char *name, int64_t *out, int max) {
+  const IrAttr *a = ir_op_attr(m, op, name);
+  if (!a || a->val.kind != ATTR_LIST) return -1;
+  int n = 0;
+  for (uint32_t i = 0; i < a->val.u.list.n && n < max; i++)
+    if (a->val.u.list.items[i].kind == ATTR_INT) out[n++] = a->val.u.list.items[i].u.i;
+  return (int)a->val.u.list.n;
+}
+
+uint64_t ir_derive_seed(uint64_t seed, const char *instance) {
+  uint64_t s = seed ^ fnv1a64(instance, strlen(instance), FNV1A64_INIT);
+  return splitmix64(&s) & 0x7fffffffffffull; /* stays exact when printed and parsed back */
+}

@@ -1,0 +1,126 @@
+/*
+ * The IR verifier: infers and checks every op's types (callees before
+ * callers), and checks the structure passes must preserve: operands defined
+ * before use in the same function, use lists matching operands, outputs
+ * present. Run after building and, under --verify-each, after every pass.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/ir.h"
+
+typedef struct Verifier {
+  IrModule *m;
+  Diag *d;
+  uint8_t *state; /* per function: 0 unvisited, 1 in progress, 2 done */
+  uint32_t *position; /* per value: 1 + index of the defining op in its function, 0 = not yet defined */
+  bool ok;
+} Verifier;
+
+static bool has_use(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
+  IrValue *val = ir_value(m, v);
+  for (uint32_t i = 0; i < val->nuses; i++)
+    if (val->uses[i].op == op && val->uses[i].index == index) return true;
+  return false;
+}
+
+static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth);
+
+/* Operands must be live values of this function defined earlier. */
+static bool check_operands(Verifier *vf, IrFuncId f, IrOpId id) {
+  IrModule *m = vf->m;
+  IrOp *op = ir_op(m, id);
+  for (uint32_t i = 0; i < op->ninputs; i++) {
+    IrValueId v = op->inputs[i];
+    IrValue *val = ir_value(m, v);
+    if (!v || val->dead || val->func != f) {
+      diag_error(vf->d, op->loc, "verifier: operand %u of '%s' is %s", i + 1, ir_op_info(op->kind)->name,
+                 !v ? "missing" : val->dead ? "a deleted value" : "a value of another function");
+      return false;
+    }
+    if (val->kind == VK_RESULT && !vf->position[v]) {
+      diag_error(vf->d, op->loc, "verifier: operand '%s' of '%s' is used before it is defined", val->name,
+                 ir_op_info(op->kind)->name);
+      return false;
+    }
+    if (!has_use(m, v, id, i)) {
+      diag_error(vf->d, op->loc, "verifier: the use list of '%s' lacks operand %u of '%s'", val->name, i + 1,
+                 ir_op_info(op->kind)->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth) {
+  IrModule *m = vf->m;
+  if (vf->state[f] == 2) return;
+  vf->state[f] = 1;
+  /* Callees first, so calls see their output types. */
+  IR_FOR_EACH_OP(m, f, op) {
+    IrOp *o = ir_op(m, op);
+    if (o->kind != OP_CALL) continue;
+    if (vf->state[o->callee] == 1) {
+      diag_error(vf->d, o->loc, "recursive call of '%s'; recursion cannot be inlined", ir_func(m, o->callee)->name);
+      vf->ok = false;
+      continue;
+    }
+    if (depth + 1 >= IR_MAX_CALL_DEPTH) {
+      diag_error(vf->d, o->loc, "calls nested too deeply (limit is %d)", IR_MAX_CALL_DEPTH);
+      vf->ok = false;
+      continue;
+    }
+    verify_func(vf, o->callee, depth + 1);
+  }
+  IR_FOR_EACH_OP(m, f, op) {
+    if (diag_should_stop(vf->d)) break;
+    IrOp *o = ir_op(m, op);
+    if (o->dead || o->func != f) {
+      diag_error(vf->d, o->loc, "verifier: a deleted op is still linked into '%s'", ir_func(m, f)->name);
+      vf->ok = false;
+      break;
+    }
+    if (!check_operands(vf, f, op) || !ir_infer_op(m, op, vf->d)) vf->ok = false;
+    for (uint32_t i = 0; i < o->nresults; i++) vf->position[ir_op(m, op)->results[i]] = 1;
+  }
+  IrFunc *fn = ir_func(m, f);
+  if (!fn->has_return && fn->noutputs == 0) {
+    diag_error(vf->d, fn->loc, "function '%s' has no outputs", fn->name);
+    vf->ok = false;
+  }
+  for (uint32_t i = 0; i < fn->noutputs; i++) {
+    IrValueId v = fn->outputs[i].value;
+    if (!v || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(m, v, 0, i)) {
+      diag_error(vf->d, fn->outputs[i].loc, "verifier: output '%s' of '%s' does not name a live value with a use",
+                 fn->outputs[i].name, fn->name);
+      vf->ok = false;
+    }
+  }
+  vf->state[f] = 2;
+}
+
+bool ir_verify(IrModule *m, Diag *d) {
+  Verifier vf = {.m = m, .d = d, .ok = true};
+  vf.state = xcalloc(m->nfuncs, 1);
+  vf.position = xcalloc(m->nvalues, sizeof *vf.position);
+  /* Every use recorded must be an operand or output that names the value. */
+  for (IrValueId v = 1; v < m->nvalues && vf.ok; v++) {
+    IrValue *val = ir_value(m, v);
+    if (val->dead) continue;
+    for (uint32_t i = 0; i < val->nuses; i++) {
+      IrUse u = val->uses[i];
+      bool good = u.op ? (!ir_op(m, u.op)->dead && u.index < ir_op(m, u.op)->ninputs && ir_op(m, u.op)->inputs[u.index] == v)
+                       : (u.index < ir_func(m, val->func)->noutputs && ir_func(m, val->func)->outputs[u.index].value == v);
+      if (!good) {
+        diag_error(d, val->loc, "verifier: the use list of '%s' names a use that does not exist", val->name);
+        vf.ok = false;
+        break;
+      }
+    }
+  }
+  for (IrFuncId f = 1; f < m->nfuncs && !diag_should_stop(d); f++)
+    if (!m->funcs[f].dead) verify_func(&vf, f, 0);
+  free(vf.state);
+  free(vf.position);
+  return vf.ok && !diag_should_stop(d);
+}

@@ -1,0 +1,283 @@
+/*
+ * The orion graph IR.
+ *
+ * A module owns every object: functions, values and ops live in module arrays
+ * and refer to each other by 32-bit ids (0 means "none"); strings, attribute
+ * data and constant data live in the module's arena. Arrays grow, so a pointer
+ * from ir_value()/ir_op()/ir_func() is valid only until the next object of
+ * that kind is created: hold ids, not pointers, across creations.
+ *
+ * Every value knows its uses (op, operand index); a use with op == 0 is the
+ * enclosing function's output number `index`. That makes "replace all uses"
+ * and "is this dead" O(uses). Ops of a function form a doubly linked list in
+ * program order; deleted objects are marked dead and skipped by iteration.
+ * See docs/ir.md.
+ */
+#ifndef ORION_IR_H
+#define ORION_IR_H
+
+#include "orion/support.h"
+
+typedef uint32_t IrValueId;
+typedef uint32_t IrOpId;
+typedef uint32_t IrFuncId;
+
+/* ---- types ---- */
+
+typedef enum IrDType { DT_INVALID, DT_FP16, DT_FP32, DT_INT32, DT_INT8, DT_UINT8, DT_BOOL, DT_COUNT } IrDType;
+
+#define IR_MAX_RANK 5
+/* Largest element count of one tensor (2^31: indexes stay in int32 range on every backend). */
+#define IR_MAX_ELEMENTS (1ull << 31)
+/* Longest value, function or attribute name. */
+#define IR_MAX_NAME 255
+/* Deepest nesting of brackets in one statement. */
+#define IR_MAX_NESTING 16
+/* Deepest chain of function calls (inlining depth). */
+#define IR_MAX_CALL_DEPTH 32
+/* Most ops in one function after inlining. */
+#define IR_MAX_OPS_PER_FUNC (1u << 22)
+
+typedef struct IrType {
+  IrDType dtype; /* DT_INVALID: not inferred yet */
+  uint8_t rank;
+  int64_t dims[IR_MAX_RANK];
+} IrType;
+
+const char *ir_dtype_name(IrDType t);
+IrDType ir_dtype_from_name(const char *s); /* DT_INVALID if unknown */
+size_t ir_dtype_size(IrDType t);
+bool ir_dtype_is_float(IrDType t);
+uint64_t ir_type_elements(const IrType *t);
+bool ir_type_equal(const IrType *a, const IrType *b);
+/* "fp16[1,768,1,64]"; scalars print as "fp16[]". */
+void ir_type_print(StrBuf *sb, const IrType *t);
+
+/* ---- ops ---- */
+
+typedef enum IrOpKind {
+#define OP(id, name, min_in, max_in, nres, dtypes, attrs) OP_##id,
+#include "orion/ops.def"
+#undef OP
+  OP_CALL, /* call of another function, inlined by ir_inline_calls */
+  OP_COUNT
+} IrOpKind;
+
+typedef enum IrDTypeClass { DTC_FLOAT, DTC_NUM, DTC_ANY } IrDTypeClass;
+
+typedef enum IrAttrKind { ATTR_INT, ATTR_FLOAT, ATTR_BOOL, ATTR_STR, ATTR_LIST } IrAttrKind;
+
+/* Attribute kinds of the schema (what an op expects). */
+typedef enum IrAttrSchemaKind { AS_INT, AS_FLOAT, AS_BOOL, AS_STR, AS_INTS, AS_FLOATS } IrAttrSchemaKind;
+
+typedef struct IrAttrSchema {
+  const char *name;
+  IrAttrSchemaKind kind;
+  bool optional;
+} IrAttrSchema;
+
+#define IR_MAX_OP_ATTRS 8
+
+typedef struct IrOpInfo {
+  const char *name;
+  int min_inputs, max_inputs; /* max -1: variadic */
+  int results;                /* 0: decided by attributes */
+  IrDTypeClass dtypes;
+  uint32_t nattrs;
+  IrAttrSchema attrs[IR_MAX_OP_ATTRS];
+} IrOpInfo;
+
+const IrOpInfo *ir_op_info(IrOpKind k);
+/* OP_COUNT if no op has this name. */
+IrOpKind ir_op_from_name(const char *name);
+const char *ir_attr_schema_kind_name(IrAttrSchemaKind k);
+
+typedef struct IrAttrValue {
+  IrAttrKind kind;
+  union {
+    int64_t i;
+    double f;
+    bool b;
+    const char *s;
+    struct {
+      struct IrAttrValue *items;
+      uint32_t n;
+    } list;
+  } u;
+} IrAttrValue;
+
+typedef struct IrAttr {
+  const char *name;
+  IrAttrValue val;
+  SrcSpan loc;
+} IrAttr;
+
+/* ---- values ---- */
+
+typedef enum IrValueKind { VK_INPUT, VK_PARAM, VK_CONST, VK_RESULT } IrValueKind;
+
+typedef enum IrParamSourceKind {
+  SRC_ZEROS,
+  SRC_ONES,
+  SRC_FILL,        /* a = value */
+  SRC_NORMAL,      /* a = mean, b = std, seed */
+  SRC_UNIFORM,     /* a = low, b = high, seed */
+  SRC_SAFETENSORS, /* path, key */
+  SRC_NPY          /* path */
+} IrParamSourceKind;
+
+typedef struct IrParamSource {
+  IrParamSourceKind kind;
+  double a, b;
+  uint64_t seed;
+  const char *path; /* as written; relative paths are relative to the module's base_dir */
+  const char *key;
+} IrParamSource;
+
+typedef struct IrUse {
+  IrOpId op;      /* 0: the function's output number `index` */
+  uint32_t index; /* operand index */
+} IrUse;
+
+typedef struct IrValue {
+  IrValueKind kind;
+  bool dead;
+  bool type_declared; /* the source spelled the type: inference must agree */
+  IrType type;
+  const char *name;
+  IrFuncId func;
+  IrOpId def;          /* VK_RESULT: defining op */
+  uint32_t def_index;  /* VK_RESULT: which result */
+  IrUse *uses;         /* heap, owned by the module */
+  uint32_t nuses, cap_uses;
+  IrParamSource src;   /* VK_PARAM */
+  double *data;        /* VK_CONST: ndata values, row-major; ndata == 1 splats */
+  uint64_t ndata;
+  SrcSpan loc;
+} IrValue;
+
+typedef struct IrOp {
+  IrOpKind kind;
+  bool dead;
+  IrFuncId func;
+  IrValueId *inputs;
+  uint32_t ninputs;
+  IrValueId *results;
+  uint32_t nresults;
+  IrAttr *attrs;
+  uint32_t nattrs, cap_attrs;
+  IrFuncId callee;      /* OP_CALL */
+  const char *instance; /* OP_CALL: the instance name that prefixes the callee's names */
+  IrOpId prev, next;
+  SrcSpan loc;
+} IrOp;
+
+typedef struct IrOutput {
+  const char *name; /* the name callers bind; stays when the value is replaced */
+  IrValueId value;
+  SrcSpan loc;
+} IrOutput;
+
+typedef struct IrFunc {
+  const char *name;
+  bool dead;
+  SrcSpan loc;
+  IrValueId *inputs;
+  uint32_t ninputs, cap_inputs;
+  IrValueId *decls; /* params and consts, in declaration order */
+  uint32_t ndecls, cap_decls;
+  IrOpId first, last;
+  uint32_t nops;
+  IrOutput *outputs;
+  uint32_t noutputs, cap_outputs;
+  bool has_return;
+  SrcSpan return_loc;
+  uint32_t ncallers; /* call sites naming this function; entries have none */
+  uint32_t name_counter; /* next suffix tried for generated names */
+} IrFunc;
+
+typedef struct IrModule {
+  Arena arena;
+  IrFunc *funcs;
+  uint32_t nfuncs, cap_funcs; /* funcs[0] unused */
+  IrValue *values;
+  uint32_t nvalues, cap_values;
+  IrOp *ops;
+  uint32_t nops, cap_ops;
+  const char *base_dir; /* directory that relative weight paths start from */
+} IrModule;
+
+IrModule *ir_module_new(void);
+void ir_module_free(IrModule *m);
+
+static inline IrFunc *ir_func(IrModule *m, IrFuncId id) { return &m->funcs[id]; }
+static inline IrValue *ir_value(IrModule *m, IrValueId id) { return &m->values[id]; }
+static inline IrOp *ir_op(IrModule *m, IrOpId id) { return &m->ops[id]; }
+
+/* Functions. */
+IrFuncId ir_func_new(IrModule *m, const char *name, SrcSpan loc);
+IrFuncId ir_func_lookup(IrModule *m, const char *name); /* 0 if none */
+IrValueId ir_func_add_input(IrModule *m, IrFuncId f, const char *name, const IrType *t, SrcSpan loc);
+IrValueId ir_param_new(IrModule *m, IrFuncId f, const char *name, const IrType *t, const IrParamSource *src,
+                       SrcSpan loc);
+/* Consts: n == 1 splats the value over the shape, else n == elements. Data is copied. */
+IrValueId ir_const_new(IrModule *m, IrFuncId f, const char *name, const IrType *t, const double *data, uint64_t n,
+                       SrcSpan loc);
+void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, SrcSpan loc);
+void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v);
+
+/* Ops. ir_op_new creates an op and its nresults result values (types not yet
+ * inferred, names taken from result_names or generated) and appends it to the
+ * function; ir_op_move_before reorders. */
+IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs, uint32_t ninputs,
+                 uint32_t nresults, const char *const *result_names, SrcSpan loc);
+void ir_op_move_before(IrModule *m, IrOpId op, IrOpId before);
+void ir_op_set_input(IrModule *m, IrOpId op, uint32_t index, IrValueId v);
+/* Removes an op whose results have no uses (an internal error otherwise). */
+void ir_op_erase(IrModule *m, IrOpId op);
+/* Removes an unused param or const. */
+void ir_decl_erase(IrModule *m, IrValueId v);
+/* Points every use of `from` (ops and function outputs) at `to`. */
+void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to);
+/* A name not yet used in the function, based on `base`. */
+const char *ir_unique_name(IrModule *m, IrFuncId f, const char *base);
+/* The value named `name` in f, or 0. Linear; the builder keeps its own table. */
+IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name);
+
+/* Attributes. */
+const IrAttr *ir_op_attr(IrModule *m, IrOpId op, const char *name);
+void ir_op_set_attr(IrModule *m, IrOpId op, const char *name, const IrAttrValue *val, SrcSpan loc);
+void ir_op_set_attr_int(IrModule *m, IrOpId op, const char *name, int64_t v);
+void ir_op_set_attr_float(IrModule *m, IrOpId op, const char *name, double v);
+void ir_op_set_attr_bool(IrModule *m, IrOpId op, const char *name, bool v);
+void ir_op_set_attr_str(IrModule *m, IrOpId op, const char *name, const char *v);
+void ir_op_set_attr_ints(IrModule *m, IrOpId op, const char *name, const int64_t *v, uint32_t n);
+/* Typed reads with defaults (the attribute must be of the schema kind). */
+int64_t ir_attr_int(IrModule *m, IrOpId op, const char *name, int64_t dflt);
+double ir_attr_float(IrModule *m, IrOpId op, const char *name, double dflt);
+bool ir_attr_bool(IrModule *m, IrOpId op, const char *name, bool dflt);
+const char *ir_attr_str(IrModule *m, IrOpId op, const char *name, const char *dflt);
+/* Copies up to max ints of a list attribute; returns the count, or -1 if absent. */
+int ir_attr_ints(IrModule *m, IrOpId op, const char *name, int64_t *out, int max);
+
+/* Iteration over a function's live ops in program order. */
+#define IR_FOR_EACH_OP(m, fid, opvar) \
+  for (IrOpId opvar = ir_func((m), (fid))->first; opvar; opvar = ir_op((m), opvar)->next)
+
+/* ---- analyses and transformations (frontend) ---- */
+
+/* Infers the result types of one op from its inputs and attributes and checks
+ * operands and attributes; reports at the op's location. */
+bool ir_infer_op(IrModule *m, IrOpId op, Diag *d);
+/* Infers and checks the whole module: types, dtypes, attributes, use lists,
+ * outputs, calls. `stage` names who asks (for messages after a pass). */
+bool ir_verify(IrModule *m, Diag *d);
+
+/* Canonical .oir text; parses back to the same module. */
+void ir_print_module(IrModule *m, StrBuf *out);
+void ir_print_func(IrModule *m, IrFuncId f, StrBuf *out);
+
+/* Seed of a random initializer instantiated under an instance path. */
+uint64_t ir_derive_seed(uint64_t seed, const char *instance);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * orion support library: memory arenas, source files with byte-offset spans,
+ * and the one diagnostics module every part of the toolchain reports through.
+ *
+ * Locations are byte offsets into a source buffer; they become line:column
+ * only when a diagnostic is printed (the line table is built once per file).
+ */
+#ifndef ORION_SUPPORT_H
+#define ORION_SUPPORT_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ORION_VERSION "0.1.0"
+
+#if defined(__GNUC__)
+#define ORION_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ORION_NORETURN __attribute__((noreturn))
+#else
+#define ORION_PRINTF(f, a)
+#define ORION_NORETURN
+#endif
+
+/* ---- allocation ------------------------------------------------------- */
+
+/* Every heap allocation goes through these; on exhaustion they report and abort
+ * (an out-of-memory compiler cannot produce anything useful). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* Grows *p (an array of elem_size elements with capacity *cap) to hold need. */
+void xgrow(void **p, size_t elem_size, uint32_t *cap, uint32_t need);
+
+/* Bump allocator: many small objects, freed all at once. */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct Arena {
+  ArenaBlock *head;
+  size_t total; /* bytes handed out, for statistics */
+} Arena;
+
+void arena_init(Arena *a);
+void arena_free(Arena *a);
+void *arena_alloc(Arena *a, size_t n); /* zeroed, 16-byte aligned */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_printf(Arena *a, const char *fmt, ...) ORION_PRINTF(2, 3);
+void *arena_memdup(Arena *a, const void *p, size_t n);
+
+/* Growable string buffer (heap). */
+typedef struct StrBuf {
+  char *data;
+  size_t len, cap;
+} StrBuf;
+void sb_init(StrBuf *sb);
+void sb_free(StrBuf *sb);
+void sb_putc(StrBuf *sb, char c);
+void sb_puts(StrBuf *sb, const char *s);
+void sb_putn(StrBuf *sb, const char *s, size_t n);
+void sb_printf(StrBuf *sb, const char *fmt, ...) ORION_PRINTF(2, 3);
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+
+/* Writes a double so that strtod reads back exactly the same value, in the
+ * shortest %g form that does; inf/nan spelled "inf", "-inf", "nan". */
+void sb_put_double(StrBuf *sb, double v);
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Largest source file we read; larger input is refused with a named limit. */
+#define MAX_SOURCE_BYTES (64u * 1024u * 1024u)
+
+/* Reads a whole file. Returns false and fills err (a static message) on failure. */
+bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err);
+
+/* Writes data to path atomically: a temporary file beside it, fsync, rename. */
+bool write_file_atomic(const char *path, const void *data, size_t len, const char **err);
+
+/* ---- sources and spans --------------------------------------------------- */
+
+typedef struct SrcSpan {
+  uint32_t file; /* index into the SourceSet; 0 = no location */
+  uint32_t start, end; /* byte offsets, end exclusive */
+} SrcSpan;
+
+typedef struct SourceFile {
+  char *name;
+  char *text; /* NUL-terminated copy */
+  size_t len;
+  uint32_t *line_starts; /* built lazily */
+  uint32_t nlines;
+} SourceFile;
+
+typedef struct SourceSet {
+  SourceFile *files; /* files[0] is unused so that file id 0 means "none" */
+  uint32_t count, cap;
+} SourceSet;
+
+void srcset_init(SourceSet *ss);
+void srcset_free(SourceSet *ss);
+/* Adds a source held in memory (copied); returns its file id. */
+uint32_t srcset_add(SourceSet *ss, const char *name, const char *text, size_t len);
+const SourceFile *srcset_get(const SourceSet *ss, uint32_t id);
+/* 1-based line and column (column counts bytes) of an offset. */
+void srcset_linecol(SourceSet *ss, uint32_t file, uint32_t off, uint32_t *line, uint32_t *col);
+
+/* ---- diagnostics ----------------------------------------------------------- */
+
+typedef enum DiagLevel { DIAG_NOTE, DIAG_WARNING, DIAG_ERROR } DiagLevel;
+
+#define DEFAULT_ERROR_LIMIT 20
+
+typedef struct Diag {
+  SourceSet *sources;
+  FILE *out;          /* where messages go (stderr by default) */
+  StrBuf *capture;    /* if set, messages are appended here instead of out */
+  uint32_t nerrors, nwarnings;
+  uint32_t error_limit;   /* 0 = unlimited */
+  bool warnings_as_errors;
+  bool suppress_warnings; /* -w: warnings are neither printed nor counted */
+  bool last_suppressed;   /* the last message was dropped, so are its notes */
+  bool limit_reported;    /* the "too many errors" line was printed */
+  bool color;
+} Diag;
+
+void diag_init(Diag *d, SourceSet *sources);
+/* Reports at a span; span.file == 0 reports without a location.
+ * Messages are lowercase, without a trailing period. */
+void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) ORION_PRINTF(4, 5);
+void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap);
+/* diag_error(d, span, fmt, ...) and friends (span may be a compound literal). */
+#define diag_error(d, ...) diag_report((d), DIAG_ERROR, __VA_ARGS__)
+#define diag_warning(d, ...) diag_report((d), DIAG_WARNING, __VA_ARGS__)
+#define diag_note(d, ...) diag_report((d), DIAG_NOTE, __VA_ARGS__)
+/* True once the error limit is reached: callers stop producing more work. */
+bool diag_should_stop(const Diag *d);
+bool diag_has_errors(const Diag *d);
+
+/* Internal compiler error: a bug in orion, not in the input. Aborts. */
+ORION_NORETURN void ice(const char *fmt, ...) ORION_PRINTF(1, 2);
+
+/* ---- string map ------------------------------------------------------------ */
+
+/* Open-addressing map from strings (not copied: keep them alive) to ids. */
+typedef struct StrMap {
+  const char **keys;
+  uint32_t *vals;
+  uint32_t cap, count;
+} StrMap;
+void strmap_init(StrMap *m);
+void strmap_free(StrMap *m);
+/* 0 if absent. */
+uint32_t strmap_get(const StrMap *m, const char *key);
+void strmap_put(StrMap *m, const char *key, uint32_t val);
+
+/* ---- hashing and random numbers ---------------------------------------------- */
+
+uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
+#define FNV1A64_INIT 0xcbf29ce484222325ull
+uint64_t splitmix64(uint64_t *state);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * Weight import: safetensors and numpy .npy files.
+ *
+ * Probing reads and validates only the header (shape, dtype, where the data
+ * lies); it never reads past the end of the file and rejects every offset,
+ * size or shape that does not fit. Used by the compiler to check params
+ * against the files they name before anything is emitted.
+ */
+#ifndef ORION_WEIGHTS_H
+#define ORION_WEIGHTS_H
+
+#include "orion/ir.h"
+
+/* Element types found in weight files. */
+typedef enum WeightFileDType {
+  WF_F16, WF_F32, WF_BF16, WF_I32, WF_I8, WF_U8, WF_BOOL, WF_F64, WF_I64, WF_COUNT
+} WeightFileDType;
+
+const char *weight_file_dtype_name(WeightFileDType t); /* "F16", "F32", ... (safetensors spelling) */
+size_t weight_file_dtype_size(WeightFileDType t);
+
+typedef struct WeightInfo {
+  WeightFileDType dtype;
+  uint32_t rank;
+  int64_t dims[IR_MAX_RANK];
+  uint64_t data_offset; /* absolute byte offset of the tensor's data in the file */
+  uint64_t nbytes;      /* elements * dtype size */
+} WeightInfo;
+
+/* Header parsers over bytes in memory (the fuzz targets call these).
+ * On failure they return false and write a lowercase message to err. */
+bool weights_parse_safetensors(const uint8_t *data, size_t len, const char *key, WeightInfo *out, char *err,
+                               size_t errlen);
+bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen);
+
+/* The same on files (memory-mapped). */
+bool weights_probe_safetensors(const char *path, const char *key, WeightInfo *out, char *err, size_t errlen);
+bool weights_probe_npy(const char *path, WeightInfo *out, char *err, size_t errlen);
+
+/* Whether a file dtype can be loaded into a param of the IR dtype (by exact
+ * match or by a lossless-enough float conversion: F16/F32/BF16 -> fp16/fp32). */
+bool weights_dtype_loadable(WeightFileDType from, IrDType to);
+
+/* Checks every live param whose source is a file: the file exists and parses,
+ * the key exists, shape and dtype agree. Paths are relative to m->base_dir.
+ * Reports each problem at the param's location; returns false if any. */
+bool weights_check_sources(IrModule *m, Diag *d);
+
+#endif

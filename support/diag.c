@@ -1,0 +1,193 @@
+/*
+ * Source files and the one diagnostics module.
+ *
+ * Format (as gcc and clang print it, so editors and CI annotators parse it):
+ *   file:line:col: error: message
+ *       3 |   y = foo(x);
+ *         |       ^~~
+ * Messages are counted, never exit; callers check diag_should_stop() to stop
+ * early once the error limit is reached.
+ */
+#include "orion/support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void srcset_init(SourceSet *ss) {
+  ss->files = NULL;
+  ss->count = 1; /* id 0 = no file */
+  ss->cap = 0;
+  xgrow((void **)&ss->files, sizeof *ss->files, &ss->cap, 1);
+  memset(&ss->files[0], 0, sizeof ss->files[0]);
+}
+
+void srcset_free(SourceSet *ss) {
+  for (uint32_t i = 1; i < ss->count; i++) {
+    free(ss->files[i].name);
+    free(ss->files[i].text);
+    free(ss->files[i].line_starts);
+  }
+  free(ss->files);
+  ss->files = NULL;
+  ss->count = ss->cap = 0;
+}
+
+uint32_t srcset_add(SourceSet *ss, const char *name, const char *text, size_t len) {
+  xgrow((void **)&ss->files, sizeof *ss->files, &ss->cap, ss->count + 1);
+  SourceFile *f = &ss->files[ss->count];
+  f->name = xstrdup(name);
+  f->text = xmalloc(len + 1);
+  memcpy(f->text, text, len);
+  f->text[len] = 0;
+  f->len = len;
+  f->line_starts = NULL;
+  f->nlines = 0;
+  return ss->count++;
+}
+
+const SourceFile *srcset_get(const SourceSet *ss, uint32_t id) {
+  return (id > 0 && id < ss->count) ? &ss->files[id] : NULL;
+}
+
+static void build_lines(SourceFile *f) {
+  uint32_t cap = 0, n = 0;
+  xgrow((void **)&f->line_starts, sizeof *f->line_starts, &cap, 1);
+  f->line_starts[n++] = 0;
+  for (size_t i = 0; i < f->len; i++)
+    if (f->text[i] == '\n') {
+      xgrow((void **)&f->line_starts, sizeof *f->line_starts, &cap, n + 1);
+      f->line_starts[n++] = (uint32_t)(i + 1);
+    }
+  f->nlines = n;
+}
+
+void srcset_linecol(SourceSet *ss, uint32_t file, uint32_t off, uint32_t *line, uint32_t *col) {
+  SourceFile *f = (file > 0 && file < ss->count) ? &ss->files[file] : NULL;
+  if (!f) {
+    *line = *col = 0;
+    return;
+  }
+  if (!f->line_starts) build_lines(f);
+  if (off > f->len) off = (uint32_t)f->len;
+  uint32_t lo = 0, hi = f->nlines; /* last line start <= off */
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (f->line_starts[mid] <= off) lo = mid; else hi = mid;
+  }
+  *line = lo + 1;
+  *col = off - f->line_starts[lo] + 1;
+}
+
+void diag_init(Diag *d, SourceSet *sources) {
+  memset(d, 0, sizeof *d);
+  d->sources = sources;
+  d->out = stderr;
+  d->error_limit = DEFAULT_ERROR_LIMIT;
+}
+
+bool diag_has_errors(const Diag *d) { return d->nerrors > 0; }
+
+bool diag_should_stop(const Diag *d) {
+  return d->error_limit && d->nerrors >= d->error_limit;
+}
+
+/* Longest source line shown; longer lines are cut around the span. */
+#define MAX_SHOWN_LINE 160
+
+static void emit(Diag *d, const StrBuf *sb) {
+  if (d->capture) sb_putn(d->capture, sb->data, sb->len);
+  else {
+    fwrite(sb->data, 1, sb->len, d->out);
+    fflush(d->out);
+  }
+}
+
+static void put_source_line(StrBuf *sb, const SourceFile *f, uint32_t line, uint32_t start, uint32_t end,
+                            uint32_t lstart) {
+  size_t lend = lstart;
+  while (lend < f->len && f->text[lend] != '\n') lend++;
+  if (lend > lstart && f->text[lend - 1] == '\r') lend--;
+  /* Window of the line to show. */
+  size_t from = lstart, to = lend;
+  if (to - from > MAX_SHOWN_LINE) {
+    from = start > lstart + MAX_SHOWN_LINE / 4 ? start - MAX_SHOWN_LINE / 4 : lstart;
+    to = from + MAX_SHOWN_LINE < lend ? from + MAX_SHOWN_LINE : lend;
+  }
+  if (end > to) end = (uint32_t)to;
+  if (end <= start) end = start + 1;
+  char gutter[16];
+  int gw = snprintf(gutter, sizeof gutter, "%5u", line);
+  sb_printf(sb, "%s | ", gutter);
+  for (size_t i = from; i < to; i++) {
+    unsigned char c = (unsigned char)f->text[i];
+    sb_putc(sb, (c == '\t' || (c >= 0x20 && c != 0x7f)) ? (char)c : '?');
+  }
+  sb_putc(sb, '\n');
+  sb_printf(sb, "%*s | ", gw, "");
+  for (size_t i = from; i < start && i < to; i++) sb_putc(sb, f->text[i] == '\t' ? '\t' : ' ');
+  sb_putc(sb, '^');
+  for (uint32_t i = start + 1; i < end; i++) sb_putc(sb, '~');
+  sb_putc(sb, '\n');
+}
+
+void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap) {
+  if (level == DIAG_WARNING && d->suppress_warnings) {
+    d->last_suppressed = true;
+    return;
+  }
+  if (level == DIAG_WARNING && d->warnings_as_errors) level = DIAG_ERROR;
+  /* A note belongs to the message before it: drop it with that message. */
+  if (level == DIAG_NOTE && d->last_suppressed) return;
+  if (level != DIAG_NOTE) d->last_suppressed = false;
+  if (diag_should_stop(d)) return; /* the limit line has been printed; stay quiet */
+  static const char *const names[] = {"note", "warning", "error"};
+  StrBuf sb;
+  sb_init(&sb);
+  const SourceFile *f = d->sources ? srcset_get(d->sources, span.file) : NULL;
+  uint32_t line = 0, col = 0;
+  if (f) {
+    srcset_linecol(d->sources, span.file, span.start, &line, &col);
+    sb_printf(&sb, "%s:%u:%u: ", f->name, line, col);
+  } else {
+    sb_puts(&sb, "orionc: ");
+  }
+  sb_printf(&sb, "%s: ", names[level]);
+  sb_vprintf(&sb, fmt, ap);
+  sb_putc(&sb, '\n');
+  if (f) {
+    uint32_t start = span.start > f->len ? (uint32_t)f->len : span.start;
+    uint32_t end = span.end > f->len ? (uint32_t)f->len : span.end;
+    /* Underline only up to the end of the first line of the span. */
+    uint32_t lstart = start - (col - 1);
+    uint32_t eol = start;
+    while (eol < f->len && f->text[eol] != '\n') eol++;
+    if (end > eol) end = eol;
+    put_source_line(&sb, f, line, start, end, lstart);
+  }
+  if (level == DIAG_ERROR) d->nerrors++;
+  else if (level == DIAG_WARNING) d->nwarnings++;
+  if (level == DIAG_ERROR && diag_should_stop(d) && !d->limit_reported) {
+    d->limit_reported = true;
+    sb_printf(&sb, "orionc: fatal error: too many errors emitted, stopping now (limit is %u; see -ferror-limit)\n",
+              d->error_limit);
+  }
+  emit(d, &sb);
+  sb_free(&sb);
+}
+
+void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(d, level, span, fmt, ap);
+  va_end(ap);
+}
+
+void ice(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("orion: internal compiler error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs("\nplease report this as a bug\n", stderr);
+  va_end(ap);
+  abort();
+}

@@ -1,0 +1,110 @@
+/*
+ * Whole-file reads with a size limit, and atomic writes (temporary file in the
+ * same directory, fsync, rename) so that a reader never sees half a file.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "orion/support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    *err = strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *err = strerror(errno);
+    close(fd);
+    return false;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    *err = "is a directory";
+    close(fd);
+    return false;
+  }
+  size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096, n = 0;
+  if (S_ISREG(st.st_mode) && (size_t)st.st_size > limit) {
+    *err = "file too large";
+    close(fd);
+    return false;
+  }
+  char *buf = xmalloc(cap);
+  for (;;) {
+    if (n + 1 >= cap) {
+      if (cap > limit) {
+        free(buf);
+        close(fd);
+        *err = "file too large";
+        return false;
+      }
+      cap *= 2;
+      buf = xrealloc(buf, cap);
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      *err = strerror(errno);
+      free(buf);
+      close(fd);
+      return false;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  if (n > limit) {
+    free(buf);
+    *err = "file too large";
+    return false;
+  }
+  buf[n] = 0;
+  *data = buf;
+  *len = n;
+  return true;
+}
+
+bool write_file_atomic(const char *path, const void *data, size_t len, const char **err) {
+  size_t plen = strlen(path);
+  char *tmp = xmalloc(plen + 16);
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    *err = strerror(errno);
+    free(tmp);
+    return false;
+  }
+  const char *p = data;
+  size_t left = len;
+  while (left) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      goto fail;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) goto fail;
+  if (close(fd) != 0) {
+    fd = -1;
+    goto fail;
+  }
+  fd = -1;
+  if (rename(tmp, path) != 0) goto fail;
+  free(tmp);
+  return true;
+fail:
+  *err = strerror(errno);
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  free(tmp);
+  return false;
+}

@@ -1,0 +1,234 @@
+/*
+ * Allocation funnel, arenas and string buffers.
+ * Out-of-memory is fatal: a half-built IR cannot be reported on usefully.
+ */
+#include "orion/support.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ORION_NORETURN void out_of_memory(size_t n) {
+  fprintf(stderr, "orion: fatal error: out of memory allocating %zu bytes\n", n);
+  abort();
+}
+
+void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) out_of_memory(n);
+  return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) out_of_memory(count * size);
+  return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) out_of_memory(n);
+  return q;
+}
+
+char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(xmalloc(n), s, n);
+}
+
+void xgrow(void **p, size_t elem_size, uint32_t *cap, uint32_t need) {
+  if (need <= *cap) return;
+  uint64_t c = *cap ? *cap : 8;
+  while (c < need) c *= 2;
+  if (c > UINT32_MAX) c = UINT32_MAX;
+  *p = xrealloc(*p, (size_t)c * elem_size);
+  *cap = (uint32_t)c;
+}
+
+/* ---- arena ---- */
+
+struct ArenaBlock {
+  ArenaBlock *next;
+  size_t used, size;
+  _Alignas(16) unsigned char data[];
+};
+
+#define ARENA_BLOCK_SIZE (64u * 1024u)
+
+void arena_init(Arena *a) { a->head = NULL; a->total = 0; }
+
+void arena_free(Arena *a) {
+  for (ArenaBlock *b = a->head, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  a->head = NULL;
+  a->total = 0;
+}
+
+void *arena_alloc(Arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  ArenaBlock *b = a->head;
+  if (!b || b->size - b->used < n) {
+    size_t size = n > ARENA_BLOCK_SIZE ? n : ARENA_BLOCK_SIZE;
+    b = xmalloc(sizeof *b + size);
+    b->size = size;
+    b->used = 0;
+    /* A big one-off block goes behind the current one so the current one keeps filling. */
+    if (a->head && n > ARENA_BLOCK_SIZE) {
+      b->next = a->head->next;
+      a->head->next = b;
+    } else {
+      b->next = a->head;
+      a->head = b;
+    }
+  }
+  void *p = b->data + b->used;
+  b->used += n;
+  a->total += n;
+  memset(p, 0, n);
+  return p;
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n) {
+  char *p = arena_alloc(a, n + 1);
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+char *arena_strdup(Arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
+void *arena_memdup(Arena *a, const void *p, size_t n) {
+  void *q = arena_alloc(a, n);
+  if (n) memcpy(q, p, n);
+  return q;
+}
+
+char *arena_printf(Arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *p = arena_alloc(a, (size_t)n + 1);
+  vsnprintf(p, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return p;
+}
+
+/* ---- string buffer ---- */
+
+void sb_init(StrBuf *sb) { sb->data = NULL; sb->len = sb->cap = 0; }
+void sb_free(StrBuf *sb) { free(sb->data); sb_init(sb); }
+
+static void sb_reserve(StrBuf *sb, size_t extra) {
+  if (sb->len + extra + 1 <= sb->cap) return;
+  size_t c = sb->cap ? sb->cap : 64;
+  while (c < sb->len + extra + 1) c *= 2;
+  sb->data = xrealloc(sb->data, c);
+  sb->cap = c;
+}
+
+void sb_putn(StrBuf *sb, const char *s, size_t n) {
+  sb_reserve(sb, n);
+  memcpy(sb->data + sb->len, s, n);
+  sb->len += n;
+  sb->data[sb->len] = 0;
+}
+
+void sb_putc(StrBuf *sb, char c) { sb_putn(sb, &c, 1); }
+void sb_puts(StrBuf *sb, const char *s) { sb_putn(sb, s, strlen(s)); }
+
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  sb_reserve(sb, (size_t)n);
+  vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  sb->len += (size_t)n;
+}
+
+void sb_printf(StrBuf *sb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(sb, fmt, ap);
+  va_end(ap);
+}
+
+void sb_put_double(StrBuf *sb, double v) {
+  if (v != v) { sb_puts(sb, "nan"); return; }
+  if (v == 1.0 / 0.0) { sb_puts(sb, "inf"); return; }
+  if (v == -1.0 / 0.0) { sb_puts(sb, "-inf"); return; }
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  /* Keep a float looking like a float so it reads back as one. */
+  if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+  sb_puts(sb, buf);
+}
+
+/* ---- hashing ---- */
+
+uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* ---- string map ---- */
+
+void strmap_init(StrMap *m) { memset(m, 0, sizeof *m); }
+
+void strmap_free(StrMap *m) {
+  free(m->keys);
+  free(m->vals);
+  strmap_init(m);
+}
+
+static uint32_t strmap_slot(const char **keys, uint32_t cap, const char *key) {
+  uint32_t i = (uint32_t)fnv1a64(key, strlen(key), FNV1A64_INIT) & (cap - 1);
+  while (keys[i] && strcmp(keys[i], key) != 0) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+uint32_t strmap_get(const StrMap *m, const char *key) {
+  if (!m->cap) return 0;
+  uint32_t i = strmap_slot(m->keys, m->cap, key);
+  return m->keys[i] ? m->vals[i] : 0;
+}
+
+void strmap_put(StrMap *m, const char *key, uint32_t val) {
+  if ((m->count + 1) * 2 > m->cap) {
+    uint32_t ncap = m->cap ? m->cap * 2 : 64;
+    const char **nk = xcalloc(ncap, sizeof *nk);
+    uint32_t *nv = xcalloc(ncap, sizeof *nv);
+    for (uint32_t i = 0; i < m->cap; i++)
+      if (m->keys[i]) {
+        uint32_t j = strmap_slot(nk, ncap, m->keys[i]);
+        nk[j] = m->keys[i];
+        nv[j] = m->vals[i];
+      }
+    free(m->keys);
+    free(m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+  }
+  uint32_t i = strmap_slot(m->keys, m->cap, key);
+  if (!m->keys[i]) m->count++;
+  m->keys[i] = key;
+  m->vals[i] = val;
+}
