@@ -18,7 +18,9 @@ typedef struct Builder {
   Diag *d;
   IrModule *m;
   IrFuncId f;
-  StrMap names; /* value name -> value id in the current function */
+  StrMap names;     /* value name -> value id in the current function */
+  StrMap poisoned;  /* names whose definition failed: uses are not reported again */
+  StrMap instances; /* call instance names in the current function */
 } Builder;
 
 /* ---- list helpers: the grammar builds lists in reverse ---- */
@@ -58,8 +60,9 @@ static unsigned edit_distance(const char *a, const char *b) {
 }
 
 static const char *suggest_op(const char *name) {
+  /* Close enough to be a typo: one edit per three characters. */
   const char *best = NULL;
-  unsigned best_d = 3;
+  unsigned best_d = (unsigned)strlen(name) / 3 + 1;
   for (int k = 0; k < OP_CALL; k++) {
     const char *cand = ir_op_info((IrOpKind)k)->name;
     unsigned dist = edit_distance(name, cand);
@@ -121,8 +124,14 @@ static bool define_name(Builder *b, const char *name, SrcSpan loc) {
 
 static IrValueId lookup_value(Builder *b, const char *name, SrcSpan loc) {
   IrValueId v = strmap_get(&b->names, name);
-  if (!v) diag_error(b->d, loc, "use of undefined value '%s'", name);
+  if (!v && !strmap_get(&b->poisoned, name)) diag_error(b->d, loc, "use of undefined value '%s'", name);
   return v;
+}
+
+/* A definition that failed still claims its name, so later uses do not
+ * cascade into "undefined value" errors. */
+static void poison(Builder *b, const char *name) {
+  if (!strmap_get(&b->names, name)) strmap_put(&b->poisoned, name, 1);
 }
 
 /* ---- literals ---- */
@@ -202,6 +211,7 @@ static void build_const(Builder *b, const AstStmt *s) {
   IrType t;
   bool ok = resolve_type(b, s->type, &t);
   ok = define_name(b, s->name, s->name_loc) && ok;
+  poison(b, s->name); /* until the const is made */
   if (!ok) return;
   uint64_t elements = ir_type_elements(&t);
   const AstLit *l = s->value;
@@ -403,6 +413,7 @@ static void build_param(Builder *b, AstStmt *s) {
   IrParamSource src;
   bool ok = resolve_type(b, s->type, &t);
   ok = define_name(b, s->name, s->name_loc) && ok;
+  poison(b, s->name); /* until the param is made */
   if (!ok || !build_source(b, s, &t, &src)) return;
   IrValueId v = ir_param_new(b->m, b->f, s->name, &t, &src, s->name_loc);
   strmap_put(&b->names, ir_value(b->m, v)->name, v);
@@ -493,7 +504,10 @@ static bool collect_args(Builder *b, const AstStmt *s, const IrOpInfo *info, IrV
 static void define_results(Builder *b, const AstStmt *s, IrOpId op) {
   uint32_t i = 0;
   for (const AstResult *r = s->results; r; r = r->next, i++) {
-    if (!op) continue;
+    if (!op) {
+      poison(b, r->name);
+      continue;
+    }
     IrValueId v = ir_op(b->m, op)->results[i];
     ir_value(b->m, v)->loc = r->loc;
     strmap_put(&b->names, ir_value(b->m, v)->name, v);
@@ -551,6 +565,7 @@ static void build_op(Builder *b, AstStmt *s) {
       if (fn) diag_note(b->d, s->op_loc, "'%s' is a function; write 'call %s(...) as NAME'", s->op, s->op);
       else if (sugg) diag_note(b->d, s->op_loc, "did you mean '%s'?", sugg);
       collect_args(b, s, NULL, inputs, &ninputs, MAX_OPERANDS);
+      define_results(b, s, 0);
       return;
     }
     info = ir_op_info(kind);
@@ -558,6 +573,7 @@ static void build_op(Builder *b, AstStmt *s) {
   ok = collect_args(b, s, info, inputs, &ninputs, MAX_OPERANDS) && ok;
   if (ninputs > MAX_OPERANDS) {
     diag_error(b->d, s->loc, "too many operands (limit is %d)", MAX_OPERANDS);
+    define_results(b, s, 0);
     return;
   }
   if (info) {
@@ -599,7 +615,11 @@ static void build_op(Builder *b, AstStmt *s) {
       diag_error(b->d, s->op_loc, "function '%s' calls itself; recursion cannot be inlined", s->op);
       ok = false;
     }
-    if (strmap_get(&b->names, s->instance) || !define_name(b, s->instance, s->instance_loc)) ok = false;
+    if (strmap_get(&b->instances, s->instance)) {
+      diag_error(b->d, s->instance_loc, "instance name '%s' is used twice in '%s'", s->instance, ir_func(b->m, b->f)->name);
+      ok = false;
+    }
+    strmap_put(&b->instances, s->instance, 1);
   }
   if (!ok) {
     define_results(b, s, 0);
@@ -674,12 +694,17 @@ static void warn_unused(Builder *b) {
 static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
   b->f = f;
   strmap_init(&b->names);
+  strmap_init(&b->poisoned);
+  strmap_init(&b->instances);
   REVERSE_LIST(AstInput, af->inputs);
   REVERSE_LIST(AstStmt, af->stmts);
   for (AstInput *in = af->inputs; in; in = in->next) {
     IrType t;
     bool ok = resolve_type(b, in->type, &t);
-    if (!define_name(b, in->name, in->loc) || !ok) continue;
+    if (!define_name(b, in->name, in->loc) || !ok) {
+      poison(b, in->name);
+      continue;
+    }
     IrValueId v = ir_func_add_input(b->m, f, in->name, &t, in->loc);
     strmap_put(&b->names, ir_value(b->m, v)->name, v);
   }
@@ -701,6 +726,8 @@ static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
                af->name);
   if (!diag_has_errors(b->d)) warn_unused(b);
   strmap_free(&b->names);
+  strmap_free(&b->poisoned);
+  strmap_free(&b->instances);
 }
 
 IrModule *oir_build(OirParseCtx *ctx, AstFunc *funcs) {

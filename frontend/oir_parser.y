@@ -248,7 +248,8 @@ static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, Oir
   } else {
     const SourceFile *f = srcset_get(ctx->diag->sources, ctx->file);
     uint32_t n = loc.end - loc.start;
-    if (f && n > 0 && n <= 40 && loc.end <= f->len) {
+    bool quote = tok == YYSYMBOL_IDENT || tok == YYSYMBOL_INT || tok == YYSYMBOL_FLOAT || tok == YYSYMBOL_STRING;
+    if (quote && f && n > 0 && n <= 40 && loc.end <= f->len) {
       sb_printf(&sb, "unexpected %s '", yysymbol_name(tok));
       for (uint32_t i = 0; i < n; i++) {
         char c = f->text[loc.start + i];

@@ -102,6 +102,17 @@ static void emit(Diag *d, const StrBuf *sb) {
   }
 }
 
+/* Length of a valid UTF-8 sequence at s (1 for ASCII), 0 if invalid: such
+ * bytes are shown as '?' so that a binary file cannot garble the terminal. */
+static size_t utf8_length(const char *s, size_t avail) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t n = u[0] < 0x80 ? 1 : (u[0] & 0xe0) == 0xc0 ? 2 : (u[0] & 0xf0) == 0xe0 ? 3 : (u[0] & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 0 || n > avail || (n == 2 && u[0] < 0xc2)) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((u[i] & 0xc0) != 0x80) return 0;
+  return n;
+}
+
 static void put_source_line(StrBuf *sb, const SourceFile *f, uint32_t line, uint32_t start, uint32_t end,
                             uint32_t lstart) {
   size_t lend = lstart;
@@ -118,9 +129,12 @@ static void put_source_line(StrBuf *sb, const SourceFile *f, uint32_t line, uint
   char gutter[16];
   int gw = snprintf(gutter, sizeof gutter, "%5u", line);
   sb_printf(sb, "%s | ", gutter);
-  for (size_t i = from; i < to; i++) {
+  for (size_t i = from; i < to;) {
+    size_t n = utf8_length(f->text + i, to - i);
     unsigned char c = (unsigned char)f->text[i];
-    sb_putc(sb, (c == '\t' || (c >= 0x20 && c != 0x7f)) ? (char)c : '?');
+    if (n > 1) sb_putn(sb, f->text + i, n);
+    else sb_putc(sb, (c == '\t' || (c >= 0x20 && c < 0x7f)) ? (char)c : '?');
+    i += n ? n : 1;
   }
   sb_putc(sb, '\n');
   sb_printf(sb, "%*s | ", gw, "");
@@ -135,7 +149,6 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
     d->last_suppressed = true;
     return;
   }
-  if (level == DIAG_WARNING && d->warnings_as_errors) level = DIAG_ERROR;
   /* A note belongs to the message before it: drop it with that message. */
   if (level == DIAG_NOTE && d->last_suppressed) return;
   if (level != DIAG_NOTE) d->last_suppressed = false;
@@ -151,8 +164,11 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
   } else {
     sb_puts(&sb, "orionc: ");
   }
+  bool promoted = level == DIAG_WARNING && d->warnings_as_errors;
+  if (promoted) level = DIAG_ERROR;
   sb_printf(&sb, "%s: ", names[level]);
   sb_vprintf(&sb, fmt, ap);
+  if (promoted) sb_puts(&sb, " [-Werror]");
   sb_putc(&sb, '\n');
   if (f) {
     uint32_t start = span.start > f->len ? (uint32_t)f->len : span.start;
