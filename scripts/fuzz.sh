@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for
+# SECONDS (default 60) on its seed corpus. Crashes are written to build-fuzz/.
+# Prints "fuzz NAME: ok" or the crash, and exits non-zero on any crash.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+dir=build-fuzz
+if [ ! -f "$dir/build.ninja" ]; then
+  CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debugoptimized >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
+fi
+ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+
+status=0
+run() { # run NAME CORPUS_DIRS...
+  local name=$1
+  shift
+  local work="$dir/corpus-$name"
+  mkdir -p "$work"
+  if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+     "$dir/testsuite/fuzz/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+       -artifact_prefix="$dir/$name-" -print_final_stats=0 "$work" "$@" >"$dir/$name.log" 2>&1; then
+    echo "fuzz $name: ok ($seconds s, $(grep -o 'cov: [0-9]*' "$dir/$name.log" | tail -n 1))"
+  else
+    echo "fuzz $name: FAILED"
+    tail -n 40 "$dir/$name.log"
+    status=1
+  fi
+}
+run fuzz_oir examples testsuite/golden
+run fuzz_weights testsuite/fuzz/corpus_weights
+exit $status

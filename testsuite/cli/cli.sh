@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Command-line behaviour of orionc: options, exit codes, output files, and
+# hostile input (garbage, deep nesting, huge files) that must end in a clear
+# error, never a crash or a hang.
+set -u
+orionc=$1
+root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+check() { # check NAME EXPECTED_STATUS CMD...   (stdout+stderr in $tmp/out)
+  local name=$1 want=$2
+  shift 2
+  timeout 60 "$@" >"$tmp/out" 2>&1
+  local got=$?
+  if [ "$got" = "$want" ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $name: exit $got, expected $want"
+    head -n 20 "$tmp/out"
+  fi
+}
+
+contains() { # contains NAME TEXT   (in $tmp/out)
+  if grep -qF -- "$2" "$tmp/out"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $1: output lacks '$2'"
+    head -n 20 "$tmp/out"
+  fi
+}
+
+ok_program='func main(x: fp16[2]) {
+  y = relu(x);
+  return y;
+}'
+
+check help 0 "$orionc" --help
+contains help "usage: orionc [options] FILE.oir"
+contains help "exit status: 0 success, 1 errors in the input, 2 usage error"
+check version 0 "$orionc" --version
+contains version "orionc 0.1.0"
+check unknown-option 2 "$orionc" --frobnicate x.oir
+contains unknown-option "orionc: error: unknown option '--frobnicate'"
+check no-input 2 "$orionc"
+contains no-input "orionc: error: no input file"
+check two-inputs 2 "$orionc" a.oir b.oir
+contains two-inputs "orionc: error: more than one input file ('b.oir')"
+check bad-emit 2 "$orionc" --emit=llvm a.oir
+contains bad-emit "orionc: error: unknown --emit kind 'llvm' (expected oir)"
+check bad-limit 2 "$orionc" -ferror-limit=x a.oir
+check o-without-emit 2 "$orionc" -o out.oir a.oir
+check missing-file 1 "$orionc" "$tmp/none.oir"
+contains missing-file "orionc: error: cannot read '$tmp/none.oir': No such file or directory"
+check directory 1 "$orionc" "$tmp"
+contains directory "is a directory"
+
+# Standard input.
+printf '%s\n' "$ok_program" >"$tmp/ok.oir"
+check stdin 0 sh -c "\"$orionc\" --emit=oir - <\"$tmp/ok.oir\""
+contains stdin "y: fp16[2] = relu(x);"
+
+# -o writes the file; a failed compile leaves an existing file untouched and no temporary.
+check write 0 "$orionc" --emit=oir -o "$tmp/out.oir" "$tmp/ok.oir"
+if grep -qF "y: fp16[2] = relu(x);" "$tmp/out.oir"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: -o content"; fi
+printf 'func main(x: fp16[2]) {\n  y = nope(x);\n  return y;\n}\n' >"$tmp/bad.oir"
+cp "$tmp/out.oir" "$tmp/before.oir"
+check write-fail 1 "$orionc" --emit=oir -o "$tmp/out.oir" "$tmp/bad.oir"
+if cmp -s "$tmp/out.oir" "$tmp/before.oir" && [ -z "$(ls "$tmp" | grep '\.tmp\.')" ]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: a failed compile changed the output or left a temporary"
+fi
+check write-unwritable 1 "$orionc" --emit=oir -o "$tmp/no/such/dir/x.oir" "$tmp/ok.oir"
+contains write-unwritable "orionc: error: cannot write '$tmp/no/such/dir/x.oir'"
+
+# Warnings: -w silences them, -Werror fails on them.
+printf 'func main(x: fp16[2], u: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n' >"$tmp/warn.oir"
+check warn 0 "$orionc" "$tmp/warn.oir"
+contains warn "warning: input 'u' is never used"
+check no-warn 0 "$orionc" -w "$tmp/warn.oir"
+if [ ! -s "$tmp/out" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: -w printed something"; fi
+check werror 1 "$orionc" -Werror "$tmp/warn.oir"
+contains werror "error: input 'u' is never used [-Werror]"
+
+# Hostile input: 10 MB of random bytes ends quickly with at most 20 errors.
+head -c 10000000 /dev/urandom >"$tmp/garbage.oir"
+check garbage 1 "$orionc" "$tmp/garbage.oir"
+contains garbage "too many errors emitted, stopping now (limit is 20"
+n=$(grep -c ': error: ' "$tmp/out")
+if [ "$n" -le 20 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $n errors for garbage"; fi
+# Deep nesting: a million brackets.
+{ printf 'func main(x: fp16[2]) {\n  const c: fp16[2] = '; head -c 1000000 /dev/zero | tr '\0' '['; printf ';\n  return x;\n}\n'; } >"$tmp/deep.oir"
+check deep-nesting 1 "$orionc" "$tmp/deep.oir"
+contains deep-nesting "brackets nested too deeply (limit is 16)"
+# A file over the size limit is refused before it is read.
+truncate -s 70M "$tmp/huge.oir"
+check huge-file 1 "$orionc" "$tmp/huge.oir"
+contains huge-file "is too large (limit is 67108864 bytes)"
+# A very long name.
+{ printf 'func main('; head -c 5000 /dev/zero | tr '\0' 'a'; printf ': fp16[2]) {\n  return x;\n}\n'; } >"$tmp/long.oir"
+check long-name 1 "$orionc" "$tmp/long.oir"
+contains long-name "name too long (limit is 255 characters)"
+# Many functions and statements: no quadratic blow-up (bounded by the timeout).
+{ for i in $(seq 1 3000); do printf 'func f%d(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n' "$i"; done; } >"$tmp/many.oir"
+check many-functions 0 "$orionc" "$tmp/many.oir"
+
+# Every shipped example compiles without a warning, and its summary prints.
+for e in "$root"/examples/*.oir; do
+  check "example $(basename "$e")" 0 "$orionc" -Werror --summary "$e"
+  contains "example $(basename "$e")" "func main:"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,166 @@
+/*
+ * The diagnostics module: exact format, carets under spans, tabs, notes,
+ * the error limit, -Werror promotion, -w suppression, long lines.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "orion/support.h"
+
+typedef struct Fixture {
+  SourceSet ss;
+  Diag d;
+  StrBuf out;
+  uint32_t file;
+} Fixture;
+
+static void setup(Fixture *f, const char *text) {
+  srcset_init(&f->ss);
+  diag_init(&f->d, &f->ss);
+  sb_init(&f->out);
+  f->d.capture = &f->out;
+  f->file = srcset_add(&f->ss, "m.oir", text, strlen(text));
+}
+
+static void teardown(Fixture *f) {
+  sb_free(&f->out);
+  srcset_free(&f->ss);
+}
+
+Test(diag, format_with_caret_and_underline) {
+  Fixture f;
+  setup(&f, "func main() {\n  y = frob(x);\n}\n");
+  diag_error(&f.d, (SrcSpan){f.file, 20, 24}, "unknown op '%s'", "frob");
+  cr_assert_str_eq(f.out.data, "m.oir:2:7: error: unknown op 'frob'\n"
+                               "    2 |   y = frob(x);\n"
+                               "      |       ^~~~\n");
+  cr_assert_eq(f.d.nerrors, 1);
+  teardown(&f);
+}
+
+Test(diag, tabs_keep_the_caret_aligned) {
+  Fixture f;
+  setup(&f, "\ty = x;\n");
+  diag_warning(&f.d, (SrcSpan){f.file, 5, 6}, "w");
+  cr_assert_str_eq(f.out.data, "m.oir:1:6: warning: w\n    1 | \ty = x;\n      | \t    ^\n");
+  cr_assert_eq(f.d.nwarnings, 1);
+  cr_assert_eq(f.d.nerrors, 0);
+  teardown(&f);
+}
+
+Test(diag, span_over_lines_is_cut_at_the_first_line_end) {
+  Fixture f;
+  setup(&f, "ab\ncd\n");
+  diag_error(&f.d, (SrcSpan){f.file, 0, 5}, "e");
+  cr_assert_str_eq(f.out.data, "m.oir:1:1: error: e\n    1 | ab\n      | ^~\n");
+  teardown(&f);
+}
+
+Test(diag, location_at_end_of_file) {
+  Fixture f;
+  setup(&f, "abc");
+  diag_error(&f.d, (SrcSpan){f.file, 3, 3}, "end");
+  cr_assert_str_eq(f.out.data, "m.oir:1:4: error: end\n    1 | abc\n      |    ^\n");
+  teardown(&f);
+}
+
+Test(diag, no_location) {
+  Fixture f;
+  setup(&f, "");
+  diag_error(&f.d, (SrcSpan){0}, "cannot read '%s'", "x");
+  cr_assert_str_eq(f.out.data, "orionc: error: cannot read 'x'\n");
+  teardown(&f);
+}
+
+Test(diag, error_limit_stops_and_says_so_once) {
+  Fixture f;
+  setup(&f, "x\n");
+  f.d.error_limit = 2;
+  for (int i = 0; i < 5; i++) diag_error(&f.d, (SrcSpan){f.file, 0, 1}, "e%d", i);
+  cr_assert(diag_should_stop(&f.d));
+  cr_assert_eq(f.d.nerrors, 2);
+  cr_assert_str_eq(f.out.data, "m.oir:1:1: error: e0\n    1 | x\n      | ^\n"
+                               "m.oir:1:1: error: e1\n    1 | x\n      | ^\n"
+                               "orionc: fatal error: too many errors emitted, stopping now (limit is 2; see -ferror-limit)\n");
+  teardown(&f);
+}
+
+Test(diag, werror_promotes_and_w_suppresses_with_notes) {
+  Fixture f;
+  setup(&f, "x\n");
+  f.d.warnings_as_errors = true;
+  diag_warning(&f.d, (SrcSpan){0}, "unused");
+  cr_assert_str_eq(f.out.data, "orionc: error: unused [-Werror]\n");
+  cr_assert_eq(f.d.nerrors, 1);
+  f.out.len = 0;
+  f.out.data[0] = 0;
+  f.d.warnings_as_errors = false;
+  f.d.suppress_warnings = true;
+  diag_warning(&f.d, (SrcSpan){0}, "quiet");
+  diag_note(&f.d, (SrcSpan){0}, "its note");
+  diag_error(&f.d, (SrcSpan){0}, "loud");
+  diag_note(&f.d, (SrcSpan){0}, "kept");
+  cr_assert_str_eq(f.out.data, "orionc: error: loud\norionc: note: kept\n");
+  teardown(&f);
+}
+
+Test(diag, long_lines_are_windowed_and_binary_is_masked) {
+  Fixture f;
+  char text[1001];
+  memset(text, 'a', 1000);
+  text[1000] = 0;
+  text[600] = '\x01';
+  setup(&f, text);
+  diag_error(&f.d, (SrcSpan){f.file, 600, 601}, "bad");
+  /* 40 bytes of context before the span, 160 shown in all. */
+  const char *line = strchr(f.out.data, '\n') + 1;
+  cr_assert_eq(strncmp(line, "    1 | ", 8), 0);
+  const char *shown = line + 8;
+  cr_assert_eq(strcspn(shown, "\n"), 160);
+  cr_assert_eq(shown[40], '?');
+  const char *caret = strchr(shown, '\n') + 1;
+  cr_assert_eq(strncmp(caret + 8 + 40, "^\n", 2), 0, "%s", caret);
+  teardown(&f);
+}
+
+Test(diag, line_and_column_lookup) {
+  Fixture f;
+  setup(&f, "a\nbc\n\nd");
+  uint32_t line, col;
+  srcset_linecol(&f.ss, f.file, 3, &line, &col);
+  cr_assert_eq(line, 2);
+  cr_assert_eq(col, 2);
+  srcset_linecol(&f.ss, f.file, 6, &line, &col);
+  cr_assert_eq(line, 4);
+  cr_assert_eq(col, 1);
+  teardown(&f);
+}
+
+Test(support, shortest_exact_doubles) {
+  StrBuf sb;
+  sb_init(&sb);
+  double vals[] = {0.1, 1e-5, 3.0, -2.5, 1.0 / 3.0, 65504.0, 1e300};
+  const char *want[] = {"0.1", "1e-05", "3.0", "-2.5", "0.3333333333333333", "65504.0", "1e+300"};
+  for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+    sb.len = 0;
+    sb_put_double(&sb, vals[i]);
+    cr_assert_str_eq(sb.data, want[i]);
+  }
+  sb_free(&sb);
+}
+
+Test(support, strmap) {
+  StrMap m;
+  strmap_init(&m);
+  char keys[300][8];
+  for (int i = 0; i < 300; i++) {
+    snprintf(keys[i], sizeof keys[i], "k%d", i);
+    strmap_put(&m, keys[i], (uint32_t)i + 1);
+  }
+  for (int i = 0; i < 300; i++) cr_assert_eq(strmap_get(&m, keys[i]), (uint32_t)i + 1);
+  cr_assert_eq(strmap_get(&m, "absent"), 0);
+  strmap_put(&m, keys[5], 99);
+  cr_assert_eq(strmap_get(&m, "k5"), 99);
+  cr_assert_eq(m.count, 300);
+  strmap_free(&m);
+}

@@ -1,0 +1,205 @@
+/*
+ * The IR as passes use it: creation, use lists, replacing uses, deletion,
+ * reordering, names, the verifier catching broken structure, and inlining.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "orion/passes.h"
+
+static IrType t2(IrDType dt, int64_t a, int64_t b) { return (IrType){.dtype = dt, .rank = 2, .dims = {a, b}}; }
+
+static bool uses_contain(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
+  IrValue *val = ir_value(m, v);
+  for (uint32_t i = 0; i < val->nuses; i++)
+    if (val->uses[i].op == op && val->uses[i].index == index) return true;
+  return false;
+}
+
+static char *verify_text(IrModule *m) {
+  static char buf[4096];
+  SourceSet ss;
+  srcset_init(&ss);
+  StrBuf out;
+  sb_init(&out);
+  Diag d;
+  diag_init(&d, &ss);
+  d.capture = &out;
+  bool ok = ir_verify(m, &d);
+  snprintf(buf, sizeof buf, "%s%s", ok ? "ok" : "", out.data ? out.data : "");
+  sb_free(&out);
+  srcset_free(&ss);
+  return buf;
+}
+
+Test(ir, op_table_is_consistent) {
+  for (int k = 0; k < OP_CALL; k++) {
+    const IrOpInfo *info = ir_op_info((IrOpKind)k);
+    cr_assert(info->name && info->name[0]);
+    cr_assert_eq(ir_op_from_name(info->name), (IrOpKind)k, "%s", info->name);
+    cr_assert(info->max_inputs < 0 || info->max_inputs >= info->min_inputs, "%s", info->name);
+  }
+  cr_assert_eq(ir_op_from_name("nope"), OP_COUNT);
+  const IrOpInfo *conv = ir_op_info(OP_CONV);
+  cr_assert_eq(conv->nattrs, 5);
+  cr_assert_str_eq(conv->attrs[0].name, "strides");
+  cr_assert_eq(conv->attrs[0].kind, AS_INTS);
+  cr_assert(conv->attrs[0].optional);
+  cr_assert(!ir_op_info(OP_RESHAPE)->attrs[0].optional);
+}
+
+Test(ir, dtypes) {
+  cr_assert_eq(ir_dtype_from_name("fp16"), DT_FP16);
+  cr_assert_eq(ir_dtype_from_name("uint8"), DT_UINT8);
+  cr_assert_eq(ir_dtype_from_name("float"), DT_INVALID);
+  cr_assert_eq(ir_dtype_size(DT_FP32), 4);
+  cr_assert_eq(ir_dtype_size(DT_BOOL), 1);
+  IrType t = t2(DT_INT32, 3, 7);
+  cr_assert_eq(ir_type_elements(&t), 21);
+  StrBuf sb;
+  sb_init(&sb);
+  ir_type_print(&sb, &t);
+  cr_assert_str_eq(sb.data, "int32[3,7]");
+  sb.len = 0;
+  IrType scalar = {.dtype = DT_FP16};
+  ir_type_print(&sb, &scalar);
+  cr_assert_str_eq(sb.data, "fp16[]");
+  sb_free(&sb);
+}
+
+Test(ir, uses_replace_and_erase) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrValueId in1[] = {x};
+  const char *n1[] = {"a"}, *n2[] = {"b"}, *n3[] = {"c"};
+  IrOpId relu = ir_op_new(m, f, OP_RELU, in1, 1, 1, n1, (SrcSpan){0});
+  IrValueId a = ir_op(m, relu)->results[0];
+  IrValueId in2[] = {a, a};
+  IrOpId add = ir_op_new(m, f, OP_ADD, in2, 2, 1, n2, (SrcSpan){0});
+  IrValueId b = ir_op(m, add)->results[0];
+  ir_func_add_output(m, f, "out", b, (SrcSpan){0});
+  cr_assert_str_eq(verify_text(m), "ok");
+  cr_assert_eq(ir_value(m, a)->nuses, 2);
+  cr_assert(uses_contain(m, a, add, 0) && uses_contain(m, a, add, 1));
+  cr_assert(uses_contain(m, b, 0, 0), "outputs are uses");
+  cr_assert_eq(ir_value(m, a)->type.dtype, DT_FP16, "the verifier inferred the type");
+
+  /* Insert tanh(x) before relu and point the add at it instead. */
+  IrOpId tanh = ir_op_new(m, f, OP_TANH, in1, 1, 1, n3, (SrcSpan){0});
+  ir_op_move_before(m, tanh, relu);
+  cr_assert_eq(ir_func(m, f)->first, tanh);
+  IrValueId c = ir_op(m, tanh)->results[0];
+  ir_replace_all_uses(m, a, c);
+  cr_assert_eq(ir_value(m, a)->nuses, 0);
+  cr_assert_eq(ir_value(m, c)->nuses, 2);
+  cr_assert_eq(ir_op(m, add)->inputs[0], c);
+  ir_op_erase(m, relu);
+  cr_assert(ir_op(m, relu)->dead);
+  cr_assert(ir_value(m, a)->dead);
+  cr_assert_eq(ir_value(m, x)->nuses, 1, "the erased op no longer uses x");
+  cr_assert_eq(ir_func(m, f)->nops, 2);
+  cr_assert_str_eq(verify_text(m), "ok");
+
+  /* Replacing a returned value moves the output; the output keeps its name. */
+  ir_replace_all_uses(m, b, c);
+  cr_assert_eq(ir_func(m, f)->outputs[0].value, c);
+  cr_assert_str_eq(ir_func(m, f)->outputs[0].name, "out");
+  ir_op_erase(m, add);
+  StrBuf sb;
+  sb_init(&sb);
+  ir_print_module(m, &sb);
+  cr_assert_str_eq(sb.data, "func main(x: fp16[1,4]) {\n  c: fp16[1,4] = tanh(x);\n  return out = c;\n}\n");
+  sb_free(&sb);
+  ir_module_free(m);
+}
+
+Test(ir, verifier_catches_use_before_definition) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrValueId in1[] = {x};
+  const char *n1[] = {"a"}, *n2[] = {"b"};
+  IrOpId first = ir_op_new(m, f, OP_RELU, in1, 1, 1, n1, (SrcSpan){0});
+  IrValueId in2[] = {ir_op(m, first)->results[0]};
+  IrOpId second = ir_op_new(m, f, OP_EXP, in2, 1, 1, n2, (SrcSpan){0});
+  ir_func_add_output(m, f, "b", ir_op(m, second)->results[0], (SrcSpan){0});
+  ir_op_move_before(m, second, first);
+  cr_assert_str_eq(verify_text(m), "orionc: error: verifier: operand 'a' of 'exp' is used before it is defined\n");
+  ir_module_free(m);
+}
+
+Test(ir, verifier_catches_missing_outputs) {
+  IrModule *m = ir_module_new();
+  ir_func_new(m, "main", (SrcSpan){0});
+  cr_assert_str_eq(verify_text(m), "orionc: error: function 'main' has no outputs\n");
+  ir_module_free(m);
+}
+
+Test(ir, unique_names_and_attrs) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 2, 2);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  cr_assert_str_eq(ir_unique_name(m, f, "y"), "y");
+  const char *name = ir_unique_name(m, f, "x");
+  cr_assert_str_neq(name, "x");
+  IrValueId in[] = {x};
+  IrOpId op = ir_op_new(m, f, OP_SOFTMAX, in, 1, 1, NULL, (SrcSpan){0});
+  cr_assert_str_neq(ir_value(m, ir_op(m, op)->results[0])->name, ir_value(m, x)->name);
+  ir_op_set_attr_int(m, op, "axis", 0);
+  cr_assert_eq(ir_attr_int(m, op, "axis", -1), 0);
+  ir_op_set_attr_int(m, op, "axis", 1);
+  cr_assert_eq(ir_op(m, op)->nattrs, 1, "setting again replaces");
+  cr_assert_eq(ir_attr_int(m, op, "axis", -1), 1);
+  cr_assert_eq(ir_attr_float(m, op, "missing", 2.5), 2.5);
+  int64_t perm[] = {1, 0};
+  ir_op_set_attr_ints(m, op, "perm", perm, 2);
+  int64_t got[4];
+  cr_assert_eq(ir_attr_ints(m, op, "perm", got, 4), 2);
+  cr_assert_eq(got[0], 1);
+  ir_module_free(m);
+}
+
+static const char *inline_text(const char *src) {
+  static char buf[8192];
+  Parsed p;
+  parsed_open(&p, src);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(pass_inline(p.m, &p.d), "%s", p.diags.data);
+  cr_assert(ir_verify(p.m, &p.d), "%s", p.diags.data);
+  StrBuf sb;
+  sb_init(&sb);
+  ir_print_module(p.m, &sb);
+  snprintf(buf, sizeof buf, "%s", sb.data);
+  sb_free(&sb);
+  parsed_close(&p);
+  return buf;
+}
+
+Test(ir, inline_gives_each_instance_its_own_weights) {
+  const char *out = inline_text("func main(x: fp16[2]) {\n a = call f(x) as l0;\n b = call f(a) as l1;\n return b;\n}\n"
+                                "func f(x: fp16[2]) {\n param w: fp16[2] = normal(seed=5);\n"
+                                " param k: fp16[2] = safetensors(\"m.safetensors\", \"{scope}.k\");\n"
+                                " y = mul(x, w);\n z = add(y, k);\n return z;\n}\n");
+  char want0[64], want1[64];
+  snprintf(want0, sizeof want0, "normal(seed=%llu,", (unsigned long long)ir_derive_seed(5, "l0"));
+  snprintf(want1, sizeof want1, "normal(seed=%llu,", (unsigned long long)ir_derive_seed(5, "l1"));
+  cr_assert_neq(ir_derive_seed(5, "l0"), ir_derive_seed(5, "l1"));
+  cr_assert_not_null(strstr(out, want0), "%s", out);
+  cr_assert_not_null(strstr(out, want1), "%s", out);
+  cr_assert_not_null(strstr(out, "safetensors(\"m.safetensors\", \"l0.k\")"), "%s", out);
+  cr_assert_not_null(strstr(out, "safetensors(\"m.safetensors\", \"l1.k\")"), "%s", out);
+  cr_assert_not_null(strstr(out, "l1.z: fp16[2] = add(l1.y, l1.k);"), "%s", out);
+  cr_assert_not_null(strstr(out, "return b = l1.z;"), "%s", out);
+  cr_assert_null(strstr(out, "func f("), "the callee is gone: %s", out);
+  cr_assert_null(strstr(out, "call "), "%s", out);
+}
+
+Test(ir, inline_keeps_entry_functions_that_are_also_called_nowhere) {
+  const char *out = inline_text("func a(x: fp16[2]) {\n return x;\n}\nfunc b(x: fp16[2]) {\n y = relu(x);\n return y;\n}\n");
+  cr_assert_str_eq(out, "func a(x: fp16[2]) {\n  return x;\n}\n\nfunc b(x: fp16[2]) {\n  y: fp16[2] = relu(x);\n  return y;\n}\n");
+}
