@@ -187,8 +187,8 @@ static bool flatten_const(Builder *b, const AstLit *l, const IrType *t, uint32_t
       if (dim >= t->rank)
         diag_error(b->d, l->loc, "constant list nested deeper than the rank of %s", sb.data);
       else
-        diag_error(b->d, l->loc, "constant list has %u items where dimension %u of %s is %lld", l->n, dim, sb.data,
-                   (long long)t->dims[dim]);
+        diag_error(b->d, l->loc, "constant list has %u item%s where dimension %u of %s is %lld", l->n,
+                   l->n == 1 ? "" : "s", dim, sb.data, (long long)t->dims[dim]);
       sb_free(&sb);
       return false;
     }
@@ -203,6 +203,37 @@ static bool flatten_const(Builder *b, const AstLit *l, const IrType *t, uint32_t
       return false;
     }
     if (!flatten_const(b, it, t, dim + 1, data, n, nested)) return false;
+  }
+  return true;
+}
+
+/* A literal stored in a tensor of dtype t must be representable there:
+ * integers in range, bools 0 or 1, floats within the finite range
+ * (inf and nan are allowed only where written as such). */
+static bool value_fits(Builder *b, IrDType t, double v, SrcSpan loc, const char *what) {
+  static const struct { IrDType t; double lo, hi; } int_ranges[] = {
+      {DT_INT32, -2147483648.0, 2147483647.0}, {DT_INT8, -128, 127}, {DT_UINT8, 0, 255}, {DT_BOOL, 0, 1}};
+  for (size_t i = 0; i < sizeof int_ranges / sizeof *int_ranges; i++) {
+    if (int_ranges[i].t != t) continue;
+    if (isnan(v) || v != floor(v) || v < int_ranges[i].lo || v > int_ranges[i].hi) {
+      StrBuf sb;
+      sb_init(&sb);
+      sb_put_double(&sb, v);
+      diag_error(b->d, loc, "%s of dtype %s cannot hold the value %s (range %.0f to %.0f)", what, ir_dtype_name(t), sb.data,
+                 int_ranges[i].lo, int_ranges[i].hi);
+      sb_free(&sb);
+      return false;
+    }
+    return true;
+  }
+  double max = t == DT_FP16 ? 65504.0 : 3.4028234663852886e38;
+  if (isfinite(v) && fabs(v) > max) {
+    StrBuf sb;
+    sb_init(&sb);
+    sb_put_double(&sb, v);
+    diag_error(b->d, loc, "%s value %s is beyond the finite range of %s (largest is %g)", what, sb.data, ir_dtype_name(t), max);
+    sb_free(&sb);
+    return false;
   }
   return true;
 }
@@ -239,13 +270,8 @@ static void build_const(Builder *b, const AstStmt *s) {
     data = xmalloc(sizeof *data * (size_t)elements);
     if (!flatten_const(b, l, &t, 0, data, &n, nested)) goto out;
   }
-  for (uint64_t i = 0; i < n; i++) {
-    bool integral = data[i] == floor(data[i]);
-    if (!ir_dtype_is_float(t.dtype) && (!integral || isinf(data[i]))) {
-      diag_error(b->d, l->loc, "constant of dtype %s cannot hold the value %g", ir_dtype_name(t.dtype), data[i]);
-      goto out;
-    }
-  }
+  for (uint64_t i = 0; i < n; i++)
+    if (!value_fits(b, t.dtype, data[i], l->loc, "constant")) goto out;
   IrValueId v = ir_const_new(b->m, b->f, s->name, &t, data, n, s->name_loc);
   strmap_put(&b->names, ir_value(b->m, v)->name, v);
 out:
@@ -286,6 +312,10 @@ static bool check_source_args(Builder *b, const AstStmt *s, const char *const *a
         }
     } else if (a->kind == ARG_VALUE) {
       diag_error(b->d, a->loc, "weight source arguments must be literals, not the value '%s'", a->name);
+      ok = false;
+    } else if (pos->npositional < max_positional && allowed[pos->npositional] &&
+               source_attr(b, s, allowed[pos->npositional], &(const AstLit *){NULL})) {
+      diag_error(b->d, a->loc, "'%s' given both by position and by name", allowed[pos->npositional]);
       ok = false;
     } else if (pos->npositional >= max_positional) {
       diag_error(b->d, a->loc, "too many arguments for weight source '%s'", s->source);
@@ -341,7 +371,7 @@ static bool build_source(Builder *b, const AstStmt *s, const IrType *t, IrParamS
       diag_error(b->d, s->source_loc, "'fill' needs a value, e.g. fill(0.5)");
       return false;
     }
-    return number_arg(b, l, "the fill value", &src->a);
+    return number_arg(b, l, "the fill value", &src->a) && value_fits(b, t->dtype, src->a, l->loc, "fill value");
   }
   if (!strcmp(name, "normal") || !strcmp(name, "uniform")) {
     bool normal = name[0] == 'n';

@@ -13,6 +13,7 @@ typedef struct Verifier {
   IrModule *m;
   Diag *d;
   uint8_t *state; /* per function: 0 unvisited, 1 in progress, 2 done */
+  uint32_t *height; /* per function: longest chain of calls below it */
   uint32_t *position; /* per value: 1 + index of the defining op in its function, 0 = not yet defined */
   bool ok;
 } Verifier;
@@ -24,7 +25,7 @@ static bool has_use(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
   return false;
 }
 
-static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth);
+static void verify_func(Verifier *vf, IrFuncId f);
 
 /* Operands must be live values of this function defined earlier. */
 static bool check_operands(Verifier *vf, IrFuncId f, IrOpId id) {
@@ -52,11 +53,12 @@ static bool check_operands(Verifier *vf, IrFuncId f, IrOpId id) {
   return true;
 }
 
-static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth) {
+/* Callees are verified before their callers, so calls see their output types;
+ * the call height is computed on the way back, whatever the file order. */
+static void verify_func(Verifier *vf, IrFuncId f) {
   IrModule *m = vf->m;
   if (vf->state[f] == 2) return;
   vf->state[f] = 1;
-  /* Callees first, so calls see their output types. */
   IR_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_CALL) continue;
@@ -65,12 +67,13 @@ static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth) {
       vf->ok = false;
       continue;
     }
-    if (depth + 1 >= IR_MAX_CALL_DEPTH) {
+    verify_func(vf, o->callee);
+    uint32_t h = vf->height[o->callee] + 1;
+    if (h > IR_MAX_CALL_DEPTH && vf->height[o->callee] <= IR_MAX_CALL_DEPTH) {
       diag_error(vf->d, o->loc, "calls nested too deeply (limit is %d)", IR_MAX_CALL_DEPTH);
       vf->ok = false;
-      continue;
     }
-    verify_func(vf, o->callee, depth + 1);
+    if (h > vf->height[f]) vf->height[f] = h;
   }
   IR_FOR_EACH_OP(m, f, op) {
     if (diag_should_stop(vf->d)) break;
@@ -102,6 +105,7 @@ static void verify_func(Verifier *vf, IrFuncId f, uint32_t depth) {
 bool ir_verify(IrModule *m, Diag *d) {
   Verifier vf = {.m = m, .d = d, .ok = true};
   vf.state = xcalloc(m->nfuncs, 1);
+  vf.height = xcalloc(m->nfuncs, sizeof *vf.height);
   vf.position = xcalloc(m->nvalues, sizeof *vf.position);
   /* Every use recorded must be an operand or output that names the value. */
   for (IrValueId v = 1; v < m->nvalues && vf.ok; v++) {
@@ -119,8 +123,9 @@ bool ir_verify(IrModule *m, Diag *d) {
     }
   }
   for (IrFuncId f = 1; f < m->nfuncs && !diag_should_stop(d); f++)
-    if (!m->funcs[f].dead) verify_func(&vf, f, 0);
+    if (!m->funcs[f].dead) verify_func(&vf, f);
   free(vf.state);
+  free(vf.height);
   free(vf.position);
   return vf.ok && !diag_should_stop(d);
 }

@@ -126,8 +126,11 @@ static void delete_func(IrModule *m, IrFuncId f) {
 bool pass_inline(IrModule *m, Diag *d) {
   bool *was_callee = xcalloc(m->nfuncs, sizeof *was_callee);
   for (IrFuncId f = 1; f < m->nfuncs; f++) was_callee[f] = m->funcs[f].ncallers > 0;
+  /* Only entry functions are expanded: a callee's own calls are expanded as
+   * copies inside its callers, so nested instance paths compose ("h0.mlp")
+   * whatever order the functions appear in. */
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
-    if (m->funcs[f].dead) continue;
+    if (m->funcs[f].dead || was_callee[f]) continue;
     Inliner in = {.m = m, .d = d};
     strmap_init(&in.names);
     for (IrValueId v = 1; v < m->nvalues; v++)
@@ -152,7 +155,7 @@ bool pass_inline(IrModule *m, Diag *d) {
     strmap_free(&in.names);
   }
   for (IrFuncId f = 1; f < m->nfuncs; f++)
-    if (was_callee[f] && !m->funcs[f].dead && m->funcs[f].ncallers == 0) delete_func(m, f);
+    if (was_callee[f] && !m->funcs[f].dead) delete_func(m, f);
   free(was_callee);
   return true;
 }

@@ -161,6 +161,11 @@ void sb_put_double(StrBuf *sb, double v) {
   if (v == 1.0 / 0.0) { sb_puts(sb, "inf"); return; }
   if (v == -1.0 / 0.0) { sb_puts(sb, "-inf"); return; }
   char buf[40];
+  if (v == (double)(long long)v && v > -1e15 && v < 1e15) { /* integral: no exponent */
+    snprintf(buf, sizeof buf, "%.1f", v);
+    sb_puts(sb, buf);
+    return;
+  }
   for (int prec = 1; prec <= 17; prec++) {
     snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (strtod(buf, NULL) == v) break;
