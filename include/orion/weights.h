@@ -37,8 +37,9 @@ bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *e
 bool weights_probe_safetensors(const char *path, const char *key, WeightInfo *out, char *err, size_t errlen);
 bool weights_probe_npy(const char *path, WeightInfo *out, char *err, size_t errlen);
 
-/* Whether a file dtype can be loaded into a param of the IR dtype (by exact
- * match or by a lossless-enough float conversion: F16/F32/BF16 -> fp16/fp32). */
+/* Whether a file dtype can be loaded into a param of the IR dtype: by exact
+ * match, by float conversion (F16/F32/BF16/F64 -> fp16/fp32), or I64 -> int32
+ * (range-checked when the data is read). */
 bool weights_dtype_loadable(WeightFileDType from, IrDType to);
 
 /* Checks every live param whose source is a file: the file exists and parses,
