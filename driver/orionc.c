@@ -113,6 +113,23 @@ static int parse_options(int argc, char **argv, Options *o) {
   return -1;
 }
 
+/* "512 B", "14.2 KiB", "27.04 MiB": sizes people read at a glance. */
+static const char *human_bytes(uint64_t n, char *buf, size_t len) {
+  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (n < 1024) {
+    snprintf(buf, len, "%llu B", (unsigned long long)n);
+    return buf;
+  }
+  double v = (double)n / 1024.0;
+  int u = 0;
+  while (v >= 1024.0 && u < 3) {
+    v /= 1024.0;
+    u++;
+  }
+  snprintf(buf, len, "%.2f %s", v, units[u]);
+  return buf;
+}
+
 static void print_summary(IrModule *m, const char *input, FILE *out) {
   uint32_t nfuncs = 0;
   for (IrFuncId f = 1; f < m->nfuncs; f++) nfuncs += !m->funcs[f].dead;
@@ -131,9 +148,10 @@ static void print_summary(IrModule *m, const char *input, FILE *out) {
       elements += ir_type_elements(&v->type);
       bytes += ir_type_elements(&v->type) * ir_dtype_size(v->type.dtype);
     }
-    fprintf(out, "func %s: %u input%s, %u output%s, %u ops, %llu params (%llu weights, %.2f MiB), %llu consts\n", fn->name,
+    char size[32];
+    fprintf(out, "func %s: %u input%s, %u output%s, %u ops, %llu params (%llu weights, %s), %llu consts\n", fn->name,
             fn->ninputs, fn->ninputs == 1 ? "" : "s", fn->noutputs, fn->noutputs == 1 ? "" : "s", fn->nops,
-            (unsigned long long)nparams, (unsigned long long)elements, (double)bytes / (1024.0 * 1024.0),
+            (unsigned long long)nparams, (unsigned long long)elements, human_bytes(bytes, size, sizeof size),
             (unsigned long long)nconsts);
     StrBuf sb;
     sb_init(&sb);
