@@ -47,4 +47,26 @@ bool weights_dtype_loadable(WeightFileDType from, IrDType to);
  * Reports each problem at the param's location; returns false if any. */
 bool weights_check_sources(IrModule *m, Diag *d);
 
+/* ---- materialization: a param's bytes in its IR dtype ---- */
+
+typedef struct WeightLoadOptions {
+  /* Values beyond fp16's finite range: clamp to +-65504 with a warning
+   * (true) or report an error naming the tensor (false, the default). */
+  bool clamp_fp16;
+} WeightLoadOptions;
+
+/* Produces the data of a live param in its declared dtype, row-major,
+ * little-endian (fp16 as IEEE binary16 bits), from its source:
+ *  - zeros, ones, fill(v): the value, rounded once to the dtype;
+ *  - normal(seed, mean, std), uniform(seed, low, high): the deterministic
+ *    generator documented in docs/weights.md, computed in double and rounded
+ *    once to the dtype;
+ *  - safetensors/npy: the file's tensor (memory-mapped), converted
+ *    F32/F64/BF16/F16 -> fp16 or fp32 with round-to-nearest-even, I64 -> int32
+ *    with a range check, others copied.
+ * NaN in weights is an error; values beyond fp16's range are an error unless
+ * opt->clamp_fp16. Problems are reported at the param's location naming it.
+ * Returns a malloc'd buffer of *nbytes bytes, or NULL after reporting. */
+void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, size_t *nbytes);
+
 #endif

@@ -1,0 +1,76 @@
+/*
+ * MIL blob storage, version 2 (`weight.bin`), byte-exact with Apple's writer:
+ * a 64-byte header {u32 count, u32 version = 2, zeros}, then per blob a
+ * 64-byte metadata record {u32 0xDEADBEEF, u32 dtype, u64 size, u64 data
+ * offset (= record + 64), u64 padding bits = 0, zeros} followed by the data;
+ * records start 64-aligned; no padding after the last blob. The offset a MIL
+ * BLOBFILE names is the offset of the metadata record. See the MIL spec §2.
+ */
+#ifndef ORION_BLOB_H
+#define ORION_BLOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* BlobDataType codes (never renumbered). */
+typedef enum BlobDType {
+  BLOB_FP16 = 1, BLOB_FP32 = 2, BLOB_UINT8 = 3, BLOB_INT8 = 4, BLOB_BF16 = 5, BLOB_INT16 = 6,
+  BLOB_UINT16 = 7, BLOB_INT32 = 14, BLOB_UINT32 = 15
+} BlobDType;
+
+const char *blob_dtype_name(uint32_t code); /* "fp16", ... or NULL if unknown */
+size_t blob_dtype_size(uint32_t code);      /* 0 if unknown or sub-byte */
+
+#define BLOB_HEADER_SIZE 64u
+#define BLOB_METADATA_SIZE 64u
+#define BLOB_SENTINEL 0xDEADBEEFu
+#define BLOB_VERSION 2u
+
+/* Builds a weight file in memory. Identical blobs (same dtype and bytes) are
+ * stored once: adding one again returns the first one's offset. */
+typedef struct BlobWriter {
+  uint8_t *data;
+  size_t len, cap;
+  uint32_t count;
+  /* dedup index: hash -> offsets (open addressing) */
+  uint64_t *hashes;
+  uint64_t *offsets;
+  size_t table_cap, table_used;
+} BlobWriter;
+
+void blob_writer_init(BlobWriter *w);
+void blob_writer_free(BlobWriter *w);
+/* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
+uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
+
+/* A view of a weight file (bytes owned by the caller, e.g. a mapping). */
+typedef struct BlobFile {
+  const uint8_t *data;
+  size_t len;
+  uint32_t count; /* from the header */
+} BlobFile;
+
+typedef struct BlobInfo {
+  uint32_t dtype;
+  uint64_t size;        /* bytes */
+  uint64_t data_offset; /* absolute */
+  bool offset_unusual;  /* data_offset != record + 64 (tolerated, Apple's reader does) */
+} BlobInfo;
+
+/* Checks the header (size, version 2). On failure returns false with a
+ * lowercase message in err. */
+bool blob_file_open(BlobFile *f, const uint8_t *data, size_t len, char *err, size_t errlen);
+/* Reads and checks the metadata record at `offset`: in bounds, sentinel,
+ * known dtype, size > 0, data range inside the file. */
+bool blob_file_read(const BlobFile *f, uint64_t offset, BlobInfo *out, char *err, size_t errlen);
+/* Like blob_file_read, and also checks the dtype and byte size a MIL tensor
+ * type expects. */
+bool blob_file_read_expect(const BlobFile *f, uint64_t offset, uint32_t dtype, uint64_t nbytes, BlobInfo *out,
+                           char *err, size_t errlen);
+/* Walks every record from offset 64 with the align-64 rule; calls fn for each
+ * (stops and returns false on the first bad record, with err set). */
+bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, const BlobInfo *info), void *ctx,
+                    char *err, size_t errlen);
+
+#endif
