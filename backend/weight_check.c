@@ -7,7 +7,7 @@
  * should be reported at the declaration, with the path as the user wrote it,
  * before any work is done. Only headers are read here (see weights.h).
  */
-#include "orion/weights.h"
+#include "weights_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 /* Relative paths start at the module's directory; a "." or missing base_dir
  * leaves them as written. Returns a heap string. */
-static char *resolve_path(const IrModule *m, const char *path) {
+char *weights_resolve_path(const IrModule *m, const char *path) {
   const char *base = m->base_dir;
   if (path[0] == '/' || !base || !base[0] || strcmp(base, ".") == 0) return xstrdup(path);
   size_t blen = strlen(base), plen = strlen(path);
@@ -35,7 +35,7 @@ static char *resolve_path(const IrModule *m, const char *path) {
 
 /* Opens the resolved path once up front so that "cannot open" names the path
  * as the user wrote it; the probe only mentions the path it was given. */
-static bool check_openable(Diag *d, const IrValue *param, const char *resolved) {
+bool weights_check_openable(Diag *d, const IrValue *param, const char *resolved) {
   int fd = open(resolved, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     diag_error(d, param->loc, "cannot read weights for '%s': cannot open '%s': %s", param->name, param->src.path,
@@ -59,28 +59,33 @@ static bool check_param(IrModule *m, IrValueId v, Diag *d) {
   bool safetensors = src->kind == SRC_SAFETENSORS;
   if (!src->path || (safetensors && !src->key)) ice("param '%s' names a weight file without a path or key", param->name);
 
-  char *resolved = resolve_path(m, src->path);
+  char *resolved = weights_resolve_path(m, src->path);
   WeightInfo info;
   char err[WEIGHT_ERR_LEN];
-  bool ok = check_openable(d, param, resolved);
+  bool ok = weights_check_openable(d, param, resolved);
   if (ok) {
     ok = safetensors ? weights_probe_safetensors(resolved, src->key, &info, err, sizeof err)
                      : weights_probe_npy(resolved, &info, err, sizeof err);
     if (!ok) diag_error(d, param->loc, "cannot read weights for '%s' from '%s': %s", param->name, src->path, err);
   }
   free(resolved);
-  if (!ok) return false;
+  return ok && weights_check_fits(d, param, &info);
+}
 
+bool weights_check_fits(Diag *d, const IrValue *param, const WeightInfo *info) {
+  const IrParamSource *src = &param->src;
+  bool safetensors = src->kind == SRC_SAFETENSORS;
+  bool ok = true;
   const IrType *t = &param->type;
-  bool same_shape = info.rank == t->rank;
-  for (uint32_t i = 0; same_shape && i < info.rank; i++) same_shape = info.dims[i] == t->dims[i];
+  bool same_shape = info->rank == t->rank;
+  for (uint32_t i = 0; same_shape && i < info->rank; i++) same_shape = info->dims[i] == t->dims[i];
   if (!same_shape) {
     StrBuf declared, held;
     sb_init(&declared);
     sb_init(&held);
     ir_type_print(&declared, t);
     sb_putc(&held, '[');
-    for (uint32_t i = 0; i < info.rank; i++) sb_printf(&held, "%s%lld", i ? "," : "", (long long)info.dims[i]);
+    for (uint32_t i = 0; i < info->rank; i++) sb_printf(&held, "%s%lld", i ? "," : "", (long long)info->dims[i]);
     sb_putc(&held, ']');
     if (safetensors)
       diag_error(d, param->loc, "shape mismatch for '%s': declared %s but '%s' holds '%s' as %s", param->name,
@@ -92,8 +97,8 @@ static bool check_param(IrModule *m, IrValueId v, Diag *d) {
     sb_free(&held);
     ok = false;
   }
-  if (!weights_dtype_loadable(info.dtype, t->dtype)) {
-    const char *declared = ir_dtype_name(t->dtype), *held = weight_file_dtype_name(info.dtype);
+  if (!weights_dtype_loadable(info->dtype, t->dtype)) {
+    const char *declared = ir_dtype_name(t->dtype), *held = weight_file_dtype_name(info->dtype);
     if (safetensors)
       diag_error(d, param->loc, "dtype mismatch for '%s': declared %s but '%s' in '%s' is %s", param->name, declared,
                  src->key, src->path, held);

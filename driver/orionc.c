@@ -7,48 +7,66 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "orion/frontend.h"
+#include "orion/package.h"
 #include "orion/passes.h"
 #include "orion/weights.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
-typedef enum Emit { EMIT_NONE, EMIT_OIR } Emit;
+typedef enum Emit { EMIT_PACKAGE, EMIT_OIR, EMIT_MIL, EMIT_NONE } Emit;
 
 typedef struct Options {
   const char *input;
   const char *output;
   Emit emit;
+  bool emit_given;
   bool inline_calls;
+  bool legalize;
   bool summary;
   bool check_weights;
   bool werror;
   bool no_warnings;
+  bool time_phases;
+  bool verbose;
+  bool clamp_fp16;
+  MilTarget target;
   uint32_t error_limit;
 } Options;
 
 static void usage(FILE *out) {
   fputs("usage: orionc [options] FILE.oir\n"
         "\n"
-        "Compiles an orion graph (.oir) for Apple's Neural Engine.\n"
-        "This version parses, builds and verifies the graph, checks its weight files,\n"
-        "and prints the canonical IR and a summary.\n"
+        "Compiles an orion graph (.oir) for Apple's Neural Engine into a package\n"
+        "(MIL program text, an Apple-format weight file and a manifest).\n"
         "\n"
         "options:\n"
-        "  --emit=oir           print the canonical .oir of the verified graph\n"
-        "  -o FILE              write the emitted text to FILE (atomically) instead of stdout\n"
-        "  --inline             expand function calls before emitting\n"
+        "  -o PATH              write the package (a directory, default: FILE with .anepkg), or\n"
+        "                       with --emit, the text, to PATH; written atomically\n"
+        "  --emit=KIND          what to produce instead of a package:\n"
+        "                         oir   the canonical .oir of the verified graph\n"
+        "                         mil   the MIL program text (weights laid out in memory)\n"
+        "                         none  check only\n"
+        "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
+        "  --inline             with --emit=oir: expand function calls first\n"
+        "  --legalize           with --emit=oir: print the graph as it goes to MIL emission\n"
+        "                       (calls expanded, attention, rms_norm and neg lowered)\n"
         "  --summary            print functions, inputs, outputs, weights and op counts\n"
         "                       (of the graph with calls expanded)\n"
         "  --no-weight-check    do not open the safetensors/npy files that params name\n"
+        "                       (only with --emit=oir or --emit=none)\n"
+        "  --clamp-fp16         clamp weights beyond fp16's range (warning) instead of failing\n"
+        "  --time               print the time of each phase\n"
+        "  -v                   print progress\n"
         "  -Werror              treat warnings as errors\n"
         "  -w                   do not print warnings\n"
         "  -ferror-limit=N      stop after N errors (default 20; 0 = no limit)\n"
         "  -h, --help           show this help\n"
         "  --version            show the version\n"
         "\n"
-        "FILE may be '-' for standard input.\n"
+        "FILE may be '-' for standard input (then -o or --emit is required).\n"
         "exit status: 0 success, 1 errors in the input, 2 usage error\n",
         out);
 }
@@ -66,7 +84,7 @@ static int usage_error(const char *fmt, ...) {
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
-  *o = (Options){.check_weights = true, .error_limit = DEFAULT_ERROR_LIMIT};
+  *o = (Options){.check_weights = true, .error_limit = DEFAULT_ERROR_LIMIT, .target = MIL_IOS18};
   bool only_files = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -82,19 +100,36 @@ static int parse_options(int argc, char **argv, Options *o) {
       printf("orionc %s\n", ORION_VERSION);
       return EXIT_OK;
     } else if (!strncmp(a, "--emit=", 7)) {
-      if (!strcmp(a + 7, "oir")) o->emit = EMIT_OIR;
-      else return usage_error("unknown --emit kind '%s' (expected oir)", a + 7);
-    } else if (!strcmp(a, "--emit")) {
-      return usage_error("%s needs a value, e.g. --emit=oir", a);
+      static const char *const kinds[] = {"package", "oir", "mil", "none"};
+      o->emit_given = false;
+      for (int k = 0; k < 4; k++)
+        if (!strcmp(a + 7, kinds[k])) {
+          o->emit = (Emit)k;
+          o->emit_given = true;
+        }
+      if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil or none)", a + 7);
+    } else if (!strcmp(a, "--emit") || !strcmp(a, "--target")) {
+      return usage_error("%s needs a value, e.g. %s", a, a[2] == 'e' ? "--emit=mil" : "--target=ios18");
+    } else if (!strncmp(a, "--target=", 9)) {
+      if (!mil_target_from_name(a + 9, &o->target))
+        return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
     } else if (!strcmp(a, "-o")) {
-      if (++i >= argc) return usage_error("%s needs a file name", a);
+      if (++i >= argc) return usage_error("%s needs a path", a);
       o->output = argv[i];
     } else if (!strcmp(a, "--inline")) {
       o->inline_calls = true;
+    } else if (!strcmp(a, "--legalize")) {
+      o->legalize = true;
     } else if (!strcmp(a, "--summary")) {
       o->summary = true;
     } else if (!strcmp(a, "--no-weight-check")) {
       o->check_weights = false;
+    } else if (!strcmp(a, "--clamp-fp16")) {
+      o->clamp_fp16 = true;
+    } else if (!strcmp(a, "--time")) {
+      o->time_phases = true;
+    } else if (!strcmp(a, "-v")) {
+      o->verbose = true;
     } else if (!strcmp(a, "-Werror")) {
       o->werror = true;
     } else if (!strcmp(a, "-w")) {
@@ -109,7 +144,11 @@ static int parse_options(int argc, char **argv, Options *o) {
     }
   }
   if (!o->input) return usage_error("%s", "no input file");
-  if (o->output && o->emit == EMIT_NONE) return usage_error("%s", "-o needs something to write; add --emit=oir");
+  if (o->output && o->emit == EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
+  if ((o->inline_calls || o->legalize) && o->emit != EMIT_OIR) return usage_error("%s", "--inline and --legalize go with --emit=oir");
+  if (!o->check_weights && (o->emit == EMIT_PACKAGE || o->emit == EMIT_MIL))
+    return usage_error("%s", "--no-weight-check cannot be used when weights are written");
+  if (o->emit == EMIT_PACKAGE && !o->output && !strcmp(o->input, "-")) return usage_error("%s", "reading standard input needs -o PATH");
   return -1;
 }
 
@@ -177,6 +216,45 @@ static void print_summary(IrModule *m, const char *input, FILE *out) {
   }
 }
 
+/* Phase timing for --time. */
+typedef struct Clock {
+  bool on;
+  struct timespec last;
+} Clock;
+
+static double elapsed_ms(struct timespec a, struct timespec b) {
+  return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+static void phase(Clock *c, const char *name) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (c->on && name) fprintf(stderr, "orionc: %-16s %9.2f ms\n", name, elapsed_ms(c->last, now));
+  c->last = now;
+}
+
+static void progress(const Options *o, const char *fmt, ...) ORION_PRINTF(2, 3);
+static void progress(const Options *o, const char *fmt, ...) {
+  if (!o->verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("orionc: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* FILE.oir -> FILE.anepkg (in the current directory's terms). */
+static char *default_package_path(const char *input) {
+  size_t n = strlen(input);
+  const char *dot = strrchr(input, '.'), *slash = strrchr(input, '/');
+  if (dot && (!slash || dot > slash)) n = (size_t)(dot - input);
+  char *p = xmalloc(n + sizeof ".anepkg");
+  memcpy(p, input, n);
+  memcpy(p + n, ".anepkg", sizeof ".anepkg");
+  return p;
+}
+
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_options(argc, argv, &o);
@@ -187,21 +265,62 @@ int main(int argc, char **argv) {
   Diag d;
   diag_init(&d, &sources);
   d.warnings_as_errors = o.werror;
-  d.error_limit = o.error_limit;
   d.suppress_warnings = o.no_warnings;
+  d.error_limit = o.error_limit;
+  Clock clock = {.on = o.time_phases};
+  phase(&clock, NULL);
 
   rc = EXIT_INPUT;
   StrBuf text;
   sb_init(&text);
+  char *package_path = NULL;
+  char *summary = NULL;
+  size_t summary_len = 0;
+  progress(&o, "parsing %s", o.input);
   IrModule *m = oir_parse_file(o.input, &d);
+  phase(&clock, "parse+verify");
   if (!m) goto done;
-  if (o.emit == EMIT_OIR && !o.inline_calls) ir_print_module(m, &text);
-  bool need_flat = o.inline_calls || o.summary || o.check_weights;
-  if (need_flat && (!pass_inline(m, &d) || !ir_verify(m, &d))) goto done;
+  if (o.emit == EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, &text);
+  if (!pass_inline(m, &d) || !ir_verify(m, &d)) goto done;
+  phase(&clock, "inline");
   if (o.check_weights && !weights_check_sources(m, &d)) goto done;
-  if (o.emit == EMIT_OIR && o.inline_calls) ir_print_module(m, &text);
+  phase(&clock, "weight check");
+  if (o.summary) { /* printed after the emitted text */
+    FILE *mem = open_memstream(&summary, &summary_len);
+    if (mem) {
+      print_summary(m, o.input, mem);
+      fclose(mem);
+    }
+  }
+  if (o.emit == EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, &text);
+  if (o.emit == EMIT_OIR || o.emit == EMIT_NONE) {
+    if (o.legalize) {
+      if (!passes_legalize(m, &d)) goto done;
+      ir_print_module(m, &text);
+    }
+  } else {
+    progress(&o, "legalizing");
+    if (!passes_legalize(m, &d)) goto done;
+    phase(&clock, "passes");
+    PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
+                         .weights = {.clamp_fp16 = o.clamp_fp16}};
+    const SourceFile *src = srcset_get(&sources, 1);
+    po.source_text = src ? src->text : "";
+    po.source_len = src ? src->len : 0;
+    if (o.emit == EMIT_MIL) {
+      progress(&o, "emitting MIL");
+      if (!package_emit_mil(m, &po, &text, &d)) goto done;
+      phase(&clock, "emit");
+    } else {
+      package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
+      progress(&o, "writing %s", package_path);
+      if (!package_write(m, package_path, &po, &d)) goto done;
+      phase(&clock, "emit+write");
+      progress(&o, "wrote %s", package_path);
+    }
+  }
   if (diag_has_errors(&d)) goto done;
-  if (o.emit != EMIT_NONE) {
+  if (o.emit == EMIT_OIR || o.emit == EMIT_MIL) {
     const char *err;
     if (o.output) {
       if (!write_file_atomic(o.output, text.data ? text.data : "", text.len, &err)) {
@@ -212,9 +331,11 @@ int main(int argc, char **argv) {
       fwrite(text.data ? text.data : "", 1, text.len, stdout);
     }
   }
-  if (o.summary) print_summary(m, o.input, stdout);
+  if (summary) fwrite(summary, 1, summary_len, stdout);
   rc = EXIT_OK;
 done:
+  free(summary);
+  free(package_path);
   sb_free(&text);
   ir_module_free(m);
   srcset_free(&sources);

@@ -162,7 +162,7 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
     srcset_linecol(d->sources, span.file, span.start, &line, &col);
     sb_printf(&sb, "%s:%u:%u: ", f->name, line, col);
   } else {
-    sb_puts(&sb, "orionc: ");
+    sb_printf(&sb, "%s: ", d->program ? d->program : "orionc");
   }
   bool promoted = level == DIAG_WARNING && d->warnings_as_errors;
   if (promoted) level = DIAG_ERROR;
@@ -184,8 +184,8 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
   else if (level == DIAG_WARNING) d->nwarnings++;
   if (level == DIAG_ERROR && diag_should_stop(d) && !d->limit_reported) {
     d->limit_reported = true;
-    sb_printf(&sb, "orionc: fatal error: too many errors emitted, stopping now (limit is %u; see -ferror-limit)\n",
-              d->error_limit);
+    sb_printf(&sb, "%s: fatal error: too many errors emitted, stopping now (limit is %u; see -ferror-limit)\n",
+              d->program ? d->program : "orionc", d->error_limit);
   }
   emit(d, &sb);
   sb_free(&sb);

@@ -123,6 +123,7 @@ typedef struct Diag {
   bool last_suppressed;   /* the last message was dropped, so are its notes */
   bool limit_reported;    /* the "too many errors" line was printed */
   bool color;
+  const char *program; /* prefix of messages without a location (default "orionc") */
 } Diag;
 
 void diag_init(Diag *d, SourceSet *sources);

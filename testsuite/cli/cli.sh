@@ -51,9 +51,16 @@ contains no-input "orionc: error: no input file"
 check two-inputs 2 "$orionc" a.oir b.oir
 contains two-inputs "orionc: error: more than one input file ('b.oir')"
 check bad-emit 2 "$orionc" --emit=llvm a.oir
-contains bad-emit "orionc: error: unknown --emit kind 'llvm' (expected oir)"
+contains bad-emit "orionc: error: unknown --emit kind 'llvm' (expected oir, mil or none)"
 check bad-limit 2 "$orionc" -ferror-limit=x a.oir
-check o-without-emit 2 "$orionc" -o out.oir a.oir
+check o-with-emit-none 2 "$orionc" --emit=none -o out.oir a.oir
+contains o-with-emit-none "orionc: error: -o and --emit=none contradict each other"
+check bad-target 2 "$orionc" --target=ios15 a.oir
+contains bad-target "orionc: error: unknown target 'ios15' (expected ios16, ios17 or ios18)"
+check no-weight-check-package 2 "$orionc" --no-weight-check a.oir
+contains no-weight-check-package "orionc: error: --no-weight-check cannot be used when weights are written"
+check stdin-package 2 "$orionc" -
+contains stdin-package "orionc: error: reading standard input needs -o PATH"
 check missing-file 1 "$orionc" "$tmp/none.oir"
 contains missing-file "orionc: error: cannot read '$tmp/none.oir': No such file or directory"
 check directory 1 "$orionc" "$tmp"
@@ -107,11 +114,11 @@ check long-name 1 "$orionc" "$tmp/long.oir"
 contains long-name "name too long (limit is 255 characters)"
 # Many functions and statements: no quadratic blow-up (bounded by the timeout).
 { for i in $(seq 1 3000); do printf 'func f%d(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n' "$i"; done; } >"$tmp/many.oir"
-check many-functions 0 "$orionc" "$tmp/many.oir"
+check many-functions 0 "$orionc" --emit=none "$tmp/many.oir"
 
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
-  check "example $(basename "$e")" 0 "$orionc" -Werror --summary "$e"
+  check "example $(basename "$e")" 0 "$orionc" -Werror --summary -o "$tmp/example.anepkg" "$e"
   contains "example $(basename "$e")" "func main:"
 done
 

@@ -1,0 +1,305 @@
+/*
+ * MIL blob storage, version 2 (`weight.bin`): the writer and the reader.
+ *
+ * The writer reproduces Apple's StorageWriter byte for byte (MIL spec §2.3):
+ * the header's count is rewritten after every blob, each 64-byte metadata
+ * record starts at the current length rounded up to 64, its data follows
+ * immediately, gaps are zeros and nothing is padded after the last blob, so
+ * the file size is the last record's offset + 64 + its size. Identical blobs
+ * (same dtype and bytes) are stored once; a hash table of FNV-1a hashes finds
+ * candidates and a byte comparison confirms them, so a hash collision can
+ * never merge two different tensors.
+ *
+ * The reader takes a weight file as untrusted bytes (a package may come from
+ * anywhere) and makes Apple's reader's checks (§2.5) plus our own: records
+ * 64-byte aligned and past the header, a known dtype, the data range inside
+ * the file, sub-byte padding that fits the element width, and (on request)
+ * the dtype and byte count the MIL tensor type expects. A data offset other
+ * than record + 64 is only reported back: Apple's reader tolerates it. All
+ * arithmetic on numbers from the file is arranged so that it cannot wrap.
+ * Integers are little-endian whatever the host.
+ */
+#include "orion/blob.h"
+
+#include "orion/support.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+typedef struct DTypeInfo {
+  const char *name;
+  size_t size; /* bytes per element; 0 for sub-byte types */
+  uint32_t bits;
+} DTypeInfo;
+
+/* Indexed by BlobDataType code (§2.2); gaps are unknown codes. */
+static const DTypeInfo dtypes[] = {
+    [BLOB_FP16] = {"fp16", 2, 16},  [BLOB_FP32] = {"fp32", 4, 32},     [BLOB_UINT8] = {"uint8", 1, 8},
+    [BLOB_INT8] = {"int8", 1, 8},   [BLOB_BF16] = {"bf16", 2, 16},     [BLOB_INT16] = {"int16", 2, 16},
+    [BLOB_UINT16] = {"uint16", 2, 16}, [8] = {"int4", 0, 4},          [9] = {"uint1", 0, 1},
+    [10] = {"uint2", 0, 2},         [11] = {"uint4", 0, 4},            [12] = {"uint3", 0, 3},
+    [13] = {"uint6", 0, 6},         [BLOB_INT32] = {"int32", 4, 32},   [BLOB_UINT32] = {"uint32", 4, 32},
+    [16] = {"fp8e4m3fn", 1, 8},     [17] = {"fp8e5m2", 1, 8},
+};
+
+static const DTypeInfo *dtype_info(uint32_t code) {
+  if (code >= sizeof dtypes / sizeof dtypes[0] || !dtypes[code].name) return NULL;
+  return &dtypes[code];
+}
+
+const char *blob_dtype_name(uint32_t code) {
+  const DTypeInfo *d = dtype_info(code);
+  return d ? d->name : NULL;
+}
+
+size_t blob_dtype_size(uint32_t code) {
+  const DTypeInfo *d = dtype_info(code);
+  return d ? d->size : 0;
+}
+
+/* ---- byte helpers ------------------------------------------------------ */
+
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+
+/* Offsets of the fields of a metadata record. */
+enum { META_SENTINEL = 0, META_DTYPE = 4, META_SIZE = 8, META_OFFSET = 16, META_PADDING_BITS = 24 };
+
+/* ---- writer ------------------------------------------------------------ */
+
+void blob_writer_init(BlobWriter *w) {
+  memset(w, 0, sizeof *w);
+  w->cap = 4096;
+  w->data = xcalloc(1, w->cap);
+  w->len = BLOB_HEADER_SIZE; /* count 0, version 2, reserved zeros */
+  put_u32(w->data + 4, BLOB_VERSION);
+}
+
+void blob_writer_free(BlobWriter *w) {
+  free(w->data);
+  free(w->hashes);
+  free(w->offsets);
+  memset(w, 0, sizeof *w);
+}
+
+static uint64_t blob_hash(uint32_t dtype, const void *bytes, size_t nbytes) {
+  uint8_t code[4];
+  put_u32(code, dtype);
+  return fnv1a64(bytes, nbytes, fnv1a64(code, sizeof code, FNV1A64_INIT));
+}
+
+/* Whether the record at `offset` (written by this writer) holds exactly these bytes. */
+static bool same_blob(const BlobWriter *w, uint64_t offset, uint32_t dtype, const void *bytes, size_t nbytes) {
+  const uint8_t *meta = w->data + offset;
+  return get_u32(meta + META_DTYPE) == dtype && get_u64(meta + META_SIZE) == nbytes &&
+         memcmp(meta + BLOB_METADATA_SIZE, bytes, nbytes) == 0;
+}
+
+/* Slot of the blob equal to (dtype, bytes), or else of the empty slot where
+ * it belongs. Offset 0 marks an empty slot: no record is ever at 0. */
+static size_t table_slot(const BlobWriter *w, uint64_t h, uint32_t dtype, const void *bytes, size_t nbytes) {
+  size_t mask = w->table_cap - 1, i = (size_t)h & mask;
+  while (w->offsets[i] && !(w->hashes[i] == h && same_blob(w, w->offsets[i], dtype, bytes, nbytes)))
+    i = (i + 1) & mask;
+  return i;
+}
+
+/* Keeps the table at most half full so that probe runs stay short. */
+static void table_reserve(BlobWriter *w) {
+  if ((w->table_used + 1) * 2 <= w->table_cap) return;
+  size_t old_cap = w->table_cap, cap = old_cap ? old_cap * 2 : 64;
+  uint64_t *old_hashes = w->hashes, *old_offsets = w->offsets;
+  w->hashes = xcalloc(cap, sizeof *w->hashes);
+  w->offsets = xcalloc(cap, sizeof *w->offsets);
+  w->table_cap = cap;
+  for (size_t i = 0; i < old_cap; i++) {
+    if (!old_offsets[i]) continue;
+    size_t j = (size_t)old_hashes[i] & (cap - 1);
+    while (w->offsets[j]) j = (j + 1) & (cap - 1);
+    w->hashes[j] = old_hashes[i];
+    w->offsets[j] = old_offsets[i];
+  }
+  free(old_hashes);
+  free(old_offsets);
+}
+
+static void reserve_bytes(BlobWriter *w, size_t need) {
+  if (need <= w->cap) return;
+  size_t cap = w->cap;
+  while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+  w->data = xrealloc(w->data, cap);
+  w->cap = cap;
+}
+
+uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
+  /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
+   * dtype comes from our own type mapping. */
+  if (nbytes == 0) ice("empty blob added to a weight file");
+  if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
+
+  uint64_t h = blob_hash((uint32_t)dtype, bytes, nbytes);
+  table_reserve(w);
+  size_t slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
+  if (w->offsets[slot]) return w->offsets[slot];
+
+  uint64_t meta = align64(w->len);
+  if (w->count == UINT32_MAX || nbytes > SIZE_MAX - BLOB_METADATA_SIZE - meta)
+    ice("weight file too large (%u blobs, %zu bytes)", w->count, w->len);
+  size_t end = (size_t)meta + BLOB_METADATA_SIZE + nbytes;
+  reserve_bytes(w, end);
+  /* Zeros for the alignment gap and the record's reserved fields. */
+  memset(w->data + w->len, 0, (size_t)meta + BLOB_METADATA_SIZE - w->len);
+  uint8_t *rec = w->data + meta;
+  put_u32(rec + META_SENTINEL, BLOB_SENTINEL);
+  put_u32(rec + META_DTYPE, (uint32_t)dtype);
+  put_u64(rec + META_SIZE, nbytes);
+  put_u64(rec + META_OFFSET, meta + BLOB_METADATA_SIZE);
+  memcpy(rec + BLOB_METADATA_SIZE, bytes, nbytes);
+  w->len = end;
+  put_u32(w->data, ++w->count);
+
+  w->hashes[slot] = h;
+  w->offsets[slot] = meta;
+  w->table_used++;
+  return meta;
+}
+
+/* ---- reader ------------------------------------------------------------ */
+
+static bool fail(char *err, size_t errlen, const char *fmt, ...) ORION_PRINTF(3, 4);
+
+/* Writes a message and returns false, so that "return fail(...)" reads well. */
+static bool fail(char *err, size_t errlen, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+bool blob_file_open(BlobFile *f, const uint8_t *data, size_t len, char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
+  if (len < BLOB_HEADER_SIZE)
+    return fail(err, errlen, "weight file has %zu bytes; the header alone needs %u", len, BLOB_HEADER_SIZE);
+  uint32_t version = get_u32(data + 4);
+  if (version != BLOB_VERSION)
+    return fail(err, errlen, "weight file has version %" PRIu32 "; expected %u", version, BLOB_VERSION);
+  f->data = data;
+  f->len = len;
+  f->count = get_u32(data);
+  return true;
+}
+
+/* Sub-byte data must end on an element boundary with under a byte of
+ * padding, as Apple's reader requires (§2.5). */
+static bool check_sub_byte(const uint8_t *rec, uint64_t offset, const DTypeInfo *d, uint64_t size, char *err,
+                           size_t errlen) {
+  uint64_t padding = get_u64(rec + META_PADDING_BITS);
+  if (padding >= 8)
+    return fail(err, errlen, "blob at offset %" PRIu64 " has %" PRIu64 " padding bits; at most 7 are allowed",
+                offset, padding);
+  /* size fits in the file, so size * 8 cannot wrap. */
+  if ((size * 8 - padding) % d->bits != 0)
+    return fail(err, errlen,
+                "blob at offset %" PRIu64 " has %" PRIu64 " bytes with %" PRIu64
+                " padding bits, not a whole number of %s elements",
+                offset, size, padding, d->name);
+  return true;
+}
+
+bool blob_file_read(const BlobFile *f, uint64_t offset, BlobInfo *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (offset % 64 != 0) return fail(err, errlen, "blob record offset %" PRIu64 " is not 64-byte aligned", offset);
+  if (offset < BLOB_HEADER_SIZE)
+    return fail(err, errlen, "blob record offset %" PRIu64 " is inside the %u-byte header", offset, BLOB_HEADER_SIZE);
+  uint64_t len = f->len;
+  if (offset >= len || len - offset < BLOB_METADATA_SIZE)
+    return fail(err, errlen, "blob record at offset %" PRIu64 " is outside the file (%zu bytes)", offset, f->len);
+
+  const uint8_t *rec = f->data + offset;
+  uint32_t sentinel = get_u32(rec + META_SENTINEL);
+  if (sentinel != BLOB_SENTINEL)
+    return fail(err, errlen, "bad sentinel 0x%08" PRIx32 " in the blob record at offset %" PRIu64, sentinel, offset);
+  uint32_t dtype = get_u32(rec + META_DTYPE);
+  const DTypeInfo *d = dtype_info(dtype);
+  if (!d)
+    return fail(err, errlen, "blob at offset %" PRIu64 " has unknown dtype code %" PRIu32, offset, dtype);
+  uint64_t size = get_u64(rec + META_SIZE);
+  uint64_t data_offset = get_u64(rec + META_OFFSET);
+  if (size == 0) return fail(err, errlen, "blob at offset %" PRIu64 " is empty (size 0)", offset);
+  if (data_offset > len || size > len - data_offset)
+    return fail(err, errlen,
+                "blob at offset %" PRIu64 " has data (%" PRIu64 " bytes at offset %" PRIu64
+                ") outside the file (%zu bytes)",
+                offset, size, data_offset, f->len);
+  if (d->size == 0 && !check_sub_byte(rec, offset, d, size, err, errlen)) return false;
+
+  out->dtype = dtype;
+  out->size = size;
+  out->data_offset = data_offset;
+  out->offset_unusual = data_offset != offset + BLOB_METADATA_SIZE;
+  return true;
+}
+
+bool blob_file_read_expect(const BlobFile *f, uint64_t offset, uint32_t dtype, uint64_t nbytes, BlobInfo *out,
+                           char *err, size_t errlen) {
+  if (!blob_file_read(f, offset, out, err, errlen)) return false;
+  if (out->dtype != dtype) {
+    const char *want = blob_dtype_name(dtype);
+    if (want)
+      return fail(err, errlen, "blob at offset %" PRIu64 " holds %s but the tensor is %s", offset,
+                  blob_dtype_name(out->dtype), want);
+    return fail(err, errlen, "blob at offset %" PRIu64 " holds %s but the tensor has dtype code %" PRIu32, offset,
+                blob_dtype_name(out->dtype), dtype);
+  }
+  if (out->size != nbytes)
+    return fail(err, errlen, "blob at offset %" PRIu64 " has %" PRIu64 " bytes but the tensor needs %" PRIu64, offset,
+                out->size, nbytes);
+  return true;
+}
+
+/* Walks like Apple's GetAllOffsets: the next record is at the end of this
+ * one's data, rounded up to 64. A callback returning false stops the walk,
+ * which then fails with a message saying so; fn may be NULL to only check. */
+bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, const BlobInfo *info), void *ctx,
+                    char *err, size_t errlen) {
+  uint64_t offset = BLOB_HEADER_SIZE, seen = 0;
+  while (offset < f->len) {
+    BlobInfo info;
+    if (!blob_file_read(f, offset, &info, err, errlen)) return false;
+    seen++;
+    if (fn && !fn(ctx, offset, &info))
+      return fail(err, errlen, "blob walk stopped by the callback at offset %" PRIu64, offset);
+    /* Both terms are inside the file, so neither the sum nor the rounding wraps. */
+    uint64_t next = align64(info.data_offset + info.size);
+    if (next <= offset)
+      return fail(err, errlen,
+                  "blob at offset %" PRIu64 " has its data before it (%" PRIu64 " bytes at offset %" PRIu64
+                  "), so the next record cannot be found",
+                  offset, info.size, info.data_offset);
+    offset = next;
+  }
+  if (seen != f->count)
+    return fail(err, errlen, "weight file header counts %" PRIu32 " blobs but the file holds %" PRIu64, f->count,
+                seen);
+  return true;
+}

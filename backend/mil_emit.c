@@ -1,0 +1,671 @@
+/*
+ * MIL text emitter: a verified, legalized IR function -> model.mil.
+ *
+ * The canonical form (MIL spec §1.11): program(1.3) with func main<ios18>
+ * (or program(1.0) and ios16/ios17 spellings), one statement per line,
+ * arguments sorted by key, [name = string("<result>")] on every statement,
+ * every scalar or small parameter bound to a named const (the ANE path wants
+ * bool matmul flags as consts), conv bias as a separate add, floats as C99
+ * hex so that values round-trip exactly, weights as BLOBFILE consts pointing
+ * at their metadata record. Names are valid MIL identifiers, unique, never a
+ * reserved word; generated helper names go through the same table as user
+ * names, so they can never collide. Function inputs are listed in ASCII
+ * order, which is the ANE's binding order.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/fp16.h"
+#include "orion/mil.h"
+
+static const char *const target_names[] = {"ios16", "ios17", "ios18"};
+
+bool mil_target_from_name(const char *name, MilTarget *out) {
+  for (int t = 0; t < 3; t++)
+    if (!strcmp(name, target_names[t])) {
+      *out = (MilTarget)t;
+      return true;
+    }
+  return false;
+}
+
+const char *mil_target_name(MilTarget t) { return target_names[t]; }
+const char *mil_program_version(MilTarget t) { return t == MIL_IOS18 ? "1.3" : "1.0"; }
+
+/* Reserved words of Apple's MIL parser (coremltools' NameSanitizer). */
+static const char *const reserved[] = {"any",   "bool",  "program", "func",   "tensor", "list",   "dict",
+                                       "tuple", "true",  "false",   "string", "bf16",   "fp16",   "fp32",
+                                       "fp64",  "int8",  "int16",   "int32",  "int64",  "uint8",  "uint16",
+                                       "uint32", "uint64", "state", "BLOBFILE", NULL};
+
+typedef struct Emitter {
+  IrModule *m;
+  IrFuncId f;
+  const MilEmitOptions *opt;
+  BlobWriter *blobs;
+  StrBuf *out;
+  Diag *d;
+  bool v13;              /* 1.3 dialect spellings */
+  StrMap used;           /* MIL names taken */
+  const char **mil_name; /* per IR value id */
+  MilWeight *weights;
+  uint32_t nweights, cap_weights;
+  bool ok;
+} Emitter;
+
+/* ---- names ---- */
+
+static const char *claim(Emitter *e, const char *want) {
+  StrBuf sb;
+  sb_init(&sb);
+  for (const char *p = want; *p; p++) {
+    char c = *p;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9');
+    sb_putc(&sb, ok ? c : '_');
+  }
+  if (!sb.len || (sb.data[0] >= '0' && sb.data[0] <= '9')) {
+    StrBuf p;
+    sb_init(&p);
+    sb_printf(&p, "v_%s", sb.data ? sb.data : "");
+    sb_free(&sb);
+    sb = p;
+  }
+  for (const char *const *r = reserved; *r; r++)
+    if (!strcmp(sb.data, *r)) {
+      sb_puts(&sb, "_");
+      break;
+    }
+  const char *name = arena_strdup(&e->m->arena, sb.data);
+  for (uint32_t n = 1; strmap_get(&e->used, name); n++) name = arena_printf(&e->m->arena, "%s_%u", sb.data, n);
+  strmap_put(&e->used, name, 1);
+  sb_free(&sb);
+  return name;
+}
+
+/* ---- literals and types ---- */
+
+static void put_type(Emitter *e, const IrType *t) {
+  if (t->rank == 0 && e->v13) {
+    sb_puts(e->out, ir_dtype_name(t->dtype));
+    return;
+  }
+  sb_printf(e->out, "tensor<%s, [", ir_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank; i++) sb_printf(e->out, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+  sb_puts(e->out, "]>");
+}
+
+static void put_scalar_type(Emitter *e, const char *dtype) {
+  if (e->v13) sb_puts(e->out, dtype);
+  else sb_printf(e->out, "tensor<%s, []>", dtype);
+}
+
+/* A value as stored in dtype dt: floats rounded to the type, then C99 hex. */
+static void put_number(StrBuf *sb, IrDType dt, double v) {
+  if (dt == DT_BOOL) {
+    sb_puts(sb, v != 0 ? "true" : "false");
+    return;
+  }
+  if (!ir_dtype_is_float(dt)) {
+    sb_printf(sb, "%lld", (long long)v);
+    return;
+  }
+  double r = dt == DT_FP16 ? (double)fp16_to_float(fp16_from_double(v)) : (double)(float)v;
+  if (isnan(r)) sb_puts(sb, "nan");
+  else if (isinf(r)) sb_puts(sb, r > 0 ? "inf" : "-inf");
+  else sb_printf(sb, "%a", r);
+}
+
+static void put_string_literal(Emitter *e, const char *s) {
+  put_scalar_type(e, "string");
+  sb_printf(e->out, "(\"%s\")", s);
+}
+
+static void put_nested(Emitter *e, const IrType *t, const double *data, uint64_t ndata, int dim, uint64_t *pos) {
+  if (dim == t->rank) {
+    put_number(e->out, t->dtype, data[ndata == 1 ? 0 : *pos]);
+    (*pos)++;
+    return;
+  }
+  sb_putc(e->out, '[');
+  for (int64_t i = 0; i < t->dims[dim]; i++) {
+    if (i) sb_puts(e->out, ", ");
+    put_nested(e, t, data, ndata, dim + 1, pos);
+  }
+  sb_putc(e->out, ']');
+}
+
+static void put_blobfile(Emitter *e, uint64_t offset) {
+  sb_puts(e->out, "BLOBFILE(path = ");
+  put_string_literal(e, e->opt->weight_path ? e->opt->weight_path : "@model_path/weights/weight.bin");
+  sb_puts(e->out, ", offset = ");
+  put_scalar_type(e, "uint64");
+  sb_printf(e->out, "(%llu))", (unsigned long long)offset);
+}
+
+/* ---- statements ---- */
+
+typedef struct Arg {
+  const char *key;
+  const char *value;  /* a MIL name */
+  const char **list;  /* binding list (concat values) */
+  uint32_t nlist;
+} Arg;
+
+static int arg_cmp(const void *a, const void *b) { return strcmp(((const Arg *)a)->key, ((const Arg *)b)->key); }
+
+static void begin_stmt(Emitter *e) { sb_puts(e->out, "        "); }
+
+static void put_name_attr(Emitter *e, const char *name) {
+  sb_puts(e->out, "[name = ");
+  put_string_literal(e, name);
+}
+
+/* `T name = op(k = v, ...)[name = string("name")];` with arguments sorted by key. */
+static void put_op(Emitter *e, const char *opname, const IrType *types, const char *const *names, uint32_t nres,
+                   Arg *args, uint32_t nargs) {
+  begin_stmt(e);
+  for (uint32_t i = 0; i < nres; i++) {
+    if (i) sb_puts(e->out, ", ");
+    put_type(e, &types[i]);
+    sb_printf(e->out, " %s", names[i]);
+  }
+  sb_printf(e->out, " = %s(", opname);
+  qsort(args, nargs, sizeof *args, arg_cmp);
+  for (uint32_t i = 0; i < nargs; i++) {
+    sb_printf(e->out, "%s%s = ", i ? ", " : "", args[i].key);
+    if (args[i].list) {
+      sb_putc(e->out, '(');
+      for (uint32_t j = 0; j < args[i].nlist; j++) sb_printf(e->out, "%s%s", j ? ", " : "", args[i].list[j]);
+      sb_putc(e->out, ')');
+    } else {
+      sb_puts(e->out, args[i].value);
+    }
+  }
+  sb_puts(e->out, ")");
+  put_name_attr(e, names[0]);
+  sb_puts(e->out, "];\n");
+}
+
+/* const statements for op parameters; each returns the const's MIL name. */
+static const char *const_scalar(Emitter *e, const char *base, IrDType dt, double v) {
+  const char *name = claim(e, base);
+  IrType t = {.dtype = dt, .rank = 0};
+  begin_stmt(e);
+  put_type(e, &t);
+  sb_printf(e->out, " %s = const()", name);
+  put_name_attr(e, name);
+  sb_puts(e->out, ", val = ");
+  put_scalar_type(e, ir_dtype_name(dt));
+  sb_putc(e->out, '(');
+  put_number(e->out, dt, v);
+  sb_puts(e->out, ")];\n");
+  return name;
+}
+
+static const char *const_bool(Emitter *e, const char *base, bool v) { return const_scalar(e, base, DT_BOOL, v); }
+static const char *const_int(Emitter *e, const char *base, int64_t v) { return const_scalar(e, base, DT_INT32, (double)v); }
+
+static const char *const_string(Emitter *e, const char *base, const char *v) {
+  const char *name = claim(e, base);
+  begin_stmt(e);
+  put_scalar_type(e, "string");
+  sb_printf(e->out, " %s = const()", name);
+  put_name_attr(e, name);
+  sb_puts(e->out, ", val = ");
+  put_string_literal(e, v);
+  sb_puts(e->out, "];\n");
+  return name;
+}
+
+static const char *const_ints(Emitter *e, const char *base, const int64_t *v, int n) {
+  const char *name = claim(e, base);
+  IrType t = {.dtype = DT_INT32, .rank = 1, .dims = {n}};
+  begin_stmt(e);
+  put_type(e, &t);
+  sb_printf(e->out, " %s = const()", name);
+  put_name_attr(e, name);
+  sb_puts(e->out, ", val = ");
+  put_type(e, &t);
+  sb_puts(e->out, "([");
+  for (int i = 0; i < n; i++) sb_printf(e->out, "%s%lld", i ? ", " : "", (long long)v[i]);
+  sb_puts(e->out, "])];\n");
+  return name;
+}
+
+/* ---- weights and consts ---- */
+
+static bool blob_dtype(IrDType dt, MilTarget target, BlobDType *out) {
+  switch (dt) {
+  case DT_FP16: *out = BLOB_FP16; return true;
+  case DT_FP32: *out = BLOB_FP32; return true;
+  case DT_INT8: *out = BLOB_INT8; return true;
+  case DT_UINT8: *out = BLOB_UINT8; return true;
+  case DT_INT32: *out = BLOB_INT32; return target == MIL_IOS18; /* int32 blobs are iOS18's */
+  default: return false;
+  }
+}
+
+/* Bytes of a const in its dtype (for blob storage). */
+static void *const_bytes(IrModule *m, IrValueId v, size_t *nbytes) {
+  IrValue *val = ir_value(m, v);
+  uint64_t n = ir_type_elements(&val->type);
+  size_t es = ir_dtype_size(val->type.dtype);
+  uint8_t *buf = xmalloc((size_t)n * es);
+  for (uint64_t i = 0; i < n; i++) {
+    double x = val->data[val->ndata == 1 ? 0 : i];
+    switch (val->type.dtype) {
+    case DT_FP16: { uint16_t h = fp16_from_double(x); memcpy(buf + i * 2, &h, 2); break; }
+    case DT_FP32: { float f = (float)x; memcpy(buf + i * 4, &f, 4); break; }
+    case DT_INT32: { int32_t k = (int32_t)x; memcpy(buf + i * 4, &k, 4); break; }
+    case DT_INT8: buf[i] = (uint8_t)(int8_t)x; break;
+    case DT_UINT8: case DT_BOOL: buf[i] = (uint8_t)x; break;
+    default: ice("const of dtype %s", ir_dtype_name(val->type.dtype));
+    }
+  }
+  *nbytes = (size_t)n * es;
+  return buf;
+}
+
+static void emit_decl(Emitter *e, IrValueId v) {
+  IrValue *val = ir_value(e->m, v);
+  const char *name = e->mil_name[v];
+  uint64_t elements = ir_type_elements(&val->type);
+  BlobDType bd;
+  /* coremltools' rule: float consts of 10 or more elements go to the weight file. */
+  bool to_blob = val->kind == VK_PARAM || (elements >= 10 && ir_dtype_is_float(val->type.dtype));
+  if (to_blob && !blob_dtype(val->type.dtype, e->opt->target, &bd)) {
+    if (val->kind == VK_PARAM) {
+      diag_error(e->d, val->loc, "weight '%s' of dtype %s cannot be stored in a weight file for %s", val->name,
+                 ir_dtype_name(val->type.dtype), mil_target_name(e->opt->target));
+      e->ok = false;
+      return;
+    }
+    to_blob = false;
+  }
+  begin_stmt(e);
+  put_type(e, &val->type);
+  sb_printf(e->out, " %s = const()", name);
+  put_name_attr(e, name);
+  sb_puts(e->out, ", val = ");
+  if (!to_blob) {
+    if (val->type.rank == 0) put_scalar_type(e, ir_dtype_name(val->type.dtype));
+    else put_type(e, &val->type);
+    sb_putc(e->out, '(');
+    uint64_t pos = 0;
+    put_nested(e, &val->type, val->data, val->ndata, 0, &pos);
+    sb_puts(e->out, ")];\n");
+    return;
+  }
+  size_t nbytes = 0;
+  void *bytes = val->kind == VK_PARAM ? e->opt->load_param(e->opt->load_ctx, e->m, v, &nbytes) : const_bytes(e->m, v, &nbytes);
+  if (!bytes) {
+    e->ok = false;
+    sb_puts(e->out, "<error>)];\n");
+    return;
+  }
+  if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
+  uint64_t offset = blob_writer_add(e->blobs, bd, bytes, nbytes);
+  free(bytes);
+  put_type(e, &val->type);
+  sb_putc(e->out, '(');
+  put_blobfile(e, offset);
+  sb_puts(e->out, ")];\n");
+  xgrow((void **)&e->weights, sizeof *e->weights, &e->cap_weights, e->nweights + 1);
+  e->weights[e->nweights++] = (MilWeight){val->name, name, val->type, offset, nbytes};
+}
+
+/* ---- ops ---- */
+
+#define MAX_ARGS 12
+
+static const char *res_name(Emitter *e, IrOpId op) { return e->mil_name[ir_op(e->m, op)->results[0]]; }
+static const char *in_name(Emitter *e, IrOpId op, uint32_t i) { return e->mil_name[ir_op(e->m, op)->inputs[i]]; }
+static const IrType *in_type(Emitter *e, IrOpId op, uint32_t i) { return &ir_value(e->m, ir_op(e->m, op)->inputs[i])->type; }
+
+static const char *helper(Emitter *e, IrOpId op, const char *what) {
+  return arena_printf(&e->m->arena, "%s_%s", res_name(e, op), what);
+}
+
+static void simple(Emitter *e, IrOpId op, const char *milop, Arg *args, uint32_t n) {
+  IrOp *o = ir_op(e->m, op);
+  IrType types[256];
+  const char *names[256];
+  for (uint32_t i = 0; i < o->nresults; i++) {
+    types[i] = ir_value(e->m, o->results[i])->type;
+    names[i] = e->mil_name[o->results[i]];
+  }
+  put_op(e, milop, types, names, o->nresults, args, n);
+}
+
+static void emit_conv(Emitter *e, IrOpId op) {
+  IrOp *o = ir_op(e->m, op);
+  const IrType *x = in_type(e, op, 0), *w = in_type(e, op, 1);
+  int sp = x->rank - 2;
+  int64_t strides[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[6] = {0};
+  ir_attr_ints(e->m, op, "strides", strides, 3);
+  ir_attr_ints(e->m, op, "dilations", dil, 3);
+  const char *pad_type = ir_attr_str(e->m, op, "pad_type", ir_op_attr(e->m, op, "pad") ? "custom" : "valid");
+  if (!strcmp(pad_type, "custom")) ir_attr_ints(e->m, op, "pad", pad, 6);
+  Arg a[MAX_ARGS];
+  uint32_t n = 0;
+  a[n++] = (Arg){"x", in_name(e, op, 0), NULL, 0};
+  a[n++] = (Arg){"weight", in_name(e, op, 1), NULL, 0};
+  a[n++] = (Arg){"strides", const_ints(e, helper(e, op, "strides"), strides, sp), NULL, 0};
+  a[n++] = (Arg){"pad_type", const_string(e, helper(e, op, "pad_type"), pad_type), NULL, 0};
+  a[n++] = (Arg){"pad", const_ints(e, helper(e, op, "pad"), pad, 2 * sp), NULL, 0};
+  a[n++] = (Arg){"dilations", const_ints(e, helper(e, op, "dilations"), dil, sp), NULL, 0};
+  a[n++] = (Arg){"groups", const_int(e, helper(e, op, "groups"), ir_attr_int(e->m, op, "groups", 1)), NULL, 0};
+  if (o->ninputs < 3) {
+    simple(e, op, "conv", a, n);
+    return;
+  }
+  /* Bias as a separate add (the ANE path avoids conv's bias), reshaped to [1, C, 1...]. */
+  IrType ct = ir_value(e->m, o->results[0])->type;
+  const char *conv_name = claim(e, helper(e, op, "nobias"));
+  put_op(e, "conv", &ct, &conv_name, 1, a, n);
+  int64_t shape[IR_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) shape[i] = i == 1 ? w->dims[0] : 1;
+  Arg r[2] = {{"x", in_name(e, op, 2), NULL, 0}, {"shape", const_ints(e, helper(e, op, "bias_shape"), shape, x->rank), NULL, 0}};
+  IrType bt = {.dtype = ct.dtype, .rank = (uint8_t)x->rank};
+  memcpy(bt.dims, shape, sizeof(int64_t) * (size_t)x->rank);
+  const char *bias_name = claim(e, helper(e, op, "bias"));
+  put_op(e, "reshape", &bt, &bias_name, 1, r, 2);
+  Arg add[2] = {{"x", conv_name, NULL, 0}, {"y", bias_name, NULL, 0}};
+  simple(e, op, "add", add, 2);
+}
+
+static void emit_reduce(Emitter *e, IrOpId op, const char *milop) {
+  const IrType *x = in_type(e, op, 0);
+  int64_t axes[IR_MAX_RANK];
+  int n = ir_attr_ints(e->m, op, "axes", axes, IR_MAX_RANK);
+  if (n < 0)
+    for (n = 0; n < x->rank; n++) axes[n] = n;
+  Arg a[3] = {{"x", in_name(e, op, 0), NULL, 0},
+              {"axes", const_ints(e, helper(e, op, "axes"), axes, n), NULL, 0},
+              {"keep_dims", const_bool(e, helper(e, op, "keep_dims"), ir_attr_bool(e->m, op, "keep_dims", false)), NULL, 0}};
+  simple(e, op, milop, a, 3);
+}
+
+static void emit_slice(Emitter *e, IrOpId op) {
+  const IrType *x = in_type(e, op, 0);
+  int64_t b[IR_MAX_RANK], en[IR_MAX_RANK], s[IR_MAX_RANK] = {1, 1, 1, 1, 1};
+  ir_attr_ints(e->m, op, "begin", b, IR_MAX_RANK);
+  ir_attr_ints(e->m, op, "end", en, IR_MAX_RANK);
+  ir_attr_ints(e->m, op, "stride", s, IR_MAX_RANK);
+  /* The IR's Python semantics, resolved to plain non-negative bounds. */
+  for (int i = 0; i < x->rank; i++) {
+    int64_t n = x->dims[i];
+    b[i] = b[i] < 0 ? b[i] + n : b[i];
+    en[i] = en[i] < 0 ? en[i] + n : en[i];
+    b[i] = b[i] < 0 ? 0 : b[i] > n ? n : b[i];
+    en[i] = en[i] < 0 ? 0 : en[i] > n ? n : en[i];
+  }
+  Arg a[4] = {{"x", in_name(e, op, 0), NULL, 0},
+              {"begin", const_ints(e, helper(e, op, "begin"), b, x->rank), NULL, 0},
+              {"end", const_ints(e, helper(e, op, "end"), en, x->rank), NULL, 0},
+              {"stride", const_ints(e, helper(e, op, "stride"), s, x->rank), NULL, 0}};
+  simple(e, op, "slice_by_index", a, 4);
+}
+
+static void emit_split(Emitter *e, IrOpId op) {
+  IrOp *o = ir_op(e->m, op);
+  int axis = (int)ir_attr_int(e->m, op, "axis", 0);
+  const IrType *x = in_type(e, op, 0);
+  if (axis < 0) axis += x->rank;
+  int64_t sizes[256];
+  for (uint32_t i = 0; i < o->nresults && i < 256; i++) sizes[i] = ir_value(e->m, o->results[i])->type.dims[axis];
+  Arg a[3] = {{"x", in_name(e, op, 0), NULL, 0},
+              {"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0},
+              {"split_sizes", const_ints(e, helper(e, op, "split_sizes"), sizes, (int)o->nresults), NULL, 0}};
+  simple(e, op, "split", a, 3);
+}
+
+static void emit_op(Emitter *e, IrOpId op) {
+  IrOp *o = ir_op(e->m, op);
+  Arg a[MAX_ARGS];
+  uint32_t n = 0;
+  const char *x = o->ninputs ? in_name(e, op, 0) : NULL;
+  switch (o->kind) {
+  case OP_CONV: emit_conv(e, op); return;
+  case OP_LINEAR:
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"weight", in_name(e, op, 1), NULL, 0};
+    if (o->ninputs > 2) a[n++] = (Arg){"bias", in_name(e, op, 2), NULL, 0};
+    if (in_type(e, op, 0)->rank > 3) {
+      diag_error(e->d, o->loc, "MIL's linear takes inputs of rank 1 to 3; this one has rank %d (use conv or reshape)",
+                 in_type(e, op, 0)->rank);
+      e->ok = false;
+      return;
+    }
+    simple(e, op, "linear", a, n);
+    return;
+  case OP_MATMUL:
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"y", in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){"transpose_x", const_bool(e, helper(e, op, "transpose_x"), ir_attr_bool(e->m, op, "transpose_x", false)), NULL, 0};
+    a[n++] = (Arg){"transpose_y", const_bool(e, helper(e, op, "transpose_y"), ir_attr_bool(e->m, op, "transpose_y", false)), NULL, 0};
+    simple(e, op, "matmul", a, n);
+    return;
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM: {
+    static const char *const names[] = {[OP_ADD] = "add", [OP_SUB] = "sub", [OP_MUL] = "mul", [OP_DIV] = "real_div",
+                                        [OP_POW] = "pow", [OP_MAXIMUM] = "maximum", [OP_MINIMUM] = "minimum"};
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"y", in_name(e, op, 1), NULL, 0};
+    simple(e, op, names[o->kind], a, n);
+    return;
+  }
+  case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_EXP: case OP_SQRT: case OP_ABS: case OP_IDENTITY: {
+    a[n++] = (Arg){"x", x, NULL, 0};
+    simple(e, op, ir_op_info(o->kind)->name, a, n);
+    return;
+  }
+  case OP_GELU: {
+    bool tanh_mode = !strcmp(ir_attr_str(e->m, op, "mode", "exact"), "tanh");
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"mode", const_string(e, helper(e, op, "mode"), tanh_mode ? "TANH_APPROXIMATION" : "EXACT"), NULL, 0};
+    simple(e, op, "gelu", a, n);
+    return;
+  }
+  case OP_LOG: case OP_RSQRT:
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"epsilon", const_scalar(e, helper(e, op, "epsilon"), in_type(e, op, 0)->dtype,
+                                           ir_attr_float(e->m, op, "epsilon", 0.0)), NULL, 0};
+    simple(e, op, ir_op_info(o->kind)->name, a, n);
+    return;
+  case OP_SOFTMAX:
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), ir_attr_int(e->m, op, "axis", -1)), NULL, 0};
+    simple(e, op, "softmax", a, n);
+    return;
+  case OP_REDUCE_SUM: emit_reduce(e, op, "reduce_sum"); return;
+  case OP_REDUCE_MEAN: emit_reduce(e, op, "reduce_mean"); return;
+  case OP_REDUCE_MAX: emit_reduce(e, op, "reduce_max"); return;
+  case OP_RESHAPE: {
+    const IrType *rt = &ir_value(e->m, o->results[0])->type;
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"shape", const_ints(e, helper(e, op, "shape"), rt->dims, rt->rank), NULL, 0};
+    simple(e, op, "reshape", a, n);
+    return;
+  }
+  case OP_TRANSPOSE: {
+    int64_t perm[IR_MAX_RANK];
+    int r = ir_attr_ints(e->m, op, "perm", perm, IR_MAX_RANK);
+    for (int i = 0; i < r; i++)
+      if (perm[i] < 0) perm[i] += r;
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"perm", const_ints(e, helper(e, op, "perm"), perm, r), NULL, 0};
+    simple(e, op, "transpose", a, n);
+    return;
+  }
+  case OP_SLICE: emit_slice(e, op); return;
+  case OP_SPLIT: emit_split(e, op); return;
+  case OP_CONCAT: {
+    const char **list = arena_alloc(&e->m->arena, sizeof *list * o->ninputs);
+    for (uint32_t i = 0; i < o->ninputs; i++) list[i] = in_name(e, op, i);
+    int64_t axis = ir_attr_int(e->m, op, "axis", 0);
+    if (axis < 0) axis += in_type(e, op, 0)->rank;
+    a[n++] = (Arg){"values", NULL, list, o->ninputs};
+    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0};
+    a[n++] = (Arg){"interleave", const_bool(e, helper(e, op, "interleave"), false), NULL, 0};
+    simple(e, op, "concat", a, n);
+    return;
+  }
+  case OP_CAST: {
+    const char *to = ir_attr_str(e->m, op, "dtype", "fp16");
+    IrDType dt = ir_dtype_from_name(to);
+    if ((dt == DT_INT8 || dt == DT_UINT8) && e->opt->target < MIL_IOS17) {
+      diag_error(e->d, o->loc, "cast to %s needs target ios17 or later", to);
+      e->ok = false;
+      return;
+    }
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"dtype", const_string(e, helper(e, op, "dtype"), to), NULL, 0};
+    simple(e, op, "cast", a, n);
+    return;
+  }
+  case OP_LAYER_NORM: {
+    const IrType *t = in_type(e, op, 0);
+    int64_t axes[IR_MAX_RANK];
+    int k = ir_attr_ints(e->m, op, "axes", axes, IR_MAX_RANK);
+    if (k < 0) {
+      k = 1;
+      axes[0] = t->rank - 1;
+    }
+    for (int i = 0; i < k; i++)
+      if (axes[i] < 0) axes[i] += t->rank;
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"axes", const_ints(e, helper(e, op, "axes"), axes, k), NULL, 0};
+    if (o->ninputs > 1) a[n++] = (Arg){"gamma", in_name(e, op, 1), NULL, 0};
+    if (o->ninputs > 2) a[n++] = (Arg){"beta", in_name(e, op, 2), NULL, 0};
+    a[n++] = (Arg){"epsilon", const_scalar(e, helper(e, op, "epsilon"), t->dtype, ir_attr_float(e->m, op, "epsilon", 1e-5)), NULL, 0};
+    simple(e, op, "layer_norm", a, n);
+    return;
+  }
+  case OP_CLIP: {
+    IrDType dt = in_type(e, op, 0)->dtype;
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"alpha", const_scalar(e, helper(e, op, "alpha"), dt, ir_attr_float(e->m, op, "min", 0)), NULL, 0};
+    a[n++] = (Arg){"beta", const_scalar(e, helper(e, op, "beta"), dt, ir_attr_float(e->m, op, "max", 0)), NULL, 0};
+    simple(e, op, "clip", a, n);
+    return;
+  }
+  case OP_SELECT:
+    a[n++] = (Arg){"cond", x, NULL, 0};
+    a[n++] = (Arg){"a", in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){"b", in_name(e, op, 2), NULL, 0};
+    simple(e, op, "select", a, n);
+    return;
+  case OP_GATHER: {
+    int64_t axis = ir_attr_int(e->m, op, "axis", 0);
+    if (axis < 0) axis += in_type(e, op, 0)->rank;
+    a[n++] = (Arg){"x", x, NULL, 0};
+    a[n++] = (Arg){"indices", in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0};
+    simple(e, op, "gather", a, n);
+    return;
+  }
+  case OP_NEG: case OP_RMS_NORM: case OP_SDPA: case OP_CALL: case OP_COUNT:
+    break;
+  }
+  ice("'%s' reached MIL emission without being legalized", o->kind == OP_CALL ? "call" : ir_op_info(o->kind)->name);
+}
+
+/* ---- program ---- */
+
+typedef struct NameIndex {
+  const char *name;
+  uint32_t index;
+} NameIndex;
+
+static int name_index_cmp(const void *a, const void *b) {
+  return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
+}
+
+/* Binding indices: position in ASCII order of the MIL names. */
+static void assign_bindings(MilBinding *b, uint32_t n) {
+  NameIndex *order = xmalloc(sizeof *order * (n ? n : 1));
+  for (uint32_t i = 0; i < n; i++) order[i] = (NameIndex){b[i].mil_name, i};
+  qsort(order, n, sizeof *order, name_index_cmp);
+  for (uint32_t i = 0; i < n; i++) b[order[i].index].binding = i;
+  free(order);
+}
+
+bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWriter *blobs, StrBuf *out,
+                      MilFunction *info, Diag *d) {
+  Emitter e = {.m = m, .f = f, .opt = opt, .blobs = blobs, .out = out, .d = d, .v13 = opt->target == MIL_IOS18, .ok = true};
+  strmap_init(&e.used);
+  e.mil_name = xcalloc(m->nvalues, sizeof *e.mil_name);
+  IrFunc *fn = ir_func(m, f);
+  uint32_t nout = fn->noutputs, nin = fn->ninputs;
+  MilBinding *outs = arena_alloc(&m->arena, sizeof *outs * (nout ? nout : 1));
+  MilBinding *ins = arena_alloc(&m->arena, sizeof *ins * (nin ? nin : 1));
+  bool *direct = xcalloc(nout ? nout : 1, sizeof *direct);
+
+  /* Output names first: they are what callers bind, so they get their names
+   * as written; a result returned under its own name is that output. */
+  for (uint32_t i = 0; i < nout; i++) {
+    IrOutput *o = &fn->outputs[i];
+    IrValue *v = ir_value(m, o->value);
+    outs[i] = (MilBinding){o->name, claim(&e, o->name), v->type, 0};
+    if (v->kind == VK_RESULT && !e.mil_name[o->value] && !strcmp(o->name, v->name)) {
+      e.mil_name[o->value] = outs[i].mil_name;
+      direct[i] = true;
+    }
+  }
+  for (uint32_t i = 0; i < nin; i++) {
+    IrValueId v = fn->inputs[i];
+    e.mil_name[v] = claim(&e, ir_value(m, v)->name);
+    ins[i] = (MilBinding){ir_value(m, v)->name, e.mil_name[v], ir_value(m, v)->type, 0};
+  }
+  for (uint32_t i = 0; i < fn->ndecls; i++) e.mil_name[fn->decls[i]] = claim(&e, ir_value(m, fn->decls[i])->name);
+  IR_FOR_EACH_OP(m, f, op) {
+    IrOp *o = ir_op(m, op);
+    for (uint32_t r = 0; r < o->nresults; r++)
+      if (!e.mil_name[o->results[r]]) e.mil_name[o->results[r]] = claim(&e, ir_value(m, o->results[r])->name);
+  }
+  assign_bindings(ins, nin);
+  assign_bindings(outs, nout);
+
+  sb_printf(out, "program(%s)\n", mil_program_version(opt->target));
+  if (e.v13)
+    sb_puts(out, "[buildInfo = dict<string, string>({{\"coremlc-component-MIL\", \"3510.2.1\"}, {\"coremlc-version\", "
+                 "\"3505.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, {\"coremltools-version\", \"9.0\"}})]\n");
+  else
+    sb_puts(out, "[buildInfo = dict<tensor<string, []>, tensor<string, []>>({{\"coremlc-component-MIL\", \"3402.3.2\"}, "
+                 "{\"coremlc-version\", \"3402.4.1\"}, {\"coremltools-component-milinternal\", \"\"}, "
+                 "{\"coremltools-version\", \"8.1\"}})]\n");
+  sb_printf(out, "{\n    func main<%s>(", mil_target_name(opt->target));
+  MilBinding *sorted = xmalloc(sizeof *sorted * (nin ? nin : 1));
+  for (uint32_t i = 0; i < nin; i++) sorted[ins[i].binding] = ins[i];
+  for (uint32_t i = 0; i < nin; i++) {
+    if (i) sb_puts(out, ", ");
+    put_type(&e, &sorted[i].type);
+    sb_printf(out, " %s", sorted[i].mil_name);
+  }
+  free(sorted);
+  sb_puts(out, ") {\n");
+  for (uint32_t i = 0; i < fn->ndecls && e.ok; i++) emit_decl(&e, fn->decls[i]);
+  IR_FOR_EACH_OP(m, f, op) {
+    if (!e.ok) break;
+    emit_op(&e, op);
+  }
+  for (uint32_t i = 0; i < nout && e.ok; i++) {
+    if (direct[i]) continue;
+    Arg a = {"x", e.mil_name[fn->outputs[i].value], NULL, 0};
+    put_op(&e, "identity", &outs[i].type, &outs[i].mil_name, 1, &a, 1);
+  }
+  sb_puts(out, "    } -> (");
+  for (uint32_t i = 0; i < nout; i++) sb_printf(out, "%s%s", i ? ", " : "", outs[i].mil_name);
+  sb_puts(out, ");\n}\n");
+
+  if (info) {
+    *info = (MilFunction){fn->name, ins, outs, nin, nout, NULL, e.nweights};
+    info->weights = arena_memdup(&m->arena, e.weights, sizeof *e.weights * e.nweights);
+  }
+  free(e.weights);
+  free(direct);
+  free(e.mil_name);
+  strmap_free(&e.used);
+  return e.ok;
+}

@@ -1,0 +1,319 @@
+/*
+ * The .anepkg writer: MIL per function, one shared weight file, and the
+ * manifest (XML property list via libxml2), written into a temporary
+ * directory beside the target and renamed into place, so that a failed or
+ * interrupted compile never leaves half a package and an existing package is
+ * replaced only by a complete one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libxml/tree.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orion/package.h"
+#include "orion/sha256.h"
+
+/* libxml2 strings without BAD_CAST, which casts const away. */
+#define XS(s) ((const xmlChar *)(s))
+
+static const TargetInfo targets[] = {
+    /* The minimum IOSurface size reported for the ANE (about 48 KiB, e.g.
+     * 16 tokens of 768 fp16 channels); the constraint table will own this. */
+    {MIL_IOS16, 49152},
+    {MIL_IOS17, 49152},
+    {MIL_IOS18, 49152},
+};
+
+const TargetInfo *target_info(MilTarget t) { return &targets[t]; }
+
+/* ---- emission ---- */
+
+static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
+  void **c = ctx;
+  return weights_materialize(m, v, (const WeightLoadOptions *)c[0], (Diag *)c[1], nbytes);
+}
+
+typedef struct Emitted {
+  StrBuf *texts;     /* per emitted function */
+  MilFunction *info; /* per emitted function */
+  uint32_t n;
+  BlobWriter blobs;
+} Emitted;
+
+static void emitted_free(Emitted *e) {
+  for (uint32_t i = 0; i < e->n; i++) sb_free(&e->texts[i]);
+  free(e->texts);
+  free(e->info);
+  blob_writer_free(&e->blobs);
+}
+
+static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d) {
+  memset(e, 0, sizeof *e);
+  blob_writer_init(&e->blobs);
+  e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
+  e->info = xcalloc(m->nfuncs, sizeof *e->info);
+  const void *ctx[2] = {&opt->weights, d};
+  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = (void *)ctx};
+  bool ok = true;
+  for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
+    if (m->funcs[f].dead) continue;
+    sb_init(&e->texts[e->n]);
+    ok = mil_emit_program(m, f, &mo, &e->blobs, &e->texts[e->n], &e->info[e->n], d);
+    e->n++;
+  }
+  return ok && !diag_has_errors(d);
+}
+
+bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d) {
+  Emitted e;
+  bool ok = emit_all(m, opt, &e, d);
+  for (uint32_t i = 0; ok && i < e.n; i++) {
+    if (e.n > 1) sb_printf(out, "%s// function %s\n", i ? "\n" : "", e.info[i].name);
+    sb_putn(out, e.texts[i].data, e.texts[i].len);
+  }
+  emitted_free(&e);
+  return ok;
+}
+
+/* ---- manifest ---- */
+
+static xmlNodePtr add_key(xmlNodePtr dict, const char *key) {
+  return xmlNewChild(dict, NULL, XS("key"), XS(key));
+}
+
+static void add_string(xmlNodePtr dict, const char *key, const char *v) {
+  add_key(dict, key);
+  xmlNodePtr n = xmlNewChild(dict, NULL, XS("string"), NULL);
+  xmlNodeAddContent(n, XS(v)); /* escaped by libxml2 */
+}
+
+static void add_int(xmlNodePtr dict, const char *key, uint64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+  add_key(dict, key);
+  xmlNewChild(dict, NULL, XS("integer"), XS(buf));
+}
+
+static void add_bool(xmlNodePtr dict, const char *key, bool v) {
+  add_key(dict, key);
+  xmlNewChild(dict, NULL, XS(v ? "true" : "false"), NULL);
+}
+
+static void add_shape(xmlNodePtr dict, const IrType *t) {
+  add_key(dict, "Shape");
+  xmlNodePtr arr = xmlNewChild(dict, NULL, XS("array"), NULL);
+  for (int i = 0; i < t->rank; i++) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)t->dims[i]);
+    xmlNewChild(arr, NULL, XS("integer"), XS(buf));
+  }
+}
+
+static uint64_t tensor_bytes(const IrType *t) { return ir_type_elements(t) * ir_dtype_size(t->dtype); }
+
+static uint64_t surface_bytes(const MilFunction *fn, uint64_t min_bytes) {
+  uint64_t s = min_bytes;
+  for (uint32_t i = 0; i < fn->ninputs; i++) s = tensor_bytes(&fn->inputs[i].type) > s ? tensor_bytes(&fn->inputs[i].type) : s;
+  for (uint32_t i = 0; i < fn->noutputs; i++) s = tensor_bytes(&fn->outputs[i].type) > s ? tensor_bytes(&fn->outputs[i].type) : s;
+  return (s + 63) & ~(uint64_t)63;
+}
+
+static void add_bindings(xmlNodePtr dict, const char *key, const MilBinding *b, uint32_t n, uint64_t surface) {
+  add_key(dict, key);
+  xmlNodePtr arr = xmlNewChild(dict, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < n; i++) {
+    xmlNodePtr t = xmlNewChild(arr, NULL, XS("dict"), NULL);
+    add_string(t, "Name", b[i].ir_name);
+    add_string(t, "MILName", b[i].mil_name);
+    add_string(t, "DType", ir_dtype_name(b[i].type.dtype));
+    add_shape(t, &b[i].type);
+    add_int(t, "Binding", b[i].binding);
+    add_int(t, "Bytes", tensor_bytes(&b[i].type));
+    add_int(t, "SurfaceBytes", surface);
+  }
+}
+
+static const char *mil_file_name(IrModule *m, const Emitted *e, uint32_t i) {
+  return e->n == 1 ? "model.mil" : arena_printf(&m->arena, "model_%s.mil", e->info[i].name);
+}
+
+static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitted *e, size_t *len) {
+  xmlDocPtr doc = xmlNewDoc(XS("1.0"));
+  xmlCreateIntSubset(doc, XS("plist"), XS("-//Apple//DTD PLIST 1.0//EN"),
+                     XS("http://www.apple.com/DTDs/PropertyList-1.0.dtd"));
+  xmlNodePtr plist = xmlNewNode(NULL, XS("plist"));
+  xmlNewProp(plist, XS("version"), XS("1.0"));
+  xmlDocSetRootElement(doc, plist);
+  xmlNodePtr root = xmlNewChild(plist, NULL, XS("dict"), NULL);
+  char hex[65];
+  add_int(root, "FormatVersion", PACKAGE_FORMAT_VERSION);
+  add_string(root, "CompilerVersion", "orionc " ORION_VERSION);
+  add_string(root, "Target", mil_target_name(opt->target));
+  add_string(root, "ProgramVersion", mil_program_version(opt->target));
+  add_string(root, "Source", opt->source_name ? opt->source_name : "");
+  sha256_hex(opt->source_text ? opt->source_text : "", opt->source_len, hex);
+  add_string(root, "SourceSHA256", hex);
+  add_string(root, "WeightsFile", PACKAGE_WEIGHTS);
+  sha256_hex(e->blobs.data, e->blobs.len, hex);
+  add_string(root, "WeightsSHA256", hex);
+  add_int(root, "WeightsSize", e->blobs.len);
+  add_int(root, "WeightsGeneration", 0);
+  uint64_t min_surface = target_info(opt->target)->min_surface_bytes;
+  add_int(root, "MinimumSurfaceBytes", min_surface);
+  add_key(root, "Functions");
+  xmlNodePtr funcs = xmlNewChild(root, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < e->n; i++) {
+    const MilFunction *fn = &e->info[i];
+    xmlNodePtr fd = xmlNewChild(funcs, NULL, XS("dict"), NULL);
+    add_string(fd, "Name", fn->name);
+    add_string(fd, "MILFile", mil_file_name(m, e, i));
+    sha256_hex(e->texts[i].data, e->texts[i].len, hex);
+    add_string(fd, "MILSHA256", hex);
+    uint64_t surface = surface_bytes(fn, min_surface);
+    add_int(fd, "SurfaceBytes", surface);
+    add_bindings(fd, "Inputs", fn->inputs, fn->ninputs, surface);
+    add_bindings(fd, "Outputs", fn->outputs, fn->noutputs, surface);
+    add_key(fd, "Weights");
+    xmlNodePtr ws = xmlNewChild(fd, NULL, XS("array"), NULL);
+    for (uint32_t k = 0; k < fn->nweights; k++) {
+      const MilWeight *w = &fn->weights[k];
+      xmlNodePtr wd = xmlNewChild(ws, NULL, XS("dict"), NULL);
+      add_string(wd, "Name", w->ir_name);
+      add_string(wd, "MILName", w->mil_name);
+      add_string(wd, "DType", ir_dtype_name(w->type.dtype));
+      add_shape(wd, &w->type);
+      add_int(wd, "Offset", w->offset);
+      add_int(wd, "Bytes", w->nbytes);
+      sha256_hex(e->blobs.data + w->offset + BLOB_METADATA_SIZE, (size_t)w->nbytes, hex);
+      add_string(wd, "SHA256", hex);
+    }
+  }
+  add_key(root, "Lint");
+  xmlNodePtr lint = xmlNewChild(root, NULL, XS("dict"), NULL);
+  add_bool(lint, "Checked", false); /* the constraint linter is not part of this compiler yet */
+  add_int(lint, "Errors", 0);
+  add_int(lint, "Warnings", opt->warnings);
+  xmlChar *buf = NULL;
+  int n = 0;
+  xmlDocDumpFormatMemoryEnc(doc, &buf, &n, "UTF-8", 1);
+  xmlFreeDoc(doc);
+  char *text = xmalloc((size_t)n + 1);
+  memcpy(text, buf, (size_t)n);
+  text[n] = 0;
+  xmlFree(buf);
+  *len = (size_t)n;
+  return text;
+}
+
+/* ---- files ---- */
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static bool sync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return false;
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+/* What may be replaced: nothing there, or a directory holding a manifest. */
+static bool check_target(const char *path, bool *exists, Diag *d) {
+  struct stat st;
+  *exists = false;
+  if (lstat(path, &st) != 0) return true;
+  *exists = true;
+  if (!S_ISDIR(st.st_mode)) {
+    diag_error(d, (SrcSpan){0}, "cannot write the package '%s': a file of that name exists", path);
+    return false;
+  }
+  size_t n = strlen(path) + sizeof "/" PACKAGE_MANIFEST;
+  char *mp = xmalloc(n);
+  snprintf(mp, n, "%s/%s", path, PACKAGE_MANIFEST);
+  bool is_pkg = access(mp, F_OK) == 0;
+  free(mp);
+  if (!is_pkg) {
+    diag_error(d, (SrcSpan){0}, "refusing to replace '%s': it is a directory but not an orion package", path);
+    return false;
+  }
+  return true;
+}
+
+bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d) {
+  bool exists;
+  if (!check_target(path, &exists, d)) return false;
+  Emitted e;
+  if (!emit_all(m, opt, &e, d)) {
+    emitted_free(&e);
+    return false;
+  }
+  size_t mlen;
+  char *manifest = build_manifest(m, opt, &e, &mlen);
+  size_t plen = strlen(path);
+  char *tmp = xmalloc(plen + 32), *sub = xmalloc(plen + 64);
+  snprintf(tmp, plen + 32, "%s.tmp-XXXXXX", path);
+  const char *err = NULL;
+  bool ok = false;
+  if (!mkdtemp(tmp)) {
+    err = strerror(errno);
+    goto out_nodir;
+  }
+  snprintf(sub, plen + 64, "%s/weights", tmp);
+  if (mkdir(sub, 0755) != 0) {
+    err = strerror(errno);
+    goto out;
+  }
+  snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_WEIGHTS);
+  if (!write_file_atomic(sub, e.blobs.data ? (const void *)e.blobs.data : "", e.blobs.len, &err)) goto out;
+  for (uint32_t i = 0; i < e.n; i++) {
+    char *mp = arena_printf(&m->arena, "%s/%s", tmp, mil_file_name(m, &e, i));
+    if (!write_file_atomic(mp, e.texts[i].data, e.texts[i].len, &err)) goto out;
+  }
+  snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_MANIFEST);
+  if (!write_file_atomic(sub, manifest, mlen, &err)) goto out;
+  snprintf(sub, plen + 64, "%s/weights", tmp);
+  if (chmod(tmp, 0755) != 0 || !sync_dir(sub) || !sync_dir(tmp)) {
+    err = strerror(errno);
+    goto out;
+  }
+  if (exists) {
+    /* Swap atomically; the old package ends up at tmp and is removed. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0) {
+      err = strerror(errno);
+      goto out;
+    }
+  } else if (rename(tmp, path) != 0) {
+    err = strerror(errno);
+    goto out;
+  }
+  ok = true;
+  /* The rename itself must reach the disk too. */
+  {
+    char *parent = xstrdup(path), *slash = strrchr(parent, '/');
+    if (slash) *(slash == parent ? slash + 1 : slash) = 0;
+    sync_dir(slash ? parent : ".");
+    free(parent);
+  }
+out:
+  remove_tree(tmp); /* the temporary, or after a swap the old package */
+out_nodir:
+  if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s': %s", path, err ? err : "unknown error");
+  free(tmp);
+  free(sub);
+  free(manifest);
+  emitted_free(&e);
+  return ok;
+}

@@ -1,0 +1,344 @@
+/*
+ * The .anepkg reader: Manifest.plist (libxml2, no network, no entities)
+ * parsed into a Package with every field checked for presence, type and
+ * range, and package_verify, which checks the files on disk against it:
+ * MIL and weight-file checksums, and each weight's blob record.
+ */
+#include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/package.h"
+#include "orion/sha256.h"
+
+/* Size limits on what a manifest may describe. */
+#define MAX_MANIFEST_BYTES (64u * 1024u * 1024u)
+#define MAX_PKG_FUNCTIONS 1024u
+#define MAX_PKG_TENSORS (1u << 20)
+
+typedef struct Reader {
+  const char *path; /* for messages */
+  Diag *d;
+  bool ok;
+} Reader;
+
+static void fail(Reader *r, const char *fmt, ...) ORION_PRINTF(2, 3);
+static void fail(Reader *r, const char *fmt, ...) {
+  if (!r->ok) return; /* the first problem explains the rest */
+  StrBuf sb;
+  sb_init(&sb);
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  diag_error(r->d, (SrcSpan){0}, "%s: %s", r->path, sb.data);
+  sb_free(&sb);
+  r->ok = false;
+}
+
+static bool is_elem(xmlNodePtr n, const char *name) {
+  return n && n->type == XML_ELEMENT_NODE && !strcmp((const char *)n->name, name);
+}
+
+static xmlNodePtr next_elem(xmlNodePtr n) {
+  while (n && n->type != XML_ELEMENT_NODE) n = n->next;
+  return n;
+}
+
+/* The value element following <key>name</key> in a dict, or NULL. */
+static xmlNodePtr dict_get(xmlNodePtr dict, const char *name) {
+  for (xmlNodePtr k = next_elem(dict->children); k; k = next_elem(k->next)) {
+    xmlNodePtr v = next_elem(k->next);
+    if (!is_elem(k, "key") || !v) return NULL;
+    xmlChar *text = xmlNodeGetContent(k);
+    bool match = text && !strcmp((const char *)text, name);
+    xmlFree(text);
+    if (match) return v;
+    k = v;
+  }
+  return NULL;
+}
+
+static xmlNodePtr need(Reader *r, xmlNodePtr dict, const char *key, const char *kind, const char *where) {
+  xmlNodePtr v = dict ? dict_get(dict, key) : NULL;
+  if (!v) fail(r, "manifest: %s has no '%s'", where, key);
+  else if (!is_elem(v, kind)) fail(r, "manifest: '%s' of %s must be a <%s>", key, where, kind);
+  else return v;
+  return NULL;
+}
+
+static char *get_string(Reader *r, xmlNodePtr dict, const char *key, const char *where) {
+  xmlNodePtr v = need(r, dict, key, "string", where);
+  if (!v) return xstrdup("");
+  xmlChar *t = xmlNodeGetContent(v);
+  char *s = xstrdup(t ? (const char *)t : "");
+  xmlFree(t);
+  return s;
+}
+
+static uint64_t get_uint(Reader *r, xmlNodePtr dict, const char *key, const char *where, uint64_t max) {
+  xmlNodePtr v = need(r, dict, key, "integer", where);
+  if (!v) return 0;
+  xmlChar *t = xmlNodeGetContent(v);
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = t && t[0] != '-' ? strtoull((const char *)t, &end, 10) : 0;
+  bool bad = !t || !t[0] || t[0] == '-' || *end || errno;
+  xmlFree(t);
+  if (bad || x > max) {
+    fail(r, "manifest: '%s' of %s must be an integer from 0 to %llu", key, where, (unsigned long long)max);
+    return 0;
+  }
+  return x;
+}
+
+static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *where, char out[65]) {
+  char *s = get_string(r, dict, key, where);
+  bool ok = strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
+  if (!ok) fail(r, "manifest: '%s' of %s must be 64 lowercase hex digits", key, where);
+  snprintf(out, 65, "%s", ok ? s : "");
+  free(s);
+}
+
+static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const char *where) {
+  t->name = get_string(r, dict, "Name", where);
+  t->mil_name = get_string(r, dict, "MILName", where);
+  char *dt = get_string(r, dict, "DType", where);
+  t->dtype = ir_dtype_from_name(dt);
+  if (t->dtype == DT_INVALID && r->ok) fail(r, "manifest: %s '%s' has the unknown dtype '%s'", where, t->name, dt);
+  free(dt);
+  xmlNodePtr shape = need(r, dict, "Shape", "array", where);
+  uint64_t elements = 1;
+  for (xmlNodePtr n = shape ? next_elem(shape->children) : NULL; n && r->ok; n = next_elem(n->next)) {
+    if (t->rank >= IR_MAX_RANK) {
+      fail(r, "manifest: %s '%s' has rank above %d", where, t->name, IR_MAX_RANK);
+      break;
+    }
+    xmlChar *s = xmlNodeGetContent(n);
+    char *end = NULL;
+    long long v = is_elem(n, "integer") && s ? strtoll((const char *)s, &end, 10) : -1;
+    bool bad = v <= 0 || !end || *end;
+    xmlFree(s);
+    if (bad || __builtin_mul_overflow(elements, (uint64_t)v, &elements) || elements > IR_MAX_ELEMENTS) {
+      fail(r, "manifest: %s '%s' has an invalid shape", where, t->name);
+      break;
+    }
+    t->dims[t->rank++] = v;
+  }
+  t->bytes = get_uint(r, dict, "Bytes", where, UINT64_MAX);
+  if (r->ok && t->bytes != elements * ir_dtype_size(t->dtype))
+    fail(r, "manifest: %s '%s' has %llu bytes but its shape and dtype need %llu", where, t->name,
+         (unsigned long long)t->bytes, (unsigned long long)(elements * ir_dtype_size(t->dtype)));
+  if (io) {
+    t->binding = (uint32_t)get_uint(r, dict, "Binding", where, MAX_PKG_TENSORS);
+    t->surface_bytes = get_uint(r, dict, "SurfaceBytes", where, UINT64_MAX);
+  } else {
+    t->offset = get_uint(r, dict, "Offset", where, UINT64_MAX);
+    get_hash(r, dict, "SHA256", where, t->sha256);
+  }
+}
+
+static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool io, uint32_t *count) {
+  xmlNodePtr arr = need(r, dict, key, "array", "a function");
+  *count = 0;
+  if (!arr) return NULL;
+  uint32_t n = 0;
+  for (xmlNodePtr c = next_elem(arr->children); c; c = next_elem(c->next)) n++;
+  if (n > MAX_PKG_TENSORS) {
+    fail(r, "manifest: too many %s (limit is %u)", key, MAX_PKG_TENSORS);
+    return NULL;
+  }
+  PkgTensor *t = xcalloc(n ? n : 1, sizeof *t);
+  const char *where = !strcmp(key, "Inputs") ? "input" : !strcmp(key, "Outputs") ? "output" : "weight";
+  for (xmlNodePtr c = next_elem(arr->children); c && r->ok; c = next_elem(c->next)) {
+    if (!is_elem(c, "dict")) fail(r, "manifest: entries of '%s' must be <dict>", key);
+    else read_tensor(r, c, &t[(*count)++], io, where);
+  }
+  if (io && r->ok) { /* bindings are a permutation */
+    bool *seen = xcalloc(*count ? *count : 1, 1);
+    for (uint32_t i = 0; i < *count && r->ok; i++) {
+      if (t[i].binding >= *count || seen[t[i].binding]) fail(r, "manifest: the %s bindings are not 0..%u, each once", where, *count - 1);
+      else seen[t[i].binding] = true;
+    }
+    free(seen);
+  }
+  return t;
+}
+
+bool package_read(const char *path, Package *pkg, Diag *d) {
+  memset(pkg, 0, sizeof *pkg);
+  pkg->path = xstrdup(path);
+  size_t n = strlen(path) + sizeof "/" PACKAGE_MANIFEST;
+  char *mpath = xmalloc(n);
+  snprintf(mpath, n, "%s/%s", path, PACKAGE_MANIFEST);
+  Reader r = {mpath, d, true};
+  char *text;
+  size_t len;
+  const char *err;
+  if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
+    free(mpath);
+    return false;
+  }
+  /* No entity expansion, no DTD loading, no network. */
+  xmlDocPtr doc = xmlReadMemory(text, (int)len, mpath, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  free(text);
+  xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
+  xmlNodePtr dict = root && is_elem(root, "plist") ? next_elem(root->children) : NULL;
+  if (!doc) fail(&r, "manifest is not well-formed XML");
+  else if (!is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
+  if (r.ok) {
+    pkg->format_version = (uint32_t)get_uint(&r, dict, "FormatVersion", "the manifest", UINT32_MAX);
+    if (r.ok && pkg->format_version != PACKAGE_FORMAT_VERSION)
+      fail(&r, "package format version %u is not supported (this is version %d)", pkg->format_version, PACKAGE_FORMAT_VERSION);
+  }
+  if (r.ok) {
+    pkg->compiler_version = get_string(&r, dict, "CompilerVersion", "the manifest");
+    pkg->target = get_string(&r, dict, "Target", "the manifest");
+    pkg->program_version = get_string(&r, dict, "ProgramVersion", "the manifest");
+    pkg->source_name = get_string(&r, dict, "Source", "the manifest");
+    get_hash(&r, dict, "SourceSHA256", "the manifest", pkg->source_sha256);
+    char *wf = get_string(&r, dict, "WeightsFile", "the manifest");
+    if (r.ok && strcmp(wf, PACKAGE_WEIGHTS)) fail(&r, "manifest: 'WeightsFile' must be '%s'", PACKAGE_WEIGHTS);
+    free(wf);
+    get_hash(&r, dict, "WeightsSHA256", "the manifest", pkg->weights_sha256);
+    pkg->weights_size = get_uint(&r, dict, "WeightsSize", "the manifest", UINT64_MAX);
+    pkg->weights_generation = get_uint(&r, dict, "WeightsGeneration", "the manifest", UINT64_MAX);
+    pkg->min_surface_bytes = get_uint(&r, dict, "MinimumSurfaceBytes", "the manifest", UINT32_MAX);
+    MilTarget t;
+    if (r.ok && !mil_target_from_name(pkg->target, &t)) fail(&r, "manifest: unknown target '%s'", pkg->target);
+    xmlNodePtr funcs = need(&r, dict, "Functions", "array", "the manifest");
+    uint32_t nf = 0;
+    for (xmlNodePtr c = funcs ? next_elem(funcs->children) : NULL; c; c = next_elem(c->next)) nf++;
+    if (r.ok && (nf == 0 || nf > MAX_PKG_FUNCTIONS)) fail(&r, "manifest: a package holds 1 to %u functions, not %u", MAX_PKG_FUNCTIONS, nf);
+    pkg->functions = xcalloc(nf ? nf : 1, sizeof *pkg->functions);
+    for (xmlNodePtr c = funcs ? next_elem(funcs->children) : NULL; c && r.ok; c = next_elem(c->next)) {
+      if (!is_elem(c, "dict")) {
+        fail(&r, "manifest: entries of 'Functions' must be <dict>");
+        break;
+      }
+      PkgFunction *f = &pkg->functions[pkg->nfunctions++];
+      f->name = get_string(&r, c, "Name", "a function");
+      f->mil_file = get_string(&r, c, "MILFile", "a function");
+      if (r.ok && (strchr(f->mil_file, '/') || f->mil_file[0] == '.' || !f->mil_file[0]))
+        fail(&r, "manifest: MIL file name '%s' must be a plain name inside the package", f->mil_file);
+      get_hash(&r, c, "MILSHA256", "a function", f->mil_sha256);
+      f->surface_bytes = get_uint(&r, c, "SurfaceBytes", "a function", UINT64_MAX);
+      f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
+      f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
+      f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
+    }
+    xmlNodePtr lint = need(&r, dict, "Lint", "dict", "the manifest");
+    if (lint) {
+      xmlNodePtr checked = dict_get(lint, "Checked");
+      pkg->lint_checked = is_elem(checked, "true");
+      if (r.ok && !is_elem(checked, "true") && !is_elem(checked, "false")) fail(&r, "manifest: 'Checked' of 'Lint' must be <true/> or <false/>");
+      pkg->lint_errors = (uint32_t)get_uint(&r, lint, "Errors", "'Lint'", UINT32_MAX);
+      pkg->lint_warnings = (uint32_t)get_uint(&r, lint, "Warnings", "'Lint'", UINT32_MAX);
+    }
+  }
+  xmlFreeDoc(doc);
+  free(mpath);
+  if (!r.ok) package_free(pkg);
+  return r.ok;
+}
+
+static bool hash_file(const char *path, char hex[65], uint64_t *size, const char **err) {
+  char *data;
+  size_t len;
+  if (!read_file(path, SIZE_MAX / 2, &data, &len, err)) return false;
+  sha256_hex(data, len, hex);
+  *size = len;
+  free(data);
+  return true;
+}
+
+bool package_verify(const Package *pkg, Diag *d) {
+  bool ok = true;
+  StrBuf p;
+  sb_init(&p);
+  char hex[65];
+  uint64_t size;
+  const char *err;
+  for (uint32_t i = 0; i < pkg->nfunctions; i++) {
+    const PkgFunction *f = &pkg->functions[i];
+    p.len = 0;
+    sb_printf(&p, "%s/%s", pkg->path, f->mil_file);
+    if (!hash_file(p.data, hex, &size, &err)) {
+      diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
+      ok = false;
+    } else if (strcmp(hex, f->mil_sha256)) {
+      diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
+      ok = false;
+    }
+  }
+  p.len = 0;
+  sb_printf(&p, "%s/%s", pkg->path, PACKAGE_WEIGHTS);
+  char *data = NULL;
+  size_t len = 0;
+  if (!read_file(p.data, SIZE_MAX / 2, &data, &len, &err)) {
+    diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
+    sb_free(&p);
+    return false;
+  }
+  sha256_hex(data, len, hex);
+  if (len != pkg->weights_size || strcmp(hex, pkg->weights_sha256)) {
+    diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
+    ok = false;
+  }
+  BlobFile bf;
+  char berr[256];
+  if (len && !blob_file_open(&bf, (const uint8_t *)data, len, berr, sizeof berr)) {
+    diag_error(d, (SrcSpan){0}, "%s: %s", p.data, berr);
+    ok = false;
+  } else {
+    static const uint32_t codes[DT_COUNT] = {[DT_FP16] = BLOB_FP16, [DT_FP32] = BLOB_FP32, [DT_INT32] = BLOB_INT32,
+                                             [DT_INT8] = BLOB_INT8, [DT_UINT8] = BLOB_UINT8};
+    for (uint32_t i = 0; i < pkg->nfunctions; i++)
+      for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
+        const PkgTensor *w = &pkg->functions[i].weights[k];
+        BlobInfo info;
+        if (!blob_file_read_expect(&bf, w->offset, codes[w->dtype], w->bytes, &info, berr, sizeof berr)) {
+          diag_error(d, (SrcSpan){0}, "%s: weight '%s': %s", p.data, w->name, berr);
+          ok = false;
+          continue;
+        }
+        sha256_hex(data + info.data_offset, (size_t)info.size, hex);
+        if (strcmp(hex, w->sha256)) {
+          diag_error(d, (SrcSpan){0}, "%s: weight '%s' fails its checksum", p.data, w->name);
+          ok = false;
+        }
+      }
+  }
+  free(data);
+  sb_free(&p);
+  return ok;
+}
+
+static void free_tensors(PkgTensor *t, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    free(t[i].name);
+    free(t[i].mil_name);
+  }
+  free(t);
+}
+
+void package_free(Package *pkg) {
+  for (uint32_t i = 0; i < pkg->nfunctions; i++) {
+    PkgFunction *f = &pkg->functions[i];
+    free(f->name);
+    free(f->mil_file);
+    free_tensors(f->inputs, f->ninputs);
+    free_tensors(f->outputs, f->noutputs);
+    free_tensors(f->weights, f->nweights);
+  }
+  free(pkg->functions);
+  free(pkg->path);
+  free(pkg->compiler_version);
+  free(pkg->target);
+  free(pkg->program_version);
+  free(pkg->source_name);
+  memset(pkg, 0, sizeof *pkg);
+}

@@ -1,0 +1,62 @@
+/*
+ * MIL text emission: one verified, legalized IR function -> model.mil text
+ * in Apple's format (see the MIL spec §1.11 for the canonical form).
+ */
+#ifndef ORION_MIL_H
+#define ORION_MIL_H
+
+#include "orion/blob.h"
+#include "orion/ir.h"
+
+typedef enum MilTarget { MIL_IOS16, MIL_IOS17, MIL_IOS18 } MilTarget;
+
+/* "ios16" / "ios17" / "ios18"; false if unknown. */
+bool mil_target_from_name(const char *name, MilTarget *out);
+const char *mil_target_name(MilTarget t);
+/* "1.0" for ios16/ios17, "1.3" for ios18. */
+const char *mil_program_version(MilTarget t);
+
+/* Supplies the bytes of a param in its IR dtype (malloc'd; the emitter frees
+ * them); NULL after reporting an error. */
+typedef void *(*MilParamLoader)(void *ctx, IrModule *m, IrValueId param, size_t *nbytes);
+
+/* One function input or output as bound on the device. */
+typedef struct MilBinding {
+  const char *ir_name;  /* the .oir name (input name, or output name) */
+  const char *mil_name; /* the name in the MIL text */
+  IrType type;
+  uint32_t binding; /* index in alphabetical order of MIL names (inputs and outputs counted separately) */
+} MilBinding;
+
+/* A weight placed in the blob file. */
+typedef struct MilWeight {
+  const char *ir_name;
+  const char *mil_name;
+  IrType type;
+  uint64_t offset; /* of the metadata record */
+  uint64_t nbytes;
+} MilWeight;
+
+typedef struct MilFunction {
+  const char *name;
+  MilBinding *inputs, *outputs;
+  uint32_t ninputs, noutputs;
+  MilWeight *weights;
+  uint32_t nweights;
+} MilFunction;
+
+typedef struct MilEmitOptions {
+  MilTarget target;
+  const char *weight_path; /* in the MIL text; default "@model_path/weights/weight.bin" */
+  MilParamLoader load_param;
+  void *load_ctx;
+} MilEmitOptions;
+
+/* Emits a complete program holding function f. Weights (params, and float
+ * consts of 10 or more elements) go to `blobs`; the text is appended to out;
+ * info (if not NULL) receives the binding and weight tables, allocated in
+ * the module's arena. Reports unsupported constructs and returns false. */
+bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWriter *blobs, StrBuf *out,
+                      MilFunction *info, Diag *d);
+
+#endif

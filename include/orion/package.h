@@ -1,0 +1,84 @@
+/*
+ * The .anepkg package: a directory holding one MIL program per function,
+ * weights/weight.bin (MIL blob storage v2) and Manifest.plist (an XML
+ * property list describing everything, with checksums). See
+ * docs/package-format.md.
+ */
+#ifndef ORION_PACKAGE_H
+#define ORION_PACKAGE_H
+
+#include "orion/mil.h"
+#include "orion/weights.h"
+
+#define PACKAGE_FORMAT_VERSION 1
+#define PACKAGE_MANIFEST "Manifest.plist"
+#define PACKAGE_WEIGHTS "weights/weight.bin"
+
+/* Per-target facts the package records (until the constraint table owns them). */
+typedef struct TargetInfo {
+  MilTarget target;
+  uint64_t min_surface_bytes; /* smallest IOSurface the ANE accepts */
+} TargetInfo;
+const TargetInfo *target_info(MilTarget t);
+
+typedef struct PackageOptions {
+  MilTarget target;
+  const char *source_name;  /* for the manifest */
+  const char *source_text;  /* hashed into the manifest */
+  size_t source_len;
+  WeightLoadOptions weights;
+  uint32_t warnings;        /* compiler warnings, recorded in the lint summary */
+} PackageOptions;
+
+/* Emits every live function of a legalized module and writes the package to
+ * `path` atomically: into a temporary directory beside it, then renamed into
+ * place (an existing package is replaced only on success). */
+bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d);
+
+/* Emits the MIL of every live function to `out` (weights are still laid out,
+ * in memory, so offsets are the ones a package would have). */
+bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d);
+
+/* ---- reading ---- */
+
+typedef struct PkgTensor {
+  char *name, *mil_name;
+  IrDType dtype;
+  uint32_t rank;
+  int64_t dims[IR_MAX_RANK];
+  uint32_t binding;       /* inputs/outputs */
+  uint64_t bytes;         /* data bytes (elements * dtype size) */
+  uint64_t surface_bytes; /* inputs/outputs */
+  uint64_t offset;        /* weights: metadata record offset */
+  char sha256[65];        /* weights */
+} PkgTensor;
+
+typedef struct PkgFunction {
+  char *name, *mil_file;
+  char mil_sha256[65];
+  uint64_t surface_bytes;
+  PkgTensor *inputs, *outputs, *weights;
+  uint32_t ninputs, noutputs, nweights;
+} PkgFunction;
+
+typedef struct Package {
+  char *path;
+  uint32_t format_version;
+  char *compiler_version, *target, *program_version, *source_name;
+  char source_sha256[65], weights_sha256[65];
+  uint64_t weights_size, weights_generation, min_surface_bytes;
+  PkgFunction *functions;
+  uint32_t nfunctions;
+  bool lint_checked;
+  uint32_t lint_errors, lint_warnings;
+} Package;
+
+/* Reads and validates Manifest.plist (structure, types, ranges). Errors are
+ * "path: message" lines through d. */
+bool package_read(const char *path, Package *pkg, Diag *d);
+/* Checks the files against the manifest: MIL and weight checksums, the blob
+ * file's records for every weight (dtype, size). */
+bool package_verify(const Package *pkg, Diag *d);
+void package_free(Package *pkg);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * Helpers shared by passes (see pass_util.h).
+ */
+#include "pass_util.h"
+
+IrValueId pass_const(IrModule *m, IrFuncId f, const char *base, const IrType *t, const double *data, uint64_t n,
+                     SrcSpan loc) {
+  return ir_const_new(m, f, ir_unique_name(m, f, base), t, data, n, loc);
+}
+
+IrValueId pass_scalar_const(IrModule *m, IrFuncId f, const char *base, IrDType dt, double v, SrcSpan loc) {
+  IrType t = {.dtype = dt, .rank = 0};
+  return pass_const(m, f, base, &t, &v, 1, loc);
+}
+
+IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *inputs, uint32_t n, const char *base) {
+  IrFuncId f = ir_op(m, anchor)->func;
+  const char *name = ir_unique_name(m, f, base);
+  IrOpId op = ir_op_new(m, f, kind, inputs, n, 1, &name, ir_op(m, anchor)->loc);
+  ir_op_move_before(m, op, anchor);
+  return ir_op(m, op)->results[0];
+}
+
+const char *pass_name(IrModule *m, IrValueId v, const char *suffix) {
+  return arena_printf(&m->arena, "%s_%s", ir_value(m, v)->name, suffix);
+}
