@@ -1,0 +1,119 @@
+/*
+ * Half-precision conversions: IEEE binary16 (fp16) and bfloat16 (bf16).
+ *
+ * Weights reach the blob file as fp16 and the CPU interpreter rounds to fp16
+ * after every op, so both directions must be bit-exact on every host,
+ * whatever its F16C support or compiler flags: everything here works on the
+ * integer bit patterns. Narrowing rounds to nearest, ties to even; values
+ * past the largest finite result become +-inf, NaNs stay NaNs (made quiet,
+ * with the top of their payload kept). fp16_from_double rounds once from the
+ * double: converting through float first would round twice and can land on
+ * the wrong side of an fp16 halfway point.
+ */
+#include "orion/fp16.h"
+
+#include <string.h>
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint64_t double_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* Rounds the finite nonzero magnitude sig * 2^scale to fp16 bits (no sign),
+ * where sig has its leading one at bit `top` (so the value's exponent is
+ * top + scale). Every fp16 value is k * 2^q with k < 2048 and q >= -24: q is
+ * -24 for subnormals and exponent - 10 for normals, so rounding is one shift
+ * of sig to the quantum q with round-to-nearest-even on the bits shifted out.
+ * A carry out of the significand bumps the exponent field by itself, which
+ * is also how the largest subnormal rounds up to the smallest normal and the
+ * largest normal to inf. */
+static uint16_t round_to_fp16(uint64_t sig, int top, int scale) {
+  int exp = top + scale;
+  if (exp > 15) return 0x7C00;
+  int quantum = exp < -14 ? -24 : exp - 10;
+  int shift = quantum - scale; /* > 0 for float and double inputs */
+  uint64_t k;
+  if (shift <= 0) {
+    k = sig << -shift;
+  } else if (shift > top + 1) {
+    return 0; /* below half the smallest subnormal */
+  } else {
+    k = sig >> shift;
+    uint64_t rem = sig & ((UINT64_C(1) << shift) - 1);
+    uint64_t half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (k & 1))) k++;
+  }
+  uint32_t bits = exp < -14 ? (uint32_t)k : ((uint32_t)(exp + 15) << 10) + (uint32_t)(k - 1024);
+  return bits >= 0x7C00 ? 0x7C00 : (uint16_t)bits;
+}
+
+uint16_t fp16_from_float(float f) {
+  uint32_t u = float_bits(f);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+  uint32_t e = (u >> 23) & 0xFF, m = u & 0x7FFFFF;
+  if (e == 0xFF) return (uint16_t)(sign | (m ? 0x7E00 | (m >> 13) : 0x7C00));
+  /* Zeros, and float subnormals (below 2^-126, far under fp16's 2^-25). */
+  if (e == 0) return sign;
+  return (uint16_t)(sign | round_to_fp16(m | 0x800000u, 23, (int)e - 150));
+}
+
+uint16_t fp16_from_double(double d) {
+  uint64_t u = double_bits(d);
+  uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
+  uint32_t e = (uint32_t)(u >> 52) & 0x7FF;
+  uint64_t m = u & ((UINT64_C(1) << 52) - 1);
+  if (e == 0x7FF) return (uint16_t)(sign | (m ? 0x7E00 | (uint16_t)(m >> 42) : 0x7C00));
+  if (e == 0) return sign;
+  return (uint16_t)(sign | round_to_fp16(m | (UINT64_C(1) << 52), 52, (int)e - 1075));
+}
+
+float fp16_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  if (e == 0x1F) return bits_float(sign | 0x7F800000u | (m << 13));
+  if (e == 0) {
+    if (m == 0) return bits_float(sign);
+    /* Subnormal: shift the leading one up to the implicit bit; each shift
+     * lowers the exponent by one, starting from that of 2^-14. */
+    e = 127 - 14;
+    while (!(m & 0x400)) {
+      m <<= 1;
+      e--;
+    }
+    return bits_float(sign | (e << 23) | ((m & 0x3FF) << 13));
+  }
+  return bits_float(sign | ((e + 127 - 15) << 23) | (m << 13));
+}
+
+float bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+
+uint16_t bf16_from_float(float f) {
+  uint32_t u = float_bits(f);
+  /* Rounding could carry a NaN's payload into inf or lose it to zero. */
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040);
+  /* Adding just under half, plus the kept low bit, rounds ties to even; a
+   * carry into the exponent is the right answer, up to inf. */
+  u += 0x7FFFu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+void fp16_from_float_array(uint16_t *dst, const float *src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
+}
+
+void fp16_to_float_array(float *dst, const uint16_t *src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = fp16_to_float(src[i]);
+}
