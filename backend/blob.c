@@ -218,11 +218,12 @@ static bool check_sub_byte(const uint8_t *rec, uint64_t offset, const DTypeInfo 
     return fail(err, errlen, "blob at offset %" PRIu64 " has %" PRIu64 " padding bits; at most 7 are allowed",
                 offset, padding);
   /* size fits in the file, so size * 8 cannot wrap. */
-  if ((size * 8 - padding) % d->bits != 0)
+  uint64_t bits = size * 8 - padding;
+  if (bits % d->bits != 0)
     return fail(err, errlen,
-                "blob at offset %" PRIu64 " has %" PRIu64 " bytes with %" PRIu64
-                " padding bits, not a whole number of %s elements",
-                offset, size, padding, d->name);
+                "blob at offset %" PRIu64 " holds %" PRIu64 " bits of data (%" PRIu64 " bytes minus %" PRIu64
+                " padding bits), not a whole number of %s elements",
+                offset, bits, size, padding, d->name);
   return true;
 }
 
@@ -299,7 +300,7 @@ bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, co
     offset = next;
   }
   if (seen != f->count)
-    return fail(err, errlen, "weight file header counts %" PRIu32 " blobs but the file holds %" PRIu64, f->count,
-                seen);
+    return fail(err, errlen, "weight file header has a count of %" PRIu32 " but the file holds %" PRIu64 " blobs",
+                f->count, seen);
   return true;
 }

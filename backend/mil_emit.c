@@ -602,8 +602,14 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   MilBinding *ins = arena_alloc(&m->arena, sizeof *ins * (nin ? nin : 1));
   bool *direct = xcalloc(nout ? nout : 1, sizeof *direct);
 
-  /* Output names first: they are what callers bind, so they get their names
-   * as written; a result returned under its own name is that output. */
+  /* Inputs, then outputs, keep the names they were written with where they
+   * can: they are what callers bind. A result returned under its own name is
+   * that output; other outputs get an identity statement of their own. */
+  for (uint32_t i = 0; i < nin; i++) {
+    IrValueId v = fn->inputs[i];
+    e.mil_name[v] = claim(&e, ir_value(m, v)->name);
+    ins[i] = (MilBinding){ir_value(m, v)->name, e.mil_name[v], ir_value(m, v)->type, 0};
+  }
   for (uint32_t i = 0; i < nout; i++) {
     IrOutput *o = &fn->outputs[i];
     IrValue *v = ir_value(m, o->value);
@@ -612,11 +618,6 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
       e.mil_name[o->value] = outs[i].mil_name;
       direct[i] = true;
     }
-  }
-  for (uint32_t i = 0; i < nin; i++) {
-    IrValueId v = fn->inputs[i];
-    e.mil_name[v] = claim(&e, ir_value(m, v)->name);
-    ins[i] = (MilBinding){ir_value(m, v)->name, e.mil_name[v], ir_value(m, v)->type, 0};
   }
   for (uint32_t i = 0; i < fn->ndecls; i++) e.mil_name[fn->decls[i]] = claim(&e, ir_value(m, fn->decls[i])->name);
   IR_FOR_EACH_OP(m, f, op) {

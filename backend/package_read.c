@@ -64,7 +64,7 @@ static xmlNodePtr dict_get(xmlNodePtr dict, const char *name) {
 static xmlNodePtr need(Reader *r, xmlNodePtr dict, const char *key, const char *kind, const char *where) {
   xmlNodePtr v = dict ? dict_get(dict, key) : NULL;
   if (!v) fail(r, "manifest: %s has no '%s'", where, key);
-  else if (!is_elem(v, kind)) fail(r, "manifest: '%s' of %s must be a <%s>", key, where, kind);
+  else if (!is_elem(v, kind)) fail(r, "manifest: '%s' of %s must be <%s>", key, where, kind);
   else return v;
   return NULL;
 }
@@ -167,24 +167,15 @@ static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool
   return t;
 }
 
-bool package_read(const char *path, Package *pkg, Diag *d) {
+bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
   memset(pkg, 0, sizeof *pkg);
-  pkg->path = xstrdup(path);
-  size_t n = strlen(path) + sizeof "/" PACKAGE_MANIFEST;
-  char *mpath = xmalloc(n);
-  snprintf(mpath, n, "%s/%s", path, PACKAGE_MANIFEST);
-  Reader r = {mpath, d, true};
-  char *text;
-  size_t len;
-  const char *err;
-  if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
-    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
-    free(mpath);
+  Reader r = {name, d, true};
+  if (len > MAX_MANIFEST_BYTES) {
+    fail(&r, "manifest is too large (limit is %u bytes)", MAX_MANIFEST_BYTES);
     return false;
   }
   /* No entity expansion, no DTD loading, no network. */
-  xmlDocPtr doc = xmlReadMemory(text, (int)len, mpath, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-  free(text);
+  xmlDocPtr doc = xmlReadMemory(text, (int)len, name, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
   xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
   xmlNodePtr dict = root && is_elem(root, "plist") ? next_elem(root->children) : NULL;
   if (!doc) fail(&r, "manifest is not well-formed XML");
@@ -240,9 +231,28 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
     }
   }
   xmlFreeDoc(doc);
-  free(mpath);
   if (!r.ok) package_free(pkg);
   return r.ok;
+}
+
+bool package_read(const char *path, Package *pkg, Diag *d) {
+  memset(pkg, 0, sizeof *pkg);
+  size_t n = strlen(path) + sizeof "/" PACKAGE_MANIFEST;
+  char *mpath = xmalloc(n);
+  snprintf(mpath, n, "%s/%s", path, PACKAGE_MANIFEST);
+  char *text;
+  size_t len;
+  const char *err;
+  if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
+    free(mpath);
+    return false;
+  }
+  bool ok = package_parse_manifest(text, len, mpath, pkg, d);
+  free(text);
+  free(mpath);
+  if (ok) pkg->path = xstrdup(path);
+  return ok;
 }
 
 static bool hash_file(const char *path, char hex[65], uint64_t *size, const char **err) {

@@ -59,8 +59,7 @@ static void decompose(IrModule *m, IrOpId op) {
   IrValueId p = pass_op1(m, op, OP_SOFTMAX, (IrValueId[]){x}, 1, pass_name(m, out, "probs"));
   ir_op_set_attr_int(m, ir_value(m, p)->def, "axis", -1);
   IrValueId y = pass_op1(m, op, OP_MATMUL, (IrValueId[]){p, v}, 2, pass_name(m, out, "attn"));
-  ir_replace_all_uses(m, out, y);
-  ir_op_erase(m, op);
+  pass_replace_op(m, op, out, y);
 }
 
 bool pass_decompose_attention(IrModule *m, Diag *d) {

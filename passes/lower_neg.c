@@ -15,8 +15,7 @@ bool pass_lower_neg(IrModule *m, Diag *d) {
       IrValueId c = pass_scalar_const(m, f, pass_name(m, out, "minus_one"), ir_value(m, x)->type.dtype, -1.0,
                                       ir_op(m, op)->loc);
       IrValueId y = pass_op1(m, op, OP_MUL, (IrValueId[]){x, c}, 2, pass_name(m, out, "neg"));
-      ir_replace_all_uses(m, out, y);
-      ir_op_erase(m, op);
+      pass_replace_op(m, op, out, y);
     }
   }
   return true;

@@ -42,8 +42,7 @@ static void lower(IrModule *m, IrOpId op) {
     ir_op_set_attr_ints(m, ir_value(m, g)->def, "shape", shape, xt.rank);
     y = pass_op1(m, op, OP_MUL, (IrValueId[]){y, g}, 2, pass_name(m, out, "scaled"));
   }
-  ir_replace_all_uses(m, out, y);
-  ir_op_erase(m, op);
+  pass_replace_op(m, op, out, y);
 }
 
 bool pass_lower_rms_norm(IrModule *m, Diag *d) {

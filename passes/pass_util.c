@@ -24,3 +24,12 @@ IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *i
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix) {
   return arena_printf(&m->arena, "%s_%s", ir_value(m, v)->name, suffix);
 }
+
+void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl) {
+  const char *name = ir_value(m, old)->name;
+  SrcSpan loc = ir_value(m, old)->loc;
+  ir_replace_all_uses(m, old, repl);
+  ir_op_erase(m, op);
+  ir_value(m, repl)->name = name;
+  ir_value(m, repl)->loc = loc;
+}

@@ -15,6 +15,9 @@ IrValueId pass_const(IrModule *m, IrFuncId f, const char *base, const IrType *t,
 /* Creates an op with one result named after `base` (made unique), placed
  * before `anchor`, and returns its result. */
 IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *inputs, uint32_t n, const char *base);
+/* Replaces every use of `old` (the result of `op`) by `repl`, erases op and
+ * gives repl old's name, so a lowered op's result keeps the user's name. */
+void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl);
 /* "<name of v>_<suffix>", for readable generated names. */
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
 

@@ -73,6 +73,8 @@ typedef struct Package {
   uint32_t lint_errors, lint_warnings;
 } Package;
 
+/* Parses manifest text (`name` is used in messages); what package_read uses. */
+bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d);
 /* Reads and validates Manifest.plist (structure, types, ranges). Errors are
  * "path: message" lines through d. */
 bool package_read(const char *path, Package *pkg, Diag *d);

@@ -1,0 +1,279 @@
+/*
+ * The .anepkg package: written atomically, read back, verified; replacing
+ * an existing package only on success; the manifest reader's rejections;
+ * the verifier catching tampered files.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "orion/package.h"
+#include "orion/passes.h"
+
+static const char *const program =
+    "func main(x: fp16[1,4], a: fp16[1,4]) {\n"
+    "  param w: fp16[4,4] = normal(seed=3, std=0.5);\n"
+    "  param b: fp16[4] = zeros;\n"
+    "  param c: fp16[4] = zeros;\n"
+    "  h = linear(x, w, b);\n"
+    "  y = add(h, c);\n"
+    "  z = add(y, a);\n"
+    "  return z, first = y;\n"
+    "}\n";
+
+static char dir[64];
+
+static void make_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/orion-pkg-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+}
+
+static void cleanup(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Compiles `text` into dir/name; returns the diagnostics. */
+static const char *compile_to(const char *text, const char *name, bool *ok) {
+  static char diags[4096];
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  *ok = package_write(p.m, path, &po, &p.d);
+  snprintf(diags, sizeof diags, "%s", p.diags.data ? p.diags.data : "");
+  parsed_close(&p);
+  return diags;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  char *data;
+  const char *err;
+  cr_assert(read_file(path, 1u << 30, &data, len, &err), "%s: %s", path, err);
+  return data;
+}
+
+static int count_entries(void) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void capture(Diag *d, StrBuf *sb) {
+  sb_init(sb);
+  diag_init(d, NULL);
+  d->capture = sb;
+}
+
+Test(package, write_read_verify) {
+  make_dir();
+  bool ok;
+  const char *diags = compile_to(program, "m.anepkg", &ok);
+  cr_assert(ok, "%s", diags);
+  char path[256];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  cr_assert(package_read(path, &pkg, &d), "%s", sb.data);
+  cr_assert_eq(pkg.format_version, 1);
+  cr_assert_str_eq(pkg.target, "ios18");
+  cr_assert_str_eq(pkg.program_version, "1.3");
+  cr_assert_eq(pkg.nfunctions, 1);
+  PkgFunction *f = &pkg.functions[0];
+  cr_assert_str_eq(f->mil_file, "model.mil");
+  /* Inputs bind in ASCII order of their names: a before x. */
+  cr_assert_eq(f->ninputs, 2);
+  cr_assert_str_eq(f->inputs[0].name, "x");
+  cr_assert_eq(f->inputs[0].binding, 1);
+  cr_assert_eq(f->inputs[1].binding, 0);
+  /* Outputs in declared order, bound alphabetically: first < z. */
+  cr_assert_str_eq(f->outputs[0].name, "z");
+  cr_assert_str_eq(f->outputs[1].name, "first");
+  cr_assert_eq(f->outputs[0].binding, 1);
+  cr_assert_eq(f->outputs[1].binding, 0);
+  /* Surfaces: uniform, at least the minimum. */
+  cr_assert_eq(f->surface_bytes, 49152);
+  cr_assert_eq(f->inputs[0].surface_bytes, 49152);
+  cr_assert_eq(f->inputs[0].bytes, 8);
+  /* Weights: identical zero tensors share one blob. */
+  cr_assert_eq(f->nweights, 3);
+  cr_assert_str_eq(f->weights[0].name, "w");
+  cr_assert_eq(f->weights[0].offset, 64);
+  cr_assert_eq(f->weights[0].bytes, 32);
+  cr_assert_eq(f->weights[1].offset, 64 + 64 + 64); /* after 32 data bytes, aligned up */
+  cr_assert_eq(f->weights[2].offset, f->weights[1].offset);
+  cr_assert_eq(pkg.weights_size, f->weights[1].offset + 64 + 8);
+  cr_assert(package_verify(&pkg, &d), "%s", sb.data);
+  /* The weight file's bytes: header count 2 (deduplicated), version 2. */
+  char wpath[300];
+  snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", path);
+  size_t len;
+  char *w = slurp(wpath, &len);
+  cr_assert_eq(len, pkg.weights_size);
+  uint32_t head[2];
+  memcpy(head, w, 8);
+  cr_assert_eq(head[0], 2);
+  cr_assert_eq(head[1], 2);
+  free(w);
+  package_free(&pkg);
+  sb_free(&sb);
+  cleanup();
+}
+
+Test(package, tampering_is_detected) {
+  make_dir();
+  bool ok;
+  compile_to(program, "m.anepkg", &ok);
+  cr_assert(ok);
+  char path[256], file[300];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  snprintf(file, sizeof file, "%s/model.mil", path);
+  FILE *fp = fopen(file, "a");
+  fputs(" ", fp);
+  fclose(fp);
+  snprintf(file, sizeof file, "%s/weights/weight.bin", path);
+  fp = fopen(file, "r+b");
+  fseek(fp, 130, SEEK_SET);
+  fputc(0x55, fp);
+  fclose(fp);
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  cr_assert(package_read(path, &pkg, &d));
+  cr_assert(!package_verify(&pkg, &d));
+  char want[1024];
+  snprintf(want, sizeof want,
+           "orionc: error: %s/model.mil: checksum mismatch (the file changed since it was written)\n"
+           "orionc: error: %s/weights/weight.bin: checksum mismatch (the file changed since it was written)\n"
+           "orionc: error: %s/weights/weight.bin: weight 'w' fails its checksum\n",
+           path, path, path);
+  cr_assert_str_eq(sb.data, want);
+  package_free(&pkg);
+  sb_free(&sb);
+  cleanup();
+}
+
+Test(package, replaced_only_on_success) {
+  make_dir();
+  bool ok;
+  compile_to(program, "m.anepkg", &ok);
+  cr_assert(ok);
+  char mil[300];
+  snprintf(mil, sizeof mil, "%s/m.anepkg/model.mil", dir);
+  size_t len;
+  char *before = slurp(mil, &len);
+  /* A compile whose weights cannot be produced fails and leaves the old package. */
+  const char *diags = compile_to("func main(x: fp16[2]) {\n  param w: fp16[2] = npy(\"/nonexistent/w.npy\");\n"
+                                 "  y = mul(x, w);\n  return y;\n}\n", "m.anepkg", &ok);
+  cr_assert(!ok);
+  cr_assert_not_null(strstr(diags, "cannot open '/nonexistent/w.npy'"), "%s", diags);
+  char *after = slurp(mil, &len);
+  cr_assert_str_eq(before, after);
+  cr_assert_eq(count_entries(), 1, "no temporary directory is left behind");
+  /* A successful compile replaces it. */
+  compile_to("func main(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n", "m.anepkg", &ok);
+  cr_assert(ok);
+  char *replaced = slurp(mil, &len);
+  cr_assert_not_null(strstr(replaced, "relu"));
+  cr_assert_eq(count_entries(), 1);
+  free(before);
+  free(after);
+  free(replaced);
+  cleanup();
+}
+
+Test(package, refuses_to_replace_other_things) {
+  make_dir();
+  char path[256];
+  snprintf(path, sizeof path, "%s/notes", dir);
+  cr_assert_eq(mkdir(path, 0755), 0);
+  char file[300];
+  snprintf(file, sizeof file, "%s/keep.txt", path);
+  FILE *fp = fopen(file, "w");
+  fputs("mine", fp);
+  fclose(fp);
+  bool ok;
+  const char *diags = compile_to(program, "notes", &ok);
+  cr_assert(!ok);
+  char want[512];
+  snprintf(want, sizeof want, "orionc: error: refusing to replace '%s': it is a directory but not an orion package\n", path);
+  cr_assert_str_eq(diags, want);
+  cr_assert_eq(access(file, F_OK), 0);
+  diags = compile_to(program, "notes/keep.txt", &ok);
+  cr_assert(!ok);
+  snprintf(want, sizeof want, "orionc: error: cannot write the package '%s': a file of that name exists\n", file);
+  cr_assert_str_eq(diags, want);
+  cleanup();
+}
+
+/* ---- manifest reader ---- */
+
+static const char *manifest_error(const char *text) {
+  static char buf[1024];
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  bool ok = package_parse_manifest(text, strlen(text), "M", &pkg, &d);
+  snprintf(buf, sizeof buf, "%s", ok ? "ok" : sb.data);
+  if (ok) package_free(&pkg);
+  sb_free(&sb);
+  return buf;
+}
+
+#define HEAD "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict>"
+#define HASH "0000000000000000000000000000000000000000000000000000000000000000"
+#define TOP(version, target)                                                                                   \
+  "<key>FormatVersion</key><integer>" version "</integer><key>CompilerVersion</key><string>orionc</string>"    \
+  "<key>Target</key><string>" target "</string><key>ProgramVersion</key><string>1.3</string>"                   \
+  "<key>Source</key><string>t.oir</string><key>SourceSHA256</key><string>" HASH "</string>"                     \
+  "<key>WeightsFile</key><string>weights/weight.bin</string><key>WeightsSHA256</key><string>" HASH "</string>"  \
+  "<key>WeightsSize</key><integer>64</integer><key>WeightsGeneration</key><integer>0</integer>"                 \
+  "<key>MinimumSurfaceBytes</key><integer>49152</integer>"
+#define IO(name, binding)                                                                                      \
+  "<dict><key>Name</key><string>" name "</string><key>MILName</key><string>" name "</string>"                    \
+  "<key>DType</key><string>fp16</string><key>Shape</key><array><integer>2</integer></array>"                    \
+  "<key>Binding</key><integer>" binding "</integer><key>Bytes</key><integer>4</integer>"                        \
+  "<key>SurfaceBytes</key><integer>49152</integer></dict>"
+#define FUNC(inputs)                                                                                           \
+  "<key>Functions</key><array><dict><key>Name</key><string>main</string><key>MILFile</key><string>model.mil</string>" \
+  "<key>MILSHA256</key><string>" HASH "</string><key>SurfaceBytes</key><integer>49152</integer>"                \
+  "<key>Inputs</key><array>" inputs "</array><key>Outputs</key><array>" IO("y", "0") "</array>"                 \
+  "<key>Weights</key><array></array></dict></array>"
+#define LINT "<key>Lint</key><dict><key>Checked</key><false/><key>Errors</key><integer>0</integer><key>Warnings</key><integer>0</integer></dict>"
+#define TAIL "</dict></plist>"
+
+Test(manifest, accepts_a_complete_manifest) {
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "1") IO("b", "0")) LINT TAIL), "ok");
+}
+
+Test(manifest, rejections) {
+  cr_assert_str_eq(manifest_error("<plist"), "orionc: error: M: manifest is not well-formed XML\n");
+  cr_assert_str_eq(manifest_error("<?xml version=\"1.0\"?><array/>"),
+                   "orionc: error: M: manifest is not a property list with a <dict> at its root\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("2", "ios18") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: package format version 2 is not supported (this is version 1)\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios12") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: manifest: unknown target 'ios12'\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "0") IO("b", "0")) LINT TAIL),
+                   "orionc: error: M: manifest: the input bindings are not 0..1, each once\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "0")) TAIL),
+                   "orionc: error: M: manifest: the manifest has no 'Lint'\n");
+  cr_assert_str_eq(manifest_error(HEAD "<key>FormatVersion</key><string>1</string>" TAIL),
+                   "orionc: error: M: manifest: 'FormatVersion' of the manifest must be <integer>\n");
+  cr_assert_str_eq(manifest_error(HEAD "<key>FormatVersion</key><integer>-1</integer>" TAIL),
+                   "orionc: error: M: manifest: 'FormatVersion' of the manifest must be an integer from 0 to 4294967295\n");
+}
