@@ -36,14 +36,14 @@ typedef struct DTypeInfo {
   uint32_t bits;
 } DTypeInfo;
 
-/* Indexed by BlobDataType code (§2.2); gaps are unknown codes. */
+/* Indexed by BlobDataType code (§2.2); 0 and codes past the end are unknown. */
 static const DTypeInfo dtypes[] = {
-    [BLOB_FP16] = {"fp16", 2, 16},  [BLOB_FP32] = {"fp32", 4, 32},     [BLOB_UINT8] = {"uint8", 1, 8},
-    [BLOB_INT8] = {"int8", 1, 8},   [BLOB_BF16] = {"bf16", 2, 16},     [BLOB_INT16] = {"int16", 2, 16},
-    [BLOB_UINT16] = {"uint16", 2, 16}, [8] = {"int4", 0, 4},          [9] = {"uint1", 0, 1},
-    [10] = {"uint2", 0, 2},         [11] = {"uint4", 0, 4},            [12] = {"uint3", 0, 3},
-    [13] = {"uint6", 0, 6},         [BLOB_INT32] = {"int32", 4, 32},   [BLOB_UINT32] = {"uint32", 4, 32},
-    [16] = {"fp8e4m3fn", 1, 8},     [17] = {"fp8e5m2", 1, 8},
+    [BLOB_FP16] = {"fp16", 2, 16},     [BLOB_FP32] = {"fp32", 4, 32},     [BLOB_UINT8] = {"uint8", 1, 8},
+    [BLOB_INT8] = {"int8", 1, 8},      [BLOB_BF16] = {"bf16", 2, 16},     [BLOB_INT16] = {"int16", 2, 16},
+    [BLOB_UINT16] = {"uint16", 2, 16}, [8] = {"int4", 0, 4},              [9] = {"uint1", 0, 1},
+    [10] = {"uint2", 0, 2},            [11] = {"uint4", 0, 4},            [12] = {"uint3", 0, 3},
+    [13] = {"uint6", 0, 6},            [BLOB_INT32] = {"int32", 4, 32},   [BLOB_UINT32] = {"uint32", 4, 32},
+    [16] = {"fp8e4m3fn", 1, 8},        [17] = {"fp8e5m2", 1, 8},
 };
 
 static const DTypeInfo *dtype_info(uint32_t code) {

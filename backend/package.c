@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "orion/package.h"
 #include "orion/sha256.h"
+#include "orion/xxh64.h"
 
 /* libxml2 strings without BAD_CAST, which casts const away. */
 #define XS(s) ((const xmlChar *)(s))
@@ -34,9 +36,24 @@ const TargetInfo *target_info(MilTarget t) { return &targets[t]; }
 
 /* ---- emission ---- */
 
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+typedef struct LoadCtx {
+  const WeightLoadOptions *opt;
+  Diag *d;
+  double ms; /* time spent producing weight bytes */
+} LoadCtx;
+
 static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
-  void **c = ctx;
-  return weights_materialize(m, v, (const WeightLoadOptions *)c[0], (Diag *)c[1], nbytes);
+  LoadCtx *c = ctx;
+  double t0 = now_ms();
+  void *p = weights_materialize(m, v, c->opt, c->d, nbytes);
+  c->ms += now_ms() - t0;
+  return p;
 }
 
 typedef struct Emitted {
@@ -58,14 +75,20 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d
   blob_writer_init(&e->blobs);
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
-  const void *ctx[2] = {&opt->weights, d};
-  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = (void *)ctx};
+  LoadCtx ctx = {&opt->weights, d, 0};
+  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = &ctx};
   bool ok = true;
+  double t0 = now_ms();
   for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
     if (m->funcs[f].dead) continue;
     sb_init(&e->texts[e->n]);
     ok = mil_emit_program(m, f, &mo, &e->blobs, &e->texts[e->n], &e->info[e->n], d);
     e->n++;
+  }
+  if (opt->stats) {
+    opt->stats->weights_ms = ctx.ms;
+    opt->stats->mil_ms = now_ms() - t0 - ctx.ms;
+    opt->stats->weight_bytes = e->blobs.len;
   }
   return ok && !diag_has_errors(d);
 }
@@ -160,8 +183,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   sha256_hex(opt->source_text ? opt->source_text : "", opt->source_len, hex);
   add_string(root, "SourceSHA256", hex);
   add_string(root, "WeightsFile", PACKAGE_WEIGHTS);
-  sha256_hex(e->blobs.data, e->blobs.len, hex);
-  add_string(root, "WeightsSHA256", hex);
+  char xx[17];
+  xxh64_hex(e->blobs.data, e->blobs.len, xx);
+  add_string(root, "WeightsXXH64", xx);
   add_int(root, "WeightsSize", e->blobs.len);
   add_int(root, "WeightsGeneration", 0);
   uint64_t min_surface = target_info(opt->target)->min_surface_bytes;
@@ -173,8 +197,8 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
     xmlNodePtr fd = xmlNewChild(funcs, NULL, XS("dict"), NULL);
     add_string(fd, "Name", fn->name);
     add_string(fd, "MILFile", mil_file_name(m, e, i));
-    sha256_hex(e->texts[i].data, e->texts[i].len, hex);
-    add_string(fd, "MILSHA256", hex);
+    xxh64_hex(e->texts[i].data, e->texts[i].len, xx);
+    add_string(fd, "MILXXH64", xx);
     uint64_t surface = surface_bytes(fn, min_surface);
     add_int(fd, "SurfaceBytes", surface);
     add_bindings(fd, "Inputs", fn->inputs, fn->ninputs, surface);
@@ -190,8 +214,8 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
       add_shape(wd, &w->type);
       add_int(wd, "Offset", w->offset);
       add_int(wd, "Bytes", w->nbytes);
-      sha256_hex(e->blobs.data + w->offset + BLOB_METADATA_SIZE, (size_t)w->nbytes, hex);
-      add_string(wd, "SHA256", hex);
+      xxh64_hex(e->blobs.data + w->offset + BLOB_METADATA_SIZE, (size_t)w->nbytes, xx);
+      add_string(wd, "XXH64", xx);
     }
   }
   add_key(root, "Lint");
@@ -261,7 +285,10 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     return false;
   }
   size_t mlen;
+  double t0 = now_ms();
   char *manifest = build_manifest(m, opt, &e, &mlen);
+  double t1 = now_ms();
+  if (opt->stats) opt->stats->manifest_ms = t1 - t0;
   size_t plen = strlen(path);
   char *tmp = xmalloc(plen + 32), *sub = xmalloc(plen + 64);
   snprintf(tmp, plen + 32, "%s.tmp-XXXXXX", path);
@@ -300,6 +327,7 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     goto out;
   }
   ok = true;
+  if (opt->stats) opt->stats->write_ms = now_ms() - t1;
   /* The rename itself must reach the disk too. */
   {
     char *parent = xstrdup(path), *slash = strrchr(parent, '/');

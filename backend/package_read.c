@@ -12,6 +12,7 @@
 
 #include "orion/package.h"
 #include "orion/sha256.h"
+#include "orion/xxh64.h"
 
 /* Size limits on what a manifest may describe. */
 #define MAX_MANIFEST_BYTES (64u * 1024u * 1024u)
@@ -94,11 +95,12 @@ static uint64_t get_uint(Reader *r, xmlNodePtr dict, const char *key, const char
   return x;
 }
 
-static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *where, char out[65]) {
+/* A checksum of `digits` lowercase hex digits (64 for SHA-256, 16 for XXH64). */
+static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *where, char *out, size_t digits) {
   char *s = get_string(r, dict, key, where);
-  bool ok = strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64;
-  if (!ok) fail(r, "manifest: '%s' of %s must be 64 lowercase hex digits", key, where);
-  snprintf(out, 65, "%s", ok ? s : "");
+  bool ok = strlen(s) == digits && strspn(s, "0123456789abcdef") == digits;
+  if (!ok) fail(r, "manifest: '%s' of %s must be %zu lowercase hex digits", key, where, digits);
+  snprintf(out, digits + 1, "%s", ok ? s : "");
   free(s);
 }
 
@@ -136,7 +138,7 @@ static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const
     t->surface_bytes = get_uint(r, dict, "SurfaceBytes", where, UINT64_MAX);
   } else {
     t->offset = get_uint(r, dict, "Offset", where, UINT64_MAX);
-    get_hash(r, dict, "SHA256", where, t->sha256);
+    get_hash(r, dict, "XXH64", where, t->xxh64, 16);
   }
 }
 
@@ -190,11 +192,11 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
     pkg->target = get_string(&r, dict, "Target", "the manifest");
     pkg->program_version = get_string(&r, dict, "ProgramVersion", "the manifest");
     pkg->source_name = get_string(&r, dict, "Source", "the manifest");
-    get_hash(&r, dict, "SourceSHA256", "the manifest", pkg->source_sha256);
+    get_hash(&r, dict, "SourceSHA256", "the manifest", pkg->source_sha256, 64);
     char *wf = get_string(&r, dict, "WeightsFile", "the manifest");
     if (r.ok && strcmp(wf, PACKAGE_WEIGHTS)) fail(&r, "manifest: 'WeightsFile' must be '%s'", PACKAGE_WEIGHTS);
     free(wf);
-    get_hash(&r, dict, "WeightsSHA256", "the manifest", pkg->weights_sha256);
+    get_hash(&r, dict, "WeightsXXH64", "the manifest", pkg->weights_xxh64, 16);
     pkg->weights_size = get_uint(&r, dict, "WeightsSize", "the manifest", UINT64_MAX);
     pkg->weights_generation = get_uint(&r, dict, "WeightsGeneration", "the manifest", UINT64_MAX);
     pkg->min_surface_bytes = get_uint(&r, dict, "MinimumSurfaceBytes", "the manifest", UINT32_MAX);
@@ -215,7 +217,7 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       f->mil_file = get_string(&r, c, "MILFile", "a function");
       if (r.ok && (strchr(f->mil_file, '/') || f->mil_file[0] == '.' || !f->mil_file[0]))
         fail(&r, "manifest: MIL file name '%s' must be a plain name inside the package", f->mil_file);
-      get_hash(&r, c, "MILSHA256", "a function", f->mil_sha256);
+      get_hash(&r, c, "MILXXH64", "a function", f->mil_xxh64, 16);
       f->surface_bytes = get_uint(&r, c, "SurfaceBytes", "a function", UINT64_MAX);
       f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
       f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
@@ -255,11 +257,11 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   return ok;
 }
 
-static bool hash_file(const char *path, char hex[65], uint64_t *size, const char **err) {
+static bool hash_file(const char *path, char hex[17], uint64_t *size, const char **err) {
   char *data;
   size_t len;
   if (!read_file(path, SIZE_MAX / 2, &data, &len, err)) return false;
-  sha256_hex(data, len, hex);
+  xxh64_hex(data, len, hex);
   *size = len;
   free(data);
   return true;
@@ -269,7 +271,7 @@ bool package_verify(const Package *pkg, Diag *d) {
   bool ok = true;
   StrBuf p;
   sb_init(&p);
-  char hex[65];
+  char hex[17];
   uint64_t size;
   const char *err;
   for (uint32_t i = 0; i < pkg->nfunctions; i++) {
@@ -279,7 +281,7 @@ bool package_verify(const Package *pkg, Diag *d) {
     if (!hash_file(p.data, hex, &size, &err)) {
       diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
       ok = false;
-    } else if (strcmp(hex, f->mil_sha256)) {
+    } else if (strcmp(hex, f->mil_xxh64)) {
       diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
       ok = false;
     }
@@ -293,8 +295,8 @@ bool package_verify(const Package *pkg, Diag *d) {
     sb_free(&p);
     return false;
   }
-  sha256_hex(data, len, hex);
-  if (len != pkg->weights_size || strcmp(hex, pkg->weights_sha256)) {
+  xxh64_hex(data, len, hex);
+  if (len != pkg->weights_size || strcmp(hex, pkg->weights_xxh64)) {
     diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
     ok = false;
   }
@@ -315,8 +317,8 @@ bool package_verify(const Package *pkg, Diag *d) {
           ok = false;
           continue;
         }
-        sha256_hex(data + info.data_offset, (size_t)info.size, hex);
-        if (strcmp(hex, w->sha256)) {
+        xxh64_hex(data + info.data_offset, (size_t)info.size, hex);
+        if (strcmp(hex, w->xxh64)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s' fails its checksum", p.data, w->name);
           ok = false;
         }

@@ -93,8 +93,8 @@ int main(int argc, char **argv) {
       const PkgTensor *w = &f->weights[k];
       printf("    %-28s ", w->name);
       put_tensor(w);
-      printf("  offset %llu  %llu bytes  sha256 %.16s\n", (unsigned long long)w->offset, (unsigned long long)w->bytes,
-             w->sha256);
+      printf("  offset %llu  %llu bytes  xxh64 %s\n", (unsigned long long)w->offset, (unsigned long long)w->bytes,
+             w->xxh64);
     }
   }
   bool ok = package_verify(&pkg, &d);

@@ -302,8 +302,9 @@ int main(int argc, char **argv) {
     progress(&o, "legalizing");
     if (!passes_legalize(m, &d)) goto done;
     phase(&clock, "passes");
+    PackageStats stats = {0};
     PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
-                         .weights = {.clamp_fp16 = o.clamp_fp16}};
+                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats};
     const SourceFile *src = srcset_get(&sources, 1);
     po.source_text = src ? src->text : "";
     po.source_len = src ? src->len : 0;
@@ -311,11 +312,19 @@ int main(int argc, char **argv) {
       progress(&o, "emitting MIL");
       if (!package_emit_mil(m, &po, &text, &d)) goto done;
       phase(&clock, "emit");
+      if (o.time_phases)
+        fprintf(stderr, "orionc:   weights        %9.2f ms (%llu bytes)\norionc:   mil text       %9.2f ms\n",
+                stats.weights_ms, (unsigned long long)stats.weight_bytes, stats.mil_ms);
     } else {
       package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
       progress(&o, "writing %s", package_path);
       if (!package_write(m, package_path, &po, &d)) goto done;
-      phase(&clock, "emit+write");
+      phase(&clock, "package");
+      if (o.time_phases)
+        fprintf(stderr,
+                "orionc:   weights        %9.2f ms (%llu bytes)\norionc:   mil text       %9.2f ms\n"
+                "orionc:   manifest       %9.2f ms\norionc:   write          %9.2f ms\n",
+                stats.weights_ms, (unsigned long long)stats.weight_bytes, stats.mil_ms, stats.manifest_ms, stats.write_ms);
       progress(&o, "wrote %s", package_path);
     }
   }

@@ -236,11 +236,12 @@ static const char *manifest_error(const char *text) {
 
 #define HEAD "<?xml version=\"1.0\"?><plist version=\"1.0\"><dict>"
 #define HASH "0000000000000000000000000000000000000000000000000000000000000000"
+#define XXH "0123456789abcdef"
 #define TOP(version, target)                                                                                   \
   "<key>FormatVersion</key><integer>" version "</integer><key>CompilerVersion</key><string>orionc</string>"    \
   "<key>Target</key><string>" target "</string><key>ProgramVersion</key><string>1.3</string>"                   \
   "<key>Source</key><string>t.oir</string><key>SourceSHA256</key><string>" HASH "</string>"                     \
-  "<key>WeightsFile</key><string>weights/weight.bin</string><key>WeightsSHA256</key><string>" HASH "</string>"  \
+  "<key>WeightsFile</key><string>weights/weight.bin</string><key>WeightsXXH64</key><string>" XXH "</string>"  \
   "<key>WeightsSize</key><integer>64</integer><key>WeightsGeneration</key><integer>0</integer>"                 \
   "<key>MinimumSurfaceBytes</key><integer>49152</integer>"
 #define IO(name, binding)                                                                                      \
@@ -250,7 +251,7 @@ static const char *manifest_error(const char *text) {
   "<key>SurfaceBytes</key><integer>49152</integer></dict>"
 #define FUNC(inputs)                                                                                           \
   "<key>Functions</key><array><dict><key>Name</key><string>main</string><key>MILFile</key><string>model.mil</string>" \
-  "<key>MILSHA256</key><string>" HASH "</string><key>SurfaceBytes</key><integer>49152</integer>"                \
+  "<key>MILXXH64</key><string>" XXH "</string><key>SurfaceBytes</key><integer>49152</integer>"                \
   "<key>Inputs</key><array>" inputs "</array><key>Outputs</key><array>" IO("y", "0") "</array>"                 \
   "<key>Weights</key><array></array></dict></array>"
 #define LINT "<key>Lint</key><dict><key>Checked</key><false/><key>Errors</key><integer>0</integer><key>Warnings</key><integer>0</integer></dict>"

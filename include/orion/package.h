@@ -21,6 +21,15 @@ typedef struct TargetInfo {
 } TargetInfo;
 const TargetInfo *target_info(MilTarget t);
 
+/* Where the time of a package write went (filled when PackageOptions.stats is set). */
+typedef struct PackageStats {
+  double weights_ms;  /* producing weight bytes (initializers, file import, conversion) and laying out blobs */
+  double mil_ms;      /* MIL text, excluding weights_ms */
+  double manifest_ms; /* the manifest, including checksums */
+  double write_ms;    /* writing and syncing the files, renaming into place */
+  uint64_t weight_bytes;
+} PackageStats;
+
 typedef struct PackageOptions {
   MilTarget target;
   const char *source_name;  /* for the manifest */
@@ -28,6 +37,7 @@ typedef struct PackageOptions {
   size_t source_len;
   WeightLoadOptions weights;
   uint32_t warnings;        /* compiler warnings, recorded in the lint summary */
+  PackageStats *stats;      /* optional */
 } PackageOptions;
 
 /* Emits every live function of a legalized module and writes the package to
@@ -50,12 +60,12 @@ typedef struct PkgTensor {
   uint64_t bytes;         /* data bytes (elements * dtype size) */
   uint64_t surface_bytes; /* inputs/outputs */
   uint64_t offset;        /* weights: metadata record offset */
-  char sha256[65];        /* weights */
+  char xxh64[17];         /* weights: checksum of the data */
 } PkgTensor;
 
 typedef struct PkgFunction {
   char *name, *mil_file;
-  char mil_sha256[65];
+  char mil_xxh64[17];
   uint64_t surface_bytes;
   PkgTensor *inputs, *outputs, *weights;
   uint32_t ninputs, noutputs, nweights;
@@ -65,7 +75,7 @@ typedef struct Package {
   char *path;
   uint32_t format_version;
   char *compiler_version, *target, *program_version, *source_name;
-  char source_sha256[65], weights_sha256[65];
+  char source_sha256[65], weights_xxh64[17];
   uint64_t weights_size, weights_generation, min_surface_bytes;
   PkgFunction *functions;
   uint32_t nfunctions;
