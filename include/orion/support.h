@@ -61,7 +61,7 @@ void sb_putc(StrBuf *sb, char c);
 void sb_puts(StrBuf *sb, const char *s);
 void sb_putn(StrBuf *sb, const char *s, size_t n);
 void sb_printf(StrBuf *sb, const char *fmt, ...) ORION_PRINTF(2, 3);
-void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap);
+void sb_vprintf(StrBuf *sb, const char *fmt, va_list ap) ORION_PRINTF(2, 0);
 
 /* Writes a double so that strtod reads back exactly the same value, in the
  * shortest %g form that does; inf/nan spelled "inf", "-inf", "nan". */
@@ -130,7 +130,7 @@ void diag_init(Diag *d, SourceSet *sources);
 /* Reports at a span; span.file == 0 reports without a location.
  * Messages are lowercase, without a trailing period. */
 void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) ORION_PRINTF(4, 5);
-void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap);
+void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap) ORION_PRINTF(4, 0);
 /* diag_error(d, span, fmt, ...) and friends (span may be a compound literal). */
 #define diag_error(d, ...) diag_report((d), DIAG_ERROR, __VA_ARGS__)
 #define diag_warning(d, ...) diag_report((d), DIAG_WARNING, __VA_ARGS__)
