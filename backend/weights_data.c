@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -254,38 +255,87 @@ static bool fill_value(Out *o, double v) {
 /* One uniform draw in [0, 1): the top 53 bits of a SplitMix64 output. */
 static double next_unit(uint64_t *state) { return (double)(splitmix64(state) >> 11) * 0x1p-53; }
 
-/* uniform(seed, low, high): low + (high - low) * u per element. */
-static bool gen_uniform(Out *o) {
+/* Generates elements [begin, end) of a random initializer; begin is a
+ * multiple of CHUNK (so even), and the generator state for it is found by
+ * jump-ahead: element i (uniform) or pair i/2 (normal) starts at draw i. */
+static void gen_range(Out *o, uint64_t begin, uint64_t end) {
   const IrParamSource *src = &o->param->src;
-  uint64_t state = src->seed;
-  double low = src->a, span = src->b - src->a;
+  uint64_t state = src->seed + begin * SPLITMIX64_GAMMA;
   double v[CHUNK];
-  for (uint64_t at = 0; at < o->n; at += CHUNK) {
-    size_t k = o->n - at < CHUNK ? (size_t)(o->n - at) : CHUNK;
-    for (size_t i = 0; i < k; i++) v[i] = low + span * next_unit(&state);
-    store_doubles(o, at, v, k);
-  }
-  return finish(o);
-}
-
-/* normal(seed, mean, std): Box-Muller on pairs of draws, z0 for even
- * elements and z1 for odd ones; an odd last element still draws a pair. */
-static bool gen_normal(Out *o) {
-  const IrParamSource *src = &o->param->src;
-  uint64_t state = src->seed;
-  double mean = src->a, std = src->b;
-  double v[CHUNK];
-  for (uint64_t at = 0; at < o->n; at += CHUNK) {
-    size_t k = o->n - at < CHUNK ? (size_t)(o->n - at) : CHUNK;
-    for (size_t i = 0; i < k; i += 2) {
-      double u1 = 1.0 - next_unit(&state); /* in (0, 1]: log(u1) is finite */
-      double u2 = next_unit(&state);
-      double r = sqrt(-2.0 * log(u1));
-      double t = TWO_PI * u2;
-      v[i] = mean + std * (r * cos(t));
-      if (i + 1 < k) v[i + 1] = mean + std * (r * sin(t));
+  for (uint64_t at = begin; at < end; at += CHUNK) {
+    size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
+    if (src->kind == SRC_UNIFORM) {
+      /* uniform(seed, low, high): low + (high - low) * u per element. */
+      double low = src->a, span = src->b - src->a;
+      for (size_t i = 0; i < k; i++) v[i] = low + span * next_unit(&state);
+    } else {
+      /* normal(seed, mean, std): Box-Muller on pairs of draws, z0 for even
+       * elements and z1 for odd ones; an odd last element still draws a pair. */
+      double mean = src->a, std = src->b;
+      for (size_t i = 0; i < k; i += 2) {
+        double u1 = 1.0 - next_unit(&state); /* in (0, 1]: log(u1) is finite */
+        double u2 = next_unit(&state);
+        double r = sqrt(-2.0 * log(u1));
+        double t = TWO_PI * u2;
+        v[i] = mean + std * (r * cos(t));
+        if (i + 1 < k) v[i + 1] = mean + std * (r * sin(t));
+      }
     }
     store_doubles(o, at, v, k);
+  }
+}
+
+typedef struct GenTask {
+  Out out; /* a private copy: its findings are merged afterwards */
+  uint64_t begin, end;
+} GenTask;
+
+static void *gen_task(void *arg) {
+  GenTask *t = arg;
+  gen_range(&t->out, t->begin, t->end);
+  return NULL;
+}
+
+/* Below this many elements threads cost more than they save. */
+#define PARALLEL_MIN_ELEMENTS (1u << 20)
+#define MAX_GEN_THREADS 16
+
+/* Random initializers are the slowest weights to produce (hundreds of
+ * millions of log/sin/cos for a GPT-2), so large ones are split over the
+ * machine's cores; jump-ahead makes the result independent of the split. */
+static bool gen_random(Out *o) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_GEN_THREADS ? cores : MAX_GEN_THREADS);
+  GenTask tasks[MAX_GEN_THREADS];
+  pthread_t threads[MAX_GEN_THREADS];
+  uint64_t per = (o->n / nthreads + CHUNK - 1) / CHUNK * CHUNK;
+  uint64_t started = 0;
+  for (uint64_t i = 0; i < nthreads; i++) {
+    tasks[i].out = *o;
+    tasks[i].begin = i * per < o->n ? i * per : o->n;
+    tasks[i].end = (i + 1) * per < o->n && i + 1 < nthreads ? (i + 1) * per : o->n;
+    if (i == 0 || pthread_create(&threads[i], NULL, gen_task, &tasks[i]) != 0) continue;
+    started |= 1ull << i;
+  }
+  gen_task(&tasks[0]);
+  for (uint64_t i = 1; i < nthreads; i++) {
+    if (started & (1ull << i)) pthread_join(threads[i], NULL);
+    else gen_task(&tasks[i]); /* no thread could be made: do it here */
+  }
+  /* Merge what the ranges found, keeping the first index of each problem. */
+  for (uint64_t i = 0; i < nthreads; i++) {
+    const Out *t = &tasks[i].out;
+    if (t->nan && (!o->nan || t->nan_at < o->nan_at)) {
+      o->nan = true;
+      o->nan_at = t->nan_at;
+    }
+    if (t->over && (!o->over || t->over_at < o->over_at)) {
+      o->over = true;
+      o->over_at = t->over_at;
+      o->over_value = t->over_value;
+      o->over_is_float = t->over_is_float;
+    }
+    o->clamped += t->clamped;
   }
   return finish(o);
 }
@@ -305,7 +355,7 @@ static bool materialize_init(Out *o) {
                o->param->name, ir_dtype_name(o->dtype), src->kind == SRC_NORMAL ? "normal" : "uniform");
     return false;
   }
-  return src->kind == SRC_NORMAL ? gen_normal(o) : gen_uniform(o);
+  return gen_random(o);
 }
 
 /* ---- file data: conversions ------------------------------------------------- */

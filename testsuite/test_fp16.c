@@ -328,3 +328,24 @@ Test(bf16, random_floats_against_the_reference) {
     cr_assert_eq(bf16_from_float(f), ref_bf16(f), "0x%08x", u);
   }
 }
+
+/* The branch-free conversion against the plainly written one, over a stride
+ * of all 2^32 float patterns (coprime with every field boundary) plus every
+ * pattern whose low 13 bits sit at a rounding tie or next to one. */
+Test(fp16, fast_path_matches_reference) {
+  for (uint64_t u = 0; u < (1ull << 32); u += 4099) {
+    uint32_t x = (uint32_t)u;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    cr_assert_eq(fp16_from_float(f), fp16_from_float_reference(f), "pattern 0x%08x", x);
+  }
+  for (uint32_t hi = 0; hi < (1u << 19); hi += 3) {
+    static const uint32_t lows[] = {0x0000, 0x0FFF, 0x1000, 0x1001, 0x1FFF};
+    for (size_t k = 0; k < sizeof lows / sizeof *lows; k++) {
+      uint32_t x = (hi << 13) | lows[k];
+      float f;
+      memcpy(&f, &x, sizeof f);
+      cr_assert_eq(fp16_from_float(f), fp16_from_float_reference(f), "pattern 0x%08x", x);
+    }
+  }
+}

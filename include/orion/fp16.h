@@ -10,6 +10,8 @@
 
 /* fp32 -> fp16, round to nearest even; overflow gives +-inf, NaN stays NaN (quiet). */
 uint16_t fp16_from_float(float f);
+/* The same by a slower, plainly written rounding (for tests of the fast path). */
+uint16_t fp16_from_float_reference(float f);
 /* double -> fp16 with a single rounding (no double rounding through fp32). */
 uint16_t fp16_from_double(double d);
 float fp16_to_float(uint16_t h);

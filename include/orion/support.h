@@ -160,6 +160,9 @@ void strmap_put(StrMap *m, const char *key, uint32_t val);
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h);
 #define FNV1A64_INIT 0xcbf29ce484222325ull
+/* SplitMix64: each call adds the gamma to the state and mixes it, so the
+ * k-th output from state s is the first output from s + k * gamma (jump-ahead). */
+#define SPLITMIX64_GAMMA 0x9e3779b97f4a7c15ull
 uint64_t splitmix64(uint64_t *state);
 
 #endif
