@@ -146,6 +146,8 @@ static void reserve_bytes(BlobWriter *w, size_t need) {
   w->cap = cap;
 }
 
+void blob_writer_reserve(BlobWriter *w, size_t total) { reserve_bytes(w, total); }
+
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
   /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
    * dtype comes from our own type mapping. */

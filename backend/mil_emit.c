@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "orion/fp16.h"
 #include "orion/mil.h"
@@ -305,7 +306,12 @@ static void emit_decl(Emitter *e, IrValueId v) {
     return;
   }
   if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   uint64_t offset = blob_writer_add(e->blobs, bd, bytes, nbytes);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (e->opt->blob_ms)
+    *e->opt->blob_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   free(bytes);
   put_type(e, &val->type);
   sb_putc(e->out, '(');

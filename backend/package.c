@@ -76,7 +76,16 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
   LoadCtx ctx = {&opt->weights, d, 0};
-  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = &ctx};
+  double blob_ms = 0;
+  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = &ctx, .blob_ms = &blob_ms};
+  /* The weight file's size is known from the params: reserve it once. */
+  uint64_t total = BLOB_HEADER_SIZE;
+  for (IrValueId v = 1; v < m->nvalues; v++) {
+    IrValue *val = ir_value(m, v);
+    if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead) continue;
+    total = ((total + 63) & ~(uint64_t)63) + BLOB_METADATA_SIZE + ir_type_elements(&val->type) * ir_dtype_size(val->type.dtype);
+  }
+  blob_writer_reserve(&e->blobs, (size_t)total);
   bool ok = true;
   double t0 = now_ms();
   for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
@@ -86,8 +95,8 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d
     e->n++;
   }
   if (opt->stats) {
-    opt->stats->weights_ms = ctx.ms;
-    opt->stats->mil_ms = now_ms() - t0 - ctx.ms;
+    opt->stats->weights_ms = ctx.ms + blob_ms;
+    opt->stats->mil_ms = now_ms() - t0 - ctx.ms - blob_ms;
     opt->stats->weight_bytes = e->blobs.len;
   }
   return ok && !diag_has_errors(d);

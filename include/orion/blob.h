@@ -41,6 +41,8 @@ typedef struct BlobWriter {
 
 void blob_writer_init(BlobWriter *w);
 void blob_writer_free(BlobWriter *w);
+/* Makes room for a file of `total` bytes up front (avoids growing copies). */
+void blob_writer_reserve(BlobWriter *w, size_t total);
 /* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
 

@@ -50,6 +50,7 @@ typedef struct MilEmitOptions {
   const char *weight_path; /* in the MIL text; default "@model_path/weights/weight.bin" */
   MilParamLoader load_param;
   void *load_ctx;
+  double *blob_ms; /* optional: time spent laying out blobs is added here */
 } MilEmitOptions;
 
 /* Emits a complete program holding function f. Weights (params, and float
