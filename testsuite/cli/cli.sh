@@ -3,8 +3,9 @@
 # hostile input (garbage, deep nesting, huge files) that must end in a clear
 # error, never a crash or a hang.
 set -u
-orionc=$1
+orionc=$(realpath "$1")
 root=$2
+inspect=$(realpath "$3")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -115,6 +116,38 @@ contains long-name "name too long (limit is 255 characters)"
 # Many functions and statements: no quadratic blow-up (bounded by the timeout).
 { for i in $(seq 1 3000); do printf 'func f%d(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n' "$i"; done; } >"$tmp/many.oir"
 check many-functions 0 "$orionc" --emit=none "$tmp/many.oir"
+
+# Packages: the default path is FILE.anepkg beside the source; orion-inspect
+# lists it and verifies it, and reports damage with exit status 1.
+cp "$tmp/ok.oir" "$tmp/model.oir"
+check package-default 0 "$orionc" "$tmp/model.oir"
+if [ -f "$tmp/model.anepkg/Manifest.plist" ] && [ -f "$tmp/model.anepkg/model.mil" ] && [ -f "$tmp/model.anepkg/weights/weight.bin" ]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL: package-default did not write model.anepkg"
+fi
+check inspect 0 "$inspect" "$tmp/model.anepkg"
+contains inspect "function main (model.mil), surfaces of 49152 bytes"
+contains inspect "     0  x                    fp16[2]  4 bytes"
+contains inspect "checksums: all verified"
+check inspect-help 0 "$inspect" --help
+contains inspect-help "usage: orion-inspect [options] PACKAGE.anepkg"
+check inspect-usage 2 "$inspect"
+contains inspect-usage "orion-inspect: error: no package"
+check inspect-missing 1 "$inspect" "$tmp/none.anepkg"
+contains inspect-missing "orion-inspect: error: cannot read the package '$tmp/none.anepkg'"
+printf 'y' >>"$tmp/model.anepkg/model.mil"
+check inspect-damaged 1 "$inspect" "$tmp/model.anepkg"
+contains inspect-damaged "orion-inspect: error: $tmp/model.anepkg/model.mil: checksum mismatch (the file changed since it was written)"
+contains inspect-damaged "checksums: FAILED"
+check emit-mil 0 "$orionc" --emit=mil --target=ios16 "$tmp/ok.oir"
+contains emit-mil "program(1.0)"
+contains emit-mil "func main<ios16>(tensor<fp16, [2]> x) {"
+check time 0 "$orionc" --time -o "$tmp/t.anepkg" "$tmp/ok.oir"
+contains time "orionc: parse+verify"
+contains time "orionc:   manifest"
+check verbose 0 "$orionc" -v -o "$tmp/v.anepkg" "$tmp/ok.oir"
+contains verbose "orionc: wrote $tmp/v.anepkg"
 
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
