@@ -281,7 +281,8 @@ int main(int argc, char **argv) {
   phase(&clock, "parse+verify");
   if (!m) goto done;
   if (o.emit == EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, &text);
-  if (!pass_inline(m, &d) || !ir_verify(m, &d)) goto done;
+  PassCtx inline_ctx = {.d = &d};
+  if (!pass_inline(m, &inline_ctx) || !ir_verify(m, &d)) goto done;
   phase(&clock, "inline");
   if (o.check_weights && !weights_check_sources(m, &d)) goto done;
   phase(&clock, "weight check");

@@ -62,13 +62,15 @@ static void decompose(IrModule *m, IrOpId op) {
   pass_replace_op(m, op, out, y);
 }
 
-bool pass_decompose_attention(IrModule *m, Diag *d) {
-  (void)d;
+bool pass_decompose_attention(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
     for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
       next = ir_op(m, op)->next;
-      if (ir_op(m, op)->kind == OP_SDPA) decompose(m, op);
+      if (ir_op(m, op)->kind == OP_SDPA) {
+        decompose(m, op);
+        ctx->changed = true;
+      }
     }
   }
   return true;

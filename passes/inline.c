@@ -123,7 +123,8 @@ static void delete_func(IrModule *m, IrFuncId f) {
   fn->dead = true;
 }
 
-bool pass_inline(IrModule *m, Diag *d) {
+bool pass_inline(IrModule *m, PassCtx *ctx) {
+  Diag *d = ctx->d;
   bool *was_callee = xcalloc(m->nfuncs, sizeof *was_callee);
   for (IrFuncId f = 1; f < m->nfuncs; f++) was_callee[f] = m->funcs[f].ncallers > 0;
   /* Only entry functions are expanded: a callee's own calls are expanded as
@@ -149,6 +150,7 @@ bool pass_inline(IrModule *m, Diag *d) {
           return false;
         }
         changed = true;
+        ctx->changed = true;
         break; /* the op list changed under us: rescan */
       }
     }

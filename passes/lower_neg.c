@@ -4,8 +4,7 @@
 #include "orion/passes.h"
 #include "pass_util.h"
 
-bool pass_lower_neg(IrModule *m, Diag *d) {
-  (void)d;
+bool pass_lower_neg(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
     for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
@@ -16,6 +15,7 @@ bool pass_lower_neg(IrModule *m, Diag *d) {
                                       ir_op(m, op)->loc);
       IrValueId y = pass_op1(m, op, OP_MUL, (IrValueId[]){x, c}, 2, pass_name(m, out, "neg"));
       pass_replace_op(m, op, out, y);
+      ctx->changed = true;
     }
   }
   return true;

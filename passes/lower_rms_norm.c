@@ -45,13 +45,15 @@ static void lower(IrModule *m, IrOpId op) {
   pass_replace_op(m, op, out, y);
 }
 
-bool pass_lower_rms_norm(IrModule *m, Diag *d) {
-  (void)d;
+bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
     for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
       next = ir_op(m, op)->next;
-      if (ir_op(m, op)->kind == OP_RMS_NORM) lower(m, op);
+      if (ir_op(m, op)->kind == OP_RMS_NORM) {
+        lower(m, op);
+        ctx->changed = true;
+      }
     }
   }
   return true;

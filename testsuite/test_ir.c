@@ -169,7 +169,8 @@ static const char *inline_text(const char *src) {
   Parsed p;
   parsed_open(&p, src);
   cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(pass_inline(p.m, &p.d), "%s", p.diags.data);
+  PassCtx ctx = {.d = &p.d};
+  cr_assert(pass_inline(p.m, &ctx), "%s", p.diags.data);
   cr_assert(ir_verify(p.m, &p.d), "%s", p.diags.data);
   StrBuf sb;
   sb_init(&sb);

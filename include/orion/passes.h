@@ -1,26 +1,82 @@
 /*
- * Passes over the graph IR. Each pass lives in its own file under passes/
- * and has this one signature: it rewrites the module in place, reports
- * problems through the diagnostics, and returns false on error.
+ * Passes over the graph IR and the pass manager.
+ *
+ * Each pass lives in its own file under passes/ and is described by a
+ * PassInfo: a name (used by --passes= and --print-after=), a one-line
+ * description, the analyses it requires and those it invalidates, and a run
+ * function with one signature. The manager runs named pipelines (O0, O1) or
+ * an explicit list, repeats groups of passes that enable each other until
+ * nothing changes, verifies the IR after every pass on request (naming the
+ * pass that broke it), prints the IR after passes, and times them.
+ * Out-of-tree passes register through the plugin API (orion/pass_plugin.h).
+ * See docs/writing-a-pass.md.
  */
 #ifndef ORION_PASSES_H
 #define ORION_PASSES_H
 
 #include "orion/ir.h"
 
-typedef bool (*PassFn)(IrModule *m, Diag *d);
+/* Analyses: facts about the IR that passes may rely on or destroy. */
+enum {
+  ANALYSIS_TYPES = 1u << 0,    /* every value has its verified type (ir_verify) */
+  ANALYSIS_INLINED = 1u << 1,  /* no calls are left */
+  ANALYSIS_SRAM = 1u << 2,     /* SRAM working-set annotations are current */
+  ANALYSIS_BINDINGS = 1u << 3, /* I/O binding table is current */
+};
 
-/* inline: expands every call into its caller (passes/inline.c). */
-bool pass_inline(IrModule *m, Diag *d);
-/* decompose-attention: sdpa -> matmul, scale, mask, softmax, matmul. */
-bool pass_decompose_attention(IrModule *m, Diag *d);
-/* lower-rms-norm: rms_norm -> mul, reduce_mean, add, rsqrt, mul. */
-bool pass_lower_rms_norm(IrModule *m, Diag *d);
-/* lower-neg: neg(x) -> mul(x, -1). */
-bool pass_lower_neg(IrModule *m, Diag *d);
+typedef struct PassOptions PassOptions;
 
-/* The legalization every program gets before MIL emission (inline, then the
- * lowerings above), verified at the end. The full pass manager comes later. */
+typedef struct PassCtx {
+  Diag *d;
+  const PassOptions *opt;
+  bool changed; /* set by a pass that modified the IR (drives fixed points) */
+} PassCtx;
+
+typedef struct PassInfo {
+  const char *name;        /* CLI name, e.g. "dce" */
+  const char *description; /* one line */
+  unsigned requires;       /* analyses that must hold before it runs */
+  unsigned invalidates;    /* analyses that no longer hold after it changed the IR */
+  bool (*run)(IrModule *m, PassCtx *ctx); /* false: errors were reported */
+} PassInfo;
+
+/* The built-in passes and any registered by plugins. */
+const PassInfo *pass_lookup(const char *name);
+uint32_t pass_count(void);
+const PassInfo *pass_at(uint32_t i);
+/* Registers an out-of-tree pass; false if the name is taken or invalid. */
+bool pass_register(const PassInfo *info, Diag *d);
+
+struct PassOptions {
+  uint32_t target_sram_bytes; /* SRAM budget of the target (0: default) */
+  bool fp16_range_guard;      /* insert clamps where values can overflow fp16 */
+};
+
+typedef struct PassManagerOptions {
+  const char *pipeline;    /* "O0", "O1", or NULL with `passes` */
+  const char *passes;      /* comma-separated explicit list (overrides pipeline) */
+  const char *print_after; /* pass name, "all", or NULL */
+  bool verify_each;
+  bool time_passes;
+  FILE *dump;              /* where --print-after and --time-passes write (stderr if NULL) */
+  PassOptions pass_options;
+} PassManagerOptions;
+
+/* Checks a pipeline spec (names exist) before anything runs. */
+bool passes_check_spec(const PassManagerOptions *o, Diag *d);
+/* Runs the pipeline, then verifies. Returns false if a pass failed or broke the IR. */
+bool passes_run(IrModule *m, const PassManagerOptions *o, Diag *d);
+/* The passes of a named pipeline, comma-separated, with groups that run to a
+ * fixed point in parentheses: "inline,(dce,cast-fusion),..."; NULL if unknown. */
+const char *passes_pipeline(const char *name);
+
+/* The legalization every program gets before MIL emission: the O0 pipeline. */
 bool passes_legalize(IrModule *m, Diag *d);
+
+/* Built-in pass entry points (one file each under passes/). */
+bool pass_inline(IrModule *m, PassCtx *ctx);
+bool pass_decompose_attention(IrModule *m, PassCtx *ctx);
+bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx);
+bool pass_lower_neg(IrModule *m, PassCtx *ctx);
 
 #endif

@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fprintf(stderr, "round trip differs:\n%s\n---\n%s", a.data, b.data);
       abort();
     }
-    if (pass_inline(m2, &d2)) ir_verify(m2, &d2);
+    PassCtx ctx = {.d = &d2};
+    if (pass_inline(m2, &ctx)) ir_verify(m2, &d2);
     ir_module_free(m2);
     srcset_free(&ss2);
     sb_free(&a);

@@ -1,0 +1,61 @@
+/*
+ * The pass registry: every built-in pass listed once (passes.def style, as
+ * data), plus passes registered at run time by plugins.
+ */
+#include <string.h>
+
+#include "orion/passes.h"
+
+static const PassInfo builtin[] = {
+    {"inline", "expand every call into its caller, giving each instance its own weights", 0,
+     ANALYSIS_TYPES | ANALYSIS_SRAM | ANALYSIS_BINDINGS, pass_inline},
+    {"decompose-attention", "sdpa -> matmul, scale, additive mask, softmax, matmul (the ANE ignores sdpa masks)",
+     ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_decompose_attention},
+    {"lower-rms-norm", "rms_norm -> mul, reduce_mean, add, rsqrt, mul (MIL has no RMS norm)", ANALYSIS_TYPES,
+     ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_rms_norm},
+    {"lower-neg", "neg(x) -> mul(x, -1) (MIL has no negation)", ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM,
+     pass_lower_neg},
+};
+
+#define MAX_PLUGIN_PASSES 64
+static PassInfo plugins[MAX_PLUGIN_PASSES]; /* filled by pass_register only */
+static uint32_t nplugins;
+
+uint32_t pass_count(void) { return (uint32_t)(sizeof builtin / sizeof *builtin) + nplugins; }
+
+const PassInfo *pass_at(uint32_t i) {
+  uint32_t nb = (uint32_t)(sizeof builtin / sizeof *builtin);
+  return i < nb ? &builtin[i] : i < nb + nplugins ? &plugins[i - nb] : NULL;
+}
+
+const PassInfo *pass_lookup(const char *name) {
+  for (uint32_t i = 0; i < pass_count(); i++)
+    if (!strcmp(pass_at(i)->name, name)) return pass_at(i);
+  return NULL;
+}
+
+static bool valid_name(const char *s) {
+  if (!s || !*s || strlen(s) > 64) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_')) return false;
+  return true;
+}
+
+bool pass_register(const PassInfo *info, Diag *d) {
+  if (!info || !valid_name(info->name) || !info->run || !info->description) {
+    diag_error(d, (SrcSpan){0}, "cannot register pass '%s': it needs a name of lowercase letters, digits, '-' or '_', "
+               "a description and a run function", info && info->name ? info->name : "(null)");
+    return false;
+  }
+  if (pass_lookup(info->name)) {
+    diag_error(d, (SrcSpan){0}, "cannot register pass '%s': a pass of that name exists", info->name);
+    return false;
+  }
+  if (nplugins >= MAX_PLUGIN_PASSES) {
+    diag_error(d, (SrcSpan){0}, "cannot register pass '%s': too many plugin passes (limit is %d)", info->name,
+               MAX_PLUGIN_PASSES);
+    return false;
+  }
+  plugins[nplugins++] = *info;
+  return true;
+}
