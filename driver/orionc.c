@@ -11,6 +11,7 @@
 
 #include "orion/frontend.h"
 #include "orion/package.h"
+#include "orion/pass_plugin.h"
 #include "orion/passes.h"
 #include "orion/weights.h"
 
@@ -34,6 +35,10 @@ typedef struct Options {
   bool clamp_fp16;
   MilTarget target;
   uint32_t error_limit;
+  PassManagerOptions pm;
+  const char *plugins[16];
+  uint32_t nplugins;
+  bool list_passes;
 } Options;
 
 static void usage(FILE *out) {
@@ -50,9 +55,19 @@ static void usage(FILE *out) {
         "                         mil   the MIL program text (weights laid out in memory)\n"
         "                         none  check only\n"
         "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
+        "  -O0                  legalization only: the passes the ANE needs\n"
+        "  -O1                  legalization plus clean-ups and ANE-friendly lowerings (default)\n"
+        "  --passes=A,B,(C,D)   run exactly these passes (a group in parentheses repeats\n"
+        "                       until nothing changes); see --list-passes\n"
+        "  --list-passes        list the passes and pipelines, then exit\n"
+        "  --print-after=PASS   print the IR (as .oir) after PASS, or after every pass with 'all'\n"
+        "  --verify-each        verify the IR after every pass, naming the pass that broke it\n"
+        "  --time-passes        print the time spent in each pass\n"
+        "  --load-pass=LIB.so   load passes from a plugin (see docs/writing-a-pass.md)\n"
+        "  --fp16-range-guard   clip fp16 results that can overflow (for training)\n"
         "  --inline             with --emit=oir: expand function calls first\n"
-        "  --legalize           with --emit=oir: print the graph as it goes to MIL emission\n"
-        "                       (calls expanded, attention, rms_norm and neg lowered)\n"
+        "  --legalize           with --emit=oir: print the graph after the pass pipeline,\n"
+        "                       as it goes to MIL emission\n"
         "  --summary            print functions, inputs, outputs, weights and op counts\n"
         "                       (of the graph with calls expanded)\n"
         "  --no-weight-check    do not open the safetensors/npy files that params name\n"
@@ -85,6 +100,7 @@ static int usage_error(const char *fmt, ...) {
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   *o = (Options){.check_weights = true, .error_limit = DEFAULT_ERROR_LIMIT, .target = MIL_IOS18};
+  o->pm.pipeline = "O1";
   bool only_files = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -116,6 +132,27 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (!strcmp(a, "-o")) {
       if (++i >= argc) return usage_error("%s needs a path", a);
       o->output = argv[i];
+    } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
+      o->pm.pipeline = a + 1;
+    } else if (!strncmp(a, "-O", 2)) {
+      return usage_error("unknown optimization level '%s' (expected -O0 or -O1)", a);
+    } else if (!strncmp(a, "--passes=", 9)) {
+      o->pm.passes = a + 9;
+    } else if (!strcmp(a, "--list-passes")) {
+      o->list_passes = true;
+    } else if (!strncmp(a, "--print-after=", 14)) {
+      o->pm.print_after = a + 14;
+    } else if (!strcmp(a, "--print-after-all")) {
+      o->pm.print_after = "all";
+    } else if (!strcmp(a, "--verify-each")) {
+      o->pm.verify_each = true;
+    } else if (!strcmp(a, "--time-passes")) {
+      o->pm.time_passes = true;
+    } else if (!strcmp(a, "--fp16-range-guard")) {
+      o->pm.pass_options.fp16_range_guard = true;
+    } else if (!strncmp(a, "--load-pass=", 12)) {
+      if (o->nplugins >= 16) return usage_error("%s", "too many --load-pass options (limit is 16)");
+      o->plugins[o->nplugins++] = a + 12;
     } else if (!strcmp(a, "--inline")) {
       o->inline_calls = true;
     } else if (!strcmp(a, "--legalize")) {
@@ -143,6 +180,7 @@ static int parse_options(int argc, char **argv, Options *o) {
       return usage_error("unknown option '%s'", a);
     }
   }
+  if (o->list_passes) return -1;
   if (!o->input) return usage_error("%s", "no input file");
   if (o->output && o->emit == EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
   if ((o->inline_calls || o->legalize) && o->emit != EMIT_OIR) return usage_error("%s", "--inline and --legalize go with --emit=oir");
@@ -269,6 +307,14 @@ int main(int argc, char **argv) {
   d.error_limit = o.error_limit;
   Clock clock = {.on = o.time_phases};
   phase(&clock, NULL);
+  for (uint32_t i = 0; i < o.nplugins; i++)
+    if (!passes_load_plugin(o.plugins[i], &d)) return EXIT_USAGE;
+  if (o.list_passes) {
+    for (uint32_t i = 0; i < pass_count(); i++) printf("%-20s %s\n", pass_at(i)->name, pass_at(i)->description);
+    printf("\npipelines:\n  -O0  %s\n  -O1  %s\n", passes_pipeline("O0"), passes_pipeline("O1"));
+    return EXIT_OK;
+  }
+  if (!passes_check_spec(&o.pm, &d)) return EXIT_USAGE;
 
   rc = EXIT_INPUT;
   StrBuf text;
@@ -296,12 +342,12 @@ int main(int argc, char **argv) {
   if (o.emit == EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, &text);
   if (o.emit == EMIT_OIR || o.emit == EMIT_NONE) {
     if (o.legalize) {
-      if (!passes_legalize(m, &d)) goto done;
+      if (!passes_run(m, &o.pm, &d)) goto done;
       ir_print_module(m, &text);
     }
   } else {
-    progress(&o, "legalizing");
-    if (!passes_legalize(m, &d)) goto done;
+    progress(&o, "running the %s pipeline", o.pm.passes ? "given" : o.pm.pipeline);
+    if (!passes_run(m, &o.pm, &d)) goto done;
     phase(&clock, "passes");
     PackageStats stats = {0};
     PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,

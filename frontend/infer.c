@@ -673,7 +673,9 @@ bool ir_infer_op(IrModule *m, IrOpId id, Diag *d) {
   op = ir_op(m, id);
   for (uint32_t i = 0; i < op->nresults; i++) {
     IrValue *r = ir_value(m, op->results[i]);
-    if (r->type.dtype != DT_INVALID && !ir_type_equal(&r->type, &outs[i])) {
+    /* Types the source spelled must agree; others (from earlier inference or
+     * a pass) are recomputed, since a pass may reshape what feeds them. */
+    if (r->type_declared && !ir_type_equal(&r->type, &outs[i])) {
       char want[96], got[96];
       type_str(&r->type, want, sizeof want);
       type_str(&outs[i], got, sizeof got);

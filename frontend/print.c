@@ -128,7 +128,10 @@ static void put_op(IrModule *m, StrBuf *sb, IrOpId id) {
   }
   sb_putc(sb, ')');
   if (op->kind == OP_CALL) sb_printf(sb, " as %s", op->instance);
-  sb_puts(sb, ";\n");
+  sb_putc(sb, ';');
+  /* Analyses print as comments, so the text still parses. */
+  if (op->sram_bytes) sb_printf(sb, "  // sram %llu", (unsigned long long)op->sram_bytes);
+  sb_putc(sb, '\n');
 }
 
 void ir_print_func(IrModule *m, IrFuncId f, StrBuf *sb) {
@@ -140,6 +143,7 @@ void ir_print_func(IrModule *m, IrFuncId f, StrBuf *sb) {
     ir_type_print(sb, &v->type);
   }
   sb_puts(sb, ") {\n");
+  if (fn->sram_peak) sb_printf(sb, "  // sram peak %llu bytes\n", (unsigned long long)fn->sram_peak);
   for (uint32_t i = 0; i < fn->ndecls; i++) put_decl(m, sb, fn->decls[i]);
   IR_FOR_EACH_OP(m, f, op) put_op(m, sb, op);
   sb_puts(sb, "  return");

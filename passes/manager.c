@@ -16,10 +16,13 @@ static const struct {
   const char *name;
   const char *spec;
 } pipelines[] = {
-    /* Legalization only: what the MIL emitter needs. */
-    {"O0", "inline,decompose-attention,lower-rms-norm,lower-neg"},
-    /* The default. */
-    {"O1", "inline,decompose-attention,lower-rms-norm,lower-neg"},
+    /* Legalization only: what the ANE needs to accept the program. */
+    {"O0", "inline,decompose-attention,lower-rms-norm,lower-neg,lower-silu,gelu-tanh,split-concat,split-conv-bias,"
+           "dce,io-legalize,fp16-range-guard,sram-annotate"},
+    /* The default: legalization plus clean-ups and ANE-friendly lowerings. */
+    {"O1", "inline,(dce,identity-elim,cast-fusion,const-fold,fold-layout),decompose-attention,lower-rms-norm,"
+           "lower-neg,lower-silu,gelu-tanh,split-concat,lower-linear,split-conv-bias,"
+           "(dce,identity-elim,cast-fusion,const-fold,fold-layout),io-legalize,fp16-range-guard,sram-annotate"},
 };
 
 const char *passes_pipeline(const char *name) {

@@ -3,6 +3,10 @@
  */
 #include "pass_util.h"
 
+#include <math.h>
+
+#include "orion/fp16.h"
+
 IrValueId pass_const(IrModule *m, IrFuncId f, const char *base, const IrType *t, const double *data, uint64_t n,
                      SrcSpan loc) {
   return ir_const_new(m, f, ir_unique_name(m, f, base), t, data, n, loc);
@@ -18,6 +22,15 @@ IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *i
   const char *name = ir_unique_name(m, f, base);
   IrOpId op = ir_op_new(m, f, kind, inputs, n, 1, &name, ir_op(m, anchor)->loc);
   ir_op_move_before(m, op, anchor);
+  /* Later rewrites in the same pass read this result's type: infer it now.
+   * A failure is reported when the manager verifies after the pass. */
+  Diag quiet;
+  StrBuf sink;
+  sb_init(&sink);
+  diag_init(&quiet, NULL);
+  quiet.capture = &sink;
+  ir_infer_op(m, op, &quiet);
+  sb_free(&sink);
   return ir_op(m, op)->results[0];
 }
 
@@ -32,4 +45,24 @@ void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl) {
   ir_op_erase(m, op);
   ir_value(m, repl)->name = name;
   ir_value(m, repl)->loc = loc;
+}
+
+bool pass_is_const_splat(IrModule *m, IrValueId v, double x) {
+  IrValue *val = ir_value(m, v);
+  if (val->kind != VK_CONST) return false;
+  for (uint64_t i = 0; i < val->ndata; i++)
+    if (val->data[i] != x) return false;
+  return true;
+}
+
+double pass_round_to_dtype(double v, IrDType to) {
+  switch (to) {
+  case DT_FP16: return (double)fp16_to_float(fp16_from_double(v));
+  case DT_FP32: return (double)(float)v;
+  case DT_BOOL: return v != 0;
+  case DT_INT32: return isfinite(v) ? fmax(fmin(trunc(v), 2147483647.0), -2147483648.0) : 0;
+  case DT_INT8: return isfinite(v) ? fmax(fmin(trunc(v), 127.0), -128.0) : 0;
+  case DT_UINT8: return isfinite(v) ? fmax(fmin(trunc(v), 255.0), 0.0) : 0;
+  default: return v;
+  }
 }

@@ -21,4 +21,18 @@ void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl);
 /* "<name of v>_<suffix>", for readable generated names. */
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
 
+/* Iterates the live ops of every live function; `next` is read before the
+ * body runs, so the body may erase the current op. */
+#define PASS_FOR_EACH_OP(m, f, op, next)                                  \
+  for (IrFuncId f = 1; f < (m)->nfuncs; f++)                             \
+    if (!(m)->funcs[f].dead)                                             \
+      for (IrOpId op = ir_func((m), f)->first, next; op && ((next = ir_op((m), op)->next), 1); op = next)
+
+/* True if v is a const whose every element equals x. */
+bool pass_is_const_splat(IrModule *m, IrValueId v, double x);
+
+/* A value as the dtype stores it: floats rounded, float -> int truncated
+ * toward zero (saturating), -> bool is != 0. What cast and folding compute. */
+double pass_round_to_dtype(double v, IrDType to);
+
 #endif

@@ -210,12 +210,13 @@ Test(package, refuses_to_replace_other_things) {
   cr_assert(!ok);
   char want[512];
   snprintf(want, sizeof want, "orionc: error: refusing to replace '%s': it is a directory but not an orion package\n", path);
-  cr_assert_str_eq(diags, want);
+  cr_assert_not_null(strstr(diags, want), "%s", diags);
+  cr_assert_null(strstr(strstr(diags, want) + strlen(want), "error:"), "only that error: %s", diags);
   cr_assert_eq(access(file, F_OK), 0);
   diags = compile_to(program, "notes/keep.txt", &ok);
   cr_assert(!ok);
   snprintf(want, sizeof want, "orionc: error: cannot write the package '%s': a file of that name exists\n", file);
-  cr_assert_str_eq(diags, want);
+  cr_assert_not_null(strstr(diags, want), "%s", diags);
   cleanup();
 }
 

@@ -170,6 +170,7 @@ typedef struct IrOp {
   const char *instance; /* OP_CALL: the instance name that prefixes the callee's names */
   IrOpId prev, next;
   SrcSpan loc;
+  uint64_t sram_bytes; /* working-set estimate from sram-annotate (0: not annotated) */
 } IrOp;
 
 typedef struct IrOutput {
@@ -194,6 +195,7 @@ typedef struct IrFunc {
   SrcSpan return_loc;
   uint32_t ncallers; /* call sites naming this function; entries have none */
   uint32_t name_counter; /* next suffix tried for generated names */
+  uint64_t sram_peak;    /* largest op working set, from sram-annotate (0: not annotated) */
 } IrFunc;
 
 typedef struct IrModule {

@@ -78,5 +78,18 @@ bool pass_inline(IrModule *m, PassCtx *ctx);
 bool pass_decompose_attention(IrModule *m, PassCtx *ctx);
 bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx);
 bool pass_lower_neg(IrModule *m, PassCtx *ctx);
+bool pass_lower_silu(IrModule *m, PassCtx *ctx);
+bool pass_gelu_tanh(IrModule *m, PassCtx *ctx);
+bool pass_split_concat(IrModule *m, PassCtx *ctx);
+bool pass_split_conv_bias(IrModule *m, PassCtx *ctx);
+bool pass_lower_linear(IrModule *m, PassCtx *ctx);
+bool pass_dce(IrModule *m, PassCtx *ctx);
+bool pass_identity_elim(IrModule *m, PassCtx *ctx);
+bool pass_cast_fusion(IrModule *m, PassCtx *ctx);
+bool pass_const_fold(IrModule *m, PassCtx *ctx);
+bool pass_fold_layout(IrModule *m, PassCtx *ctx);
+bool pass_sram_annotate(IrModule *m, PassCtx *ctx);
+bool pass_io_legalize(IrModule *m, PassCtx *ctx);
+bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx);
 
 #endif

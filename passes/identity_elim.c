@@ -1,0 +1,51 @@
+/*
+ * identity-elim: identity(x) is replaced by x, and so are the no-op forms of
+ * other ops: reshape to the same shape, transpose by the identity
+ * permutation, cast to the same dtype, mul by a const 1, add/sub of a const 0
+ * (when the result keeps x's shape, i.e. the const does not broadcast it).
+ */
+#include "orion/passes.h"
+#include "pass_util.h"
+
+static bool same_type(IrModule *m, IrValueId a, IrValueId b) {
+  return ir_type_equal(&ir_value(m, a)->type, &ir_value(m, b)->type);
+}
+
+/* The operand an op passes through unchanged, or 0. */
+static IrValueId passthrough(IrModule *m, IrOpId op) {
+  IrOp *o = ir_op(m, op);
+  IrValueId x = o->ninputs ? o->inputs[0] : 0, r = o->nresults == 1 ? o->results[0] : 0;
+  switch (o->kind) {
+  case OP_IDENTITY: return x;
+  case OP_RESHAPE:
+  case OP_CAST: return same_type(m, x, r) ? x : 0;
+  case OP_TRANSPOSE: {
+    int64_t perm[IR_MAX_RANK];
+    int n = ir_attr_ints(m, op, "perm", perm, IR_MAX_RANK);
+    for (int i = 0; i < n; i++)
+      if (perm[i] != i && perm[i] != i - n) return 0;
+    return x;
+  }
+  case OP_MUL:
+    if (pass_is_const_splat(m, o->inputs[1], 1.0) && same_type(m, x, r)) return x;
+    if (pass_is_const_splat(m, x, 1.0) && same_type(m, o->inputs[1], r)) return o->inputs[1];
+    return 0;
+  case OP_ADD:
+    if (pass_is_const_splat(m, o->inputs[1], 0.0) && same_type(m, x, r)) return x;
+    if (pass_is_const_splat(m, x, 0.0) && same_type(m, o->inputs[1], r)) return o->inputs[1];
+    return 0;
+  case OP_SUB: return pass_is_const_splat(m, o->inputs[1], 0.0) && same_type(m, x, r) ? x : 0;
+  default: return 0;
+  }
+}
+
+bool pass_identity_elim(IrModule *m, PassCtx *ctx) {
+  PASS_FOR_EACH_OP(m, f, op, next) {
+    IrValueId x = passthrough(m, op);
+    if (!x) continue;
+    ir_replace_all_uses(m, ir_op(m, op)->results[0], x);
+    ir_op_erase(m, op);
+    ctx->changed = true;
+  }
+  return true;
+}

@@ -1,0 +1,186 @@
+/*
+ * split-concat: the ANE compiler rejects concat (constraint ANE001), so a
+ * concat never reaches MIL when its uses allow another form:
+ *  - feeding linear, matmul or conv along the contracted axis (features,
+ *    inner dimension, input channels): a sum of products over the parts, with
+ *    the weight sliced to match (the slices of a constant weight are folded
+ *    by the ANE compiler);
+ *  - feeding element-wise ops: the op is applied to each part and the concat
+ *    moves below it (the other operand of a binary op is sliced to match),
+ *    until it meets a use of the first kind.
+ * A concat that reaches a function output or another op stays, and the
+ * constraint checker reports it with the reason.
+ */
+#include <string.h>
+
+#include "orion/passes.h"
+#include "pass_util.h"
+
+typedef struct Concat {
+  IrOpId op;
+  IrValueId out;
+  int axis; /* normalized */
+  uint32_t n;
+  IrValueId parts[256];
+  int64_t begin[256]; /* offset of each part along the axis */
+} Concat;
+
+static void read_concat(IrModule *m, IrOpId op, Concat *c) {
+  IrOp *o = ir_op(m, op);
+  c->op = op;
+  c->out = o->results[0];
+  int rank = ir_value(m, c->out)->type.rank;
+  int64_t axis = ir_attr_int(m, op, "axis", 0);
+  c->axis = (int)(axis < 0 ? axis + rank : axis);
+  c->n = o->ninputs;
+  int64_t off = 0;
+  for (uint32_t i = 0; i < c->n; i++) {
+    c->parts[i] = o->inputs[i];
+    c->begin[i] = off;
+    off += ir_value(m, o->inputs[i])->type.dims[c->axis];
+  }
+}
+
+/* slice(v) taking [begin, begin+len) of `axis` and all of the other dims. */
+static IrValueId slice_of(IrModule *m, IrOpId anchor, IrValueId v, int axis, int64_t begin, int64_t len,
+                          const char *base) {
+  const IrType *t = &ir_value(m, v)->type;
+  int64_t b[IR_MAX_RANK], e[IR_MAX_RANK];
+  for (int i = 0; i < t->rank; i++) {
+    b[i] = i == axis ? begin : 0;
+    e[i] = i == axis ? begin + len : t->dims[i];
+  }
+  IrValueId s = pass_op1(m, anchor, OP_SLICE, (IrValueId[]){v}, 1, base);
+  ir_op_set_attr_ints(m, ir_value(m, s)->def, "begin", b, (uint32_t)t->rank);
+  ir_op_set_attr_ints(m, ir_value(m, s)->def, "end", e, (uint32_t)t->rank);
+  return s;
+}
+
+static int64_t part_len(IrModule *m, const Concat *c, uint32_t k) { return ir_value(m, c->parts[k])->type.dims[c->axis]; }
+
+static void copy_attrs(IrModule *m, IrOpId from, IrOpId to) {
+  for (uint32_t i = 0; i < ir_op(m, from)->nattrs; i++)
+    ir_op_set_attr(m, to, ir_op(m, from)->attrs[i].name, &ir_op(m, from)->attrs[i].val, ir_op(m, from)->attrs[i].loc);
+}
+
+/* Sum over parts of op(part_k, weight slice_k); the bias (if any) is added once. */
+static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
+  IrOp *u = ir_op(m, use);
+  IrOpKind kind = u->kind;
+  IrValueId out = u->results[0];
+  int wslice_axis;   /* axis of the other operand that pairs with the concat axis */
+  uint32_t other;    /* operand index of the other operand */
+  int rank = ir_value(m, c->out)->type.rank;
+  if (kind == OP_LINEAR && index == 0 && c->axis == rank - 1) {
+    other = 1;
+    wslice_axis = 1;
+  } else if (kind == OP_CONV && index == 0 && c->axis == 1 && ir_attr_int(m, use, "groups", 1) == 1) {
+    other = 1;
+    wslice_axis = 1;
+  } else if (kind == OP_MATMUL && rank >= 2) {
+    bool tx = ir_attr_bool(m, use, "transpose_x", false), ty = ir_attr_bool(m, use, "transpose_y", false);
+    int other_rank = ir_value(m, u->inputs[1 - index])->type.rank;
+    if (u->inputs[0] == u->inputs[1] || other_rank < 2) return false;
+    int contracted = index == 0 ? (tx ? rank - 2 : rank - 1) : (ty ? rank - 1 : rank - 2);
+    if (c->axis != contracted) return false;
+    other = 1 - index;
+    wslice_axis = index == 0 ? (ty ? other_rank - 1 : other_rank - 2) : (tx ? other_rank - 2 : other_rank - 1);
+  } else {
+    return false;
+  }
+  IrValueId w = u->inputs[other];
+  IrValueId sum = 0;
+  for (uint32_t k = 0; k < c->n; k++) {
+    const char *nm = arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k);
+    IrValueId ws = slice_of(m, use, w, wslice_axis, c->begin[k], part_len(m, c, k), arena_printf(&m->arena, "%s_w", nm));
+    IrValueId ins[3];
+    ins[index] = c->parts[k];
+    ins[other] = ws;
+    uint32_t nin = 2;
+    if (k == 0 && u->ninputs == 3) ins[nin++] = u->inputs[2];
+    IrValueId p = pass_op1(m, use, kind, ins, nin, nm);
+    copy_attrs(m, use, ir_value(m, p)->def);
+    sum = sum ? pass_op1(m, use, OP_ADD, (IrValueId[]){sum, p}, 2, pass_name(m, out, "sum")) : p;
+  }
+  pass_replace_op(m, use, out, sum);
+  return true;
+}
+
+static bool is_unary_elementwise(IrOpKind k) {
+  switch (k) {
+  case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU: case OP_EXP: case OP_LOG: case OP_SQRT:
+  case OP_RSQRT: case OP_NEG: case OP_ABS: case OP_IDENTITY: case OP_CAST: case OP_CLIP:
+    return true;
+  default:
+    return false;
+  }
+}
+
+static bool is_binary_elementwise(IrOpKind k) {
+  switch (k) {
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* op(concat(parts), y) -> concat(op(part_k, y_k)), y sliced where it is not broadcast. */
+static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
+  IrOp *u = ir_op(m, use);
+  IrValueId out = u->results[0];
+  const IrType *ot = &ir_value(m, out)->type;
+  if (is_binary_elementwise(u->kind)) {
+    /* The concat operand must not itself be broadcast along other dims' alignment: ranks must match the result. */
+    if (ir_value(m, c->out)->type.rank != ot->rank || u->inputs[0] == u->inputs[1]) return false;
+  } else if (!is_unary_elementwise(u->kind)) {
+    return false;
+  }
+  IrValueId parts[256];
+  for (uint32_t k = 0; k < c->n; k++) {
+    IrValueId ins[2];
+    ins[index] = c->parts[k];
+    if (u->ninputs == 2) {
+      IrValueId y = u->inputs[1 - index];
+      const IrType *yt = &ir_value(m, y)->type;
+      int yaxis = c->axis - (ot->rank - yt->rank); /* right-aligned broadcasting */
+      bool broadcast = yaxis < 0 || yt->dims[yaxis] == 1;
+      ins[1 - index] = broadcast ? y
+                                 : slice_of(m, use, y, yaxis, c->begin[k], part_len(m, c, k),
+                                            arena_printf(&m->arena, "%s_part%u_y", ir_value(m, out)->name, k));
+    }
+    parts[k] = pass_op1(m, use, u->kind, ins, u->ninputs, arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k));
+    copy_attrs(m, use, ir_value(m, parts[k])->def);
+  }
+  IrValueId cat = pass_op1(m, use, OP_CONCAT, parts, c->n, pass_name(m, out, "cat"));
+  ir_op_set_attr_int(m, ir_value(m, cat)->def, "axis", c->axis);
+  pass_replace_op(m, use, out, cat);
+  return true;
+}
+
+bool pass_split_concat(IrModule *m, PassCtx *ctx) {
+  PASS_FOR_EACH_OP(m, f, op, next) {
+    if (ir_op(m, op)->kind != OP_CONCAT) continue;
+    Concat c;
+    read_concat(m, op, &c);
+    /* Each use is rewritten on its own; uses change under us, so take one at a time. */
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      IrValue *r = ir_value(m, c.out);
+      for (uint32_t i = 0; i < r->nuses; i++) {
+        IrUse use = r->uses[i];
+        if (!use.op) continue; /* a function output: stays */
+        if (split_product(m, &c, use.op, use.index) || distribute(m, &c, use.op, use.index)) {
+          progress = ctx->changed = true;
+          break;
+        }
+      }
+    }
+    if (!ir_value(m, c.out)->nuses) {
+      ir_op_erase(m, op);
+      ctx->changed = true;
+    }
+  }
+  return true;
+}

@@ -1,0 +1,37 @@
+/*
+ * An example out-of-tree pass, built by the test suite and loaded with
+ * `orionc --load-pass=`: "relu-to-max" rewrites relu(x) as maximum(x, 0),
+ * using only the public IR API. See docs/writing-a-pass.md.
+ */
+#include "orion/pass_plugin.h"
+
+const uint32_t orion_pass_plugin_api_version = ORION_PASS_PLUGIN_API_VERSION;
+bool orion_pass_plugin_init(const OrionPassHost *host);
+
+static bool relu_to_max(IrModule *m, PassCtx *ctx) {
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    if (m->funcs[f].dead) continue;
+    for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
+      next = ir_op(m, op)->next;
+      if (ir_op(m, op)->kind != OP_RELU) continue;
+      IrValueId x = ir_op(m, op)->inputs[0], out = ir_op(m, op)->results[0];
+      IrType scalar = {.dtype = ir_value(m, x)->type.dtype, .rank = 0};
+      double zero = 0;
+      IrValueId c = ir_const_new(m, f, ir_unique_name(m, f, "zero"), &scalar, &zero, 1, ir_op(m, op)->loc);
+      const char *name = ir_unique_name(m, f, "relu_max");
+      IrValueId ins[2] = {x, c};
+      IrOpId mx = ir_op_new(m, f, OP_MAXIMUM, ins, 2, 1, &name, ir_op(m, op)->loc);
+      ir_op_move_before(m, mx, op);
+      ir_replace_all_uses(m, out, ir_op(m, mx)->results[0]);
+      ir_op_erase(m, op);
+      ctx->changed = true;
+    }
+  }
+  return true;
+}
+
+bool orion_pass_plugin_init(const OrionPassHost *host) {
+  static const PassInfo info = {"relu-to-max", "relu(x) -> maximum(x, 0) (an example plugin)", ANALYSIS_TYPES,
+                                ANALYSIS_TYPES, relu_to_max};
+  return host->register_pass(&info, host->diag);
+}
