@@ -25,9 +25,8 @@ bool pass_lower_linear(IrModule *m, PassCtx *ctx) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_LINEAR) continue;
     IrValueId x = o->inputs[0], w = o->inputs[1], out = o->results[0];
-    IrValueKind wk = ir_value(m, w)->kind;
     const IrType xt = ir_value(m, x)->type;
-    if ((wk != VK_PARAM && wk != VK_CONST) || xt.rank < 2 || xt.rank > 3) continue;
+    if (!pass_is_constant(m, w) || xt.rank < 2 || xt.rank > 3) continue;
     int64_t B = xt.rank == 3 ? xt.dims[0] : 1, S = xt.dims[xt.rank - 2], Cin = xt.dims[xt.rank - 1];
     int64_t Cout = ir_value(m, w)->type.dims[0];
     IrValueId x3 = x;

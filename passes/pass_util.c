@@ -66,3 +66,16 @@ double pass_round_to_dtype(double v, IrDType to) {
   default: return v;
   }
 }
+
+static bool constant_at_depth(IrModule *m, IrValueId v, int depth) {
+  IrValue *val = ir_value(m, v);
+  if (val->kind == VK_PARAM || val->kind == VK_CONST) return true;
+  if (val->kind != VK_RESULT || depth == 0) return false;
+  IrOp *o = ir_op(m, val->def);
+  if (o->ninputs == 0) return false;
+  for (uint32_t i = 0; i < o->ninputs; i++)
+    if (!constant_at_depth(m, o->inputs[i], depth - 1)) return false;
+  return true;
+}
+
+bool pass_is_constant(IrModule *m, IrValueId v) { return constant_at_depth(m, v, 4); }

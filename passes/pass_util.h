@@ -28,6 +28,9 @@ const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
     if (!(m)->funcs[f].dead)                                             \
       for (IrOpId op = ir_func((m), f)->first, next; op && ((next = ir_op((m), op)->next), 1); op = next)
 
+/* True if v is known at compile time: a param, a const, or computed from
+ * them only (a weight's slice or reshape), looking back a few ops. */
+bool pass_is_constant(IrModule *m, IrValueId v);
 /* True if v is a const whose every element equals x. */
 bool pass_is_const_splat(IrModule *m, IrValueId v, double x);
 

@@ -24,7 +24,7 @@ bool pass_sram_annotate(IrModule *m, PassCtx *ctx) {
       IrOp *o = ir_op(m, op);
       /* Ops on constants only (a weight's reshape or slice) are folded by the ANE compiler. */
       bool constant = true;
-      for (uint32_t i = 0; i < o->ninputs; i++) constant &= ir_value(m, o->inputs[i])->kind == VK_PARAM || ir_value(m, o->inputs[i])->kind == VK_CONST;
+      for (uint32_t i = 0; i < o->ninputs; i++) constant &= pass_is_constant(m, o->inputs[i]);
       if (constant) {
         o->sram_bytes = 0;
         continue;

@@ -77,7 +77,6 @@ typedef struct MilParseCtx {
   uint32_t offset;  /* byte offset of the next token */
   uint32_t nesting; /* open brackets in the current statement */
   bool nesting_reported;
-  bool lexer_reported; /* the lexer explained this token: no second syntax error */
   ElemStack elems;
   /* the program */
   const char *version;

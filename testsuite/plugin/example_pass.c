@@ -30,8 +30,22 @@ static bool relu_to_max(IrModule *m, PassCtx *ctx) {
   return true;
 }
 
+/* A deliberately wrong pass, so the tests can show --verify-each naming the
+ * pass that broke the IR: it moves each function's last op to the front. */
+static bool break_order(IrModule *m, PassCtx *ctx) {
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    IrFunc *fn = ir_func(m, f);
+    if (fn->dead || fn->first == fn->last) continue;
+    ir_op_move_before(m, fn->last, fn->first);
+    ctx->changed = true;
+  }
+  return true;
+}
+
 bool orion_pass_plugin_init(const OrionPassHost *host) {
-  static const PassInfo info = {"relu-to-max", "relu(x) -> maximum(x, 0) (an example plugin)", ANALYSIS_TYPES,
+  static const PassInfo relu = {"relu-to-max", "relu(x) -> maximum(x, 0) (an example plugin)", ANALYSIS_TYPES,
                                 ANALYSIS_TYPES, relu_to_max};
-  return host->register_pass(&info, host->diag);
+  static const PassInfo broken = {"break-order", "moves the last op first (a broken pass, for tests)", 0, 0,
+                                  break_order};
+  return host->register_pass(&relu, host->diag) && host->register_pass(&broken, host->diag);
 }
