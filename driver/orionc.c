@@ -17,7 +17,7 @@
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
-typedef enum Emit { EMIT_PACKAGE, EMIT_OIR, EMIT_MIL, EMIT_NONE } Emit;
+typedef enum Emit { EMIT_PACKAGE, EMIT_OIR, EMIT_MIL, EMIT_NONE, EMIT_DOT } Emit;
 
 typedef struct Options {
   const char *input;
@@ -53,6 +53,7 @@ static void usage(FILE *out) {
         "  --emit=KIND          what to produce instead of a package:\n"
         "                         oir   the canonical .oir of the verified graph\n"
         "                         mil   the MIL program text (weights laid out in memory)\n"
+        "                         dot   a Graphviz drawing of the graph (after the passes)\n"
         "                         none  check only\n"
         "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
         "  -O0                  legalization only: the passes the ANE needs\n"
@@ -116,14 +117,14 @@ static int parse_options(int argc, char **argv, Options *o) {
       printf("orionc %s\n", ORION_VERSION);
       return EXIT_OK;
     } else if (!strncmp(a, "--emit=", 7)) {
-      static const char *const kinds[] = {"package", "oir", "mil", "none"};
+      static const char *const kinds[] = {"package", "oir", "mil", "none", "dot"};
       o->emit_given = false;
-      for (int k = 0; k < 4; k++)
+      for (int k = 0; k < 5; k++)
         if (!strcmp(a + 7, kinds[k])) {
           o->emit = (Emit)k;
           o->emit_given = true;
         }
-      if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil or none)", a + 7);
+      if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil, dot or none)", a + 7);
     } else if (!strcmp(a, "--emit") || !strcmp(a, "--target")) {
       return usage_error("%s needs a value, e.g. %s", a, a[2] == 'e' ? "--emit=mil" : "--target=ios18");
     } else if (!strncmp(a, "--target=", 9)) {
@@ -340,7 +341,10 @@ int main(int argc, char **argv) {
     }
   }
   if (o.emit == EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, &text);
-  if (o.emit == EMIT_OIR || o.emit == EMIT_NONE) {
+  if (o.emit == EMIT_DOT) {
+    if (!passes_run(m, &o.pm, &d)) goto done;
+    ir_print_dot(m, &text);
+  } else if (o.emit == EMIT_OIR || o.emit == EMIT_NONE) {
     if (o.legalize) {
       if (!passes_run(m, &o.pm, &d)) goto done;
       ir_print_module(m, &text);
@@ -376,7 +380,7 @@ int main(int argc, char **argv) {
     }
   }
   if (diag_has_errors(&d)) goto done;
-  if (o.emit == EMIT_OIR || o.emit == EMIT_MIL) {
+  if (o.emit == EMIT_OIR || o.emit == EMIT_MIL || o.emit == EMIT_DOT) {
     const char *err;
     if (o.output) {
       if (!write_file_atomic(o.output, text.data ? text.data : "", text.len, &err)) {

@@ -278,6 +278,8 @@ bool ir_verify(IrModule *m, Diag *d);
 /* Canonical .oir text; parses back to the same module. */
 void ir_print_module(IrModule *m, StrBuf *out);
 void ir_print_func(IrModule *m, IrFuncId f, StrBuf *out);
+/* Graphviz (dot) view of the module. */
+void ir_print_dot(IrModule *m, StrBuf *out);
 
 /* Seed of a random initializer instantiated under an instance path. */
 uint64_t ir_derive_seed(uint64_t seed, const char *instance);

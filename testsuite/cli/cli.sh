@@ -52,7 +52,7 @@ contains no-input "orionc: error: no input file"
 check two-inputs 2 "$orionc" a.oir b.oir
 contains two-inputs "orionc: error: more than one input file ('b.oir')"
 check bad-emit 2 "$orionc" --emit=llvm a.oir
-contains bad-emit "orionc: error: unknown --emit kind 'llvm' (expected oir, mil or none)"
+contains bad-emit "orionc: error: unknown --emit kind 'llvm' (expected oir, mil, dot or none)"
 check bad-limit 2 "$orionc" -ferror-limit=x a.oir
 check o-with-emit-none 2 "$orionc" --emit=none -o out.oir a.oir
 contains o-with-emit-none "orionc: error: -o and --emit=none contradict each other"

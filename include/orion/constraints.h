@@ -1,0 +1,213 @@
+/*
+ * The ANE constraint table and the linter built on it.
+ *
+ * constraints/ane_constraints.json lists the 20 constraints of the Orion
+ * reference system (ANE001..ANE020) with their category, severity, symptom,
+ * workaround, how each is checked, the pass that fixes it and whether reports
+ * disagree, plus per-target data (minimum surface size, SRAM budget, tensor
+ * dimension limit, MIL dialect). The file is embedded in the library at build
+ * time, so no data file needs to be installed; constraints_load() validates
+ * any table strictly (unknown or missing fields, wrong types, duplicate or
+ * malformed ids, unknown ops and passes are errors naming the entry).
+ *
+ * The linter runs one checker per statically checkable rule, on the IR
+ * (lint_ir: any stage, before or after legalization) or on a written package
+ * (lint_package: manifest, MIL text and weight file). Findings collect in a
+ * LintReport and are printed as text (the diagnostics format with the rule id,
+ * `file:line:col: error[ANE001]: ...`), JSON or SARIF 2.1.0.
+ * See docs/constraints.md (generated from the table).
+ */
+#ifndef ORION_CONSTRAINTS_H
+#define ORION_CONSTRAINTS_H
+
+#include "orion/ir.h"
+#include "orion/mil.h"
+#include "orion/package.h"
+
+/* Limits of a table: input beyond them is an error, never truncated. */
+#define CONSTRAINTS_MAX_BYTES (1u << 20) /* size of the JSON text */
+#define CONSTRAINTS_MAX_RULES 999u       /* ANE001..ANE999 */
+#define CONSTRAINTS_MAX_TEXT 4096u       /* bytes in one string field */
+#define CONSTRAINTS_SCHEMA_VERSION 1u
+
+typedef enum ConstraintCategory {
+  CAT_COMPILE_FAILURE,   /* the ANE compiler rejects the program */
+  CAT_EVAL_FAILURE,      /* it compiles, evaluation fails */
+  CAT_SILENT_WRONG_DATA, /* it runs and gives wrong (or stale) results */
+  CAT_COMPILER_LEVEL,    /* MIL the ANE's parser rejects although MIL allows it */
+  CAT_PERFORMANCE,
+  CAT_NUMERIC,
+  CAT_CRASH,
+  CAT_COUNT
+} ConstraintCategory;
+
+/* How a rule can be checked (bits of Constraint.checks). */
+enum {
+  CHECK_STATIC_IR = 1u << 0,      /* from the graph IR */
+  CHECK_STATIC_PACKAGE = 1u << 1, /* from a written package (manifest, MIL, weights) */
+  CHECK_RUNTIME = 1u << 2,        /* only when the program runs */
+  CHECK_ADVISORY = 1u << 3,       /* not checkable: documented only */
+};
+
+typedef struct Constraint {
+  const char *id;      /* "ANE001" */
+  uint32_t number;     /* 1 */
+  const char *name;    /* "no-concat": lowercase words joined by '-' */
+  const char *summary; /* one line */
+  ConstraintCategory category;
+  DiagLevel severity;  /* of a violation that reaches the device */
+  unsigned checks;     /* CHECK_* */
+  const IrOpKind *ops; /* ops the rule concerns (may be none) */
+  uint32_t nops;
+  const char *symptom;
+  const char *workaround;
+  const char *fixed_by; /* the pass that fixes it, or NULL */
+  const char *source;
+  bool disputed;
+  const char *dispute_note; /* set iff disputed */
+  const char *notes;        /* other caveats, or NULL */
+} Constraint;
+
+/* Per-target parameters (the table's "parameters" section documents each). */
+typedef enum ConstraintParamId {
+  PARAM_PROGRAM_VERSION, /* string: "1.0" / "1.3" */
+  PARAM_OPSET,           /* string: "ios18" */
+  PARAM_MIN_SURFACE_BYTES,
+  PARAM_SRAM_BUDGET_BYTES,
+  PARAM_MAX_TENSOR_DIM,
+  PARAM_COUNT
+} ConstraintParamId;
+
+typedef struct ConstraintParam {
+  const char *name; /* "min_surface_bytes" */
+  const char *description;
+  const char *unit; /* "bytes", "elements" or "" */
+  const char *rule; /* id of the rule it belongs to, or NULL */
+  const char *source;
+  bool disputed;
+  const char *dispute_note; /* set iff disputed */
+} ConstraintParam;
+
+typedef struct ConstraintTarget {
+  MilTarget target;
+  const char *program_version;
+  const char *opset;
+  uint64_t min_surface_bytes;
+  uint64_t sram_budget_bytes;
+  uint64_t max_tensor_dim;
+} ConstraintTarget;
+
+#define CONSTRAINT_TARGET_COUNT 3 /* MIL_IOS16..MIL_IOS18 */
+
+typedef struct ConstraintTable {
+  Arena arena; /* owns everything below */
+  uint32_t schema_version;
+  const char *description;
+  Constraint *rules; /* in table order */
+  uint32_t nrules;
+  ConstraintParam params[PARAM_COUNT];
+  ConstraintTarget targets[CONSTRAINT_TARGET_COUNT]; /* indexed by MilTarget */
+} ConstraintTable;
+
+/* Parses and validates a table; NULL after reporting every problem through d
+ * as "NAME: message" (NAME is used in messages only). */
+ConstraintTable *constraints_load(const char *name, const char *json, size_t len, Diag *d);
+ConstraintTable *constraints_load_file(const char *path, Diag *d);
+/* The table shipped with orion (embedded at build time), validated like any
+ * other; a new object on each call. */
+ConstraintTable *constraints_builtin(Diag *d);
+const char *constraints_builtin_text(size_t *len);
+void constraints_free(ConstraintTable *t);
+
+const Constraint *constraints_find(const ConstraintTable *t, const char *id); /* NULL if none */
+const ConstraintTarget *constraints_target(const ConstraintTable *t, MilTarget target);
+const char *constraint_category_name(ConstraintCategory c); /* "compile-failure" */
+const char *constraint_severity_name(DiagLevel level);      /* "error", "warning", "note" */
+bool constraint_severity_from_name(const char *s, DiagLevel *out);
+/* "static-ir, runtime" */
+void constraint_checks_print(unsigned checks, StrBuf *out);
+bool constraint_has_op(const Constraint *c, IrOpKind op);
+
+/* Everything the table says about one rule, for `orion-lint --explain`. */
+void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *out);
+/* docs/constraints.md, generated from the table. */
+void constraints_gen_docs(const ConstraintTable *t, StrBuf *out);
+
+/* ---- findings ---- */
+
+typedef struct LintFinding {
+  const Constraint *rule;
+  DiagLevel severity;         /* as reported */
+  DiagLevel unfixed_severity; /* what it would be if will_be_fixed were false */
+  bool will_be_fixed;         /* rule->fixed_by is in the pipeline that runs next */
+  SrcSpan span;               /* into the report's sources; file 0: no source position */
+  const char *path;           /* the file when span.file is 0 (e.g. a manifest), else NULL */
+  const char *function;       /* the function it concerns, or NULL */
+  const char *message;        /* lowercase, no trailing period */
+} LintFinding;
+
+typedef struct LintReport {
+  SourceSet *sources; /* spans point into it (not owned) */
+  Arena arena;        /* owns the findings' strings */
+  LintFinding *items;
+  uint32_t n, cap;
+} LintReport;
+
+void lint_report_init(LintReport *r, SourceSet *sources);
+void lint_report_free(LintReport *r);
+/* Appends a copy of f (strings copied into r's arena). */
+void lint_report_add(LintReport *r, const LintFinding *f);
+/* Orders findings by file, position and rule (stable). */
+void lint_report_sort(LintReport *r);
+/* Findings at or above a level. */
+uint32_t lint_report_count(const LintReport *r, DiagLevel at_least);
+
+/* ---- running the checks ---- */
+
+typedef struct LintSeverityOverride {
+  const char *id;
+  DiagLevel level;
+} LintSeverityOverride;
+
+typedef struct LintOptions {
+  MilTarget target;     /* for IR checks (packages are checked against their own target) */
+  const char *pipeline; /* passes that will run on the IR next, as a pipeline spec
+                           ("inline,(dce,cast-fusion),..."): findings a listed pass fixes become
+                           notes; NULL after legalization */
+  const char *const *allow; /* rule ids whose findings are dropped */
+  uint32_t nallow;
+  const LintSeverityOverride *overrides; /* severities replacing the table's */
+  uint32_t noverrides;
+} LintOptions;
+
+/* Checks that every id in o names a rule of t (errors through d). */
+bool lint_options_check(const ConstraintTable *t, const LintOptions *o, Diag *d);
+
+/* Runs the checkers of every static-ir rule over every live function of m
+ * (verified IR, at any stage). Spans are the IR's, so r->sources must be the
+ * SourceSet m was parsed into. */
+void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r);
+
+/* Runs the checkers of every static-package rule on a package read by
+ * package_read(): its manifest, each function's MIL text (added to
+ * r->sources so findings point into it) and the weight file. Returns false,
+ * after reporting through d, if a file cannot be read or a MIL text is too
+ * malformed to check. */
+bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOptions *o, LintReport *r, Diag *d);
+
+/* The checker registry: one entry per (rule, kind) the code checks. */
+uint32_t lint_checker_count(void);
+const char *lint_checker_rule(uint32_t i);
+unsigned lint_checker_kind(uint32_t i); /* CHECK_STATIC_IR or CHECK_STATIC_PACKAGE */
+
+/* ---- reporters ---- */
+
+/* `file:line:col: error[ANE001]: message`, the source line and a caret,
+ * then `note:` lines with the workaround and the fixing pass. */
+void lint_format_text(const LintReport *r, StrBuf *out);
+/* An array of findings, every field, keys in a fixed order. */
+void lint_format_json(const LintReport *r, StrBuf *out);
+/* SARIF 2.1.0: one run of the tool "orion-lint" with every rule of t. */
+void lint_format_sarif(const ConstraintTable *t, const LintReport *r, StrBuf *out);
+
+#endif
