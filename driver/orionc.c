@@ -308,14 +308,6 @@ int main(int argc, char **argv) {
   d.error_limit = o.error_limit;
   Clock clock = {.on = o.time_phases};
   phase(&clock, NULL);
-  for (uint32_t i = 0; i < o.nplugins; i++)
-    if (!passes_load_plugin(o.plugins[i], &d)) return EXIT_USAGE;
-  if (o.list_passes) {
-    for (uint32_t i = 0; i < pass_count(); i++) printf("%-20s %s\n", pass_at(i)->name, pass_at(i)->description);
-    printf("\npipelines:\n  -O0  %s\n  -O1  %s\n", passes_pipeline("O0"), passes_pipeline("O1"));
-    return EXIT_OK;
-  }
-  if (!passes_check_spec(&o.pm, &d)) return EXIT_USAGE;
 
   rc = EXIT_INPUT;
   StrBuf text;
@@ -323,8 +315,20 @@ int main(int argc, char **argv) {
   char *package_path = NULL;
   char *summary = NULL;
   size_t summary_len = 0;
+  IrModule *m = NULL;
+  rc = EXIT_USAGE;
+  for (uint32_t i = 0; i < o.nplugins; i++)
+    if (!passes_load_plugin(o.plugins[i], &d)) goto done;
+  if (o.list_passes) {
+    for (uint32_t i = 0; i < pass_count(); i++) printf("%-20s %s\n", pass_at(i)->name, pass_at(i)->description);
+    printf("\npipelines:\n  -O0  %s\n  -O1  %s\n", passes_pipeline("O0"), passes_pipeline("O1"));
+    rc = EXIT_OK;
+    goto done;
+  }
+  if (!passes_check_spec(&o.pm, &d)) goto done;
+  rc = EXIT_INPUT;
   progress(&o, "parsing %s", o.input);
-  IrModule *m = oir_parse_file(o.input, &d);
+  m = oir_parse_file(o.input, &d);
   phase(&clock, "parse+verify");
   if (!m) goto done;
   if (o.emit == EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, &text);

@@ -195,6 +195,7 @@ static bool infer_reshape(Infer *c) {
   const IrType *x = &c->in[0];
   int64_t shape[IR_MAX_RANK + 1];
   int n = ir_attr_ints(c->m, c->op, "shape", shape, IR_MAX_RANK + 1);
+  if (n < 0) return fail(c, "'reshape' requires the attribute 'shape'");
   if (n > IR_MAX_RANK) return fail_attr(c, "shape", "'reshape' to rank %d exceeds the limit of %d", n, IR_MAX_RANK);
   int infer_at = -1;
   uint64_t known = 1;

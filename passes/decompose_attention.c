@@ -35,6 +35,7 @@ static void decompose(IrModule *m, IrOpId op) {
     mm = ir_op_new(m, f, OP_MATMUL, in2, 2, 1, &name, loc);
     ir_op_move_before(m, mm, op);
     ir_op_set_attr_bool(m, mm, "transpose_y", true);
+    pass_reinfer(m, mm);
   }
   IrValueId x = ir_op(m, mm)->results[0];
   IrValueId sc = pass_scalar_const(m, f, pass_name(m, out, "scale"), dt, scale, loc);
@@ -57,7 +58,7 @@ static void decompose(IrModule *m, IrOpId op) {
     x = pass_op1(m, op, OP_ADD, (IrValueId[]){x, cm}, 2, pass_name(m, out, "causal_scores"));
   }
   IrValueId p = pass_op1(m, op, OP_SOFTMAX, (IrValueId[]){x}, 1, pass_name(m, out, "probs"));
-  ir_op_set_attr_int(m, ir_value(m, p)->def, "axis", -1);
+  pass_set_int(m, p, "axis", -1);
   IrValueId y = pass_op1(m, op, OP_MATMUL, (IrValueId[]){p, v}, 2, pass_name(m, out, "attn"));
   pass_replace_op(m, op, out, y);
 }

@@ -10,13 +10,13 @@
 
 static IrValueId reshape(IrModule *m, IrOpId anchor, IrValueId v, const int64_t *shape, int rank, const char *base) {
   IrValueId r = pass_op1(m, anchor, OP_RESHAPE, (IrValueId[]){v}, 1, base);
-  ir_op_set_attr_ints(m, ir_value(m, r)->def, "shape", shape, (uint32_t)rank);
+  pass_set_ints(m, r, "shape", shape, (uint32_t)rank);
   return r;
 }
 
 static IrValueId transpose(IrModule *m, IrOpId anchor, IrValueId v, const int64_t *perm, int rank, const char *base) {
   IrValueId r = pass_op1(m, anchor, OP_TRANSPOSE, (IrValueId[]){v}, 1, base);
-  ir_op_set_attr_ints(m, ir_value(m, r)->def, "perm", perm, (uint32_t)rank);
+  pass_set_ints(m, r, "perm", perm, (uint32_t)rank);
   return r;
 }
 
@@ -24,7 +24,8 @@ bool pass_lower_linear(IrModule *m, PassCtx *ctx) {
   PASS_FOR_EACH_OP(m, f, op, next) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_LINEAR) continue;
-    IrValueId x = o->inputs[0], w = o->inputs[1], out = o->results[0];
+    /* o dangles once ops are created below: read everything first. */
+    IrValueId x = o->inputs[0], w = o->inputs[1], out = o->results[0], bias = o->ninputs > 2 ? o->inputs[2] : 0;
     const IrType xt = ir_value(m, x)->type;
     if (!pass_is_constant(m, w) || xt.rank < 2 || xt.rank > 3) continue;
     int64_t B = xt.rank == 3 ? xt.dims[0] : 1, S = xt.dims[xt.rank - 2], Cin = xt.dims[xt.rank - 1];
@@ -34,8 +35,8 @@ bool pass_lower_linear(IrModule *m, PassCtx *ctx) {
     IrValueId xc = transpose(m, op, x3, (int64_t[]){0, 2, 1}, 3, pass_name(m, out, "x_cs"));
     IrValueId x4 = reshape(m, op, xc, (int64_t[]){B, Cin, 1, S}, 4, pass_name(m, out, "x_c1s"));
     IrValueId w4 = reshape(m, op, w, (int64_t[]){Cout, Cin, 1, 1}, 4, pass_name(m, out, "w_1x1"));
-    IrValueId ins[3] = {x4, w4, o->ninputs > 2 ? o->inputs[2] : 0};
-    IrValueId y4 = pass_op1(m, op, OP_CONV, ins, o->ninputs > 2 ? 3 : 2, pass_name(m, out, "conv"));
+    IrValueId ins[3] = {x4, w4, bias};
+    IrValueId y4 = pass_op1(m, op, OP_CONV, ins, bias ? 3 : 2, pass_name(m, out, "conv"));
     IrValueId y3 = reshape(m, op, y4, (int64_t[]){B, Cout, S}, 3, pass_name(m, out, "y_cs"));
     IrValueId y = transpose(m, op, y3, (int64_t[]){0, 2, 1}, 3, pass_name(m, out, "y_sc"));
     if (xt.rank == 2) y = reshape(m, op, y, (int64_t[]){S, Cout}, 2, pass_name(m, out, "y2"));

@@ -25,8 +25,8 @@ static void lower(IrModule *m, IrOpId op) {
 
   IrValueId sq = pass_op1(m, op, OP_MUL, (IrValueId[]){x, x}, 2, pass_name(m, out, "sq"));
   IrValueId mean = pass_op1(m, op, OP_REDUCE_MEAN, (IrValueId[]){sq}, 1, pass_name(m, out, "ms"));
-  ir_op_set_attr_ints(m, ir_value(m, mean)->def, "axes", axes, (uint32_t)n);
-  ir_op_set_attr_bool(m, ir_value(m, mean)->def, "keep_dims", true);
+  pass_set_ints(m, mean, "axes", axes, (uint32_t)n);
+  pass_set_bool(m, mean, "keep_dims", true);
   IrValueId e = pass_scalar_const(m, f, pass_name(m, out, "eps"), xt.dtype, eps, loc);
   IrValueId sum = pass_op1(m, op, OP_ADD, (IrValueId[]){mean, e}, 2, pass_name(m, out, "ms_eps"));
   IrValueId inv = pass_op1(m, op, OP_RSQRT, (IrValueId[]){sum}, 1, pass_name(m, out, "inv_rms"));
@@ -39,7 +39,7 @@ static void lower(IrModule *m, IrOpId op) {
         if (axes[j] == i) shape[i] = xt.dims[i];
     }
     IrValueId g = pass_op1(m, op, OP_RESHAPE, (IrValueId[]){gamma}, 1, pass_name(m, out, "gamma"));
-    ir_op_set_attr_ints(m, ir_value(m, g)->def, "shape", shape, xt.rank);
+    pass_set_ints(m, g, "shape", shape, xt.rank);
     y = pass_op1(m, op, OP_MUL, (IrValueId[]){y, g}, 2, pass_name(m, out, "scaled"));
   }
   pass_replace_op(m, op, out, y);

@@ -17,13 +17,9 @@ IrValueId pass_scalar_const(IrModule *m, IrFuncId f, const char *base, IrDType d
   return pass_const(m, f, base, &t, &v, 1, loc);
 }
 
-IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *inputs, uint32_t n, const char *base) {
-  IrFuncId f = ir_op(m, anchor)->func;
-  const char *name = ir_unique_name(m, f, base);
-  IrOpId op = ir_op_new(m, f, kind, inputs, n, 1, &name, ir_op(m, anchor)->loc);
-  ir_op_move_before(m, op, anchor);
-  /* Later rewrites in the same pass read this result's type: infer it now.
-   * A failure is reported when the manager verifies after the pass. */
+/* Infers an op's result types with the messages discarded: a failure shows
+ * when the manager verifies after the pass. */
+static void infer_quietly(IrModule *m, IrOpId op) {
   Diag quiet;
   StrBuf sink;
   sb_init(&sink);
@@ -31,6 +27,15 @@ IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *i
   quiet.capture = &sink;
   ir_infer_op(m, op, &quiet);
   sb_free(&sink);
+}
+
+IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *inputs, uint32_t n, const char *base) {
+  IrFuncId f = ir_op(m, anchor)->func;
+  const char *name = ir_unique_name(m, f, base);
+  IrOpId op = ir_op_new(m, f, kind, inputs, n, 1, &name, ir_op(m, anchor)->loc);
+  ir_op_move_before(m, op, anchor);
+  /* Later rewrites in the same pass read this result's type: infer it now. */
+  infer_quietly(m, op);
   return ir_op(m, op)->results[0];
 }
 
@@ -79,3 +84,23 @@ static bool constant_at_depth(IrModule *m, IrValueId v, int depth) {
 }
 
 bool pass_is_constant(IrModule *m, IrValueId v) { return constant_at_depth(m, v, 4); }
+
+void pass_set_ints(IrModule *m, IrValueId v, const char *name, const int64_t *vals, uint32_t n) {
+  IrOpId op = ir_value(m, v)->def;
+  ir_op_set_attr_ints(m, op, name, vals, n);
+  infer_quietly(m, op);
+}
+
+void pass_set_int(IrModule *m, IrValueId v, const char *name, int64_t val) {
+  IrOpId op = ir_value(m, v)->def;
+  ir_op_set_attr_int(m, op, name, val);
+  infer_quietly(m, op);
+}
+
+void pass_set_bool(IrModule *m, IrValueId v, const char *name, bool val) {
+  IrOpId op = ir_value(m, v)->def;
+  ir_op_set_attr_bool(m, op, name, val);
+  infer_quietly(m, op);
+}
+
+void pass_reinfer(IrModule *m, IrOpId op) { infer_quietly(m, op); }

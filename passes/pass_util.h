@@ -18,6 +18,13 @@ IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *i
 /* Replaces every use of `old` (the result of `op`) by `repl`, erases op and
  * gives repl old's name, so a lowered op's result keeps the user's name. */
 void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl);
+/* Infers an op's result types again, quietly (after its attributes changed). */
+void pass_reinfer(IrModule *m, IrOpId op);
+/* Sets an attribute on the op defining v and infers v's type again (pass_op1
+ * inferred it before the attribute existed). */
+void pass_set_ints(IrModule *m, IrValueId v, const char *name, const int64_t *vals, uint32_t n);
+void pass_set_int(IrModule *m, IrValueId v, const char *name, int64_t val);
+void pass_set_bool(IrModule *m, IrValueId v, const char *name, bool val);
 /* "<name of v>_<suffix>", for readable generated names. */
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
 

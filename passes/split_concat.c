@@ -44,15 +44,15 @@ static void read_concat(IrModule *m, IrOpId op, Concat *c) {
 /* slice(v) taking [begin, begin+len) of `axis` and all of the other dims. */
 static IrValueId slice_of(IrModule *m, IrOpId anchor, IrValueId v, int axis, int64_t begin, int64_t len,
                           const char *base) {
-  const IrType *t = &ir_value(m, v)->type;
+  const IrType vt = ir_value(m, v)->type, *t = &vt; /* a copy: creating ops moves values */
   int64_t b[IR_MAX_RANK], e[IR_MAX_RANK];
   for (int i = 0; i < t->rank; i++) {
     b[i] = i == axis ? begin : 0;
     e[i] = i == axis ? begin + len : t->dims[i];
   }
   IrValueId s = pass_op1(m, anchor, OP_SLICE, (IrValueId[]){v}, 1, base);
-  ir_op_set_attr_ints(m, ir_value(m, s)->def, "begin", b, (uint32_t)t->rank);
-  ir_op_set_attr_ints(m, ir_value(m, s)->def, "end", e, (uint32_t)t->rank);
+  pass_set_ints(m, s, "begin", b, (uint32_t)t->rank);
+  pass_set_ints(m, s, "end", e, (uint32_t)t->rank);
   return s;
 }
 
@@ -61,6 +61,7 @@ static int64_t part_len(IrModule *m, const Concat *c, uint32_t k) { return ir_va
 static void copy_attrs(IrModule *m, IrOpId from, IrOpId to) {
   for (uint32_t i = 0; i < ir_op(m, from)->nattrs; i++)
     ir_op_set_attr(m, to, ir_op(m, from)->attrs[i].name, &ir_op(m, from)->attrs[i].val, ir_op(m, from)->attrs[i].loc);
+  pass_reinfer(m, to);
 }
 
 /* Sum over parts of op(part_k, weight slice_k); the bias (if any) is added once. */
@@ -88,7 +89,8 @@ static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t ind
   } else {
     return false;
   }
-  IrValueId w = u->inputs[other];
+  /* u dangles once ops are created below: read everything first. */
+  IrValueId w = u->inputs[other], bias = u->ninputs == 3 ? u->inputs[2] : 0;
   IrValueId sum = 0;
   for (uint32_t k = 0; k < c->n; k++) {
     const char *nm = arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k);
@@ -97,7 +99,7 @@ static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t ind
     ins[index] = c->parts[k];
     ins[other] = ws;
     uint32_t nin = 2;
-    if (k == 0 && u->ninputs == 3) ins[nin++] = u->inputs[2];
+    if (k == 0 && bias) ins[nin++] = bias;
     IrValueId p = pass_op1(m, use, kind, ins, nin, nm);
     copy_attrs(m, use, ir_value(m, p)->def);
     sum = sum ? pass_op1(m, use, OP_ADD, (IrValueId[]){sum, p}, 2, pass_name(m, out, "sum")) : p;
@@ -129,31 +131,35 @@ static bool is_binary_elementwise(IrOpKind k) {
 static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
   IrOp *u = ir_op(m, use);
   IrValueId out = u->results[0];
-  const IrType *ot = &ir_value(m, out)->type;
+  const IrType out_type = ir_value(m, out)->type, *ot = &out_type; /* a copy: creating ops moves values */
   if (is_binary_elementwise(u->kind)) {
     /* The concat operand must not itself be broadcast along other dims' alignment: ranks must match the result. */
     if (ir_value(m, c->out)->type.rank != ot->rank || u->inputs[0] == u->inputs[1]) return false;
   } else if (!is_unary_elementwise(u->kind)) {
     return false;
   }
+  /* u dangles once ops are created below: read everything first. */
+  IrOpKind kind = u->kind;
+  uint32_t ninputs = u->ninputs;
+  IrValueId other = ninputs == 2 ? u->inputs[1 - index] : 0;
   IrValueId parts[256];
   for (uint32_t k = 0; k < c->n; k++) {
     IrValueId ins[2];
     ins[index] = c->parts[k];
-    if (u->ninputs == 2) {
-      IrValueId y = u->inputs[1 - index];
-      const IrType *yt = &ir_value(m, y)->type;
+    if (ninputs == 2) {
+      IrValueId y = other;
+      const IrType y_type = ir_value(m, y)->type, *yt = &y_type;
       int yaxis = c->axis - (ot->rank - yt->rank); /* right-aligned broadcasting */
       bool broadcast = yaxis < 0 || yt->dims[yaxis] == 1;
       ins[1 - index] = broadcast ? y
                                  : slice_of(m, use, y, yaxis, c->begin[k], part_len(m, c, k),
                                             arena_printf(&m->arena, "%s_part%u_y", ir_value(m, out)->name, k));
     }
-    parts[k] = pass_op1(m, use, u->kind, ins, u->ninputs, arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k));
+    parts[k] = pass_op1(m, use, kind, ins, ninputs, arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k));
     copy_attrs(m, use, ir_value(m, parts[k])->def);
   }
   IrValueId cat = pass_op1(m, use, OP_CONCAT, parts, c->n, pass_name(m, out, "cat"));
-  ir_op_set_attr_int(m, ir_value(m, cat)->def, "axis", c->axis);
+  pass_set_int(m, cat, "axis", c->axis);
   pass_replace_op(m, use, out, cat);
   return true;
 }
