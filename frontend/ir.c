@@ -233,7 +233,7 @@ void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, 
   IrFunc *fn = ir_func(m, f);
   xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
   uint32_t idx = fn->noutputs++;
-  fn->outputs[idx] = (IrOutput){arena_strdup(&m->arena, name), v, loc};
+  fn->outputs[idx] = (IrOutput){.name = arena_strdup(&m->arena, name), .value = v, .loc = loc};
   use_add(m, v, 0, idx);
 }
 

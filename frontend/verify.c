@@ -91,11 +91,28 @@ static void verify_func(Verifier *vf, IrFuncId f) {
     diag_error(vf->d, fn->loc, "function '%s' has no outputs", fn->name);
     vf->ok = false;
   }
-  for (uint32_t i = 0; i < fn->noutputs; i++) {
-    IrValueId v = fn->outputs[i].value;
+  for (uint32_t i = 0; i < fn->noutputs && vf->ok; i++) {
+    IrOutput *out = &fn->outputs[i];
+    IrValueId v = out->value;
     if (!v || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(m, v, 0, i)) {
-      diag_error(vf->d, fn->outputs[i].loc, "verifier: output '%s' of '%s' does not name a live value with a use",
-                 fn->outputs[i].name, fn->name);
+      diag_error(vf->d, out->loc, "verifier: output '%s' of '%s' does not name a live value with a use", out->name,
+                 fn->name);
+      vf->ok = false;
+      continue;
+    }
+    const IrType *t = &ir_value(m, v)->type;
+    if (out->type.dtype == DT_INVALID) {
+      out->type = *t;
+    } else if (!ir_type_equal(&out->type, t)) {
+      StrBuf was, now;
+      sb_init(&was);
+      sb_init(&now);
+      ir_type_print(&was, &out->type);
+      ir_type_print(&now, t);
+      diag_error(vf->d, out->loc, "verifier: output '%s' of '%s' changed type from %s to %s", out->name, fn->name,
+                 was.data, now.data);
+      sb_free(&was);
+      sb_free(&now);
       vf->ok = false;
     }
   }

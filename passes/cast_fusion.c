@@ -43,7 +43,7 @@ static bool fold_const(IrModule *m, IrOpId op) {
 }
 
 bool pass_cast_fusion(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_CAST) continue;
     if (fold_const(m, op)) {

@@ -91,7 +91,7 @@ static bool fold(IrModule *m, IrOpId op) {
 }
 
 bool pass_const_fold(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     if (fold(m, op)) ctx->changed = true;
   }
   return true;

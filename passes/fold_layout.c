@@ -8,7 +8,7 @@
 #include "pass_util.h"
 
 bool pass_fold_layout(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_RESHAPE && o->kind != OP_TRANSPOSE) continue;
     IrValue *in = ir_value(m, o->inputs[0]);
@@ -26,7 +26,12 @@ bool pass_fold_layout(IrModule *m, PassCtx *ctx) {
       }
       ir_op_set_attr_ints(m, op, "perm", r, (uint32_t)n);
     }
-    /* A reshape's attribute is its own target shape already. */
+    if (o->kind == OP_RESHAPE) {
+      /* The outer shape may say 0 ("copy") or -1 relative to the middle value:
+       * spell out the dims it produced before it reads from x instead. */
+      const IrType t = ir_value(m, o->results[0])->type;
+      ir_op_set_attr_ints(m, op, "shape", t.dims, t.rank);
+    }
     ir_op_set_input(m, op, 0, x);
     ctx->changed = true;
   }

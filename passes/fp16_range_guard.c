@@ -26,12 +26,12 @@ static bool already_guarded(IrModule *m, IrValueId v) {
 
 bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx) {
   if (!ctx->opt || !ctx->opt->fp16_range_guard) return true;
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (!can_overflow(o->kind) || o->nresults != 1) continue;
     IrValueId r = o->results[0];
     if (ir_value(m, r)->type.dtype != DT_FP16 || already_guarded(m, r)) continue;
-    IrOpId anchor = next ? next : 0;
+    IrOpId anchor = ir_op(m, op)->next; /* the clip goes right after the op */
     const char *name = ir_unique_name(m, f, pass_name(m, r, "guarded"));
     IrOpId clip = ir_op_new(m, f, OP_CLIP, &r, 1, 1, &name, o->loc);
     if (anchor) ir_op_move_before(m, clip, anchor);

@@ -9,7 +9,7 @@
 #include "pass_util.h"
 
 bool pass_gelu_tanh(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_GELU) continue;
     IrValueId x = o->inputs[0], out = o->results[0];

@@ -40,7 +40,7 @@ static IrValueId passthrough(IrModule *m, IrOpId op) {
 }
 
 bool pass_identity_elim(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrValueId x = passthrough(m, op);
     if (!x) continue;
     ir_replace_all_uses(m, ir_op(m, op)->results[0], x);

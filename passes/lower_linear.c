@@ -21,7 +21,7 @@ static IrValueId transpose(IrModule *m, IrOpId anchor, IrValueId v, const int64_
 }
 
 bool pass_lower_linear(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_LINEAR) continue;
     /* o dangles once ops are created below: read everything first. */

@@ -32,6 +32,21 @@ static void lower(IrModule *m, IrOpId op) {
   IrValueId inv = pass_op1(m, op, OP_RSQRT, (IrValueId[]){sum}, 1, pass_name(m, out, "inv_rms"));
   IrValueId y = pass_op1(m, op, OP_MUL, (IrValueId[]){x, inv}, 2, pass_name(m, out, "normed"));
   if (gamma) {
+    /* gamma is laid out in the order `axes` lists them; broadcasting needs
+     * x's order, so unsorted axes first transpose gamma. */
+    int64_t order[IR_MAX_RANK];
+    bool sorted = true;
+    for (int i = 0; i < n; i++) {
+      order[i] = 0;
+      for (int j = 0; j < n; j++) order[i] += axes[j] < axes[i];
+    }
+    for (int i = 0; i + 1 < n; i++) sorted &= axes[i] < axes[i + 1];
+    if (!sorted) {
+      int64_t perm[IR_MAX_RANK];
+      for (int i = 0; i < n; i++) perm[order[i]] = i; /* output position order[i] takes gamma dim i */
+      gamma = pass_op1(m, op, OP_TRANSPOSE, (IrValueId[]){gamma}, 1, pass_name(m, out, "gamma_t"));
+      pass_set_ints(m, gamma, "perm", perm, (uint32_t)n);
+    }
     int64_t shape[IR_MAX_RANK];
     for (int i = 0; i < xt.rank; i++) {
       shape[i] = 1;

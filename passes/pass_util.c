@@ -4,6 +4,7 @@
 #include "pass_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "orion/fp16.h"
 
@@ -104,3 +105,17 @@ void pass_set_bool(IrModule *m, IrValueId v, const char *name, bool val) {
 }
 
 void pass_reinfer(IrModule *m, IrOpId op) { infer_quietly(m, op); }
+
+PassSnapshot pass_snapshot(IrModule *m, IrFuncId f) {
+  PassSnapshot s = {NULL, 0, 0};
+  if (m->funcs[f].dead) return s;
+  s.ids = xmalloc(sizeof *s.ids * (ir_func(m, f)->nops + 1));
+  IR_FOR_EACH_OP(m, f, op) s.ids[s.n++] = op;
+  return s;
+}
+
+void pass_snapshot_done(PassSnapshot *s) {
+  free(s->ids);
+  s->ids = NULL;
+  s->i = s->n + 1; /* ends the loop */
+}

@@ -28,12 +28,22 @@ void pass_set_bool(IrModule *m, IrValueId v, const char *name, bool val);
 /* "<name of v>_<suffix>", for readable generated names. */
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
 
-/* Iterates the live ops of every live function; `next` is read before the
- * body runs, so the body may erase the current op. */
-#define PASS_FOR_EACH_OP(m, f, op, next)                                  \
-  for (IrFuncId f = 1; f < (m)->nfuncs; f++)                             \
-    if (!(m)->funcs[f].dead)                                             \
-      for (IrOpId op = ir_func((m), f)->first, next; op && ((next = ir_op((m), op)->next), 1); op = next)
+/* Iterates the live ops of every live function over a snapshot taken when
+ * the function's loop starts: the body may erase any op (erased ones are
+ * skipped) and create new ones (not visited in this run; a fixed-point group
+ * or the pass itself repeats). `break` leaves the current function. */
+typedef struct PassSnapshot {
+  IrOpId *ids;
+  uint32_t n, i;
+} PassSnapshot;
+PassSnapshot pass_snapshot(IrModule *m, IrFuncId f);
+void pass_snapshot_done(PassSnapshot *s);
+
+#define PASS_FOR_EACH_OP(m, f, op)                                                            \
+  for (IrFuncId f = 1; f < (m)->nfuncs; f++)                                                   \
+    for (PassSnapshot snap_ = pass_snapshot((m), f); snap_.i <= snap_.n; pass_snapshot_done(&snap_)) \
+      for (IrOpId op; snap_.i < snap_.n && ((op = snap_.ids[snap_.i++]), 1);)                  \
+        if (!ir_op((m), op)->dead)
 
 /* True if v is known at compile time: a param, a const, or computed from
  * them only (a weight's slice or reshape), looking back a few ops. */

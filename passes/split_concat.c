@@ -132,6 +132,10 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
   IrOp *u = ir_op(m, use);
   IrValueId out = u->results[0];
   const IrType out_type = ir_value(m, out)->type, *ot = &out_type; /* a copy: creating ops moves values */
+  /* The result must have the concat's extent along the axis: a concat that
+   * the other operand broadcasts (extent 1 against n) cannot be split. */
+  int shift = ot->rank - ir_value(m, c->out)->type.rank;
+  if (c->axis + shift >= ot->rank || ot->dims[c->axis + shift] != ir_value(m, c->out)->type.dims[c->axis]) return false;
   if (is_binary_elementwise(u->kind)) {
     /* The concat operand must not itself be broadcast along other dims' alignment: ranks must match the result. */
     if (ir_value(m, c->out)->type.rank != ot->rank || u->inputs[0] == u->inputs[1]) return false;
@@ -164,8 +168,11 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
   return true;
 }
 
-bool pass_split_concat(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+/* One sweep; distributing creates new concats further down, so the pass
+ * sweeps again until a sweep changes nothing. */
+static bool sweep(IrModule *m, PassCtx *ctx) {
+  bool changed = false;
+  PASS_FOR_EACH_OP(m, f, op) {
     if (ir_op(m, op)->kind != OP_CONCAT) continue;
     Concat c;
     read_concat(m, op, &c);
@@ -178,15 +185,24 @@ bool pass_split_concat(IrModule *m, PassCtx *ctx) {
         IrUse use = r->uses[i];
         if (!use.op) continue; /* a function output: stays */
         if (split_product(m, &c, use.op, use.index) || distribute(m, &c, use.op, use.index)) {
-          progress = ctx->changed = true;
+          progress = changed = true;
           break;
         }
       }
     }
     if (!ir_value(m, c.out)->nuses) {
       ir_op_erase(m, op);
-      ctx->changed = true;
+      changed = true;
     }
   }
+  (void)ctx;
+  return changed;
+}
+
+/* Each sweep moves concats strictly down the graph, so this ends. */
+#define MAX_SWEEPS 64
+
+bool pass_split_concat(IrModule *m, PassCtx *ctx) {
+  for (int i = 0; i < MAX_SWEEPS && sweep(m, ctx); i++) ctx->changed = true;
   return true;
 }

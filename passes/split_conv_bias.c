@@ -7,7 +7,7 @@
 #include "pass_util.h"
 
 bool pass_split_conv_bias(IrModule *m, PassCtx *ctx) {
-  PASS_FOR_EACH_OP(m, f, op, next) {
+  PASS_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_CONV || o->ninputs < 3) continue;
     IrValueId x = o->inputs[0], w = o->inputs[1], b = o->inputs[2], out = o->results[0];

@@ -144,6 +144,7 @@ static int attr_ints(Ev *e, const char *name, int64_t *out, int max) {
 
 /* Normalizes an axis against a rank (negative counts from the end). */
 static bool norm_axis(Ev *e, int64_t axis, int rank, int *out) {
+  *out = 0;
   if (axis < -rank || axis >= rank) return fail(e, "axis %lld out of range for rank %d", (long long)axis, rank);
   *out = (int)(axis < 0 ? axis + rank : axis);
   return true;
@@ -258,8 +259,10 @@ static bool int_range(IrDType t, double *lo, double *hi) {
   }
 }
 
-/* cast: float -> integer truncates toward zero (NaN or out of range is an
- * error); -> bool is != 0; -> float keeps the value (no rounding). */
+/* cast, NumPy astype semantics: float -> integer truncates toward zero (NaN
+ * or out of range is an error); -> bool is != 0; -> fp16/fp32 rounds to the
+ * dtype (nearest even), the one place the evaluator rounds: converting is
+ * what the op is for. */
 static bool op_cast(Ev *e, const EvalTensor *x, EvalTensor *out) {
   const char *name = attr_str(e, "dtype", "");
   IrDType to = ir_dtype_from_name(name);
@@ -277,8 +280,12 @@ static bool op_cast(Ev *e, const EvalTensor *x, EvalTensor *out) {
       if (tv < lo || tv > hi)
         return fail(e, "cast of %g to %s is out of range (element %lld)", v, name, (long long)i);
       out->data[i] = tv + 0.0; /* +0.0 turns -0 into 0 */
+    } else if (to == DT_FP16) {
+      out->data[i] = (double)fp16_to_float(fp16_from_double(v));
+    } else if (to == DT_FP32) {
+      out->data[i] = (double)(float)v;
     } else {
-      out->data[i] = v;
+      return fail(e, "cast to %s", name);
     }
   }
   return true;
@@ -808,7 +815,8 @@ static void bytes_to_doubles(IrDType dt, const uint8_t *bytes, double *out, int6
 
 /* A param's values. Under an instance path (a callee reached through calls)
  * the source is the one inlining would give it: seeds derived from the path,
- * "{scope}" in a safetensors key replaced by the path. */
+ * "{scope}" in a safetensors key replaced by the path. The param's source is
+ * swapped for that one while weights_materialize runs and restored after. */
 static bool load_param(Ev *e, IrValueId p, const char *path, EvalTensor *out) {
   IrValue *v = ir_value(e->m, p);
   IrParamSource saved = v->src;
@@ -1163,6 +1171,15 @@ static bool compare_func(IrModule *before, IrModule *after, IrFuncId fb, uint64_
 
 bool eval_pass_preserves(const char *oir_text, const char *passes, uint64_t seed, double tol,
                          const EvalIntRange *ranges, double *max_diff, char *err, size_t errlen) {
+  PassManagerOptions o = {.verify_each = true};
+  if (passes_pipeline(passes)) o.pipeline = passes;
+  else o.passes = passes;
+  return eval_pass_preserves_opts(oir_text, &o, seed, tol, ranges, max_diff, err, errlen);
+}
+
+bool eval_pass_preserves_opts(const char *oir_text, const PassManagerOptions *opts, uint64_t seed, double tol,
+                              const EvalIntRange *ranges, double *max_diff, char *err, size_t errlen) {
+  const char *passes = opts->passes ? opts->passes : opts->pipeline ? opts->pipeline : "O1";
   double worst = 0;
   if (max_diff) *max_diff = 0;
   err[0] = 0;
@@ -1178,10 +1195,7 @@ bool eval_pass_preserves(const char *oir_text, const char *passes, uint64_t seed
     Diag d;
     diag_init(&d, &ss);
     d.capture = &msgs;
-    PassManagerOptions o = {.verify_each = true};
-    if (passes_pipeline(passes)) o.pipeline = passes;
-    else o.passes = passes;
-    if (!passes_run(after, &o, &d)) {
+    if (!passes_run(after, opts, &d)) {
       snprintf(err, errlen, "passes '%s' failed:\n%s", passes, msgs.data ? msgs.data : "");
       ok = false;
     }

@@ -11,13 +11,18 @@
  * params are rounded to fp16, as the package stores them); consts are taken
  * as written (their stored doubles, not rounded). Results are never rounded
  * to fp16/fp32: the reference is "exact", compare with a tolerance.
- * Integer dtypes hold whole numbers; bool holds 0 or 1.
+ * The one exception is `cast` to fp16/fp32, which rounds to the dtype as
+ * NumPy's astype does (converting is what the op is for; cast-fusion folds
+ * casts of consts the same way). Integer dtypes hold whole numbers; bool
+ * holds 0 or 1.
  *
  * Calls are evaluated by recursing into the callee with the semantics of
  * inlining (docs/language.md section 8): the callee's `normal`/`uniform`
  * params get the seed derived from the instance path (ir_derive_seed), and
  * "{scope}" in safetensors keys becomes the path, so a module evaluates to
  * the same outputs before and after the inline pass.
+ *
+ * Calls nest at most IR_MAX_CALL_DEPTH deep.
  *
  * The evaluator also recomputes every result shape from its own reading of
  * the op and fails if it differs from the type in the IR (a cross-check of
@@ -32,6 +37,7 @@
 #define ORION_TEST_IR_EVAL_H
 
 #include "orion/ir.h"
+#include "orion/passes.h"
 
 typedef struct EvalTensor {
   IrType type;
@@ -82,5 +88,9 @@ typedef struct EvalIntRange {
  * the largest difference seen. */
 bool eval_pass_preserves(const char *oir_text, const char *passes, uint64_t seed, double tol,
                          const EvalIntRange *ranges, double *max_diff, char *err, size_t errlen);
+/* The same with full pass-manager options (pass options such as
+ * fp16_range_guard, verify_each, ...). */
+bool eval_pass_preserves_opts(const char *oir_text, const PassManagerOptions *opts, uint64_t seed, double tol,
+                              const EvalIntRange *ranges, double *max_diff, char *err, size_t errlen);
 
 #endif

@@ -177,6 +177,7 @@ typedef struct IrOutput {
   const char *name; /* the name callers bind; stays when the value is replaced */
   IrValueId value;
   SrcSpan loc;
+  IrType type; /* fixed by the first verification: the interface no pass may change */
 } IrOutput;
 
 typedef struct IrFunc {
