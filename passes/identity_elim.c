@@ -18,7 +18,9 @@ static IrValueId passthrough(IrModule *m, IrOpId op) {
   switch (o->kind) {
   case OP_IDENTITY: return x;
   case OP_RESHAPE:
-  case OP_CAST: return same_type(m, x, r) ? x : 0;
+  case OP_CAST:
+  case OP_SLICE: /* a slice with the operand's type takes all of it (strides of 1 are implied by the size) */
+    return same_type(m, x, r) ? x : 0;
   case OP_TRANSPOSE: {
     int64_t perm[IR_MAX_RANK];
     int n = ir_attr_ints(m, op, "perm", perm, IR_MAX_RANK);

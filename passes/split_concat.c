@@ -168,6 +168,42 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
   return true;
 }
 
+/* slice(concat(parts)) taking a range inside one part is a slice of that
+ * part (what slicing a weight in split_product leaves when the weight is
+ * itself a concat). */
+static bool slice_of_part(IrModule *m, const Concat *c, IrOpId use) {
+  IrOp *u = ir_op(m, use);
+  if (u->kind != OP_SLICE) return false;
+  const IrType ct = ir_value(m, c->out)->type;
+  int64_t b[IR_MAX_RANK], e[IR_MAX_RANK], st[IR_MAX_RANK] = {1, 1, 1, 1, 1};
+  ir_attr_ints(m, use, "begin", b, IR_MAX_RANK);
+  ir_attr_ints(m, use, "end", e, IR_MAX_RANK);
+  ir_attr_ints(m, use, "stride", st, IR_MAX_RANK);
+  int a = c->axis;
+  int64_t n = ct.dims[a];
+  int64_t lo = b[a] < 0 ? b[a] + n : b[a], hi = e[a] < 0 ? e[a] + n : e[a];
+  lo = lo < 0 ? 0 : lo > n ? n : lo;
+  hi = hi < 0 ? 0 : hi > n ? n : hi;
+  if (st[a] != 1) return false;
+  for (uint32_t k = 0; k < c->n; k++) {
+    int64_t pb = c->begin[k], pe = pb + part_len(m, c, k);
+    if (lo < pb || hi > pe) continue;
+    IrValueId out = u->results[0];
+    int64_t nb[IR_MAX_RANK], ne[IR_MAX_RANK];
+    for (int i = 0; i < ct.rank; i++) {
+      nb[i] = i == a ? lo - pb : b[i];
+      ne[i] = i == a ? hi - pb : e[i];
+    }
+    IrValueId r = pass_op1(m, use, OP_SLICE, (IrValueId[]){c->parts[k]}, 1, pass_name(m, out, "of_part"));
+    pass_set_ints(m, r, "begin", nb, (uint32_t)ct.rank);
+    pass_set_ints(m, r, "stride", st, (uint32_t)ct.rank);
+    pass_set_ints(m, r, "end", ne, (uint32_t)ct.rank);
+    pass_replace_op(m, use, out, r);
+    return true;
+  }
+  return false;
+}
+
 /* One sweep; distributing creates new concats further down, so the pass
  * sweeps again until a sweep changes nothing. */
 static bool sweep(IrModule *m, PassCtx *ctx) {
@@ -184,7 +220,8 @@ static bool sweep(IrModule *m, PassCtx *ctx) {
       for (uint32_t i = 0; i < r->nuses; i++) {
         IrUse use = r->uses[i];
         if (!use.op) continue; /* a function output: stays */
-        if (split_product(m, &c, use.op, use.index) || distribute(m, &c, use.op, use.index)) {
+        if (slice_of_part(m, &c, use.op) || split_product(m, &c, use.op, use.index) ||
+            distribute(m, &c, use.op, use.index)) {
           progress = changed = true;
           break;
         }

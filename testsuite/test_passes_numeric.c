@@ -518,3 +518,14 @@ Test(passes_numeric, legalize_is_O0) {
   parsed_close(&a);
   parsed_close(&b);
 }
+
+/* Scores of two concats (rotary halves): the product splits over one
+ * operand and the weight slices of the other collapse onto its parts. */
+Test(passes_numeric, split_concat_product_of_two_concats) {
+  check_pass_preserves("func main(a: fp32[2,4,4], b: fp32[2,4,4], c: fp32[2,4,4], d: fp32[2,4,4]) {\n"
+                       "  q = concat(a, b, axis=-1);\n"
+                       "  k = concat(c, d, axis=-1);\n"
+                       "  s = matmul(q, k, transpose_y=true);\n"
+                       "  return s;\n}\n",
+                       "(split-concat,identity-elim,dce)", 7, 1e-12);
+}
