@@ -83,6 +83,7 @@ static void usage(FILE *out) {
         "  --version            show the version\n"
         "\n"
         "FILE may be '-' for standard input (then -o or --emit is required).\n"
+        "environment: ORION_VERIFY_EACH=1 acts as --verify-each\n"
         "exit status: 0 success, 1 errors in the input, 2 usage error\n",
         out);
 }
@@ -102,6 +103,9 @@ static int usage_error(const char *fmt, ...) {
 static int parse_options(int argc, char **argv, Options *o) {
   *o = (Options){.check_weights = true, .error_limit = DEFAULT_ERROR_LIMIT, .target = MIL_IOS18};
   o->pm.pipeline = "O1";
+  /* The test suite verifies after every pass on every compile it makes. */
+  const char *ve = getenv("ORION_VERIFY_EACH");
+  o->pm.verify_each = ve && *ve && strcmp(ve, "0") != 0;
   bool only_files = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
