@@ -229,9 +229,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   }
   add_key(root, "Lint");
   xmlNodePtr lint = xmlNewChild(root, NULL, XS("dict"), NULL);
-  add_bool(lint, "Checked", false); /* the constraint linter is not part of this compiler yet */
-  add_int(lint, "Errors", 0);
-  add_int(lint, "Warnings", opt->warnings);
+  add_bool(lint, "Checked", opt->lint_checked);
+  add_int(lint, "Errors", opt->lint_errors);
+  add_int(lint, "Warnings", opt->lint_warnings);
   xmlChar *buf = NULL;
   int n = 0;
   xmlDocDumpFormatMemoryEnc(doc, &buf, &n, "UTF-8", 1);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "orion/constraints.h"
 #include "orion/frontend.h"
 #include "orion/package.h"
 #include "orion/pass_plugin.h"
@@ -38,6 +39,9 @@ typedef struct Options {
   PassManagerOptions pm;
   const char *plugins[16];
   uint32_t nplugins;
+  const char *allow[32]; /* constraint ids whose violations do not stop the compile */
+  uint32_t nallow;
+  bool no_lint;
   bool list_passes;
 } Options;
 
@@ -54,7 +58,7 @@ static void usage(FILE *out) {
         "                         oir   the canonical .oir of the verified graph\n"
         "                         mil   the MIL program text (weights laid out in memory)\n"
         "                         dot   a Graphviz drawing of the graph (after the passes)\n"
-        "                         none  check only\n"
+        "                         none  check only (passes and constraints, nothing written)\n"
         "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
         "  -O0                  legalization only: the passes the ANE needs\n"
         "  -O1                  legalization plus clean-ups and ANE-friendly lowerings (default)\n"
@@ -66,6 +70,9 @@ static void usage(FILE *out) {
         "  --time-passes        print the time spent in each pass\n"
         "  --load-pass=LIB.so   load passes from a plugin (see docs/writing-a-pass.md)\n"
         "  --fp16-range-guard   clip fp16 results that can overflow (for training)\n"
+        "  --allow=ANE0NN       compile even though the program violates this ANE constraint\n"
+        "                       (the violations are reported as warnings); repeatable\n"
+        "  --no-lint            do not check the legalized program against the constraint table\n"
         "  --inline             with --emit=oir: expand function calls first\n"
         "  --legalize           with --emit=oir: print the graph after the pass pipeline,\n"
         "                       as it goes to MIL emission\n"
@@ -158,6 +165,11 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (!strncmp(a, "--load-pass=", 12)) {
       if (o->nplugins >= 16) return usage_error("%s", "too many --load-pass options (limit is 16)");
       o->plugins[o->nplugins++] = a + 12;
+    } else if (!strncmp(a, "--allow=", 8)) {
+      if (o->nallow >= 32) return usage_error("%s", "too many --allow options (limit is 32)");
+      o->allow[o->nallow++] = a + 8;
+    } else if (!strcmp(a, "--no-lint")) {
+      o->no_lint = true;
     } else if (!strcmp(a, "--inline")) {
       o->inline_calls = true;
     } else if (!strcmp(a, "--legalize")) {
@@ -287,6 +299,49 @@ static void progress(const Options *o, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* Checks the legalized program against the ANE constraint table. Findings
+ * go through the diagnostics module (so -w and -Werror apply) as one line
+ * each, `message [ANE001]`; orion-lint shows the full entries. Violations of
+ * error severity stop the compile unless --allow names their rule, which
+ * turns them into warnings. */
+static bool check_constraints(const Options *o, IrModule *m, SourceSet *sources, Diag *d, uint32_t *errors,
+                              uint32_t *warnings) {
+  ConstraintTable *t = constraints_builtin(d);
+  if (!t) return false;
+  /* The package writer pads small surfaces, so for a compile ANE004 is news, not a problem. */
+  static const LintSeverityOverride overrides[] = {{"ANE004", DIAG_NOTE}};
+  LintOptions lo = {.target = o->target, .allow = NULL, .overrides = overrides, .noverrides = 1};
+  LintOptions check = {.target = o->target, .allow = o->allow, .nallow = o->nallow};
+  if (!lint_options_check(t, &check, d)) {
+    constraints_free(t);
+    return false;
+  }
+  LintReport r;
+  lint_report_init(&r, sources);
+  lint_ir(t, m, &lo, &r);
+  lint_report_sort(&r);
+  *errors = *warnings = 0;
+  for (uint32_t i = 0; i < r.n; i++) {
+    const LintFinding *f = &r.items[i];
+    DiagLevel level = f->severity;
+    for (uint32_t k = 0; k < o->nallow; k++)
+      if (level == DIAG_ERROR && !strcmp(o->allow[k], f->rule->id)) level = DIAG_WARNING;
+    if (level == DIAG_NOTE && !o->verbose) continue;
+    uint32_t before = d->nerrors + d->nwarnings;
+    diag_report(d, level, f->span, "%s [%s]", f->message, f->rule->id);
+    if (level == DIAG_ERROR) (*errors)++;
+    else if (level == DIAG_WARNING) (*warnings)++;
+    if (d->nerrors + d->nwarnings > before)
+      diag_note(d, f->span, "'orion-lint --explain %s' describes the constraint and its workaround", f->rule->id);
+  }
+  if (*errors)
+    diag_error(d, (SrcSpan){0}, "the program violates %u ANE constraint%s; --allow=ID compiles it anyway", *errors,
+               *errors == 1 ? "" : "s");
+  lint_report_free(&r);
+  constraints_free(t);
+  return !diag_has_errors(d);
+}
+
 /* FILE.oir -> FILE.anepkg (in the current directory's terms). */
 static char *default_package_path(const char *input) {
   size_t n = strlen(input);
@@ -319,6 +374,7 @@ int main(int argc, char **argv) {
   char *package_path = NULL;
   char *summary = NULL;
   size_t summary_len = 0;
+  uint32_t lint_errors = 0, lint_warnings = 0;
   IrModule *m = NULL;
   rc = EXIT_USAGE;
   for (uint32_t i = 0; i < o.nplugins; i++)
@@ -352,18 +408,25 @@ int main(int argc, char **argv) {
   if (o.emit == EMIT_DOT) {
     if (!passes_run(m, &o.pm, &d)) goto done;
     ir_print_dot(m, &text);
-  } else if (o.emit == EMIT_OIR || o.emit == EMIT_NONE) {
+  } else if (o.emit == EMIT_OIR) {
     if (o.legalize) {
       if (!passes_run(m, &o.pm, &d)) goto done;
       ir_print_module(m, &text);
     }
+  } else if (o.emit == EMIT_NONE) {
+    /* A full check: the passes and the constraints, without writing anything. */
+    if (!passes_run(m, &o.pm, &d)) goto done;
+    if (!o.no_lint && !check_constraints(&o, m, &sources, &d, &lint_errors, &lint_warnings)) goto done;
   } else {
     progress(&o, "running the %s pipeline", o.pm.passes ? "given" : o.pm.pipeline);
     if (!passes_run(m, &o.pm, &d)) goto done;
     phase(&clock, "passes");
+    if (!o.no_lint && !check_constraints(&o, m, &sources, &d, &lint_errors, &lint_warnings)) goto done;
+    phase(&clock, "constraints");
     PackageStats stats = {0};
     PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
-                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats};
+                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats,
+                         .lint_checked = !o.no_lint, .lint_errors = lint_errors, .lint_warnings = lint_warnings};
     const SourceFile *src = srcset_get(&sources, 1);
     po.source_text = src ? src->text : "";
     po.source_len = src ? src->len : 0;

@@ -10,7 +10,7 @@ if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
 fi
-ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest testsuite/fuzz/fuzz_constraints >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
 
 status=0
 run() { # run NAME CORPUS_DIRS...
@@ -32,4 +32,5 @@ run fuzz_oir examples testsuite/golden
 run fuzz_weights testsuite/fuzz/corpus_weights
 run fuzz_blob testsuite/fuzz/corpus_blob
 run fuzz_manifest testsuite/fuzz/corpus_manifest
+run fuzz_constraints testsuite/fuzz/corpus_constraints
 exit $status

@@ -36,7 +36,9 @@ typedef struct PackageOptions {
   const char *source_text;  /* hashed into the manifest */
   size_t source_len;
   WeightLoadOptions weights;
-  uint32_t warnings;        /* compiler warnings, recorded in the lint summary */
+  uint32_t warnings;        /* compiler warnings */
+  bool lint_checked;        /* the constraint checker ran on the program */
+  uint32_t lint_errors, lint_warnings; /* its findings (errors only when allowed) */
   PackageStats *stats;      /* optional */
 } PackageOptions;
 

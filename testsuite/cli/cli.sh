@@ -151,7 +151,7 @@ contains verbose "orionc: wrote $tmp/v.anepkg"
 
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
-  check "example $(basename "$e")" 0 "$orionc" -Werror --summary --emit=none "$e"
+  check "example $(basename "$e")" 0 "$orionc" -Werror --summary --emit=oir -o "$tmp/example.oir" "$e"
   contains "example $(basename "$e")" "func main:"
   check "example package $(basename "$e")" 0 "$orionc" -o "$tmp/example.anepkg" "$e"
 done

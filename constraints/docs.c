@@ -1,0 +1,219 @@
+/*
+ * Human-readable views of the table: `orion-lint --explain ID` (one rule,
+ * plain text wrapped for a terminal) and docs/constraints.md (the whole table
+ * as Markdown). The Markdown is generated, never edited by hand: a test
+ * compares the committed file with this output.
+ */
+#include <string.h>
+
+#include "lint_internal.h"
+
+#define WRAP_COLUMNS 78
+
+/* Appends text wrapped at word boundaries, each line indented. */
+static void put_wrapped(StrBuf *out, const char *text, int indent) {
+  int col = 0;
+  const char *p = text;
+  while (*p) {
+    size_t n = strcspn(p, " ");
+    if (col > indent && col + 1 + (int)n > WRAP_COLUMNS) {
+      sb_putc(out, '\n');
+      col = 0;
+    }
+    if (col == 0) {
+      sb_printf(out, "%*s", indent, "");
+      col = indent;
+    } else {
+      sb_putc(out, ' ');
+      col++;
+    }
+    sb_putn(out, p, n);
+    col += (int)n;
+    p += n;
+    while (*p == ' ') p++;
+  }
+  sb_putc(out, '\n');
+}
+
+static void put_param_value(StrBuf *out, const ConstraintTarget *ct, ConstraintParamId id) {
+  switch (id) {
+  case PARAM_PROGRAM_VERSION: sb_puts(out, ct->program_version); break;
+  case PARAM_OPSET: sb_puts(out, ct->opset); break;
+  case PARAM_MIN_SURFACE_BYTES: sb_printf(out, "%llu", (unsigned long long)ct->min_surface_bytes); break;
+  case PARAM_SRAM_BUDGET_BYTES: sb_printf(out, "%llu", (unsigned long long)ct->sram_budget_bytes); break;
+  case PARAM_MAX_TENSOR_DIM: sb_printf(out, "%llu", (unsigned long long)ct->max_tensor_dim); break;
+  case PARAM_COUNT: break;
+  }
+}
+
+static void put_ops(StrBuf *out, const Constraint *c, const char *quote) {
+  if (!c->nops) sb_puts(out, "-");
+  for (uint32_t i = 0; i < c->nops; i++) sb_printf(out, "%s%s%s%s", i ? ", " : "", quote, ir_op_info(c->ops[i])->name, quote);
+}
+
+void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *out) {
+  sb_printf(out, "%s: %s\n", c->id, c->name);
+  put_wrapped(out, c->summary, 0);
+  sb_printf(out, "\n  category   %s\n  severity   %s\n  checked    ", constraint_category_name(c->category),
+            constraint_severity_name(c->severity));
+  constraint_checks_print(c->checks, out);
+  sb_puts(out, "\n  ops        ");
+  put_ops(out, c, "");
+  sb_printf(out, "\n  fixed by   %s\n  source     %s\n  disputed   %s\n", c->fixed_by ? c->fixed_by : "-", c->source,
+            c->disputed ? "yes" : "no");
+  sb_puts(out, "\nsymptom\n");
+  put_wrapped(out, c->symptom, 2);
+  sb_puts(out, "\nworkaround\n");
+  put_wrapped(out, c->workaround, 2);
+  if (c->disputed) {
+    sb_puts(out, "\nwhere reports disagree\n");
+    put_wrapped(out, c->dispute_note, 2);
+  }
+  if (c->notes) {
+    sb_puts(out, "\nnotes\n");
+    put_wrapped(out, c->notes, 2);
+  }
+  bool header = false;
+  for (int i = 0; i < PARAM_COUNT; i++) {
+    const ConstraintParam *p = &t->params[i];
+    if (!p->rule || strcmp(p->rule, c->id)) continue;
+    if (!header) sb_puts(out, "\ntarget data (ios16 / ios17 / ios18)\n");
+    header = true;
+    sb_printf(out, "  %s: ", p->name);
+    for (int k = 0; k < CONSTRAINT_TARGET_COUNT; k++) {
+      if (k) sb_puts(out, " / ");
+      put_param_value(out, &t->targets[k], (ConstraintParamId)i);
+    }
+    sb_printf(out, "%s%s\n", p->unit[0] ? " " : "", p->unit);
+    if (p->disputed) put_wrapped(out, p->dispute_note, 4);
+  }
+}
+
+/* ---- Markdown ---- */
+
+/* Text in Markdown: characters that would start markup are escaped ('_'
+ * only at the start of a word, where it could open emphasis). */
+static void md(StrBuf *out, const char *s) {
+  for (const char *p = s; *p; p++) {
+    bool word_start = p == s || !((p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z') ||
+                                  (p[-1] >= '0' && p[-1] <= '9'));
+    if (*p == '|') sb_puts(out, "\\|");
+    else if (*p == '<') sb_puts(out, "&lt;");
+    else if (*p == '>') sb_puts(out, "&gt;");
+    else if (*p == '*' || *p == '`' || *p == '\\' || (*p == '_' && word_start)) {
+      sb_putc(out, '\\');
+      sb_putc(out, *p);
+    } else sb_putc(out, *p);
+  }
+}
+
+/* md() ending in a full stop (unless the text already ends a sentence). */
+static void md_sentence(StrBuf *out, const char *s) {
+  md(out, s);
+  size_t n = strlen(s);
+  if (!n || !strchr(".!?", s[n - 1])) sb_putc(out, '.');
+}
+
+/* GitHub's heading anchor of "ANE001: no-concat". */
+static void anchor(StrBuf *out, const Constraint *c) {
+  for (const char *s = c->id; *s; s++) sb_putc(out, (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s));
+  sb_printf(out, "-%s", c->name);
+}
+
+void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
+  sb_puts(out,
+          "# ANE constraints\n"
+          "\n"
+          "<!-- Generated from constraints/ane_constraints.json by `orion-lint --gen-docs`; do not edit by hand.\n"
+          "     A test fails when this file and the table disagree. -->\n"
+          "\n");
+  md(out, t->description);
+  sb_puts(out,
+          "\n\n"
+          "Each rule has a stable id, a category (what goes wrong), a severity (of a violation that reaches\n"
+          "the device), how it can be checked (`static-ir`: from the graph; `static-package`: from a written\n"
+          "package; `runtime`: only when the program runs; `advisory`: not checkable), the pass that fixes it\n"
+          "where one does, its source, and whether reports disagree.\n"
+          "\n"
+          "## Checking a graph or a package\n"
+          "\n"
+          "```sh\n"
+          "orion-lint model.oir                 # before and after legalization\n"
+          "orion-lint model.anepkg              # a written package: manifest, MIL, weights\n"
+          "orion-lint --format=sarif model.oir  # for CI code scanning (also --format=json)\n"
+          "orion-lint --explain ANE007          # everything about one rule\n"
+          "```\n"
+          "\n"
+          "For a `.oir` file the IR checks run twice: before legalization, where a problem that a\n"
+          "legalization pass fixes is a note, and after it, where whatever is left is reported at its\n"
+          "severity. `--allow=ID` drops a rule's findings, `--severity=ID=LEVEL` changes its severity,\n"
+          "`--target=ios16|ios17|ios18` picks the target data below. The exit status is 0 when no finding\n"
+          "reaches `--fail-on` (default `error`), 1 when one does, 2 for a usage error or unreadable input.\n"
+          "\n"
+          "## Rules\n"
+          "\n"
+          "| id | name | category | severity | checked | fixed by | disputed |\n"
+          "|---|---|---|---|---|---|---|\n");
+  for (uint32_t i = 0; i < t->nrules; i++) {
+    const Constraint *c = &t->rules[i];
+    sb_printf(out, "| [%s](#", c->id);
+    anchor(out, c);
+    sb_printf(out, ") | %s | %s | %s | ", c->name, constraint_category_name(c->category),
+              constraint_severity_name(c->severity));
+    constraint_checks_print(c->checks, out);
+    sb_printf(out, " | %s%s%s | %s |\n", c->fixed_by ? "`" : "", c->fixed_by ? c->fixed_by : "-",
+              c->fixed_by ? "`" : "", c->disputed ? "yes" : "no");
+  }
+  sb_puts(out, "\n## Target data\n\n| parameter | ios16 | ios17 | ios18 | unit | rule | disputed |\n"
+               "|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < PARAM_COUNT; i++) {
+    const ConstraintParam *p = &t->params[i];
+    sb_printf(out, "| `%s` | ", p->name);
+    for (int k = 0; k < CONSTRAINT_TARGET_COUNT; k++) {
+      put_param_value(out, &t->targets[k], (ConstraintParamId)i);
+      sb_puts(out, " | ");
+    }
+    sb_printf(out, "%s | %s | %s |\n", p->unit[0] ? p->unit : "-", p->rule ? p->rule : "-", p->disputed ? "yes" : "no");
+  }
+  sb_putc(out, '\n');
+  for (int i = 0; i < PARAM_COUNT; i++) {
+    const ConstraintParam *p = &t->params[i];
+    sb_printf(out, "- `%s`: ", p->name);
+    md_sentence(out, p->description);
+    sb_puts(out, " Source: ");
+    md_sentence(out, p->source);
+    if (p->disputed) {
+      sb_puts(out, " Disputed: ");
+      md_sentence(out, p->dispute_note);
+    }
+    sb_putc(out, '\n');
+  }
+  for (uint32_t i = 0; i < t->nrules; i++) {
+    const Constraint *c = &t->rules[i];
+    sb_printf(out, "\n## %s: %s\n\n", c->id, c->name);
+    md_sentence(out, c->summary);
+    sb_printf(out, "\n\n- **Category:** %s\n- **Severity:** %s\n- **Checked:** ", constraint_category_name(c->category),
+              constraint_severity_name(c->severity));
+    constraint_checks_print(c->checks, out);
+    sb_puts(out, "\n- **Ops:** ");
+    put_ops(out, c, "`");
+    sb_printf(out, "\n- **Fixed by:** %s%s%s\n- **Source:** ", c->fixed_by ? "`" : "", c->fixed_by ? c->fixed_by : "-",
+              c->fixed_by ? "`" : "");
+    md(out, c->source);
+    sb_puts(out, "\n\n**Symptom.** ");
+    md_sentence(out, c->symptom);
+    sb_puts(out, "\n\n**Workaround.** ");
+    md_sentence(out, c->workaround);
+    sb_putc(out, '\n');
+    if (c->disputed) {
+      sb_puts(out, "\n**Disputed.** ");
+      md_sentence(out, c->dispute_note);
+      sb_putc(out, '\n');
+    }
+    if (c->notes) {
+      sb_puts(out, "\n**Notes.** ");
+      md_sentence(out, c->notes);
+      sb_putc(out, '\n');
+    }
+  }
+}

@@ -1,0 +1,306 @@
+/*
+ * The linter's core: the checker registry (which code checks which rule),
+ * running the checkers over IR or a package, the findings they report
+ * (severity from the table, the user's overrides and allow list, demotion to
+ * a note when a pass about to run fixes the problem), and the report they
+ * collect in.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lint_internal.h"
+
+/* ---- registry ---- */
+
+/* One entry per rule and kind of check: the test suite asserts that every
+ * static rule of the table has an entry and every entry names a rule. Kept
+ * in rule order. */
+static const struct {
+  const char *rule;
+  unsigned kind;
+  LintIrCheck ir;
+  LintPkgCheck pkg;
+} checkers[] = {
+    {"ANE001", CHECK_STATIC_IR, check_ir_concat, NULL},
+    {"ANE002", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_outputs},
+    {"ANE003", CHECK_STATIC_PACKAGE, NULL, check_pkg_output_order},
+    {"ANE004", CHECK_STATIC_IR, check_ir_min_surface, NULL},
+    {"ANE004", CHECK_STATIC_PACKAGE, NULL, check_pkg_min_surface},
+    {"ANE006", CHECK_STATIC_IR, check_ir_sdpa_mask, NULL},
+    {"ANE008", CHECK_STATIC_PACKAGE, NULL, check_pkg_blobfile},
+    {"ANE010", CHECK_STATIC_IR, check_ir_gelu, NULL},
+    {"ANE012", CHECK_STATIC_PACKAGE, NULL, check_pkg_transpose_consts},
+    {"ANE013", CHECK_STATIC_IR, check_ir_conv_bias, NULL},
+    {"ANE014", CHECK_STATIC_PACKAGE, NULL, check_pkg_returns},
+    {"ANE015", CHECK_STATIC_IR, check_ir_const_matmul, NULL},
+    {"ANE016", CHECK_STATIC_IR, check_ir_sram, NULL},
+    {"ANE017", CHECK_STATIC_IR, check_ir_fp32, NULL},
+    {"ANE018", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_inputs},
+    {"ANE019", CHECK_STATIC_PACKAGE, NULL, check_pkg_input_order},
+};
+
+#define NCHECKERS (sizeof checkers / sizeof *checkers)
+
+uint32_t lint_checker_count(void) { return (uint32_t)NCHECKERS; }
+const char *lint_checker_rule(uint32_t i) { return i < NCHECKERS ? checkers[i].rule : NULL; }
+unsigned lint_checker_kind(uint32_t i) { return i < NCHECKERS ? checkers[i].kind : 0; }
+
+/* ---- report ---- */
+
+void lint_report_init(LintReport *r, SourceSet *sources) {
+  memset(r, 0, sizeof *r);
+  r->sources = sources;
+  arena_init(&r->arena);
+}
+
+void lint_report_free(LintReport *r) {
+  arena_free(&r->arena);
+  free(r->items);
+  memset(r, 0, sizeof *r);
+}
+
+void lint_report_add(LintReport *r, const LintFinding *f) {
+  xgrow((void **)&r->items, sizeof *r->items, &r->cap, r->n + 1);
+  LintFinding *g = &r->items[r->n++];
+  *g = *f;
+  g->path = f->path ? arena_strdup(&r->arena, f->path) : NULL;
+  g->function = f->function ? arena_strdup(&r->arena, f->function) : NULL;
+  g->message = arena_strdup(&r->arena, f->message ? f->message : "");
+}
+
+uint32_t lint_report_count(const LintReport *r, DiagLevel at_least) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->n; i++) n += r->items[i].severity >= at_least;
+  return n;
+}
+
+/* The file a finding is in, for ordering. */
+static const char *finding_file(const LintReport *r, const LintFinding *f) {
+  const SourceFile *sf = f->span.file && r->sources ? srcset_get(r->sources, f->span.file) : NULL;
+  return sf ? sf->name : f->path ? f->path : "";
+}
+
+typedef struct SortItem {
+  const char *file;
+  const LintFinding *f;
+  uint32_t index; /* original position: keeps the sort stable */
+} SortItem;
+
+static int compare_items(const void *pa, const void *pb) {
+  const SortItem *a = pa, *b = pb;
+  int c = strcmp(a->file, b->file);
+  if (c == 0) c = (a->f->span.start > b->f->span.start) - (a->f->span.start < b->f->span.start);
+  if (c == 0) c = (a->f->rule->number > b->f->rule->number) - (a->f->rule->number < b->f->rule->number);
+  if (c == 0) c = (a->index > b->index) - (a->index < b->index);
+  return c;
+}
+
+void lint_report_sort(LintReport *r) {
+  if (r->n < 2) return;
+  SortItem *items = xmalloc(sizeof *items * r->n);
+  for (uint32_t i = 0; i < r->n; i++) items[i] = (SortItem){finding_file(r, &r->items[i]), &r->items[i], i};
+  qsort(items, r->n, sizeof *items, compare_items);
+  LintFinding *sorted = xmalloc(sizeof *sorted * r->n);
+  for (uint32_t i = 0; i < r->n; i++) sorted[i] = *items[i].f;
+  free(r->items);
+  free(items);
+  r->items = sorted;
+  r->cap = r->n;
+}
+
+/* ---- options ---- */
+
+bool lint_options_check(const ConstraintTable *t, const LintOptions *o, Diag *d) {
+  bool ok = true;
+  for (uint32_t i = 0; i < o->nallow; i++)
+    if (!constraints_find(t, o->allow[i])) {
+      diag_error(d, (SrcSpan){0}, "unknown rule '%s' (orion-lint --list shows them)", o->allow[i]);
+      ok = false;
+    }
+  for (uint32_t i = 0; i < o->noverrides; i++)
+    if (!constraints_find(t, o->overrides[i].id)) {
+      diag_error(d, (SrcSpan){0}, "unknown rule '%s' (orion-lint --list shows them)", o->overrides[i].id);
+      ok = false;
+    }
+  return ok;
+}
+
+static bool allowed(const LintOptions *o, const Constraint *rule) {
+  for (uint32_t i = 0; i < o->nallow; i++)
+    if (!strcmp(o->allow[i], rule->id)) return true;
+  return false;
+}
+
+static DiagLevel rule_level(const LintOptions *o, const Constraint *rule) {
+  DiagLevel level = rule->severity;
+  for (uint32_t i = 0; i < o->noverrides; i++)
+    if (!strcmp(o->overrides[i].id, rule->id)) level = o->overrides[i].level;
+  return level;
+}
+
+/* Whether a pipeline spec ("a,(b,c),d") names the pass. */
+static bool pipeline_has(const char *spec, const char *pass) {
+  size_t n = strlen(pass);
+  for (const char *p = spec; p && *p;) {
+    size_t len = strcspn(p, ",() ");
+    if (len == n && !strncmp(p, pass, n)) return true;
+    p += len ? len : 1;
+  }
+  return false;
+}
+
+void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, const char *fmt, ...) {
+  const Constraint *rule = c->rule;
+  if (allowed(c->opt, rule)) return;
+  /* The user's override wins over a checker's own level. */
+  bool overridden = false;
+  for (uint32_t i = 0; i < c->opt->noverrides; i++) overridden |= !strcmp(c->opt->overrides[i].id, rule->id);
+  DiagLevel sev = level == LINT_RULE_LEVEL || overridden ? rule_level(c->opt, rule) : (DiagLevel)level;
+  StrBuf msg;
+  sb_init(&msg);
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(&msg, fmt, ap);
+  va_end(ap);
+  LintFinding f = {
+      .rule = rule,
+      .severity = sev,
+      .unfixed_severity = sev,
+      .will_be_fixed = rule->fixed_by && pipeline_has(c->opt->pipeline, rule->fixed_by),
+      .span = span,
+      .path = span.file ? NULL : path,
+      .function = function,
+      .message = msg.data,
+  };
+  if (f.will_be_fixed) f.severity = DIAG_NOTE;
+  lint_report_add(c->report, &f);
+  sb_free(&msg);
+}
+
+void lint_put_size(StrBuf *sb, uint64_t bytes) {
+  const uint64_t mib = 1u << 20;
+  if (bytes >= mib && bytes % mib == 0) sb_printf(sb, "%llu MiB", (unsigned long long)(bytes / mib));
+  else if (bytes >= mib) sb_printf(sb, "%.1f MiB", (double)bytes / (double)mib);
+  else sb_printf(sb, "%llu bytes", (unsigned long long)bytes);
+}
+
+/* ---- running ---- */
+
+void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r) {
+  LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, o->target), .m = m};
+  for (size_t k = 0; k < NCHECKERS; k++) {
+    if (checkers[k].kind != CHECK_STATIC_IR) continue;
+    c.rule = constraints_find(t, checkers[k].rule);
+    /* A custom table may leave a rule out; then nothing checks it. */
+    if (!c.rule || allowed(o, c.rule)) continue;
+    for (IrFuncId f = 1; f < m->nfuncs; f++)
+      if (!m->funcs[f].dead) checkers[k].ir(&c, f);
+  }
+}
+
+struct WeightFile {
+  char *relpath;
+  uint8_t *data; /* NULL if it could not be read */
+  size_t len;
+  const char *err;
+};
+
+const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, const char **err) {
+  for (uint32_t i = 0; i < c->nweights; i++)
+    if (!strcmp(c->weights[i].relpath, relpath)) {
+      *len = c->weights[i].len;
+      *err = c->weights[i].err;
+      return c->weights[i].data;
+    }
+  xgrow((void **)&c->weights, sizeof *c->weights, &c->cap_weights, c->nweights + 1);
+  WeightFile *w = &c->weights[c->nweights++];
+  memset(w, 0, sizeof *w);
+  w->relpath = xstrdup(relpath);
+  StrBuf p;
+  sb_init(&p);
+  sb_printf(&p, "%s/%s", c->pkg->path, relpath);
+  char *data;
+  if (read_file(p.data, SIZE_MAX / 2, &data, &w->len, &w->err)) w->data = (uint8_t *)data;
+  sb_free(&p);
+  *len = w->len;
+  *err = w->err;
+  return w->data;
+}
+
+bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOptions *o, LintReport *r, Diag *d) {
+  if (!r->sources) ice("lint_package needs a report with a SourceSet (it holds the MIL texts)");
+  MilTarget target = MIL_IOS18;
+  if (!mil_target_from_name(pkg->target, &target)) {
+    diag_error(d, (SrcSpan){0}, "%s: unknown target '%s'", pkg->path, pkg->target);
+    return false;
+  }
+  StrBuf mp;
+  sb_init(&mp);
+  sb_printf(&mp, "%s/%s", pkg->path, PACKAGE_MANIFEST);
+  uint32_t n = pkg->nfunctions;
+  LintCtx c = {.table = t,
+               .opt = o,
+               .report = r,
+               .target = constraints_target(t, target),
+               .pkg = pkg,
+               .manifest_path = mp.data,
+               .mil = xcalloc(n ? n : 1, sizeof *c.mil),
+               .mil_file = xcalloc(n ? n : 1, sizeof *c.mil_file),
+               .mil_path = xcalloc(n ? n : 1, sizeof *c.mil_path)};
+  bool ok = true;
+  for (uint32_t i = 0; i < n; i++) {
+    StrBuf p;
+    sb_init(&p);
+    sb_printf(&p, "%s/%s", pkg->path, pkg->functions[i].mil_file);
+    char *text;
+    size_t len;
+    const char *err;
+    if (!read_file(p.data, MAX_SOURCE_BYTES, &text, &len, &err)) {
+      diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", p.data, err);
+      sb_free(&p);
+      ok = false;
+      continue;
+    }
+    /* The report's SourceSet keeps the text, so findings can show its lines. */
+    c.mil_file[i] = srcset_add(r->sources, p.data, text, len);
+    free(text);
+    const SourceFile *sf = srcset_get(r->sources, c.mil_file[i]);
+    c.mil_path[i] = sf->name;
+    c.mil[i] = xmalloc(sizeof *c.mil[i]);
+    char serr[256];
+    uint32_t eoff = 0;
+    if (!mil_scan(c.mil[i], sf->text, sf->len, serr, sizeof serr, &eoff)) {
+      /* Located in the MIL text when d prints from the report's sources. */
+      if (d->sources == r->sources) {
+        diag_error(d, (SrcSpan){c.mil_file[i], eoff, eoff + 1}, "cannot check this MIL text: %s", serr);
+      } else {
+        uint32_t line, col;
+        srcset_linecol(r->sources, c.mil_file[i], eoff, &line, &col);
+        diag_error(d, (SrcSpan){0}, "%s:%u:%u: cannot check this MIL text: %s", sf->name, line, col, serr);
+      }
+      ok = false;
+    }
+    sb_free(&p);
+  }
+  for (size_t k = 0; k < NCHECKERS && ok; k++) {
+    if (checkers[k].kind != CHECK_STATIC_PACKAGE) continue;
+    c.rule = constraints_find(t, checkers[k].rule);
+    if (!c.rule || allowed(o, c.rule)) continue;
+    for (uint32_t i = 0; i < n; i++) checkers[k].pkg(&c, i);
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (c.mil[i]) {
+      mil_scan_free(c.mil[i]);
+      free(c.mil[i]);
+    }
+  for (uint32_t i = 0; i < c.nweights; i++) {
+    free(c.weights[i].relpath);
+    free(c.weights[i].data);
+  }
+  free(c.weights);
+  free(c.mil);
+  free(c.mil_file);
+  free(c.mil_path);
+  sb_free(&mp);
+  return ok;
+}

@@ -1,0 +1,145 @@
+/*
+ * Internal interface of the linter: the context checkers run in, how they
+ * report, the checker signatures, and the MIL scanner the package checks
+ * read MIL text with.
+ *
+ * The MIL scanner is deliberately not a MIL parser (the runtime has one): it
+ * tokenizes and finds what the package rules need (function parameters,
+ * defined names, return names, op arguments, BLOBFILE references), tolerating
+ * anything else, so that a program with the very defects the rules describe
+ * (an undefined return name, a literal where a name belongs) can still be
+ * checked and reported at the right line.
+ */
+#ifndef ORION_LINT_INTERNAL_H
+#define ORION_LINT_INTERNAL_H
+
+#include "orion/constraints.h"
+
+/* ---- MIL scanner ---- */
+
+/* A byte range of the MIL text. */
+typedef struct MilRange {
+  uint32_t off, len;
+} MilRange;
+
+typedef struct MilScanArg {
+  MilRange key;
+  MilRange value;  /* the tokens after '=' */
+  bool is_name;    /* the value is one identifier (not true/false) */
+  bool is_list;    /* a parenthesised binding list */
+} MilScanArg;
+
+typedef struct MilScanStmt {
+  MilRange op;     /* op type, e.g. "matmul" */
+  MilRange result; /* first result name (len 0 if none) */
+  uint32_t first_arg, nargs; /* into MilScan.args */
+  uint32_t func;   /* index into MilScan.funcs */
+} MilScanStmt;
+
+typedef struct MilScanBlob {
+  MilRange where;      /* the BLOBFILE keyword */
+  MilRange offset_tok; /* the offset literal's number (len 0 if none) */
+  bool offset_ok;      /* a decimal integer was read into offset */
+  uint64_t offset;
+  const char *path;    /* NULL if no path string was found */
+  bool typed;          /* a tensor type precedes it: dtype and nbytes are set */
+  uint32_t blob_dtype; /* BlobDType code */
+  uint64_t nbytes;
+  uint32_t func;
+} MilScanBlob;
+
+typedef struct MilScanFunc {
+  MilRange name;
+  MilRange *params;
+  uint32_t nparams;
+  MilRange *defs; /* statement results */
+  uint32_t ndefs;
+  MilRange *returns;
+  uint32_t nreturns;
+} MilScanFunc;
+
+typedef struct MilScan {
+  Arena arena;
+  const char *text;
+  size_t len;
+  MilScanFunc *funcs;
+  uint32_t nfuncs;
+  MilScanStmt *stmts;
+  uint32_t nstmts;
+  MilScanArg *args;
+  uint32_t nargs;
+  MilScanBlob *blobs;
+  uint32_t nblobs;
+} MilScan;
+
+/* Scans text (kept, not copied: keep it alive). On failure returns false
+ * with a lowercase message and the byte offset it refers to. */
+bool mil_scan(MilScan *s, const char *text, size_t len, char *err, size_t errlen, uint32_t *err_off);
+void mil_scan_free(MilScan *s);
+bool mil_range_eq(const MilScan *s, MilRange r, const char *str);
+/* The range as a NUL-terminated string in the scan's arena. */
+const char *mil_range_str(MilScan *s, MilRange r);
+
+/* ---- checking context ---- */
+
+typedef struct WeightFile WeightFile;
+
+typedef struct LintCtx {
+  const ConstraintTable *table;
+  const LintOptions *opt;
+  LintReport *report;
+  const Constraint *rule;         /* the rule being checked */
+  const ConstraintTarget *target; /* the target checked against */
+  /* lint_ir */
+  IrModule *m;
+  /* lint_package */
+  const Package *pkg;
+  const char *manifest_path;
+  MilScan **mil;          /* per package function (NULL entries never reach checkers) */
+  uint32_t *mil_file;     /* per package function: SourceSet id of its MIL text */
+  const char **mil_path;  /* per package function */
+  WeightFile *weights;    /* weight files read so far (BLOBFILE targets) */
+  uint32_t nweights, cap_weights;
+} LintCtx;
+
+/* The severity of the rule (after the user's overrides). */
+#define LINT_RULE_LEVEL (-1)
+
+/* Reports a finding of c->rule at `level` (LINT_RULE_LEVEL, or a checker's
+ * own level when it knows better, e.g. a warning because the package writer
+ * pads), unless the rule is allowed. `span` locates it in a source; with
+ * span.file 0, `path` names the file. */
+void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, const char *fmt, ...)
+    ORION_PRINTF(6, 7);
+
+/* Weight file bytes for a package-relative path (read once, then cached);
+ * NULL with err set if it cannot be read. */
+const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, const char **err);
+
+typedef void (*LintIrCheck)(LintCtx *c, IrFuncId f);
+typedef void (*LintPkgCheck)(LintCtx *c, uint32_t fn);
+
+/* IR checkers (check_ir.c). */
+void check_ir_concat(LintCtx *c, IrFuncId f);         /* ANE001 */
+void check_ir_min_surface(LintCtx *c, IrFuncId f);    /* ANE004 */
+void check_ir_sdpa_mask(LintCtx *c, IrFuncId f);      /* ANE006 */
+void check_ir_gelu(LintCtx *c, IrFuncId f);           /* ANE010 */
+void check_ir_conv_bias(LintCtx *c, IrFuncId f);      /* ANE013 */
+void check_ir_const_matmul(LintCtx *c, IrFuncId f);   /* ANE015 */
+void check_ir_sram(LintCtx *c, IrFuncId f);           /* ANE016 */
+void check_ir_fp32(LintCtx *c, IrFuncId f);           /* ANE017 */
+
+/* Package checkers (check_package.c). */
+void check_pkg_uniform_outputs(LintCtx *c, uint32_t fn); /* ANE002 */
+void check_pkg_output_order(LintCtx *c, uint32_t fn);    /* ANE003 */
+void check_pkg_min_surface(LintCtx *c, uint32_t fn);     /* ANE004 */
+void check_pkg_blobfile(LintCtx *c, uint32_t fn);        /* ANE008 */
+void check_pkg_transpose_consts(LintCtx *c, uint32_t fn); /* ANE012 */
+void check_pkg_returns(LintCtx *c, uint32_t fn);         /* ANE014 */
+void check_pkg_uniform_inputs(LintCtx *c, uint32_t fn);  /* ANE018 */
+void check_pkg_input_order(LintCtx *c, uint32_t fn);     /* ANE019 */
+
+/* "1.5 MiB", "32 MiB", "3072 bytes" */
+void lint_put_size(StrBuf *sb, uint64_t bytes);
+
+#endif

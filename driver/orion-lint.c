@@ -1,0 +1,294 @@
+/*
+ * orion-lint: checks .oir graphs and .anepkg packages against the ANE
+ * constraint table and reports findings as text, JSON or SARIF. Parses
+ * options and calls the libraries; no checking logic lives here.
+ *
+ * A .oir file is checked before legalization (what a legalization pass will
+ * fix is a note) and after it (what is left is reported at its severity); a
+ * package (a directory) by its manifest, MIL text and weight file.
+ *
+ * Exit codes: 0 no finding at or above --fail-on, 1 some, 2 usage error or
+ * unreadable input.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "orion/constraints.h"
+#include "orion/frontend.h"
+#include "orion/passes.h"
+
+enum { EXIT_CLEAN = 0, EXIT_FINDINGS = 1, EXIT_USAGE = 2 };
+
+typedef enum Format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SARIF } Format;
+
+/* Most --allow and --severity options. */
+#define MAX_RULE_OPTIONS 256
+
+typedef struct Options {
+  const char **files;
+  uint32_t nfiles;
+  Format format;
+  DiagLevel fail_on;
+  const char *explain;
+  const char *table_path;
+  bool list, gen_docs;
+  MilTarget target;
+  const char *allow[MAX_RULE_OPTIONS];
+  uint32_t nallow;
+  LintSeverityOverride overrides[MAX_RULE_OPTIONS];
+  uint32_t noverrides;
+} Options;
+
+static void usage(FILE *out) {
+  fputs("usage: orion-lint [options] FILE...\n"
+        "\n"
+        "Checks orion graphs (.oir) and packages (.anepkg directories) against the\n"
+        "ANE constraint table (ANE001..ANE020).\n"
+        "\n"
+        "options:\n"
+        "  --format=F           text (default), json or sarif (SARIF 2.1.0)\n"
+        "  --fail-on=LEVEL      exit 1 when a finding is at or above LEVEL:\n"
+        "                       error (default), warning or note\n"
+        "  --allow=ID[,ID...]   drop the findings of these rules (repeatable)\n"
+        "  --severity=ID=LEVEL  report rule ID at LEVEL: error, warning or note (repeatable)\n"
+        "  --target=T           ios18 (default), ios17 or ios16: the target data for .oir files\n"
+        "                       (packages are checked against their own target)\n"
+        "  --table=FILE         use this constraint table instead of the built-in one\n"
+        "  --explain ID         print everything the table says about rule ID\n"
+        "  --list               list the rules, one per line\n"
+        "  --gen-docs           print docs/constraints.md (generated from the table)\n"
+        "  -h, --help           show this help\n"
+        "  --version            show the version\n"
+        "\n"
+        "A .oir file is checked before legalization (problems a legalization pass fixes\n"
+        "are notes) and after it (whatever is left is reported at its severity).\n"
+        "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
+        out);
+}
+
+static int usage_error(const char *fmt, ...) ORION_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("orion-lint: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'orion-lint --help' for more information.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* Returns -1 to continue, or an exit code. */
+static int parse_options(int argc, char **argv, Options *o) {
+  o->files = xcalloc((size_t)argc, sizeof *o->files);
+  bool only_files = false;
+  for (int i = 1; i < argc; i++) {
+    char *a = argv[i];
+    if (only_files || a[0] != '-' || !strcmp(a, "-")) {
+      o->files[o->nfiles++] = a;
+    } else if (!strcmp(a, "--")) {
+      only_files = true;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return EXIT_CLEAN;
+    } else if (!strcmp(a, "--version")) {
+      printf("orion-lint %s\n", ORION_VERSION);
+      return EXIT_CLEAN;
+    } else if (!strncmp(a, "--format=", 9)) {
+      static const char *const names[] = {"text", "json", "sarif"};
+      int k = 0;
+      while (k < 3 && strcmp(a + 9, names[k])) k++;
+      if (k == 3) return usage_error("unknown format '%s' (expected text, json or sarif)", a + 9);
+      o->format = (Format)k;
+    } else if (!strncmp(a, "--fail-on=", 10)) {
+      if (!constraint_severity_from_name(a + 10, &o->fail_on))
+        return usage_error("unknown level '%s' for --fail-on (expected error, warning or note)", a + 10);
+    } else if (!strncmp(a, "--allow=", 8)) {
+      for (char *id = strtok(a + 8, ","); id; id = strtok(NULL, ",")) {
+        if (o->nallow >= MAX_RULE_OPTIONS) return usage_error("too many --allow rules (limit is %d)", MAX_RULE_OPTIONS);
+        o->allow[o->nallow++] = id;
+      }
+    } else if (!strncmp(a, "--severity=", 11)) {
+      char *eq = strchr(a + 11, '=');
+      DiagLevel level;
+      if (!eq || eq == a + 11) return usage_error("--severity needs ID=LEVEL, e.g. --severity=ANE015=error");
+      *eq = 0;
+      if (!constraint_severity_from_name(eq + 1, &level))
+        return usage_error("unknown level '%s' for --severity (expected error, warning or note)", eq + 1);
+      if (o->noverrides >= MAX_RULE_OPTIONS) return usage_error("too many --severity options (limit is %d)", MAX_RULE_OPTIONS);
+      o->overrides[o->noverrides++] = (LintSeverityOverride){a + 11, level};
+    } else if (!strncmp(a, "--target=", 9)) {
+      if (!mil_target_from_name(a + 9, &o->target))
+        return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
+    } else if (!strncmp(a, "--table=", 8)) {
+      o->table_path = a + 8;
+    } else if (!strcmp(a, "--explain")) {
+      if (++i >= argc) return usage_error("--explain needs a rule id, e.g. --explain ANE007");
+      o->explain = argv[i];
+    } else if (!strncmp(a, "--explain=", 10)) {
+      o->explain = a + 10;
+    } else if (!strcmp(a, "--list")) {
+      o->list = true;
+    } else if (!strcmp(a, "--gen-docs")) {
+      o->gen_docs = true;
+    } else if (!strcmp(a, "--format") || !strcmp(a, "--fail-on") || !strcmp(a, "--allow") ||
+               !strcmp(a, "--severity") || !strcmp(a, "--target") || !strcmp(a, "--table")) {
+      return usage_error("%s needs a value, e.g. %s=...", a, a);
+    } else {
+      return usage_error("unknown option '%s'", a);
+    }
+  }
+  return -1;
+}
+
+static bool same_place(const LintFinding *a, const LintFinding *b) {
+  return a->rule == b->rule && a->span.file == b->span.file && a->span.start == b->span.start;
+}
+
+/* A .oir file: findings before legalization that a pass will fix (notes),
+ * then everything left after it. False if the file cannot be read or parsed. */
+static bool lint_oir(const ConstraintTable *t, const char *path, const LintOptions *lo, LintReport *out, Diag *d,
+                     bool *failed) {
+  IrModule *m = oir_parse_file(path, d);
+  if (!m) return false;
+  LintOptions pre = *lo;
+  pre.pipeline = passes_pipeline("O0");
+  LintReport before, after;
+  lint_report_init(&before, out->sources);
+  lint_report_init(&after, out->sources);
+  lint_ir(t, m, &pre, &before);
+  /* Legalization's own messages (sram warnings, binding notes) repeat what
+   * the checks say; they are shown only when legalization fails. */
+  StrBuf legal;
+  sb_init(&legal);
+  Diag ld;
+  diag_init(&ld, out->sources);
+  ld.program = "orion-lint";
+  ld.capture = &legal;
+  if (passes_legalize(m, &ld)) {
+    lint_ir(t, m, lo, &after);
+    /* A note that legalization fixes it, unless it is still there after. */
+    for (uint32_t i = 0; i < before.n; i++) {
+      if (!before.items[i].will_be_fixed) continue;
+      bool again = false;
+      for (uint32_t k = 0; k < after.n && !again; k++) again = same_place(&before.items[i], &after.items[k]);
+      if (!again) lint_report_add(out, &before.items[i]);
+    }
+    for (uint32_t i = 0; i < after.n; i++) lint_report_add(out, &after.items[i]);
+  } else {
+    fputs(legal.data ? legal.data : "", stderr);
+    fprintf(stderr, "orion-lint: error: %s: legalization failed; the findings are those before it\n", path);
+    *failed = true;
+    for (uint32_t i = 0; i < before.n; i++) {
+      LintFinding f = before.items[i];
+      f.severity = f.unfixed_severity;
+      f.will_be_fixed = false;
+      lint_report_add(out, &f);
+    }
+  }
+  sb_free(&legal);
+  lint_report_free(&before);
+  lint_report_free(&after);
+  ir_module_free(m);
+  return true;
+}
+
+static bool lint_pkg(const ConstraintTable *t, const char *path, const LintOptions *lo, LintReport *out, Diag *d) {
+  Package pkg;
+  if (!package_read(path, &pkg, d)) return false;
+  bool ok = lint_package(t, &pkg, lo, out, d);
+  package_free(&pkg);
+  return ok;
+}
+
+static void print_summary(const LintReport *r) {
+  uint32_t e = lint_report_count(r, DIAG_ERROR), w = lint_report_count(r, DIAG_WARNING) - e;
+  uint32_t n = r->n - e - w;
+  printf("%u error%s, %u warning%s, %u note%s\n", e, e == 1 ? "" : "s", w, w == 1 ? "" : "s", n, n == 1 ? "" : "s");
+}
+
+static int run(const Options *o) {
+  SourceSet ss;
+  srcset_init(&ss);
+  Diag d;
+  diag_init(&d, &ss);
+  d.program = "orion-lint";
+  ConstraintTable *t = o->table_path ? constraints_load_file(o->table_path, &d) : constraints_builtin(&d);
+  if (!t) {
+    srcset_free(&ss);
+    return EXIT_USAGE;
+  }
+  int status = EXIT_CLEAN;
+  StrBuf out;
+  sb_init(&out);
+  LintOptions lo = {.target = o->target,
+                    .allow = o->allow,
+                    .nallow = o->nallow,
+                    .overrides = o->overrides,
+                    .noverrides = o->noverrides};
+  if (o->explain) {
+    const Constraint *c = constraints_find(t, o->explain);
+    if (!c) {
+      status = usage_error("unknown rule '%s' (orion-lint --list shows them)", o->explain);
+    } else {
+      constraints_explain(t, c, &out);
+    }
+  } else if (o->list) {
+    for (uint32_t i = 0; i < t->nrules; i++) {
+      const Constraint *c = &t->rules[i];
+      sb_printf(&out, "%s  %-7s  %-28s  %s\n", c->id, constraint_severity_name(c->severity), c->name, c->summary);
+    }
+  } else if (o->gen_docs) {
+    constraints_gen_docs(t, &out);
+  } else if (!o->nfiles) {
+    status = usage_error("no input file");
+  } else if (!lint_options_check(t, &lo, &d)) {
+    status = EXIT_USAGE;
+  } else {
+    LintReport report;
+    lint_report_init(&report, &ss);
+    bool unreadable = false, failed = false;
+    for (uint32_t i = 0; i < o->nfiles; i++) {
+      const char *path = o->files[i];
+      LintReport one;
+      lint_report_init(&one, &ss);
+      struct stat st;
+      bool ok;
+      if (stat(path, &st) != 0 && strcmp(path, "-")) {
+        fprintf(stderr, "orion-lint: error: cannot read '%s': no such file or directory\n", path);
+        ok = false;
+      } else if (strcmp(path, "-") && S_ISDIR(st.st_mode)) {
+        ok = lint_pkg(t, path, &lo, &one, &d);
+      } else {
+        ok = lint_oir(t, path, &lo, &one, &d, &failed);
+      }
+      unreadable |= !ok;
+      /* Findings in file order, each file's sorted by position. */
+      lint_report_sort(&one);
+      for (uint32_t k = 0; k < one.n; k++) lint_report_add(&report, &one.items[k]);
+      lint_report_free(&one);
+    }
+    if (o->format == FORMAT_JSON) lint_format_json(&report, &out);
+    else if (o->format == FORMAT_SARIF) lint_format_sarif(t, &report, &out);
+    else lint_format_text(&report, &out);
+    fwrite(out.data ? out.data : "", 1, out.len, stdout);
+    out.len = 0;
+    if (o->format == FORMAT_TEXT && report.n) print_summary(&report);
+    status = unreadable ? EXIT_USAGE : failed || lint_report_count(&report, o->fail_on) ? EXIT_FINDINGS : EXIT_CLEAN;
+    lint_report_free(&report);
+  }
+  fwrite(out.data ? out.data : "", 1, out.len, stdout);
+  sb_free(&out);
+  constraints_free(t);
+  srcset_free(&ss);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18};
+  int status = parse_options(argc, argv, &o);
+  if (status < 0) status = run(&o);
+  free(o.files);
+  return status;
+}
