@@ -386,6 +386,14 @@ int main(int argc, char **argv) {
     goto done;
   }
   if (!passes_check_spec(&o.pm, &d)) goto done;
+  {
+    /* The SRAM budget the passes plan for is the target's, from the constraint table. */
+    ConstraintTable *table = constraints_builtin(&d);
+    if (!table) goto done;
+    const ConstraintTarget *target = constraints_target(table, o.target);
+    if (target && target->sram_budget_bytes <= UINT32_MAX) o.pm.pass_options.target_sram_bytes = (uint32_t)target->sram_budget_bytes;
+    constraints_free(table);
+  }
   rc = EXIT_INPUT;
   progress(&o, "parsing %s", o.input);
   m = oir_parse_file(o.input, &d);
