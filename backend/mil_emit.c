@@ -667,7 +667,7 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   sb_puts(out, ");\n}\n");
 
   if (info) {
-    *info = (MilFunction){fn->name, ins, outs, nin, nout, NULL, e.nweights};
+    *info = (MilFunction){fn->name, ins, outs, nin, nout, NULL, e.nweights, fn->groups, fn->ngroups};
     info->weights = arena_memdup(&m->arena, e.weights, sizeof *e.weights * e.nweights);
   }
   free(e.weights);

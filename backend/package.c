@@ -212,6 +212,25 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
     add_int(fd, "SurfaceBytes", surface);
     add_bindings(fd, "Inputs", fn->inputs, fn->ninputs, surface);
     add_bindings(fd, "Outputs", fn->outputs, fn->noutputs, surface);
+    if (fn->ngroups) {
+      /* Outputs the compiler split (the ANE has no concat): the caller concatenates the parts. */
+      add_key(fd, "OutputGroups");
+      xmlNodePtr gs = xmlNewChild(fd, NULL, XS("array"), NULL);
+      for (uint32_t g = 0; g < fn->ngroups; g++) {
+        const IrOutputGroup *gr = &fn->groups[g];
+        xmlNodePtr gd = xmlNewChild(gs, NULL, XS("dict"), NULL);
+        add_string(gd, "Name", gr->name);
+        add_int(gd, "Axis", (uint64_t)gr->axis);
+        add_string(gd, "DType", ir_dtype_name(gr->type.dtype));
+        add_shape(gd, &gr->type);
+        add_key(gd, "Parts");
+        xmlNodePtr parts = xmlNewChild(gd, NULL, XS("array"), NULL);
+        for (uint32_t k = 0; k < gr->nparts; k++) {
+          xmlNodePtr n = xmlNewChild(parts, NULL, XS("string"), NULL);
+          xmlNodeAddContent(n, XS(fn->outputs[gr->first + k].ir_name));
+        }
+      }
+    }
     add_key(fd, "Weights");
     xmlNodePtr ws = xmlNewChild(fd, NULL, XS("array"), NULL);
     for (uint32_t k = 0; k < fn->nweights; k++) {

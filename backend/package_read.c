@@ -169,6 +169,46 @@ static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool
   return t;
 }
 
+/* Optional "OutputGroups": each part must name an output of the function. */
+static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
+  xmlNodePtr arr = dict_get(dict, "OutputGroups");
+  if (!arr || !r->ok) return;
+  if (!is_elem(arr, "array")) {
+    fail(r, "manifest: 'OutputGroups' of a function must be <array>");
+    return;
+  }
+  uint32_t n = 0;
+  for (xmlNodePtr c = next_elem(arr->children); c; c = next_elem(c->next)) n++;
+  if (n > f->noutputs) {
+    fail(r, "manifest: function '%s' has more output groups than outputs", f->name);
+    return;
+  }
+  f->groups = xcalloc(n ? n : 1, sizeof *f->groups);
+  for (xmlNodePtr c = next_elem(arr->children); c && r->ok; c = next_elem(c->next)) {
+    PkgGroup *g = &f->groups[f->ngroups++];
+    g->name = get_string(r, c, "Name", "an output group");
+    g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", IR_MAX_RANK - 1);
+    xmlNodePtr parts = need(r, c, "Parts", "array", "an output group");
+    uint32_t np = 0;
+    for (xmlNodePtr p = parts ? next_elem(parts->children) : NULL; p; p = next_elem(p->next)) np++;
+    if (!r->ok) break;
+    if (np < 1 || np > f->noutputs) {
+      fail(r, "manifest: output group '%s' has %u parts", g->name, np);
+      break;
+    }
+    g->parts = xcalloc(np, sizeof *g->parts);
+    for (xmlNodePtr p = next_elem(parts->children); p && r->ok; p = next_elem(p->next)) {
+      xmlChar *t = is_elem(p, "string") ? xmlNodeGetContent(p) : NULL;
+      char *part = xstrdup(t ? (const char *)t : "");
+      xmlFree(t);
+      g->parts[g->nparts++] = part;
+      bool found = false;
+      for (uint32_t k = 0; k < f->noutputs; k++) found |= !strcmp(f->outputs[k].name, part);
+      if (!found) fail(r, "manifest: output group '%s' names '%s', which is not an output", g->name, part);
+    }
+  }
+}
+
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
   memset(pkg, 0, sizeof *pkg);
   Reader r = {name, d, true};
@@ -222,6 +262,7 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
       f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
       f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
+      read_groups(&r, c, f);
     }
     xmlNodePtr lint = need(&r, dict, "Lint", "dict", "the manifest");
     if (lint) {
@@ -345,6 +386,12 @@ void package_free(Package *pkg) {
     free_tensors(f->inputs, f->ninputs);
     free_tensors(f->outputs, f->noutputs);
     free_tensors(f->weights, f->nweights);
+    for (uint32_t g = 0; g < f->ngroups; g++) {
+      for (uint32_t k = 0; k < f->groups[g].nparts; k++) free(f->groups[g].parts[k]);
+      free(f->groups[g].parts);
+      free(f->groups[g].name);
+    }
+    free(f->groups);
   }
   free(pkg->functions);
   free(pkg->path);

@@ -85,6 +85,11 @@ int main(int argc, char **argv) {
     printf("function %s (%s), surfaces of %llu bytes\n", f->name, f->mil_file, (unsigned long long)f->surface_bytes);
     put_bindings("inputs", f->inputs, f->ninputs);
     put_bindings("outputs", f->outputs, f->noutputs);
+    for (uint32_t g = 0; g < f->ngroups; g++) {
+      printf("  output %s = concat(", f->groups[g].name);
+      for (uint32_t k = 0; k < f->groups[g].nparts; k++) printf("%s%s", k ? ", " : "", f->groups[g].parts[k]);
+      printf(", axis %u)\n", f->groups[g].axis);
+    }
     uint64_t total = 0;
     for (uint32_t k = 0; k < f->nweights; k++) total += f->weights[k].bytes;
     printf("  weights: %u, %llu bytes\n", f->nweights, (unsigned long long)total);

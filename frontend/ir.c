@@ -133,6 +133,7 @@ void ir_module_free(IrModule *m) {
     free(m->funcs[i].inputs);
     free(m->funcs[i].decls);
     free(m->funcs[i].outputs);
+    free(m->funcs[i].groups);
   }
   free(m->funcs);
   free(m->values);
@@ -242,6 +243,26 @@ void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v) {
   use_remove(m, fn->outputs[index].value, 0, index);
   fn->outputs[index].value = v;
   use_add(m, v, 0, index);
+}
+
+void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *name, IrValueId v, SrcSpan loc) {
+  IrFunc *fn = ir_func(m, f);
+  /* Renumber the uses of the outputs that move, from the last down. */
+  for (uint32_t i = fn->noutputs; i-- > index;) {
+    IrValue *val = ir_value(m, fn->outputs[i].value);
+    for (uint32_t k = 0; k < val->nuses; k++)
+      if (val->uses[k].op == 0 && val->uses[k].index == i) {
+        val->uses[k].index = i + 1;
+        break;
+      }
+  }
+  xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
+  memmove(&fn->outputs[index + 1], &fn->outputs[index], (fn->noutputs - index) * sizeof *fn->outputs);
+  fn->noutputs++;
+  fn->outputs[index] = (IrOutput){.name = arena_strdup(&m->arena, name), .value = v, .loc = loc};
+  use_add(m, v, 0, index);
+  for (uint32_t g = 0; g < fn->ngroups; g++)
+    if (fn->groups[g].first >= index) fn->groups[g].first++;
 }
 
 /* ---- ops ---- */

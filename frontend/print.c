@@ -146,6 +146,12 @@ void ir_print_func(IrModule *m, IrFuncId f, StrBuf *sb) {
   if (fn->sram_peak) sb_printf(sb, "  // sram peak %llu bytes\n", (unsigned long long)fn->sram_peak);
   for (uint32_t i = 0; i < fn->ndecls; i++) put_decl(m, sb, fn->decls[i]);
   IR_FOR_EACH_OP(m, f, op) put_op(m, sb, op);
+  for (uint32_t g = 0; g < fn->ngroups; g++) { /* analyses print as comments */
+    const IrOutputGroup *gr = &fn->groups[g];
+    sb_printf(sb, "  // output %s = concat(", gr->name);
+    for (uint32_t k = 0; k < gr->nparts; k++) sb_printf(sb, "%s%s", k ? ", " : "", fn->outputs[gr->first + k].name);
+    sb_printf(sb, ", axis=%d)\n", gr->axis);
+  }
   sb_puts(sb, "  return");
   for (uint32_t i = 0; i < fn->noutputs; i++) {
     const IrOutput *o = &fn->outputs[i];

@@ -8,8 +8,10 @@
  *  - feeding element-wise ops: the op is applied to each part and the concat
  *    moves below it (the other operand of a binary op is sliced to match),
  *    until it meets a use of the first kind.
- * A concat that reaches a function output or another op stays, and the
- * constraint checker reports it with the reason.
+ *  - returned as a function output: its parts become separate outputs,
+ *    recorded as a group that the caller reassembles (IrOutputGroup).
+ * A concat that reaches any other op stays, and the constraint checker
+ * reports it with the reason.
  */
 #include <string.h>
 
@@ -204,6 +206,30 @@ static bool slice_of_part(IrModule *m, const Concat *c, IrOpId use) {
   return false;
 }
 
+/* A concat returned as output i becomes its parts as outputs i, i+1, ...
+ * named "<output>.<k>", recorded as a group so the caller can reassemble
+ * it (the manifest lists the group). */
+static void split_output(IrModule *m, const Concat *c, IrFuncId f, uint32_t index) {
+  IrFunc *fn = ir_func(m, f);
+  const char *name = fn->outputs[index].name;
+  SrcSpan loc = fn->outputs[index].loc;
+  IrType whole = ir_value(m, c->out)->type;
+  for (uint32_t k = 0; k < c->n; k++) {
+    const char *part = arena_printf(&m->arena, "%s.%u", name, k);
+    if (k == 0) {
+      ir_func_set_output(m, f, index, c->parts[0]);
+      fn = ir_func(m, f);
+      fn->outputs[index].name = part;
+    } else {
+      ir_func_insert_output(m, f, index + k, part, c->parts[k], loc);
+      fn = ir_func(m, f);
+    }
+    fn->outputs[index + k].type = ir_value(m, c->parts[k])->type; /* the interface changes here, on purpose */
+  }
+  xgrow((void **)&fn->groups, sizeof *fn->groups, &fn->cap_groups, fn->ngroups + 1);
+  fn->groups[fn->ngroups++] = (IrOutputGroup){name, c->axis, index, c->n, whole};
+}
+
 /* One sweep; distributing creates new concats further down, so the pass
  * sweeps again until a sweep changes nothing. */
 static bool sweep(IrModule *m, PassCtx *ctx) {
@@ -219,7 +245,11 @@ static bool sweep(IrModule *m, PassCtx *ctx) {
       IrValue *r = ir_value(m, c.out);
       for (uint32_t i = 0; i < r->nuses; i++) {
         IrUse use = r->uses[i];
-        if (!use.op) continue; /* a function output: stays */
+        if (!use.op) {
+          split_output(m, &c, f, use.index);
+          progress = changed = true;
+          break;
+        }
         if (slice_of_part(m, &c, use.op) || split_product(m, &c, use.op, use.index) ||
             distribute(m, &c, use.op, use.index)) {
           progress = changed = true;

@@ -77,10 +77,10 @@ typedef struct MilParseCtx {
   uint32_t offset;  /* byte offset of the next token */
   uint32_t nesting; /* open brackets in the current statement */
   bool nesting_reported;
+  uint32_t soft_errors; /* reported by grammar actions; the tree stays checkable */
   ElemStack elems;
   /* the program */
-  const char *version;
-  SrcSpan version_loc;
+  const char *version; /* as written */
   AstNode *attrs; /* of AstAttr */
   AstNode *funcs; /* of AstFunc */
   bool seen_program;

@@ -19,6 +19,7 @@ int mil_yylex(MIL_YYSTYPE *lval, SrcSpan *lloc, yyscan_t scanner);
 }
 
 %code {
+#include <math.h>
 #include <string.h>
 
 #define YYLLOC_DEFAULT(Cur, Rhs, N)                      \
@@ -37,18 +38,21 @@ static void mil_yyerror(SrcSpan *loc, yyscan_t scanner, MilParseCtx *ctx, const 
 #define NEW(T) ((T *)arena_alloc(ctx->scratch, sizeof(T)))
 #define PUSH(list, item) mil_ast_push(ctx, (list), (item))
 static SrcSpan span(MilParseCtx *ctx, SrcSpan l) { l.file = ctx->file; return l; }
+/* An error that leaves the tree usable: the checks of mil_read.c still run. */
+#define SOFT_ERROR(loc, ...) (ctx->soft_errors++, diag_error(ctx->diag, span(ctx, loc), __VA_ARGS__))
 static const char *source_text(MilParseCtx *ctx, SrcSpan l);
 static MilType *tensor_type(MilParseCtx *ctx, MilDType dt, const int64_t *dims, uint32_t rank, bool bare, SrcSpan loc);
 static MilType *compound_type(MilParseCtx *ctx, MilTypeKind kind, const MilType *sub, uint32_t nsub, int64_t length);
-static AstLit *literal(MilParseCtx *ctx, MilType *type, MilPayloadKind payload, SrcSpan loc);
-static AstLit *blob_literal(MilParseCtx *ctx, MilType *type, SrcSpan loc, const char *k1, SrcSpan l1, AstLit *v1,
-                            const char *k2, SrcSpan l2, AstLit *v2);
+static AstLit *literal(MilParseCtx *ctx, MilPayloadKind payload);
+static AstLit *blob_literal(MilParseCtx *ctx, const char *k1, SrcSpan l1, AstLit *v1, const char *k2, SrcSpan l2,
+                            AstLit *v2);
 }
 
 %define api.pure full
 %define api.prefix {mil_yy}
 %define api.location.type {SrcSpan}
 %define parse.error custom
+%define parse.lac full
 %locations
 %param {yyscan_t scanner}
 %parse-param {MilParseCtx *ctx}
@@ -83,16 +87,16 @@ static AstLit *blob_literal(MilParseCtx *ctx, MilType *type, SrcSpan loc, const 
 %type <dt> dtype
 %type <dim> dim
 %type <dims> dims dims_opt
-%type <type> type
+%type <type> type known_type
 %type <list> types types_opt params params_opt vars results stmts args args_opt operands attrs attrs_opt
-%type <list> attr_block_opt rets rets_opt
+%type <list> attr_block_opt rets rets_opt body
 %type <var> var
 %type <stmt> stmt
 %type <func> func
 %type <arg> arg
 %type <operand> operand ret
 %type <attr> attr
-%type <lit> typed_value
+%type <lit> typed_value known_typed_value payload
 %type <elem> elem
 %type <mark> mark
 
@@ -103,8 +107,8 @@ file
   ;
 
 version
-  : INT { ctx->version = source_text(ctx, @1); ctx->version_loc = span(ctx, @1); }
-  | FLOAT { ctx->version = source_text(ctx, @1); ctx->version_loc = span(ctx, @1); }
+  : INT { ctx->version = source_text(ctx, @1); }
+  | FLOAT { ctx->version = source_text(ctx, @1); }
   ;
 
 funcs
@@ -113,13 +117,20 @@ funcs
   ;
 
 func
-  : FUNC IDENT '<' IDENT '>' '(' params_opt ')' attr_block_opt '{' stmts '}' ARROW '(' rets_opt ')' ';' {
+  : FUNC IDENT '<' IDENT '>' '(' params_opt ')' attr_block_opt body ARROW '(' rets_opt ')' ';' {
       $$ = NEW(AstFunc);
       $$->name = $2; $$->loc = span(ctx, @2);
       $$->opset = $4; $$->opset_loc = span(ctx, @4);
-      $$->params = $7; $$->attrs = $9; $$->stmts = $11; $$->rets = $15;
+      $$->params = $7; $$->attrs = $9; $$->stmts = $10; $$->rets = $13;
     }
-  | FUNC error '{' stmts '}' ARROW '(' rets_opt ')' ';' { $$ = NULL; }
+  | FUNC error body ARROW '(' rets_opt ')' ';' { $$ = NULL; }
+  ;
+
+/* A statement whose error runs into the closing brace (an unterminated
+ * string, a missing ';') ends the body there. */
+body
+  : '{' stmts '}' { $$ = $2; }
+  | '{' stmts error '}' { $$ = $2; ctx->elems.len = 0; }
   ;
 
 params_opt
@@ -216,7 +227,7 @@ operands
 
 operand
   : IDENT { $$ = NEW(AstOperand); $$->name = $1; $$->loc = span(ctx, @1); }
-  | typed_value { $$ = NEW(AstOperand); $$->lit = $1; $$->loc = span(ctx, @1); }
+  | known_typed_value { $$ = NEW(AstOperand); $$->lit = $1; $$->loc = span(ctx, @1); }
   ;
 
 attr_block_opt
@@ -238,17 +249,32 @@ attr
   : word '=' typed_value { $$ = NEW(AstAttr); $$->name = $1; $$->loc = span(ctx, @1); $$->value = $3; }
   ;
 
+/* A name, or a typed value whose type is spelled with keywords only: after
+ * `x = y`, an identifier `y` cannot also start an (unknown) type. */
 typed_value
-  : type '(' ')' { $$ = literal(ctx, $1, MIL_PAYLOAD_NONE, @$); }
-  | type '(' elem ')' { $$ = literal(ctx, $1, MIL_PAYLOAD_INLINE, @$); $$->lit->value = $3; }
-  | type '(' BLOBFILE '(' word '=' typed_value ',' word '=' typed_value ')' ')' {
-      $$ = blob_literal(ctx, $1, @$, $5, @5, $7, $9, @9, $11);
+  : type payload { $$ = $2; $$->lit->type = *$1; $$->lit->loc = span(ctx, @$); }
+  ;
+
+known_typed_value
+  : known_type payload { $$ = $2; $$->lit->type = *$1; $$->lit->loc = span(ctx, @$); }
+  ;
+
+payload
+  : '(' ')' { $$ = literal(ctx, MIL_PAYLOAD_NONE); }
+  | '(' elem ')' { $$ = literal(ctx, MIL_PAYLOAD_INLINE); $$->lit->value = $2; }
+  | '(' BLOBFILE '(' word '=' typed_value ',' word '=' typed_value ')' ')' {
+      $$ = blob_literal(ctx, $4, @4, $6, $8, @8, $10);
     }
   ;
 
 type
+  : known_type { $$ = $1; }
+  | IDENT { SOFT_ERROR(@1, "unknown dtype '%s'", $1); $$ = tensor_type(ctx, MIL_DT_NONE, NULL, 0, true, @$); }
+  ;
+
+known_type
   : TENSOR '<' dtype ',' '[' dims_opt ']' '>' { $$ = tensor_type(ctx, $3, $6.d, $6.n, false, @$); }
-  | dtype { $$ = tensor_type(ctx, $1, NULL, 0, true, @$); }
+  | DTYPE { $$ = tensor_type(ctx, $1, NULL, 0, true, @$); }
   | LIST '<' type ',' dim '>' { $$ = compound_type(ctx, MIL_TYPE_LIST, $3, 1, $5); }
   | TUPLE '<' types_opt '>' {
       uint32_t n;
@@ -265,7 +291,7 @@ type
 
 dtype
   : DTYPE { $$ = $1; }
-  | IDENT { diag_error(ctx->diag, span(ctx, @1), "unknown dtype '%s'", $1); $$ = MIL_DT_NONE; }
+  | IDENT { SOFT_ERROR(@1, "unknown dtype '%s'", $1); $$ = MIL_DT_NONE; }
   ;
 
 types_opt
@@ -291,8 +317,7 @@ dims
 dim
   : INT {
       if ($1.i < 0 || $1.big) {
-        diag_error(ctx->diag, span(ctx, @1), "dimension %s is out of range (write ? for an unknown size)",
-                   source_text(ctx, @1));
+        SOFT_ERROR(@1, "dimension %s is out of range (write ? for an unknown size)", source_text(ctx, @1));
         $$ = 0;
       } else {
         $$ = $1.i;
@@ -313,8 +338,8 @@ elem
       memset(&$$, 0, sizeof $$);
       $$.kind = MIL_ELEM_FLOAT;
       $$.offset = @1.start;
-      if (strcmp($1, "inf") == 0) $$.f = 1.0 / 0.0;
-      else if (strcmp($1, "nan") == 0) $$.f = 0.0 / 0.0;
+      if (strcmp($1, "inf") == 0) $$.f = HUGE_VAL;
+      else if (strcmp($1, "nan") == 0) $$.f = (double)NAN;
       else diag_error(ctx->diag, span(ctx, @1), "unexpected identifier '%s' in a literal", $1);
     }
   | '[' mark elems_opt ']' { $$ = mil_ast_close_list(ctx, MIL_ELEM_LIST, $2, span(ctx, @$)); }
@@ -356,7 +381,7 @@ static MilType *tensor_type(MilParseCtx *ctx, MilDType dt, const int64_t *dims, 
   t->dtype = dt;
   t->bare = bare;
   if (rank > MIL_MAX_RANK) {
-    diag_error(ctx->diag, span(ctx, loc), "tensor rank %u exceeds the limit of %d", rank, MIL_MAX_RANK);
+    SOFT_ERROR(loc, "tensor rank %u exceeds the limit of %d", rank, MIL_MAX_RANK);
     rank = MIL_MAX_RANK;
   }
   t->rank = rank;
@@ -373,19 +398,18 @@ static MilType *compound_type(MilParseCtx *ctx, MilTypeKind kind, const MilType 
   return t;
 }
 
-static AstLit *literal(MilParseCtx *ctx, MilType *type, MilPayloadKind payload, SrcSpan loc) {
+/* The type and location are filled in by the typed value around the payload. */
+static AstLit *literal(MilParseCtx *ctx, MilPayloadKind payload) {
   AstLit *l = NEW(AstLit);
   l->lit = arena_alloc(ctx->arena, sizeof *l->lit);
-  l->lit->type = *type;
   l->lit->payload = payload;
-  l->lit->loc = span(ctx, loc);
   return l;
 }
 
 /* BLOBFILE(path = ..., offset = ...); either order is read. */
-static AstLit *blob_literal(MilParseCtx *ctx, MilType *type, SrcSpan loc, const char *k1, SrcSpan l1, AstLit *v1,
-                            const char *k2, SrcSpan l2, AstLit *v2) {
-  AstLit *l = literal(ctx, type, MIL_PAYLOAD_BLOB, loc);
+static AstLit *blob_literal(MilParseCtx *ctx, const char *k1, SrcSpan l1, AstLit *v1, const char *k2, SrcSpan l2,
+                            AstLit *v2) {
+  AstLit *l = literal(ctx, MIL_PAYLOAD_BLOB);
   if (strcmp(k1, "path") == 0 && strcmp(k2, "offset") == 0) {
     l->blob_path = v1;
     l->blob_offset = v2;
@@ -394,8 +418,7 @@ static AstLit *blob_literal(MilParseCtx *ctx, MilType *type, SrcSpan loc, const 
     l->blob_offset = v1;
   } else {
     bool first_ok = strcmp(k1, "path") == 0 || strcmp(k1, "offset") == 0;
-    SrcSpan at = span(ctx, first_ok ? l2 : l1);
-    diag_error(ctx->diag, at, "unexpected '%s' in BLOBFILE, expected path and offset", first_ok ? k2 : k1);
+    SOFT_ERROR(first_ok ? l2 : l1, "unexpected '%s' in BLOBFILE, expected path and offset", first_ok ? k2 : k1);
   }
   return l;
 }

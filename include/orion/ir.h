@@ -180,6 +180,16 @@ typedef struct IrOutput {
   IrType type; /* fixed by the first verification: the interface no pass may change */
 } IrOutput;
 
+/* Outputs [first, first + nparts) are, concatenated along `axis`, the
+ * original output `name` of type `type` (split-concat makes these: the ANE
+ * rejects concat, so the caller reassembles). */
+typedef struct IrOutputGroup {
+  const char *name;
+  int axis;
+  uint32_t first, nparts;
+  IrType type;
+} IrOutputGroup;
+
 typedef struct IrFunc {
   const char *name;
   bool dead;
@@ -197,6 +207,8 @@ typedef struct IrFunc {
   uint32_t ncallers; /* call sites naming this function; entries have none */
   uint32_t name_counter; /* next suffix tried for generated names */
   uint64_t sram_peak;    /* largest op working set, from sram-annotate (0: not annotated) */
+  IrOutputGroup *groups; /* outputs split into parts */
+  uint32_t ngroups, cap_groups;
 } IrFunc;
 
 typedef struct IrModule {
@@ -228,6 +240,8 @@ IrValueId ir_const_new(IrModule *m, IrFuncId f, const char *name, const IrType *
                        SrcSpan loc);
 void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, SrcSpan loc);
 void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v);
+/* Inserts an output at position `index` (later outputs move up by one). */
+void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *name, IrValueId v, SrcSpan loc);
 
 /* Ops. ir_op_new creates an op and its nresults result values (types not yet
  * inferred, names taken from result_names or generated) and appends it to the

@@ -43,6 +43,8 @@ typedef struct MilFunction {
   uint32_t ninputs, noutputs;
   MilWeight *weights;
   uint32_t nweights;
+  const IrOutputGroup *groups; /* outputs split into parts (indices into outputs) */
+  uint32_t ngroups;
 } MilFunction;
 
 typedef struct MilEmitOptions {

@@ -65,12 +65,23 @@ typedef struct PkgTensor {
   char xxh64[17];         /* weights: checksum of the data */
 } PkgTensor;
 
+/* An output the compiler split into parts (outputs of the function) that the
+ * caller concatenates along `axis`. */
+typedef struct PkgGroup {
+  char *name;
+  uint32_t axis;
+  char **parts;
+  uint32_t nparts;
+} PkgGroup;
+
 typedef struct PkgFunction {
   char *name, *mil_file;
   char mil_xxh64[17];
   uint64_t surface_bytes;
   PkgTensor *inputs, *outputs, *weights;
   uint32_t ninputs, noutputs, nweights;
+  PkgGroup *groups;
+  uint32_t ngroups;
 } PkgFunction;
 
 typedef struct Package {
