@@ -6,6 +6,7 @@ set -u
 orionc=$(realpath "$1")
 root=$2
 inspect=$(realpath "$3")
+lint=$(realpath "$4")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -148,6 +149,22 @@ contains time "orionc: parse+verify"
 contains time "orionc:   manifest"
 check verbose 0 "$orionc" -v -o "$tmp/v.anepkg" "$tmp/ok.oir"
 contains verbose "orionc: wrote $tmp/v.anepkg"
+
+# orion-lint: exit codes, formats, --explain.
+printf 'func main(a: fp16[1,64,384], b: fp16[1,64,384]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >"$tmp/bad_lint.oir"
+check lint-error 1 "$lint" "$tmp/bad_lint.oir"
+contains lint-error "error[ANE001]: concat producing 'y' is rejected by the ANE compiler"
+check lint-allow 0 "$lint" --allow=ANE001 "$tmp/bad_lint.oir"
+check lint-clean 0 "$lint" "$tmp/ok.oir"
+check lint-json 1 "$lint" --format=json "$tmp/bad_lint.oir"
+contains lint-json '"rule": "ANE001"'
+check lint-sarif 1 "$lint" --format=sarif "$tmp/bad_lint.oir"
+contains lint-sarif '"version": "2.1.0"'
+check lint-explain 0 "$lint" --explain ANE010
+contains lint-explain "ANE010"
+check lint-unknown-rule 2 "$lint" --explain ANE099
+check lint-missing 2 "$lint" "$tmp/none.oir"
+check lint-package 0 "$lint" "$tmp/t.anepkg"
 
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
