@@ -1,0 +1,83 @@
+/*
+ * The runtime's public API, so far its program loader: orion_open() takes a
+ * compiled `.anepkg` package, or a bare directory holding `model.mil` and its
+ * weight files (the layout inside Apple's compiled `.mlmodelc`, without a
+ * manifest), and returns a loaded program: the parsed MIL of every function,
+ * every BLOBFILE weight resolved to verified bytes in a read-only mapping of
+ * its weight file, and the description of each function's inputs and outputs.
+ * Nothing is executed yet. See docs/runtime-api.md.
+ *
+ * Errors are reported through the caller's Diag, which must have a SourceSet
+ * (diag_init(d, &sources)): the MIL reader registers each file there and the
+ * loader's messages point at MIL statements by file:line:col. Keep that set
+ * alive as long as the program is used to report about MIL locations.
+ */
+#ifndef ORION_RUNTIME_H
+#define ORION_RUNTIME_H
+
+#include "orion/mil_reader.h"
+
+typedef struct OrionProgram OrionProgram;
+
+typedef struct OrionOpenOptions {
+  /* Verify a package's checksums (MIL files, weight file, each weight's data)
+   * before loading. Ignored for bare directories, which have none. */
+  bool verify_checksums;
+} OrionOpenOptions;
+
+/* The defaults orion_open() uses when given NULL options. */
+#define ORION_OPEN_OPTIONS_DEFAULT ((OrionOpenOptions){.verify_checksums = true})
+
+/* A function input or output. */
+typedef struct OrionTensorInfo {
+  const char *name;     /* package: the .oir name; bare directory: the MIL name */
+  const char *mil_name; /* the MIL parameter or returned variable */
+  MilDType dtype;
+  uint32_t rank;
+  int64_t dims[MIL_MAX_RANK]; /* -1 for an unknown dimension ('?') */
+  uint32_t binding;           /* ANE surface index: ASCII order of MIL names, inputs and outputs apart */
+  uint64_t bytes;             /* elements x dtype size; 0 if a dimension is unknown */
+  uint64_t surface_bytes;     /* package: from the manifest; bare directory: 0 (not known) */
+} OrionTensorInfo;
+
+/* A BLOBFILE literal of a statement (a `const` val, or an attribute of a
+ * constexpr_* op), resolved and verified. */
+typedef struct OrionWeight {
+  const char *name;   /* the statement's first result */
+  const char *attr;   /* the attribute holding the BLOBFILE ("val" for const) */
+  uint32_t stmt;      /* index of the statement in its MilFunc */
+  MilDType dtype;     /* the declared element type */
+  const void *data;   /* inside the read-only mapping; valid until orion_close */
+  uint64_t size;      /* bytes: elements x dtype size */
+} OrionWeight;
+
+/* Opens and verifies `path` (options NULL = ORION_OPEN_OPTIONS_DEFAULT).
+ * Returns NULL after reporting every problem found through d. */
+OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d);
+/* Unmaps the weight files and frees everything; NULL is fine. */
+void orion_close(OrionProgram *p);
+
+/* Functions: the manifest's for a package (in manifest order), the MIL
+ * program's for a bare directory (in text order). Indices are < count. */
+uint32_t orion_function_count(const OrionProgram *p);
+const char *orion_function_name(const OrionProgram *p, uint32_t fn);
+/* The index of the function called name, UINT32_MAX if there is none. */
+uint32_t orion_function_find(const OrionProgram *p, const char *name);
+/* The parsed MIL function (for a package, `main` of its MIL file). */
+const MilFunc *orion_function_mil(const OrionProgram *p, uint32_t fn);
+/* True when an input or output has an unknown dimension ('?'): loading
+ * succeeds, preparing execution will refuse it. */
+bool orion_function_has_dynamic_shapes(const OrionProgram *p, uint32_t fn);
+
+/* Inputs and outputs, in manifest order for a package (declared .oir order),
+ * in MIL parameter / return order for a bare directory. */
+uint32_t orion_input_count(const OrionProgram *p, uint32_t fn);
+const OrionTensorInfo *orion_input(const OrionProgram *p, uint32_t fn, uint32_t i);
+uint32_t orion_output_count(const OrionProgram *p, uint32_t fn);
+const OrionTensorInfo *orion_output(const OrionProgram *p, uint32_t fn, uint32_t i);
+
+/* The BLOBFILE weights of a function, in statement order. */
+uint32_t orion_weight_count(const OrionProgram *p, uint32_t fn);
+const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i);
+
+#endif

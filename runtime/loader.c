@@ -1,0 +1,615 @@
+/*
+ * The runtime's program loader (orion_open/orion_close, runtime.h).
+ *
+ * A package is read through the backend's manifest reader and checksum
+ * verifier, then each function's MIL file is parsed and checked against the
+ * manifest (parameters and returns by MIL name, dtype and shape). A bare
+ * directory (the inside of a compiled .mlmodelc) has only model.mil; its I/O
+ * description comes from the MIL functions themselves. In both cases every
+ * BLOBFILE literal is resolved under the model directory with its path
+ * confined there (`@model_path/` prefix, no `..`, no absolute or empty
+ * components, no symlink leading out), its weight file mapped read-only once,
+ * and its record checked by the blob reader against the declared type.
+ *
+ * The loader reports every problem it finds before failing, so one run shows
+ * all of a broken package's faults.
+ */
+/* realpath() is XSI, beyond the project-wide _POSIX_C_SOURCE. */
+#define _XOPEN_SOURCE 700
+
+#include "orion/runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orion/blob.h"
+#include "orion/package.h"
+
+#define MODEL_PATH_PREFIX "@model_path/"
+#define BARE_MIL "model.mil"
+
+/* One weight file, mapped once however many BLOBFILEs name it. */
+typedef struct Mapping {
+  char *real; /* realpath: the key, so two spellings of one file share a mapping */
+  const uint8_t *base;
+  size_t len;
+  BlobFile bf;
+  bool header_ok;
+} Mapping;
+
+typedef struct LoadedFunc {
+  const char *name;
+  const MilFunc *mil;
+  OrionTensorInfo *inputs, *outputs;
+  uint32_t ninputs, noutputs;
+  OrionWeight *weights;
+  uint32_t nweights, wcap;
+  bool dynamic;
+} LoadedFunc;
+
+struct OrionProgram {
+  char *root; /* realpath of the model directory: what @model_path stands for */
+  MilProgram **programs;
+  uint32_t nprograms;
+  LoadedFunc *funcs;
+  uint32_t nfuncs;
+  Mapping *maps;
+  uint32_t nmaps, mapcap;
+  Arena arena; /* copied names, I/O arrays */
+};
+
+/* The state of one orion_open call. */
+typedef struct Loader {
+  OrionProgram *p;
+  Diag *d;
+  bool failed;
+} Loader;
+
+static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) ORION_PRINTF(3, 4);
+static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(L->d, DIAG_ERROR, at, fmt, ap);
+  va_end(ap);
+  L->failed = true;
+}
+
+/* ---- types ---------------------------------------------------------------- */
+
+/* Bytes per element of a byte-aligned dtype; 0 for sub-byte and string. */
+static size_t mil_elem_size(MilDType t) {
+  switch (t) {
+  case MIL_DT_BOOL: case MIL_DT_INT8: case MIL_DT_UINT8: return 1;
+  case MIL_DT_FP16: case MIL_DT_BF16: case MIL_DT_INT16: case MIL_DT_UINT16: return 2;
+  case MIL_DT_FP32: case MIL_DT_INT32: case MIL_DT_UINT32: return 4;
+  case MIL_DT_FP64: case MIL_DT_INT64: case MIL_DT_UINT64: return 8;
+  default: return 0;
+  }
+}
+
+/* The blob dtype code a BLOBFILE of this element type must carry (the set our
+ * writer and Apple's reader share); 0 if we do not load such blobs. */
+static uint32_t blob_code(MilDType t) {
+  switch (t) {
+  case MIL_DT_FP16: return BLOB_FP16;
+  case MIL_DT_FP32: return BLOB_FP32;
+  case MIL_DT_UINT8: return BLOB_UINT8;
+  case MIL_DT_INT8: return BLOB_INT8;
+  case MIL_DT_INT32: return BLOB_INT32;
+  default: return 0;
+  }
+}
+
+/* elements x element size, 0 when a dimension is unknown or it overflows. */
+static uint64_t tensor_bytes(MilDType t, uint32_t rank, const int64_t *dims) {
+  uint64_t n = mil_elem_size(t);
+  for (uint32_t i = 0; i < rank; i++) {
+    if (dims[i] < 0) return 0;
+    if (dims[i] != 0 && n > UINT64_MAX / (uint64_t)dims[i]) return 0;
+    n *= (uint64_t)dims[i];
+  }
+  return n;
+}
+
+static bool dims_dynamic(uint32_t rank, const int64_t *dims) {
+  for (uint32_t i = 0; i < rank; i++)
+    if (dims[i] < 0) return true;
+  return false;
+}
+
+/* Always the long spelling, so a manifest type and a MIL type compare as text. */
+static void print_tensor(StrBuf *sb, MilDType t, uint32_t rank, const int64_t *dims) {
+  sb_printf(sb, "tensor<%s, [", mil_dtype_name(t));
+  for (uint32_t i = 0; i < rank; i++) {
+    if (i) sb_puts(sb, ", ");
+    if (dims[i] < 0) sb_putc(sb, '?');
+    else sb_printf(sb, "%" PRId64, dims[i]);
+  }
+  sb_puts(sb, "]>");
+}
+
+static void print_mil_type(StrBuf *sb, const MilType *t) {
+  if (t->kind == MIL_TYPE_TENSOR) print_tensor(sb, t->dtype, t->rank, t->dims);
+  else mil_type_print(t, sb);
+}
+
+/* ---- weight files ------------------------------------------------------------ */
+
+/* realpath of path, or of its longest existing prefix (so that a symlink
+ * leading out is recognised even when the file behind it is missing).
+ * Returns the resolved prefix (malloc'd) or NULL; *complete says whether the
+ * whole path resolved, *err the errno of the first failure. */
+static char *resolve_prefix(const char *path, size_t min_len, bool *complete, int *err) {
+  char *buf = xstrdup(path);
+  *complete = true;
+  *err = 0;
+  for (;;) {
+    char *real = realpath(buf, NULL);
+    if (real) {
+      free(buf);
+      return real;
+    }
+    if (*complete) *err = errno;
+    *complete = false;
+    char *slash = strrchr(buf, '/');
+    if (!slash || (size_t)(slash - buf) < min_len) {
+      free(buf);
+      return NULL;
+    }
+    *slash = '\0';
+  }
+}
+
+static bool inside_root(const char *root, const char *real) {
+  size_t n = strlen(root);
+  if (n == 1 && root[0] == '/') return true;
+  return strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0');
+}
+
+/* Checks the textual form of a BLOBFILE path; returns the part after the prefix. */
+static const char *check_blob_path(Loader *L, SrcSpan at, const char *path) {
+  if (path[0] == '/') {
+    lerr(L, at, "BLOBFILE path '%s' is absolute; weight paths must start with " MODEL_PATH_PREFIX, path);
+    return NULL;
+  }
+  size_t plen = strlen(MODEL_PATH_PREFIX);
+  if (strncmp(path, MODEL_PATH_PREFIX, plen) != 0) {
+    lerr(L, at, "BLOBFILE path '%s' does not start with " MODEL_PATH_PREFIX, path);
+    return NULL;
+  }
+  const char *rest = path + plen;
+  if (rest[0] == '/') {
+    lerr(L, at, "BLOBFILE path '%s' is absolute after " MODEL_PATH_PREFIX, path);
+    return NULL;
+  }
+  for (const char *c = rest;;) {
+    size_t n = strcspn(c, "/");
+    if (n == 0) {
+      lerr(L, at, "BLOBFILE path '%s' has an empty component", path);
+      return NULL;
+    }
+    if (n == 2 && c[0] == '.' && c[1] == '.') {
+      lerr(L, at, "BLOBFILE path '%s' has a '..' component; weights must stay inside the model directory", path);
+      return NULL;
+    }
+    if (c[n] == '\0') break;
+    c += n + 1;
+  }
+  return rest;
+}
+
+/* The mapping of the weight file a BLOBFILE names, mapping it on first use;
+ * NULL after reporting. */
+static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
+  OrionProgram *p = L->p;
+  const char *rest = check_blob_path(L, at, path);
+  if (!rest) return NULL;
+  StrBuf full;
+  sb_init(&full);
+  sb_printf(&full, "%s/%s", p->root, rest);
+  bool complete;
+  int err;
+  char *real = resolve_prefix(full.data, strlen(p->root), &complete, &err);
+  Mapping *m = NULL;
+  if (real && !inside_root(p->root, real)) {
+    lerr(L, at, "BLOBFILE path '%s' leads outside the model directory (to '%s')", path, real);
+    goto done;
+  }
+  if (!complete) {
+    lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, full.data, strerror(err));
+    goto done;
+  }
+  for (uint32_t i = 0; i < p->nmaps; i++)
+    if (strcmp(p->maps[i].real, real) == 0) {
+      m = &p->maps[i];
+      goto done;
+    }
+  int fd = open(real, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, real, strerror(errno));
+    if (fd >= 0) close(fd);
+    goto done;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    lerr(L, at, "BLOBFILE path '%s': '%s' is not a regular file", path, real);
+    close(fd);
+    goto done;
+  }
+  const uint8_t *base = NULL;
+  size_t len = (size_t)st.st_size;
+  /* mmap refuses length 0; an empty file is left to the header check. */
+  if (len > 0) {
+    void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) {
+      lerr(L, at, "BLOBFILE path '%s': cannot map '%s': %s", path, real, strerror(errno));
+      close(fd);
+      goto done;
+    }
+    base = addr;
+  }
+  close(fd);
+  xgrow((void **)&p->maps, sizeof *p->maps, &p->mapcap, p->nmaps + 1);
+  m = &p->maps[p->nmaps++];
+  *m = (Mapping){.real = real, .base = base, .len = len};
+  real = NULL; /* owned by the mapping */
+  char berr[256];
+  m->header_ok = blob_file_open(&m->bf, base, len, berr, sizeof berr);
+  /* Reported once, at the first statement naming the file; later ones fail quietly. */
+  if (!m->header_ok) lerr(L, at, "%s: %s", path, berr);
+done:
+  free(real);
+  sb_free(&full);
+  return m;
+}
+
+/* Resolves one BLOBFILE literal of statement `si` into a weight of lf. */
+static void load_blob(Loader *L, LoadedFunc *lf, uint32_t si, const MilAttr *a) {
+  const MilStmt *s = &lf->mil->stmts[si];
+  const MilLiteral *lit = a->value;
+  const MilType *t = &lit->type;
+  uint32_t code = blob_code(t->dtype);
+  if (t->kind != MIL_TYPE_TENSOR || !code) {
+    StrBuf sb;
+    sb_init(&sb);
+    mil_type_print(t, &sb);
+    lerr(L, s->loc, "BLOBFILE of %s is not supported", t->kind == MIL_TYPE_TENSOR ? mil_dtype_name(t->dtype) : sb.data);
+    sb_free(&sb);
+    return;
+  }
+  uint64_t nbytes = tensor_bytes(t->dtype, t->rank, t->dims);
+  if (nbytes == 0) {
+    StrBuf sb;
+    sb_init(&sb);
+    print_tensor(&sb, t->dtype, t->rank, t->dims);
+    lerr(L, s->loc, "BLOBFILE of type %s has no fixed, non-zero byte size", sb.data);
+    sb_free(&sb);
+    return;
+  }
+  Mapping *m = weight_file(L, s->loc, lit->blob_path);
+  if (!m) return;
+  if (!m->header_ok) {
+    L->failed = true;
+    return;
+  }
+  BlobInfo info;
+  char berr[256];
+  if (!blob_file_read_expect(&m->bf, lit->blob_offset, code, nbytes, &info, berr, sizeof berr)) {
+    lerr(L, s->loc, "%s: %s", lit->blob_path, berr);
+    return;
+  }
+  if (info.offset_unusual)
+    diag_warning(L->d, s->loc, "%s: the blob record at offset %" PRIu64 " has its data at %" PRIu64
+                 ", not right after the record", lit->blob_path, lit->blob_offset, info.data_offset);
+  xgrow((void **)&lf->weights, sizeof *lf->weights, &lf->wcap, lf->nweights + 1);
+  lf->weights[lf->nweights++] = (OrionWeight){
+      .name = s->nresults ? s->results[0].name : (s->op_name ? s->op_name : ""),
+      .attr = a->name,
+      .stmt = si,
+      .dtype = t->dtype,
+      .data = m->base + info.data_offset,
+      .size = info.size,
+  };
+}
+
+/* Every BLOBFILE in a function's statement attributes (const's val, and the
+ * blob operands of constexpr_* ops). */
+static void load_weights(Loader *L, LoadedFunc *lf) {
+  for (uint32_t si = 0; si < lf->mil->nstmts; si++) {
+    const MilStmt *s = &lf->mil->stmts[si];
+    for (uint32_t ai = 0; ai < s->nattrs; ai++)
+      if (s->attrs[ai].value && s->attrs[ai].value->payload == MIL_PAYLOAD_BLOB) load_blob(L, lf, si, &s->attrs[ai]);
+  }
+}
+
+/* ---- I/O description ---------------------------------------------------------- */
+
+static void info_from_mil(OrionTensorInfo *ti, const char *name, const MilType *t) {
+  *ti = (OrionTensorInfo){.name = name, .mil_name = name};
+  if (t && t->kind == MIL_TYPE_TENSOR) {
+    ti->dtype = t->dtype;
+    ti->rank = t->rank;
+    memcpy(ti->dims, t->dims, sizeof ti->dims);
+    ti->bytes = tensor_bytes(t->dtype, t->rank, t->dims);
+  }
+}
+
+static bool type_dynamic(const MilType *t) {
+  return t && t->kind == MIL_TYPE_TENSOR && dims_dynamic(t->rank, t->dims);
+}
+
+/* Bare directory: I/O straight from the MIL function; bindings in ASCII order
+ * of the names, as the ANE binds surfaces. */
+static void io_from_mil(Loader *L, LoadedFunc *lf) {
+  const MilFunc *f = lf->mil;
+  Arena *a = &L->p->arena;
+  lf->ninputs = f->nparams;
+  lf->inputs = arena_alloc(a, (f->nparams + 1) * sizeof *lf->inputs);
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    info_from_mil(&lf->inputs[i], f->params[i].name, &f->params[i].type);
+    for (uint32_t j = 0; j < f->nparams; j++) lf->inputs[i].binding += strcmp(f->params[j].name, f->params[i].name) < 0;
+    lf->dynamic |= type_dynamic(&f->params[i].type);
+  }
+  lf->noutputs = f->nreturns;
+  lf->outputs = arena_alloc(a, (f->nreturns + 1) * sizeof *lf->outputs);
+  for (uint32_t i = 0; i < f->nreturns; i++) {
+    const MilType *t = mil_operand_type(f, &f->returns[i]);
+    info_from_mil(&lf->outputs[i], f->returns[i].name, t);
+    for (uint32_t j = 0; j < f->nreturns; j++)
+      lf->outputs[i].binding += strcmp(f->returns[j].name, f->returns[i].name) < 0;
+    lf->dynamic |= type_dynamic(t);
+  }
+}
+
+static void info_from_manifest(Arena *a, OrionTensorInfo *ti, const PkgTensor *t) {
+  *ti = (OrionTensorInfo){
+      .name = arena_strdup(a, t->name),
+      .mil_name = arena_strdup(a, t->mil_name),
+      .dtype = mil_dtype_from_name(ir_dtype_name(t->dtype), strlen(ir_dtype_name(t->dtype))),
+      .rank = t->rank,
+      .binding = t->binding,
+      .bytes = t->bytes,
+      .surface_bytes = t->surface_bytes,
+  };
+  for (uint32_t i = 0; i < t->rank && i < MIL_MAX_RANK; i++) ti->dims[i] = t->dims[i];
+}
+
+/* Reports a manifest entry whose MIL counterpart has another type. */
+static void check_type(Loader *L, const char *what, const OrionTensorInfo *ti, const MilType *t, SrcSpan at) {
+  StrBuf want, got;
+  sb_init(&want);
+  sb_init(&got);
+  print_tensor(&want, ti->dtype, ti->rank, ti->dims);
+  if (t) print_mil_type(&got, t);
+  else sb_puts(&got, "<unknown>");
+  if (strcmp(want.data, got.data) != 0)
+    lerr(L, at, "%s '%s' is %s in the manifest but %s in the MIL", what, ti->name, want.data, got.data);
+  sb_free(&want);
+  sb_free(&got);
+}
+
+/* Package: I/O from the manifest, checked against the MIL function both ways. */
+static void io_from_manifest(Loader *L, LoadedFunc *lf, const PkgFunction *pf) {
+  const MilFunc *f = lf->mil;
+  Arena *a = &L->p->arena;
+  lf->ninputs = pf->ninputs;
+  lf->inputs = arena_alloc(a, (pf->ninputs + 1) * sizeof *lf->inputs);
+  for (uint32_t i = 0; i < pf->ninputs; i++) {
+    OrionTensorInfo *ti = &lf->inputs[i];
+    info_from_manifest(a, ti, &pf->inputs[i]);
+    const MilVar *v = NULL;
+    for (uint32_t j = 0; j < f->nparams && !v; j++)
+      if (strcmp(f->params[j].name, ti->mil_name) == 0) v = &f->params[j];
+    if (!v) {
+      lerr(L, f->loc, "input '%s' of the manifest (MIL name '%s') is not a parameter of function '%s'", ti->name,
+           ti->mil_name, f->name);
+      continue;
+    }
+    check_type(L, "input", ti, &v->type, v->loc);
+    lf->dynamic |= type_dynamic(&v->type);
+  }
+  for (uint32_t j = 0; j < f->nparams; j++) {
+    bool found = false;
+    for (uint32_t i = 0; i < lf->ninputs && !found; i++) found = strcmp(lf->inputs[i].mil_name, f->params[j].name) == 0;
+    if (!found) lerr(L, f->params[j].loc, "parameter '%s' is not an input in the manifest", f->params[j].name);
+  }
+  lf->noutputs = pf->noutputs;
+  lf->outputs = arena_alloc(a, (pf->noutputs + 1) * sizeof *lf->outputs);
+  for (uint32_t i = 0; i < pf->noutputs; i++) {
+    OrionTensorInfo *ti = &lf->outputs[i];
+    info_from_manifest(a, ti, &pf->outputs[i]);
+    const MilOperand *r = NULL;
+    for (uint32_t j = 0; j < f->nreturns && !r; j++)
+      if (strcmp(f->returns[j].name, ti->mil_name) == 0) r = &f->returns[j];
+    if (!r) {
+      lerr(L, f->loc, "output '%s' of the manifest (MIL name '%s') is not returned by function '%s'", ti->name,
+           ti->mil_name, f->name);
+      continue;
+    }
+    const MilType *t = mil_operand_type(f, r);
+    check_type(L, "output", ti, t, r->loc);
+    lf->dynamic |= type_dynamic(t);
+  }
+  for (uint32_t j = 0; j < f->nreturns; j++) {
+    bool found = false;
+    for (uint32_t i = 0; i < lf->noutputs && !found; i++)
+      found = strcmp(lf->outputs[i].mil_name, f->returns[j].name) == 0;
+    if (!found) lerr(L, f->returns[j].loc, "returned value '%s' is not an output in the manifest", f->returns[j].name);
+  }
+}
+
+/* ---- opening -------------------------------------------------------------------- */
+
+static MilProgram *read_mil(Loader *L, const char *dir, const char *file) {
+  StrBuf path;
+  sb_init(&path);
+  sb_printf(&path, "%s/%s", dir, file);
+  MilProgram *mp = mil_read_file(path.data, L->d);
+  sb_free(&path);
+  if (!mp) {
+    L->failed = true;
+    return NULL;
+  }
+  OrionProgram *p = L->p;
+  p->programs = xrealloc(p->programs, (p->nprograms + 1) * sizeof *p->programs);
+  p->programs[p->nprograms++] = mp;
+  return mp;
+}
+
+static void open_package(Loader *L, const char *path, const OrionOpenOptions *opt) {
+  Package pkg;
+  if (!package_read(path, &pkg, L->d)) {
+    L->failed = true;
+    return;
+  }
+  if (opt->verify_checksums && !package_verify(&pkg, L->d)) {
+    L->failed = true;
+    package_free(&pkg);
+    return;
+  }
+  OrionProgram *p = L->p;
+  p->funcs = xcalloc(pkg.nfunctions + 1, sizeof *p->funcs);
+  for (uint32_t i = 0; i < pkg.nfunctions; i++) {
+    const PkgFunction *pf = &pkg.functions[i];
+    MilProgram *mp = read_mil(L, path, pf->mil_file);
+    if (!mp) continue;
+    /* The compiler names every MIL function main, one file per function. */
+    const MilFunc *f = mil_find_func(mp, "main");
+    if (!f) {
+      lerr(L, (SrcSpan){0}, "%s/%s: has no function 'main'", path, pf->mil_file);
+      continue;
+    }
+    LoadedFunc *lf = &p->funcs[p->nfuncs++];
+    lf->name = arena_strdup(&p->arena, pf->name);
+    lf->mil = f;
+    io_from_manifest(L, lf, pf);
+    load_weights(L, lf);
+  }
+  package_free(&pkg);
+}
+
+static void open_bare(Loader *L, const char *path) {
+  MilProgram *mp = read_mil(L, path, BARE_MIL);
+  if (!mp) return;
+  OrionProgram *p = L->p;
+  p->funcs = xcalloc(mp->nfuncs + 1, sizeof *p->funcs);
+  for (uint32_t i = 0; i < mp->nfuncs; i++) {
+    LoadedFunc *lf = &p->funcs[p->nfuncs++];
+    lf->name = mp->funcs[i].name;
+    lf->mil = &mp->funcs[i];
+    io_from_mil(L, lf);
+    load_weights(L, lf);
+  }
+}
+
+static bool file_exists(const char *dir, const char *name) {
+  StrBuf sb;
+  sb_init(&sb);
+  sb_printf(&sb, "%s/%s", dir, name);
+  struct stat st;
+  bool ok = stat(sb.data, &st) == 0;
+  sb_free(&sb);
+  return ok;
+}
+
+OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d) {
+  OrionOpenOptions defaults = ORION_OPEN_OPTIONS_DEFAULT;
+  if (!opt) opt = &defaults;
+  if (!d->sources) {
+    /* The MIL reader registers sources there; without a set nothing can point at MIL lines. */
+    diag_error(d, (SrcSpan){0}, "orion_open needs a Diag with a SourceSet");
+    return NULL;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    diag_error(d, (SrcSpan){0}, "cannot open '%s': not a directory (a .anepkg package or a model directory)", path);
+    return NULL;
+  }
+  bool is_package = file_exists(path, PACKAGE_MANIFEST);
+  if (!is_package && !file_exists(path, BARE_MIL)) {
+    diag_error(d, (SrcSpan){0}, "cannot open '%s': it holds neither %s (a package) nor %s (a model directory)", path,
+               PACKAGE_MANIFEST, BARE_MIL);
+    return NULL;
+  }
+  OrionProgram *p = xcalloc(1, sizeof *p);
+  arena_init(&p->arena);
+  p->root = realpath(path, NULL);
+  if (!p->root) {
+    diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, strerror(errno));
+    orion_close(p);
+    return NULL;
+  }
+  Loader L = {.p = p, .d = d};
+  if (is_package) open_package(&L, path, opt);
+  else open_bare(&L, path);
+  if (L.failed) {
+    orion_close(p);
+    return NULL;
+  }
+  return p;
+}
+
+void orion_close(OrionProgram *p) {
+  if (!p) return;
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    /* The mapping is read-only; munmap takes a non-const pointer. */
+    if (p->maps[i].len) munmap((void *)(uintptr_t)p->maps[i].base, p->maps[i].len);
+    free(p->maps[i].real);
+  }
+  free(p->maps);
+  for (uint32_t i = 0; i < p->nfuncs; i++) free(p->funcs[i].weights);
+  free(p->funcs);
+  for (uint32_t i = 0; i < p->nprograms; i++) mil_program_free(p->programs[i]);
+  free(p->programs);
+  free(p->root);
+  arena_free(&p->arena);
+  free(p);
+}
+
+/* ---- accessors ------------------------------------------------------------------ */
+
+static const LoadedFunc *func_at(const OrionProgram *p, uint32_t fn) {
+  if (fn >= p->nfuncs) ice("orion: function index %u out of range (%u functions)", fn, p->nfuncs);
+  return &p->funcs[fn];
+}
+
+uint32_t orion_function_count(const OrionProgram *p) { return p->nfuncs; }
+const char *orion_function_name(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->name; }
+const MilFunc *orion_function_mil(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->mil; }
+bool orion_function_has_dynamic_shapes(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->dynamic; }
+
+uint32_t orion_function_find(const OrionProgram *p, const char *name) {
+  for (uint32_t i = 0; i < p->nfuncs; i++)
+    if (strcmp(p->funcs[i].name, name) == 0) return i;
+  return UINT32_MAX;
+}
+
+uint32_t orion_input_count(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->ninputs; }
+uint32_t orion_output_count(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->noutputs; }
+uint32_t orion_weight_count(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->nweights; }
+
+const OrionTensorInfo *orion_input(const OrionProgram *p, uint32_t fn, uint32_t i) {
+  const LoadedFunc *lf = func_at(p, fn);
+  return i < lf->ninputs ? &lf->inputs[i] : NULL;
+}
+
+const OrionTensorInfo *orion_output(const OrionProgram *p, uint32_t fn, uint32_t i) {
+  const LoadedFunc *lf = func_at(p, fn);
+  return i < lf->noutputs ? &lf->outputs[i] : NULL;
+}
+
+const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i) {
+  const LoadedFunc *lf = func_at(p, fn);
+  return i < lf->nweights ? &lf->weights[i] : NULL;
+}
