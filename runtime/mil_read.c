@@ -826,29 +826,13 @@ static MilProgram *read_registered(uint32_t file, Diag *d) {
 }
 
 MilProgram *mil_read_string(const char *name, const char *text, size_t len, Diag *d) {
-  if (len > MAX_SOURCE_BYTES) {
-    diag_error(d, (SrcSpan){0}, "'%s' is too large (limit is %u bytes)", name, MAX_SOURCE_BYTES);
-    return NULL;
-  }
-  uint32_t file = srcset_add(d->sources, name, text, len);
-  return read_registered(file, d);
+  uint32_t file = srcset_load_string(name, text, len, d);
+  return file ? read_registered(file, d) : NULL;
 }
 
 MilProgram *mil_read_file(const char *path, Diag *d) {
-  char *text;
-  size_t len;
-  const char *err;
-  bool is_stdin = strcmp(path, "-") == 0;
-  if (!read_file(is_stdin ? "/dev/stdin" : path, MAX_SOURCE_BYTES, &text, &len, &err)) {
-    if (strcmp(err, "file too large") == 0)
-      diag_error(d, (SrcSpan){0}, "'%s' is too large (limit is %u bytes)", path, MAX_SOURCE_BYTES);
-    else
-      diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", path, err);
-    return NULL;
-  }
-  uint32_t file = srcset_add(d->sources, is_stdin ? "<stdin>" : path, text, len);
-  free(text);
-  return read_registered(file, d);
+  uint32_t file = srcset_load(path, d);
+  return file ? read_registered(file, d) : NULL;
 }
 
 void mil_program_free(MilProgram *p) {

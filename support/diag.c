@@ -78,6 +78,31 @@ void srcset_linecol(SourceSet *ss, uint32_t file, uint32_t off, uint32_t *line, 
   *col = off - f->line_starts[lo] + 1;
 }
 
+uint32_t srcset_load_string(const char *name, const char *text, size_t len, Diag *d) {
+  if (len > MAX_SOURCE_BYTES) {
+    diag_error(d, (SrcSpan){0}, "'%s' is too large (limit is %u bytes)", name, MAX_SOURCE_BYTES);
+    return 0;
+  }
+  return srcset_add(d->sources, name, text, len);
+}
+
+uint32_t srcset_load(const char *path, Diag *d) {
+  char *text;
+  size_t len;
+  const char *err;
+  bool is_stdin = strcmp(path, "-") == 0;
+  if (!read_file(is_stdin ? "/dev/stdin" : path, MAX_SOURCE_BYTES, &text, &len, &err)) {
+    if (strcmp(err, "file too large") == 0)
+      diag_error(d, (SrcSpan){0}, "'%s' is too large (limit is %u bytes)", path, MAX_SOURCE_BYTES);
+    else
+      diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", path, err);
+    return 0;
+  }
+  uint32_t file = srcset_add(d->sources, is_stdin ? "<stdin>" : path, text, len);
+  free(text);
+  return file;
+}
+
 void diag_init(Diag *d, SourceSet *sources) {
   memset(d, 0, sizeof *d);
   d->sources = sources;

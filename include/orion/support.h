@@ -103,6 +103,13 @@ void srcset_free(SourceSet *ss);
 /* Adds a source held in memory (copied); returns its file id. */
 uint32_t srcset_add(SourceSet *ss, const char *name, const char *text, size_t len);
 const SourceFile *srcset_get(const SourceSet *ss, uint32_t id);
+/* Registers a source file for a reader: "-" reads standard input (named
+ * "<stdin>"), the size limit is MAX_SOURCE_BYTES. Returns the file id, or 0
+ * after reporting through d ("cannot read ...", "... is too large ..."). */
+struct Diag;
+uint32_t srcset_load(const char *path, struct Diag *d);
+/* The same for text in memory (copied); 0 after reporting a size over the limit. */
+uint32_t srcset_load_string(const char *name, const char *text, size_t len, struct Diag *d);
 /* 1-based line and column (column counts bytes) of an offset. */
 void srcset_linecol(SourceSet *ss, uint32_t file, uint32_t off, uint32_t *line, uint32_t *col);
 
