@@ -110,6 +110,7 @@ char *arena_printf(Arena *a, const char *fmt, ...) {
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
+  if (n < 0) ice("bad format '%s'", fmt);
   char *p = arena_alloc(a, (size_t)n + 1);
   vsnprintf(p, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
