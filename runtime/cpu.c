@@ -209,13 +209,13 @@ static void weight_val(const OrionWeight *w, const MilType *t, Val *v) {
     case MIL_DT_FP16: {
       uint16_t h;
       memcpy(&h, p + 2 * i, 2);
-      v->d[i] = fp16_to_float(h);
+      v->d[i] = (double)fp16_to_float(h);
       break;
     }
     case MIL_DT_FP32: {
       float f;
       memcpy(&f, p + 4 * i, 4);
-      v->d[i] = f;
+      v->d[i] = (double)f;
       break;
     }
     case MIL_DT_INT32: {
@@ -233,7 +233,7 @@ static void weight_val(const OrionWeight *w, const MilType *t, Val *v) {
 /* Rounds a freshly computed result to what its dtype holds under the mode. */
 static void round_result(const CpuProgram *c, Val *v) {
   if (v->dt == MIL_DT_FP16 && c->mode == CPU_NUMERICS_ANE) {
-    for (int64_t i = 0; i < v->n; i++) v->d[i] = fp16_to_float(fp16_from_float((float)v->d[i]));
+    for (int64_t i = 0; i < v->n; i++) v->d[i] = (double)fp16_to_float(fp16_from_float((float)v->d[i]));
   } else if (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_FP32) {
     for (int64_t i = 0; i < v->n; i++) v->d[i] = (double)(float)v->d[i];
   } else if (v->dt == MIL_DT_BOOL) {
@@ -460,8 +460,8 @@ static bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
       break;
     case MIL_DT_BOOL: out->d[i] = v != 0; break;
     /* Converting is what the op is for: fp16 rounds in every mode. */
-    case MIL_DT_FP16: out->d[i] = fp16_to_float(fp16_from_double(v)); break;
-    default: out->d[i] = (float)v; break;
+    case MIL_DT_FP16: out->d[i] = (double)fp16_to_float(fp16_from_double(v)); break;
+    default: out->d[i] = (double)(float)v; break;
     }
   }
   return true;
@@ -1125,8 +1125,8 @@ static bool input_val(const CpuProgram *c, uint32_t i, const CpuTensor *t, Val *
   val_alloc(v, ty);
   for (int64_t k = 0; k < v->n; k++) {
     switch (t->dtype) {
-    case MIL_DT_FP16: v->d[k] = fp16_to_float(((const uint16_t *)t->data)[k]); break;
-    case MIL_DT_FP32: v->d[k] = ((const float *)t->data)[k]; break;
+    case MIL_DT_FP16: v->d[k] = (double)fp16_to_float(((const uint16_t *)t->data)[k]); break;
+    case MIL_DT_FP32: v->d[k] = (double)((const float *)t->data)[k]; break;
     case MIL_DT_INT32: v->d[k] = ((const int32_t *)t->data)[k]; break;
     default: v->d[k] = ((const bool *)t->data)[k] ? 1 : 0; break;
     }

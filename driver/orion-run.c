@@ -1,0 +1,297 @@
+/*
+ * orion-run: runs a compiled program (a .anepkg, or a directory holding a
+ * model.mil) on the CPU reference backend: inputs from .npy files, outputs
+ * written as NAME.npy. Parses options and calls the runtime library.
+ *
+ * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "orion/cpu.h"
+#include "orion/npy.h"
+#include "orion/runtime.h"
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+#define MAX_BINDINGS 64
+
+typedef struct Options {
+  const char *program;
+  const char *function;
+  const char *output_dir;
+  const char *input_names[MAX_BINDINGS];
+  const char *input_files[MAX_BINDINGS];
+  uint32_t ninputs;
+  CpuNumerics numerics;
+  uint32_t repeat;
+  bool verify;
+  bool verbose;
+} Options;
+
+static void usage(FILE *out) {
+  fputs("usage: orion-run [options] PROGRAM --input NAME=FILE.npy ...\n"
+        "\n"
+        "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
+        "model.mil and its weights) on the CPU reference backend.\n"
+        "\n"
+        "options:\n"
+        "  --input NAME=FILE.npy  an input, by its .oir name (repeat for each input);\n"
+        "                         fp32 data is accepted for fp16 inputs and converted\n"
+        "  --output-dir DIR       where outputs are written as NAME.npy (default .)\n"
+        "  --function NAME        the function to run (default: the first)\n"
+        "  --numerics=MODE        ane (default: fp16 storage, each op's result rounded\n"
+        "                         to fp16, overflow to inf) or fp32\n"
+        "  --backend=B            cpu (default) or ane (macOS only)\n"
+        "  --repeat N             run N times and print the time per run\n"
+        "  --no-verify            do not verify the package's checksums\n"
+        "  -v                     print progress\n"
+        "  -h, --help             show this help\n"
+        "  --version              show the version\n"
+        "\n"
+        "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error\n",
+        out);
+}
+
+static int usage_error(const char *fmt, ...) ORION_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("orion-run: error: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\nTry 'orion-run --help' for more information.\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* Returns -1 to continue, or an exit code. */
+static int parse_options(int argc, char **argv, Options *o) {
+  *o = (Options){.output_dir = ".", .numerics = CPU_NUMERICS_ANE, .repeat = 1, .verify = true};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return EXIT_OK;
+    } else if (!strcmp(a, "--version")) {
+      printf("orion-run %s\n", ORION_VERSION);
+      return EXIT_OK;
+    } else if (!strcmp(a, "--input") || !strncmp(a, "--input=", 8)) {
+      const char *v = a[7] == '=' ? a + 8 : (++i < argc ? argv[i] : NULL);
+      if (!v) return usage_error("%s needs NAME=FILE.npy", a);
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v || !eq[1]) return usage_error("'%s' is not NAME=FILE.npy", v);
+      if (o->ninputs >= MAX_BINDINGS) return usage_error("too many inputs (limit is %d)", MAX_BINDINGS);
+      char *name = xstrdup(v);
+      name[eq - v] = 0;
+      o->input_names[o->ninputs] = name;
+      o->input_files[o->ninputs++] = eq + 1;
+    } else if (!strcmp(a, "--output-dir") || !strcmp(a, "--function")) {
+      if (++i >= argc) return usage_error("%s needs a value", a);
+      if (a[2] == 'o') o->output_dir = argv[i];
+      else o->function = argv[i];
+    } else if (!strncmp(a, "--numerics=", 11)) {
+      if (!strcmp(a + 11, "ane")) o->numerics = CPU_NUMERICS_ANE;
+      else if (!strcmp(a + 11, "fp32")) o->numerics = CPU_NUMERICS_FP32;
+      else return usage_error("unknown numerics '%s' (expected ane or fp32)", a + 11);
+    } else if (!strncmp(a, "--backend=", 10)) {
+      if (!strcmp(a + 10, "ane")) {
+        fputs("orion-run: error: the ane backend is only available on macOS (Apple's Neural Engine); "
+              "use --backend=cpu here\n", stderr);
+        return EXIT_USAGE;
+      }
+      if (strcmp(a + 10, "cpu")) return usage_error("unknown backend '%s' (expected cpu or ane)", a + 10);
+    } else if (!strcmp(a, "--repeat")) {
+      char *end;
+      long n = ++i < argc ? strtol(argv[i], &end, 10) : 0;
+      if (i >= argc || *end || n < 1 || n > 1000000) return usage_error("%s needs a count from 1 to 1000000", a);
+      o->repeat = (uint32_t)n;
+    } else if (!strcmp(a, "--no-verify")) {
+      o->verify = false;
+    } else if (!strcmp(a, "-v")) {
+      o->verbose = true;
+    } else if (a[0] == '-') {
+      return usage_error("unknown option '%s'", a);
+    } else if (o->program) {
+      return usage_error("more than one program ('%s')", a);
+    } else {
+      o->program = a;
+    }
+  }
+  if (!o->program) return usage_error("%s", "no program");
+  return -1;
+}
+
+static IrDType ir_dtype_of(MilDType t) { return ir_dtype_from_name(mil_dtype_name(t)); }
+
+static void put_shape(StrBuf *sb, IrDType dt, uint32_t rank, const int64_t *dims) {
+  sb_printf(sb, "%s[", ir_dtype_name(dt));
+  for (uint32_t i = 0; i < rank; i++) sb_printf(sb, "%s%lld", i ? "," : "", (long long)dims[i]);
+  sb_putc(sb, ']');
+}
+
+/* Loads input `info` from its .npy, converting fp32 data for fp16 inputs. */
+static bool load_input(const OrionTensorInfo *info, const char *file, CpuTensor *t, Diag *d) {
+  NpyArray a;
+  if (!npy_read(file, &a, d)) return false;
+  IrDType want = ir_dtype_of(info->dtype);
+  bool shape_ok = a.rank == info->rank;
+  for (uint32_t i = 0; shape_ok && i < a.rank; i++) shape_ok = a.dims[i] == info->dims[i];
+  if (!shape_ok) {
+    StrBuf got, exp;
+    sb_init(&got);
+    sb_init(&exp);
+    put_shape(&got, a.dtype, a.rank, a.dims);
+    put_shape(&exp, want, info->rank, info->dims);
+    diag_error(d, (SrcSpan){0}, "input '%s' ('%s') is %s, but the program takes %s", info->name, file, got.data,
+               exp.data);
+    sb_free(&got);
+    sb_free(&exp);
+    npy_free(&a);
+    return false;
+  }
+  if (a.dtype != want) {
+    if (!(a.dtype == DT_FP32 && want == DT_FP16)) {
+      diag_error(d, (SrcSpan){0}, "input '%s' ('%s') holds %s data, but the program takes %s", info->name, file,
+                 ir_dtype_name(a.dtype), ir_dtype_name(want));
+      npy_free(&a);
+      return false;
+    }
+    NpyArray c;
+    bool ok = npy_convert(&a, want, &c, d);
+    npy_free(&a);
+    if (!ok) return false;
+    a = c;
+  }
+  *t = (CpuTensor){.dtype = info->dtype, .rank = a.rank, .data = a.data};
+  memcpy(t->dims, a.dims, sizeof(int64_t) * a.rank);
+  return true;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv) {
+  Options o;
+  int rc = parse_options(argc, argv, &o);
+  if (rc >= 0) return rc;
+
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  diag_init(&d, &sources);
+  d.program = "orion-run";
+  rc = EXIT_INPUT;
+  OrionProgram *p = NULL;
+  CpuProgram *cpu = NULL;
+  CpuTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
+  uint32_t nin = 0, nout = 0;
+
+  OrionOpenOptions oo = {.verify_checksums = o.verify};
+  if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);
+  p = orion_open(o.program, &oo, &d);
+  if (!p) goto done;
+  uint32_t fn = 0;
+  if (o.function) {
+    fn = orion_function_find(p, o.function);
+    if (fn == UINT32_MAX) {
+      StrBuf names;
+      sb_init(&names);
+      for (uint32_t i = 0; i < orion_function_count(p); i++)
+        sb_printf(&names, "%s'%s'", i ? ", " : "", orion_function_name(p, i));
+      diag_error(&d, (SrcSpan){0}, "'%s' has no function '%s' (it has %s)", o.program, o.function, names.data);
+      sb_free(&names);
+      goto done;
+    }
+  }
+  nin = orion_input_count(p, fn);
+  nout = orion_output_count(p, fn);
+  if (nin > MAX_BINDINGS || nout > MAX_BINDINGS) {
+    diag_error(&d, (SrcSpan){0}, "the program has more than %d inputs or outputs", MAX_BINDINGS);
+    goto done;
+  }
+  /* Every input given once, no input the program lacks. */
+  bool ok = true;
+  for (uint32_t k = 0; k < o.ninputs; k++) {
+    bool known = false;
+    for (uint32_t i = 0; i < nin; i++) known |= !strcmp(orion_input(p, fn, i)->name, o.input_names[k]);
+    if (!known) {
+      diag_error(&d, (SrcSpan){0}, "the program has no input '%s'", o.input_names[k]);
+      ok = false;
+    }
+    for (uint32_t j = 0; j < k; j++)
+      if (!strcmp(o.input_names[j], o.input_names[k])) {
+        diag_error(&d, (SrcSpan){0}, "input '%s' is given twice", o.input_names[k]);
+        ok = false;
+      }
+  }
+  for (uint32_t i = 0; i < nin; i++) {
+    const OrionTensorInfo *info = orion_input(p, fn, i);
+    const char *file = NULL;
+    for (uint32_t k = 0; k < o.ninputs; k++)
+      if (!strcmp(o.input_names[k], info->name)) file = o.input_files[k];
+    if (!file) {
+      StrBuf shape;
+      sb_init(&shape);
+      put_shape(&shape, ir_dtype_of(info->dtype), info->rank, info->dims);
+      diag_error(&d, (SrcSpan){0}, "missing input '%s' (%s): give --input %s=FILE.npy", info->name, shape.data,
+                 info->name);
+      sb_free(&shape);
+      ok = false;
+      continue;
+    }
+    if (ok && !load_input(info, file, &inputs[i], &d)) ok = false;
+  }
+  if (!ok) goto done;
+
+  cpu = cpu_prepare(p, fn, o.numerics, &d);
+  if (!cpu) goto done;
+  double best = 0, total = 0;
+  for (uint32_t r = 0; r < o.repeat; r++) {
+    for (uint32_t i = 0; i < nout; i++) cpu_tensor_free(&outputs[i]);
+    double t0 = now_ms();
+    if (!cpu_run(cpu, inputs, outputs, &d)) goto done;
+    double ms = now_ms() - t0;
+    total += ms;
+    best = r == 0 || ms < best ? ms : best;
+  }
+  if (o.repeat > 1)
+    fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
+
+  struct stat st;
+  if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    diag_error(&d, (SrcSpan){0}, "the output directory '%s' does not exist", o.output_dir);
+    goto done;
+  }
+  for (uint32_t i = 0; i < nout; i++) {
+    const OrionTensorInfo *info = orion_output(p, fn, i);
+    NpyArray a = {.dtype = ir_dtype_of(outputs[i].dtype), .rank = outputs[i].rank, .data = outputs[i].data};
+    memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
+    uint64_t n = 1;
+    for (uint32_t k = 0; k < a.rank; k++) n *= (uint64_t)a.dims[k];
+    a.nbytes = (size_t)(n * ir_dtype_size(a.dtype));
+    StrBuf path;
+    sb_init(&path);
+    sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);
+    bool wrote = npy_write(path.data, &a, &d);
+    if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
+    sb_free(&path);
+    if (!wrote) goto done;
+  }
+  rc = EXIT_OK;
+done:
+  for (uint32_t i = 0; i < MAX_BINDINGS; i++) {
+    free(inputs[i].data);
+    cpu_tensor_free(&outputs[i]);
+  }
+  for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
+  cpu_free(cpu);
+  orion_close(p);
+  srcset_free(&sources);
+  return rc;
+}

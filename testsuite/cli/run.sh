@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# orion-run end to end: compile a program, run it on .npy inputs, and check
+# the output file byte for byte against values worked out by hand; plus the
+# input checks and usage errors.
+set -u
+orionc=$(realpath "$1")
+run=$(realpath "$2")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() { # check NAME STATUS CMD...   (output in $tmp/out)
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/out" 2>&1
+  local got=$?
+  if [ "$got" = "$want" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $name: exit $got, expected $want"; cat "$tmp/out"; fi
+}
+contains() {
+  if grep -qF -- "$2" "$tmp/out"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1: output lacks '$2'"; cat "$tmp/out"; fi
+}
+same_bytes() {
+  if cmp -s "$2" "$3"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1: $2 differs from $3"; od -An -tx1 "$2" | head; od -An -tx1 "$3" | head; fi
+}
+# A .npy v1 file: numpy's 128-byte header for a 1-D array of 4 elements, then the data.
+npy4() { # npy4 DESCR DATA_PRINTF_ESCAPES FILE
+  local dict="{'descr': '$1', 'fortran_order': False, 'shape': (4,), }"
+  local pad=$((128 - 10 - ${#dict} - 1))
+  { printf '\x93NUMPY\x01\x00\x76\x00'; printf '%s' "$dict"; printf "%${pad}s" ''; printf '\n'; printf "$2"; } >"$3"
+}
+
+# y = relu(x) * 2 + 1 on fp32: x = [-1, 0.5, 2, -3] gives [1, 2, 5, 1].
+printf 'func main(x: fp32[4]) {\n  const two: fp32[] = 2;\n  const one: fp32[] = 1;\n  r = relu(x);\n  m = mul(r, two);\n  y = add(m, one);\n  return y;\n}\n' >"$tmp/f.oir"
+check compile 0 "$orionc" --no-lint -o "$tmp/f.anepkg" "$tmp/f.oir"
+npy4 '<f4' '\x00\x00\x80\xbf\x00\x00\x00\x3f\x00\x00\x00\x40\x00\x00\x40\xc0' "$tmp/x.npy"
+npy4 '<f4' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\xa0\x40\x00\x00\x80\x3f' "$tmp/want_y.npy"
+mkdir "$tmp/out_dir"
+check run-fp32 0 "$run" --numerics=fp32 "$tmp/f.anepkg" --input x="$tmp/x.npy" --output-dir "$tmp/out_dir"
+same_bytes run-fp32 "$tmp/out_dir/y.npy" "$tmp/want_y.npy"
+check run-ane 0 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/out_dir" --repeat 3
+contains run-ane "orion-run: 3 runs"
+same_bytes run-ane "$tmp/out_dir/y.npy" "$tmp/want_y.npy"
+
+# fp16 program given fp32 data: converted on input; the output is fp16 [1, 2, 5, 1].
+sed 's/fp32/fp16/g' "$tmp/f.oir" >"$tmp/h.oir"
+check compile-fp16 0 "$orionc" --no-lint -o "$tmp/h.anepkg" "$tmp/h.oir"
+npy4 '<f2' '\x00\x3c\x00\x40\x00\x45\x00\x3c' "$tmp/want_h.npy"
+check run-convert 0 "$run" "$tmp/h.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/out_dir"
+same_bytes run-convert "$tmp/out_dir/y.npy" "$tmp/want_h.npy"
+
+# Input checks.
+check missing-input 1 "$run" "$tmp/f.anepkg" --output-dir "$tmp/out_dir"
+contains missing-input "orion-run: error: missing input 'x' (fp32[4]): give --input x=FILE.npy"
+check extra-input 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --input "q=$tmp/x.npy"
+contains extra-input "orion-run: error: the program has no input 'q'"
+npy4 '<i4' '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00' "$tmp/i.npy"
+check wrong-dtype 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/i.npy"
+contains wrong-dtype "orion-run: error: input 'x' ('$tmp/i.npy') holds int32 data, but the program takes fp32"
+printf 'func main(x: fp32[2,2]) {\n  y = relu(x);\n  return y;\n}\n' >"$tmp/g.oir"
+"$orionc" --no-lint -o "$tmp/g.anepkg" "$tmp/g.oir" 2>/dev/null
+check wrong-shape 1 "$run" "$tmp/g.anepkg" --input "x=$tmp/x.npy"
+contains wrong-shape "orion-run: error: input 'x' ('$tmp/x.npy') is fp32[4], but the program takes fp32[2,2]"
+check missing-file 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/none.npy"
+contains missing-file "orion-run: error: cannot read '$tmp/none.npy'"
+check no-output-dir 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/none"
+contains no-output-dir "orion-run: error: the output directory '$tmp/none' does not exist"
+
+# Usage.
+check help 0 "$run" --help
+contains help "usage: orion-run [options] PROGRAM --input NAME=FILE.npy ..."
+check ane-backend 2 "$run" --backend=ane "$tmp/f.anepkg"
+contains ane-backend "orion-run: error: the ane backend is only available on macOS"
+check no-program 2 "$run"
+check bad-input-option 2 "$run" "$tmp/f.anepkg" --input x
+contains bad-input-option "orion-run: error: 'x' is not NAME=FILE.npy"
+check bad-numerics 2 "$run" --numerics=int8 "$tmp/f.anepkg"
+check missing-program 1 "$run" "$tmp/none.anepkg" --input "x=$tmp/x.npy"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
