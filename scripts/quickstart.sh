@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds orion, and runs the main job on a shipped
-# example: compile the GPT-2-style model to a package, print its canonical IR
-# and a summary, and inspect the package (checksums verified).
+# example: compile the GPT-2-style model to a package (printing its canonical
+# IR and a summary), inspect the package (checksums verified), and run it on
+# the CPU reference backend with ANE numerics on an input of ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 example=${1:-examples/gpt2_block.oir}
-package="build/$(basename "${example%.oir}").anepkg"
+name=$(basename "${example%.oir}")
+package="build/$name.anepkg"
 ./build/driver/orionc --emit=oir "$example"
 ./build/driver/orionc --summary -o "$package" "$example"
 ./build/driver/orion-inspect --no-weights "$package"
+
+# An fp16 input of ones for the example's [1,64,768] input: numpy's .npy v1
+# header (128 bytes) and 49152 values of 0x3c00.
+if [ "$example" = examples/gpt2_block.oir ]; then
+  out="build/$name.out"
+  mkdir -p "$out"
+  dict="{'descr': '<f2', 'fortran_order': False, 'shape': (1, 64, 768), }"
+  { printf '\x93NUMPY\x01\x00\x76\x00%s' "$dict"; printf "%$((128 - 10 - ${#dict} - 1))s" ''; printf '\n'
+    python3 -c 'import sys; sys.stdout.buffer.write(b"\x00\x3c" * (64 * 768))'; } >"$out/x.npy"
+  ./build/driver/orion-run --repeat 3 "$package" --input "x=$out/x.npy" --output-dir "$out"
+  echo "wrote $out/hidden.npy"
+fi
