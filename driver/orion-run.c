@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "orion/constraints.h"
 #include "orion/cpu.h"
 #include "orion/npy.h"
 #include "orion/runtime.h"
@@ -30,6 +31,7 @@ typedef struct Options {
   uint32_t repeat;
   bool verify;
   bool verbose;
+  bool simulate; /* report what would fail on the ANE before running */
 } Options;
 
 static void usage(FILE *out) {
@@ -48,6 +50,9 @@ static void usage(FILE *out) {
         "  --backend=B            cpu (default) or ane (macOS only)\n"
         "  --repeat N             run N times and print the time per run\n"
         "  --no-verify            do not verify the package's checksums\n"
+        "  --no-ane-checks        run even if the program would fail on the ANE (by default\n"
+        "                         ops it rejects, unequal or too small I/O surfaces and\n"
+        "                         binding-order problems are errors naming the constraint)\n"
         "  -v                     print progress\n"
         "  -h, --help             show this help\n"
         "  --version              show the version\n"
@@ -69,7 +74,7 @@ static int usage_error(const char *fmt, ...) {
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
-  *o = (Options){.output_dir = ".", .numerics = CPU_NUMERICS_ANE, .repeat = 1, .verify = true};
+  *o = (Options){.output_dir = ".", .numerics = CPU_NUMERICS_ANE, .repeat = 1, .verify = true, .simulate = true};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -108,6 +113,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       long n = ++i < argc ? strtol(argv[i], &end, 10) : 0;
       if (i >= argc || *end || n < 1 || n > 1000000) return usage_error("%s needs a count from 1 to 1000000", a);
       o->repeat = (uint32_t)n;
+    } else if (!strcmp(a, "--no-ane-checks")) {
+      o->simulate = false;
     } else if (!strcmp(a, "--no-verify")) {
       o->verify = false;
     } else if (!strcmp(a, "-v")) {
@@ -167,6 +174,58 @@ static bool load_input(const OrionTensorInfo *info, const char *file, CpuTensor 
   }
   *t = (CpuTensor){.dtype = info->dtype, .rank = a.rank, .data = a.data};
   memcpy(t->dims, a.dims, sizeof(int64_t) * a.rank);
+  return true;
+}
+
+/* MIL ops the ANE compiler rejects or runs wrongly, by constraint. */
+static const struct {
+  const char *op, *rule, *why;
+} rejected_ops[] = {
+    {"concat", "ANE001", "the ANE compiler rejects concat"},
+    {"gelu", "ANE010", "the ANE compiler rejects gelu"},
+    {"scaled_dot_product_attention", "ANE006", "the ANE ignores the mask of its fused attention"},
+};
+
+/* The ANE's failure modes, checked before a run so that what runs here does
+ * not fail on the device for a known reason: rejected ops in the MIL, and for
+ * packages the surface and binding rules of the constraint table. */
+static bool check_ane(const char *path, OrionProgram *p, uint32_t fn, Diag *d) {
+  uint32_t before = d->nerrors;
+  const MilFunc *f = orion_function_mil(p, fn);
+  for (uint32_t s = 0; s < f->nstmts; s++)
+    for (size_t k = 0; k < sizeof rejected_ops / sizeof *rejected_ops; k++)
+      if (!strcmp(f->stmts[s].op, rejected_ops[k].op) &&
+          (k != 2 || mil_find_arg(&f->stmts[s], "attn_mask")))
+        diag_error(d, f->stmts[s].op_loc, "%s would fail on the ANE: %s [%s]", f->stmts[s].op, rejected_ops[k].why,
+                   rejected_ops[k].rule);
+  struct stat st;
+  StrBuf manifest;
+  sb_init(&manifest);
+  sb_printf(&manifest, "%s/%s", path, PACKAGE_MANIFEST);
+  bool is_package = stat(manifest.data, &st) == 0;
+  sb_free(&manifest);
+  if (is_package) {
+    ConstraintTable *t = constraints_builtin(d);
+    Package pkg;
+    if (t && package_read(path, &pkg, d)) {
+      LintReport r;
+      lint_report_init(&r, d->sources);
+      LintOptions lo = {0};
+      if (lint_package(t, &pkg, &lo, &r, d))
+        for (uint32_t i = 0; i < r.n; i++)
+          if (r.items[i].severity == DIAG_ERROR) {
+            if (r.items[i].span.file) diag_error(d, r.items[i].span, "%s [%s]", r.items[i].message, r.items[i].rule->id);
+            else diag_error(d, (SrcSpan){0}, "%s: %s [%s]", r.items[i].path ? r.items[i].path : path, r.items[i].message, r.items[i].rule->id);
+          }
+      lint_report_free(&r);
+      package_free(&pkg);
+    }
+    constraints_free(t);
+  }
+  if (d->nerrors > before) {
+    diag_note(d, (SrcSpan){0}, "--no-ane-checks runs it anyway on the CPU");
+    return false;
+  }
   return true;
 }
 
@@ -249,6 +308,7 @@ int main(int argc, char **argv) {
   }
   if (!ok) goto done;
 
+  if (o.simulate && !check_ane(o.program, p, fn, &d)) goto done;
   cpu = cpu_prepare(p, fn, o.numerics, &d);
   if (!cpu) goto done;
   double best = 0, total = 0;

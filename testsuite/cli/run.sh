@@ -65,6 +65,23 @@ contains missing-file "orion-run: error: cannot read '$tmp/none.npy'"
 check no-output-dir 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/none"
 contains no-output-dir "orion-run: error: the output directory '$tmp/none' does not exist"
 
+# ANE failure modes are errors before a run (naming the constraint), unless --no-ane-checks.
+printf 'func main(a: fp32[1,2,4], b: fp32[1,2,4]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >"$tmp/c.oir"
+check compile-allow 0 "$orionc" --allow=ANE001 -w -o "$tmp/c.anepkg" "$tmp/c.oir"
+dict="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 4), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%s' "$dict"; printf "%$((128 - 10 - ${#dict} - 1))s" ''; printf '\n'; head -c 32 /dev/zero; } >"$tmp/z.npy"
+check ane-reject 1 "$run" "$tmp/c.anepkg" --input "a=$tmp/z.npy" --input "b=$tmp/z.npy" --output-dir "$tmp/out_dir"
+contains ane-reject "error: concat would fail on the ANE: the ANE compiler rejects concat [ANE001]"
+contains ane-reject "orion-run: note: --no-ane-checks runs it anyway on the CPU"
+check ane-skip 0 "$run" --no-ane-checks "$tmp/c.anepkg" --input "a=$tmp/z.npy" --input "b=$tmp/z.npy" --output-dir "$tmp/out_dir"
+# Two outputs whose surfaces were made unequal in the manifest.
+printf 'func main(x: fp32[4]) {\n  a = relu(x);\n  b = exp(x);\n  return a, b;\n}\n' >"$tmp/two.oir"
+check compile-two 0 "$orionc" -w -o "$tmp/two.anepkg" "$tmp/two.oir"
+awk '/<key>SurfaceBytes<\/key>/ { n++ } { if (n == 4 && /<integer>49152<\/integer>/ && !done) { sub(/49152/, "65536"); done = 1 } print }' \
+  "$tmp/two.anepkg/Manifest.plist" >"$tmp/m.plist" && cp "$tmp/m.plist" "$tmp/two.anepkg/Manifest.plist"
+check ane-surfaces 1 "$run" "$tmp/two.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/out_dir"
+contains ane-surfaces "[ANE002]"
+
 # Usage.
 check help 0 "$run" --help
 contains help "usage: orion-run [options] PROGRAM --input NAME=FILE.npy ..."
