@@ -21,6 +21,14 @@
  * least as precise as fp32. A later increment replaces this with planned
  * fp32/fp16 buffers for speed.
  *
+ * Linear algebra. matmul, linear and the 1x1 / groups 1 / stride 1 /
+ * unpadded conv (what lower-linear produces) run on OpenBLAS's sgemm: the
+ * operands are converted to float (exactly, since every float value held is
+ * an fp32 or fp16 value), the products are accumulated in fp32, and the
+ * result is rounded to its dtype like every other op's. Float consts that are
+ * operands of these ops get a float copy once, at prepare time. Other convs
+ * and integer operands keep the plain loops.
+ *
  * Shapes. Result shapes are taken from the MIL's declared result types (the
  * program was verified when it was emitted); each kernel checks that its
  * operands agree with them and reports at the statement otherwise, so a
@@ -28,6 +36,7 @@
  */
 #include "orion/cpu.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -45,6 +54,7 @@ typedef struct Val {
   double *d;
   const char *str;
   bool owned; /* d belongs to this slot (results, inputs, converted literals) */
+  float *f;   /* prepared consts only: d as floats, owned with d (see fview) */
 } Val;
 
 typedef struct Ctx Ctx;
@@ -149,7 +159,10 @@ static void val_alloc(Val *v, const MilType *t) {
 }
 
 static void val_free(Val *v) {
-  if (v->owned) free(v->d);
+  if (v->owned) {
+    free(v->d);
+    free(v->f);
+  }
   memset(v, 0, sizeof *v);
 }
 
@@ -787,6 +800,48 @@ static bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
 
 /* ---- linear algebra ---- */
 
+static bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
+
+static float *falloc(int64_t n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+static void to_float(const double *src, float *dst, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
+}
+
+static void to_double(const float *src, double *dst, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = (double)src[i];
+}
+
+/* v's elements as floats: the prepared copy of a const, else converted into
+ * a new buffer *scratch (which the caller frees). */
+static const float *fview(const Val *v, float **scratch) {
+  if (v->f) return v->f;
+  *scratch = falloc(v->n);
+  to_float(v->d, *scratch, v->n);
+  return *scratch;
+}
+
+/* C[M, N] = A[M, K] * B[K, N] (+ bias[n] on every row when bias is set) in
+ * fp32, row-major; ta/tb mean the operand is stored transposed, with leading
+ * dimensions lda/ldb. The result goes to dst as doubles. */
+static void sgemm_to(const float *A, bool ta, int64_t lda, const float *B, bool tb, int64_t ldb, int64_t M,
+                     int64_t N, int64_t K, const double *bias, bool bias_per_row, float *C, double *dst) {
+  if (M == 0 || N == 0) return;
+  float beta = 0;
+  if (bias) {
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) C[m * N + n] = (float)bias[bias_per_row ? m : n];
+    beta = 1;
+  } else if (K == 0) {
+    memset(C, 0, (size_t)(M * N) * sizeof(float));
+  }
+  if (K > 0)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+                (blasint)N, (blasint)K, 1.0f, A, (blasint)(lda > 0 ? lda : 1), B, (blasint)(ldb > 0 ? ldb : 1), beta,
+                C, (blasint)N);
+  to_double(C, dst, M * N);
+}
+
 static bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   bool ok = true;
@@ -825,6 +880,21 @@ static bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   if (b->rank > 1) dims[rank++] = N;
   if (!expect_shape(x, out, dims, rank)) return false;
   int64_t nb = elements(bdims, rbat);
+  if (is_float(out->dt) && is_float(a->dt) && is_float(b->dt)) {
+    /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
+     * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
+    float *sa_f = NULL, *sb_f = NULL, *c_f = falloc(M * N);
+    const float *fa = fview(a, &sa_f), *fb = fview(b, &sb_f);
+    bool ta = tx, tb = ty;
+    int64_t lda = a->rank == 1 ? K : tx ? ak_st : am_st, ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
+    for (int64_t t = 0; t < nb; t++)
+      sgemm_to(fa + offset_at(t, bdims, rbat, sa), ta, lda, fb + offset_at(t, bdims, rbat, sb), tb, ldb, M, N, K,
+               NULL, false, c_f, out->d + t * M * N);
+    free(sa_f);
+    free(sb_f);
+    free(c_f);
+    return true;
+  }
   for (int64_t t = 0; t < nb; t++) {
     const double *pa = a->d + offset_at(t, bdims, rbat, sa), *pb = b->d + offset_at(t, bdims, rbat, sb);
     double *po = out->d + t * M * N;
@@ -852,6 +922,15 @@ static bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
   dims[a->rank - 1] = dout;
   if (!expect_shape(x, out, dims, a->rank)) return false;
   int64_t rows = din ? a->n / din : elements(a->dims, a->rank - 1);
+  if (is_float(out->dt) && is_float(a->dt) && is_float(w->dt)) {
+    float *sa_f = NULL, *sw_f = NULL, *c_f = falloc(rows * dout);
+    const float *fa = fview(a, &sa_f), *fw = fview(w, &sw_f);
+    sgemm_to(fa, false, din, fw, true, din, rows, dout, din, b ? b->d : NULL, false, c_f, out->d);
+    free(sa_f);
+    free(sw_f);
+    free(c_f);
+    return true;
+  }
   for (int64_t r = 0; r < rows; r++)
     for (int64_t o = 0; o < dout; o++) {
       double s = b ? b->d[o] : 0;
@@ -911,6 +990,19 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   if (S == 1) dims[2] = OD[1];
   if (!expect_shape(x, out, dims, a->rank)) return false;
   int64_t OG = O / groups;
+  if (groups == 1 && Kd[0] == 1 && Kd[1] == 1 && st2[0] == 1 && st2[1] == 1 && total[0] == 0 && total[1] == 0 &&
+      is_float(out->dt) && is_float(a->dt) && is_float(w->dt)) {
+    /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
+    int64_t P = D[0] * D[1];
+    float *sa_f = NULL, *sw_f = NULL, *c_f = falloc(O * P);
+    const float *fa = fview(a, &sa_f), *fw = fview(w, &sw_f);
+    for (int64_t nn = 0; nn < N; nn++)
+      sgemm_to(fw, false, C, fa + nn * C * P, false, P, O, P, C, b ? b->d : NULL, true, c_f, out->d + nn * O * P);
+    free(sa_f);
+    free(sw_f);
+    free(c_f);
+    return true;
+  }
   for (int64_t nn = 0; nn < N; nn++)
     for (int64_t o = 0; o < O; o++) {
       int64_t g = o / OG;
@@ -1062,6 +1154,20 @@ CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d)
     for (uint32_t k = 0; types_ok && k < s->nresults; k++)
       types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const);
     ok = ok && types_ok && (!is_const || prepare_const(c, i, d));
+  }
+  /* Float copies of the consts that feed sgemm (see fview). */
+  for (uint32_t i = 0; ok && i < f->nstmts; i++) {
+    const MilStmt *s = &f->stmts[i];
+    if (!c->ops[i] || (c->ops[i]->fn != k_matmul && c->ops[i]->fn != k_linear && c->ops[i]->fn != k_conv)) continue;
+    for (uint32_t k = 0; k < s->nargs; k++)
+      for (uint32_t j = 0; j < s->args[k].nitems; j++) {
+        const MilOperand *o = &s->args[k].items[j];
+        if (o->kind != MIL_OPERAND_NAME || o->def_stmt == MIL_DEF_PARAM || c->ops[o->def_stmt]) continue;
+        Val *v = &c->consts[c->base[o->def_stmt] + o->def_index];
+        if (!is_float(v->dt) || v->f || !v->d) continue;
+        v->f = falloc(v->n);
+        to_float(v->d, v->f, v->n);
+      }
   }
   c->nin = orion_input_count(p, fn);
   c->nout = orion_output_count(p, fn);

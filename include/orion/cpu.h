@@ -2,8 +2,9 @@
  * The CPU reference backend: an interpreter that executes one function of a
  * loaded MIL program (orion_open) on the CPU, statement by statement.
  *
- * This is the first increment: plain loops, every result allocated as its op
- * runs, no threads. It is meant to be correct first; speed comes later.
+ * This is the first increment: every result is allocated as its op runs;
+ * matmul, linear and 1x1 conv run on OpenBLAS sgemm (threaded by OpenBLAS,
+ * OPENBLAS_NUM_THREADS limits it), the other ops are plain loops.
  *
  * Preparing (cpu_prepare) checks the whole function once: every op must be
  * one the interpreter knows (otherwise `FILE:LINE:COL: error: op 'X' is not
@@ -13,7 +14,8 @@
  * and returns freshly allocated outputs in the order orion_output() lists.
  *
  * Numerics. Every op computes from its operands' values at least at fp32
- * precision (accumulations in double) and its result is then rounded:
+ * precision (sgemm accumulates in fp32, the loops in double) and its result
+ * is then rounded:
  *   CPU_NUMERICS_FP32: float results to fp32, whatever their declared float
  *     dtype (an fp16-declared tensor holds fp32 values; an explicit cast to
  *     fp16 still rounds, as converting is what the op is for);
