@@ -13,6 +13,8 @@ static const PassInfo builtin[] = {
      ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_decompose_attention},
     {"lower-rms-norm", "rms_norm -> mul, reduce_mean, add, rsqrt, mul (MIL has no RMS norm)", ANALYSIS_TYPES,
      ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_rms_norm},
+    {"lower-layer-norm", "layer_norm -> reduce_mean, sub, mul, rsqrt, mul, add (the ANE rejects wide layer_norm)",
+     ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_layer_norm},
     {"lower-neg", "neg(x) -> mul(x, -1) (MIL has no negation)", ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM,
      pass_lower_neg},
     {"lower-silu", "silu(x) -> x * sigmoid(x)", ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_silu},

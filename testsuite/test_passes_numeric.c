@@ -529,3 +529,18 @@ Test(passes_numeric, split_concat_product_of_two_concats) {
                        "  return s;\n}\n",
                        "(split-concat,identity-elim,dce)", 7, 1e-12);
 }
+
+/* layer_norm written out in element-wise ops, over the last axis, over
+ * channels, and over two axes listed out of order (gamma transposed). */
+Test(passes_numeric, lower_layer_norm) {
+  check_seeds("func main(x: fp32[2,3,8]) {\n  param g: fp32[8] = uniform(seed=1, low=0.5, high=1.5);\n"
+              "  param b: fp32[8] = uniform(seed=2, low=-1, high=1);\n  y = layer_norm(x, g, b);\n  return y;\n}\n",
+              "lower-layer-norm", 1e-9, NULL);
+  check_seeds("func main(x: fp32[1,8,1,4]) {\n  param g: fp32[8] = uniform(seed=3, low=0.5, high=1.5);\n"
+              "  y = layer_norm(x, g, axes=[1], epsilon=1e-3);\n  return y;\n}\n",
+              "lower-layer-norm", 1e-9, NULL);
+  check_seeds("func main(x: fp32[2,3,4]) {\n  param g: fp32[4,3] = uniform(seed=4, low=0.5, high=1.5);\n"
+              "  param b: fp32[4,3] = uniform(seed=5, low=-1, high=1);\n  y = layer_norm(x, g, b, axes=[2,1]);\n"
+              "  return y;\n}\n",
+              "lower-layer-norm", 1e-9, NULL);
+}

@@ -77,6 +77,7 @@ bool passes_legalize(IrModule *m, Diag *d);
 bool pass_inline(IrModule *m, PassCtx *ctx);
 bool pass_decompose_attention(IrModule *m, PassCtx *ctx);
 bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx);
+bool pass_lower_layer_norm(IrModule *m, PassCtx *ctx);
 bool pass_lower_neg(IrModule *m, PassCtx *ctx);
 bool pass_lower_silu(IrModule *m, PassCtx *ctx);
 bool pass_gelu_tanh(IrModule *m, PassCtx *ctx);
