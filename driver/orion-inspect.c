@@ -55,8 +55,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--no-weights")) {
       list_weights = false;
     } else if (argv[i][0] == '-') {
-      fprintf(stderr, "orion-inspect: error: unknown option '%s'\nTry 'orion-inspect --help' for more information.\n", argv[i]);
-      return 2;
+      return cli_usage_error("orion-inspect", "unknown option '%s'", argv[i]);
     } else if (path) {
       fprintf(stderr, "orion-inspect: error: more than one package ('%s')\n", argv[i]);
       return 2;
@@ -65,8 +64,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!path) {
-    fprintf(stderr, "orion-inspect: error: no package\nTry 'orion-inspect --help' for more information.\n");
-    return 2;
+    return cli_usage_error("orion-inspect", "no package");
   }
   Diag d;
   diag_init(&d, NULL);

@@ -68,16 +68,7 @@ static void usage(FILE *out) {
         out);
 }
 
-static int usage_error(const char *fmt, ...) ORION_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("orion-lint: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\nTry 'orion-lint --help' for more information.\n", stderr);
-  return EXIT_USAGE;
-}
+#define usage_error(...) cli_usage_error("orion-lint", __VA_ARGS__)
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {

@@ -95,16 +95,7 @@ static void usage(FILE *out) {
         out);
 }
 
-static int usage_error(const char *fmt, ...) ORION_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("orionc: error: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputs("\nTry 'orionc --help' for more information.\n", stderr);
-  return EXIT_USAGE;
-}
+#define usage_error(...) cli_usage_error("orionc", __VA_ARGS__)
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {

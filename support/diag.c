@@ -223,6 +223,16 @@ void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) {
   va_end(ap);
 }
 
+int cli_usage_error(const char *program, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: error: ", program);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry '%s --help' for more information.\n", program);
+  return 2;
+}
+
 void ice(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

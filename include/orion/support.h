@@ -146,6 +146,10 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
 bool diag_should_stop(const Diag *d);
 bool diag_has_errors(const Diag *d);
 
+/* Command-line misuse, for every driver: prints "PROGRAM: error: MESSAGE" and
+ * "Try 'PROGRAM --help' ..." to stderr and returns 2, the usage exit status. */
+int cli_usage_error(const char *program, const char *fmt, ...) ORION_PRINTF(2, 3);
+
 /* Internal compiler error: a bug in orion, not in the input. Aborts. */
 ORION_NORETURN void ice(const char *fmt, ...) ORION_PRINTF(1, 2);
 
