@@ -297,6 +297,14 @@ static const Val *req_arg(Ctx *x, const char *name, bool *ok) {
 }
 
 /* A numeric scalar argument (default dflt when absent). */
+/* Doubles from MIL constants or inputs may be huge or NaN; casting those to an integer is undefined,
+ * so they saturate (NaN to the most negative value), which every caller then rejects as out of range. */
+static int64_t to_index(double d) {
+  if (!(d >= -9.2e18)) return INT64_MIN;
+  if (d >= 9.2e18) return INT64_MAX;
+  return (int64_t)d;
+}
+
 static double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok) {
   const Val *v = opt_arg(x, name, ok);
   if (!v) return dflt;
@@ -326,7 +334,7 @@ static bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint3
     *ok = fail(x, "argument '%s' must be a list of at most %u integers", name, max);
     return false;
   }
-  for (int64_t i = 0; i < v->n; i++) buf[i] = (int64_t)v->d[i];
+  for (int64_t i = 0; i < v->n; i++) buf[i] = to_index(v->d[i]);
   *n = (uint32_t)v->n;
   return true;
 }
@@ -488,7 +496,7 @@ static bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
   const Val *a = req_arg(x, "x", &ok);
   double axis_d = scalar_arg(x, "axis", -1, &ok);
   uint32_t ax = 0;
-  if (!ok || !norm_axis(x, (int64_t)axis_d, a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
+  if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
   int64_t pre = elements(a->dims, ax), len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1);
   for (int64_t p = 0; p < pre; p++)
     for (int64_t q = 0; q < post; q++) {
@@ -695,7 +703,7 @@ static bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
   double axis_d = scalar_arg(x, "axis", 0, &ok);
   if (!find_arg(x->s, "axis")) return fail(x, "missing argument 'axis'");
   uint32_t ax = 0;
-  if (!ok || !norm_axis(x, (int64_t)axis_d, a->rank, &ax)) return false;
+  if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   int64_t sizes_buf[64];
   uint32_t ns;
   bool has_sizes = ints_arg(x, "split_sizes", sizes_buf, 64, &ns, &ok);
@@ -736,7 +744,7 @@ static bool k_concat(Ctx *x, int code, Val *out, uint32_t nout) {
   const Val **v = xcalloc(nv, sizeof *v);
   for (uint32_t j = 0; ok && j < nv; j++) ok = (v[j] = operand(x, &va->items[j])) != NULL;
   uint32_t ax = 0;
-  ok = ok && norm_axis(x, (int64_t)axis_d, v[0]->rank, &ax);
+  ok = ok && norm_axis(x, to_index(axis_d), v[0]->rank, &ax);
   int64_t dims[MIL_MAX_RANK];
   if (ok) {
     memcpy(dims, v[0]->dims, sizeof dims);
@@ -774,7 +782,7 @@ static bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
   double axis_d = scalar_arg(x, "axis", 0, &ok), bd = scalar_arg(x, "batch_dims", 0, &ok);
   uint32_t ax = 0;
-  if (!ok || !norm_axis(x, (int64_t)axis_d, a->rank, &ax)) return false;
+  if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   if (bd != 0) return fail(x, "batch_dims other than 0 are not supported yet");
   if (a->rank + ind->rank - 1 > MIL_MAX_RANK) return fail(x, "the result has too many dimensions");
   int64_t dims[MIL_MAX_RANK];
@@ -788,10 +796,10 @@ static bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   bool wrap = x->c->f->ios < 17;
   for (int64_t p = 0; p < pre; p++)
     for (int64_t j = 0; j < ind->n; j++) {
-      int64_t k = (int64_t)ind->d[j];
+      int64_t k = to_index(ind->d[j]);
       if (k < 0 && wrap) k += len;
       if (k < 0 || k >= len)
-        return fail(x, "index %lld is out of range for dimension %u of size %lld", (long long)ind->d[j], ax,
+        return fail(x, "index %g is out of range for dimension %u of size %lld", ind->d[j], ax,
                     (long long)len);
       memcpy(out->d + (p * ind->n + j) * post, a->d + (p * len + k) * post, (size_t)post * sizeof(double));
     }
@@ -955,7 +963,7 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   else if (ok && n) return fail(x, "strides needs %u entries", S);
   if (ints_arg(x, "dilations", tmp, 2, &n, &ok) && n == S) memcpy(dil, tmp, S * sizeof(int64_t));
   else if (ok && n) return fail(x, "dilations needs %u entries", S);
-  int64_t groups = (int64_t)scalar_arg(x, "groups", 1, &ok);
+  int64_t groups = to_index(scalar_arg(x, "groups", 1, &ok));
   const char *pt = string_arg(x, "pad_type", "valid", &ok);
   bool has_pad = ints_arg(x, "pad", tmp, 4, &n, &ok);
   if (!ok) return false;
@@ -1250,7 +1258,7 @@ static void output_tensor(const Val *v, CpuTensor *t) {
     switch (v->dt) {
     case MIL_DT_FP16: ((uint16_t *)t->data)[k] = fp16_from_double(v->d[k]); break;
     case MIL_DT_FP32: ((float *)t->data)[k] = (float)v->d[k]; break;
-    case MIL_DT_INT32: ((int32_t *)t->data)[k] = (int32_t)v->d[k]; break;
+    case MIL_DT_INT32: ((int32_t *)t->data)[k] = (int32_t)fmax(fmin(to_index(v->d[k]), 2147483647.0), -2147483648.0); break;
     default: ((bool *)t->data)[k] = v->d[k] != 0; break;
     }
   }

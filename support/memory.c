@@ -162,7 +162,7 @@ void sb_put_double(StrBuf *sb, double v) {
   if (v == 1.0 / 0.0) { sb_puts(sb, "inf"); return; }
   if (v == -1.0 / 0.0) { sb_puts(sb, "-inf"); return; }
   char buf[40];
-  if (v == (double)(long long)v && v > -1e15 && v < 1e15) { /* integral: no exponent */
+  if (v > -1e15 && v < 1e15 && v == (double)(long long)v) { /* integral: no exponent */
     snprintf(buf, sizeof buf, "%.1f", v);
     sb_puts(sb, buf);
     return;
