@@ -154,10 +154,14 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
   if (nbytes == 0) ice("empty blob added to a weight file");
   if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
 
-  uint64_t h = blob_hash((uint32_t)dtype, bytes, nbytes);
-  table_reserve(w);
-  size_t slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
-  if (w->offsets[slot]) return w->offsets[slot];
+  uint64_t h = 0;
+  size_t slot = 0;
+  if (!w->keep_duplicates) {
+    h = blob_hash((uint32_t)dtype, bytes, nbytes);
+    table_reserve(w);
+    slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
+    if (w->offsets[slot]) return w->offsets[slot];
+  }
 
   uint64_t meta = align64(w->len);
   if (w->count == UINT32_MAX || nbytes > SIZE_MAX - BLOB_METADATA_SIZE - meta)
@@ -175,9 +179,11 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
   w->len = end;
   put_u32(w->data, ++w->count);
 
-  w->hashes[slot] = h;
-  w->offsets[slot] = meta;
-  w->table_used++;
+  if (!w->keep_duplicates) {
+    w->hashes[slot] = h;
+    w->offsets[slot] = meta;
+    w->table_used++;
+  }
   return meta;
 }
 

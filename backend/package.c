@@ -73,6 +73,7 @@ static void emitted_free(Emitted *e) {
 static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d) {
   memset(e, 0, sizeof *e);
   blob_writer_init(&e->blobs);
+  e->blobs.keep_duplicates = opt->keep_duplicate_weights;
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
   LoadCtx ctx = {&opt->weights, d, 0};

@@ -34,6 +34,7 @@ typedef struct Options {
   bool time_phases;
   bool verbose;
   bool clamp_fp16;
+  bool no_dedup;
   MilTarget target;
   uint32_t error_limit;
   PassManagerOptions pm;
@@ -81,6 +82,8 @@ static void usage(FILE *out) {
         "  --no-weight-check    do not open the safetensors/npy files that params name\n"
         "                       (only with --emit=oir or --emit=none)\n"
         "  --clamp-fp16         clamp weights beyond fp16's range (warning) instead of failing\n"
+        "  --no-dedup           store every weight separately, even identical ones, so each\n"
+        "                       can be patched on its own (orion-run patch, training)\n"
         "  --time               print the time of each phase\n"
         "  -v                   print progress\n"
         "  -Werror              treat warnings as errors\n"
@@ -169,6 +172,8 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->summary = true;
     } else if (!strcmp(a, "--no-weight-check")) {
       o->check_weights = false;
+    } else if (!strcmp(a, "--no-dedup")) {
+      o->no_dedup = true;
     } else if (!strcmp(a, "--clamp-fp16")) {
       o->clamp_fp16 = true;
     } else if (!strcmp(a, "--time")) {
@@ -424,7 +429,7 @@ int main(int argc, char **argv) {
     phase(&clock, "constraints");
     PackageStats stats = {0};
     PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
-                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats,
+                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats, .keep_duplicate_weights = o.no_dedup,
                          .lint_checked = !o.no_lint, .lint_errors = lint_errors, .lint_warnings = lint_warnings};
     const SourceFile *src = srcset_get(&sources, 1);
     po.source_text = src ? src->text : "";

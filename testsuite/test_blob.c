@@ -141,6 +141,20 @@ Test(blob_writer, identical_blobs_are_stored_once) {
   blob_writer_free(&w);
 }
 
+Test(blob_writer, keep_duplicates_stores_every_blob) {
+  const uint8_t a[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  BlobWriter w;
+  blob_writer_init(&w);
+  w.keep_duplicates = true;
+  cr_assert_eq(blob_writer_add(&w, BLOB_INT8, a, sizeof a), 64);
+  cr_assert_eq(blob_writer_add(&w, BLOB_INT8, a, sizeof a), 192);
+  cr_assert_eq(blob_writer_add(&w, BLOB_INT8, a, sizeof a), 320);
+  cr_assert_eq(w.count, 3);
+  cr_assert_eq(w.len, 320 + 64 + 10);
+  cr_assert_eq(memcmp(w.data + 192 + 64, a, sizeof a), 0);
+  blob_writer_free(&w);
+}
+
 Test(blob_writer, same_bytes_with_another_dtype_or_length_are_kept_apart) {
   const uint8_t bytes[8] = {0, 0x3C, 0, 0x3C, 0, 0x3C, 0, 0x3C};
   BlobWriter w;

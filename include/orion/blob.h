@@ -33,6 +33,9 @@ typedef struct BlobWriter {
   uint8_t *data;
   size_t len, cap;
   uint32_t count;
+  /* Store every blob, even one equal to an earlier blob (so that each can be
+   * patched on its own later); false by default: identical blobs stored once. */
+  bool keep_duplicates;
   /* dedup index: hash -> offsets (open addressing) */
   uint64_t *hashes;
   uint64_t *offsets;

@@ -40,6 +40,7 @@ typedef struct PackageOptions {
   bool lint_checked;        /* the constraint checker ran on the program */
   uint32_t lint_errors, lint_warnings; /* its findings (errors only when allowed) */
   PackageStats *stats;      /* optional */
+  bool keep_duplicate_weights; /* one blob per weight even when equal (patchable one by one) */
 } PackageOptions;
 
 /* Emits every live function of a legalized module and writes the package to
