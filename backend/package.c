@@ -247,6 +247,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
       add_string(wd, "XXH64", xx);
     }
   }
+  add_key(root, "CompileArguments");
+  xmlNodePtr args = xmlNewChild(root, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < opt->ncompile_args; i++) xmlNewTextChild(args, NULL, XS("string"), XS(opt->compile_args[i]));
   add_key(root, "Lint");
   xmlNodePtr lint = xmlNewChild(root, NULL, XS("dict"), NULL);
   add_bool(lint, "Checked", opt->lint_checked);
@@ -265,15 +268,6 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
 }
 
 /* ---- files ---- */
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 static bool sync_dir(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY);

@@ -264,6 +264,19 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
       read_groups(&r, c, f);
     }
+    /* Optional: packages from before it was recorded lack it. */
+    xmlNodePtr args = dict_get(dict, "CompileArguments");
+    if (args && !is_elem(args, "array")) fail(&r, "manifest: 'CompileArguments' must be an <array>");
+    for (xmlNodePtr c = args ? next_elem(args->children) : NULL; c && r.ok; c = next_elem(c->next)) {
+      if (!is_elem(c, "string") || pkg->ncompile_args >= 1024) {
+        fail(&r, "manifest: 'CompileArguments' holds up to 1024 <string> entries");
+        break;
+      }
+      xmlChar *s = xmlNodeGetContent(c);
+      pkg->compile_args = xrealloc(pkg->compile_args, (pkg->ncompile_args + 1) * sizeof *pkg->compile_args);
+      pkg->compile_args[pkg->ncompile_args++] = xstrdup(s ? (const char *)s : "");
+      xmlFree(s);
+    }
     xmlNodePtr lint = need(&r, dict, "Lint", "dict", "the manifest");
     if (lint) {
       xmlNodePtr checked = dict_get(lint, "Checked");
@@ -399,5 +412,7 @@ void package_free(Package *pkg) {
   free(pkg->target);
   free(pkg->program_version);
   free(pkg->source_name);
+  for (uint32_t i = 0; i < pkg->ncompile_args; i++) free(pkg->compile_args[i]);
+  free(pkg->compile_args);
   memset(pkg, 0, sizeof *pkg);
 }

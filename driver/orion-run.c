@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "orion-run.h"
 #include "orion/constraints.h"
 #include "orion/cpu.h"
 #include "orion/npy.h"
@@ -36,6 +37,7 @@ typedef struct Options {
 
 static void usage(FILE *out) {
   fputs("usage: orion-run [options] PROGRAM --input NAME=FILE.npy ...\n"
+        "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n"
         "\n"
         "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
         "model.mil and its weights) on the CPU reference backend.\n"
@@ -227,6 +229,7 @@ static double now_ms(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) return rc;

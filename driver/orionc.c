@@ -4,6 +4,7 @@
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "orion/package.h"
 #include "orion/pass_plugin.h"
 #include "orion/passes.h"
+#include "orion/patch.h"
 #include "orion/weights.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -35,6 +37,12 @@ typedef struct Options {
   bool verbose;
   bool clamp_fp16;
   bool no_dedup;
+  const char *override_files[64], *override_names[64]; /* --weights-override, --weight-override */
+  uint32_t noverrides;
+  /* The options that shape the package, recorded in its manifest so that
+   * `orion-run patch --verify` can compile the same program again. */
+  const char *compile_args[128];
+  uint32_t ncompile_args;
   MilTarget target;
   uint32_t error_limit;
   PassManagerOptions pm;
@@ -82,6 +90,11 @@ static void usage(FILE *out) {
         "  --no-weight-check    do not open the safetensors/npy files that params name\n"
         "                       (only with --emit=oir or --emit=none)\n"
         "  --clamp-fp16         clamp weights beyond fp16's range (warning) instead of failing\n"
+        "  --weights-override=FILE.safetensors\n"
+        "                       take the weights named by the file's keys (inlined names,\n"
+        "                       as in the manifest) from it instead of their sources\n"
+        "  --weight-override=NAME=FILE.npy\n"
+        "                       the same for one weight from a .npy file\n"
         "  --no-dedup           store every weight separately, even identical ones, so each\n"
         "                       can be patched on its own (orion-run patch, training)\n"
         "  --time               print the time of each phase\n"
@@ -99,6 +112,21 @@ static void usage(FILE *out) {
 }
 
 #define usage_error(...) cli_usage_error("orionc", __VA_ARGS__)
+
+/* Options naming files are recorded with absolute paths. */
+static void record_arg(Options *o, const char *a, const char *path) {
+  if (o->ncompile_args >= sizeof o->compile_args / sizeof *o->compile_args) return;
+  char *abs = path ? realpath(path, NULL) : NULL;
+  if (!abs) {
+    o->compile_args[o->ncompile_args++] = xstrdup(a);
+    return;
+  }
+  size_t n = (size_t)(path - a) + strlen(abs) + 1;
+  char *s = xmalloc(n);
+  snprintf(s, n, "%.*s%s", (int)(path - a), a, abs);
+  free(abs);
+  o->compile_args[o->ncompile_args++] = s;
+}
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
@@ -135,15 +163,18 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (!strncmp(a, "--target=", 9)) {
       if (!mil_target_from_name(a + 9, &o->target))
         return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "-o")) {
       if (++i >= argc) return usage_error("%s needs a path", a);
       o->output = argv[i];
     } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
       o->pm.pipeline = a + 1;
+      record_arg(o, a, NULL);
     } else if (!strncmp(a, "-O", 2)) {
       return usage_error("unknown optimization level '%s' (expected -O0 or -O1)", a);
     } else if (!strncmp(a, "--passes=", 9)) {
       o->pm.passes = a + 9;
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--list-passes")) {
       o->list_passes = true;
     } else if (!strncmp(a, "--print-after=", 14)) {
@@ -156,14 +187,18 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->pm.time_passes = true;
     } else if (!strcmp(a, "--fp16-range-guard")) {
       o->pm.pass_options.fp16_range_guard = true;
+      record_arg(o, a, NULL);
     } else if (!strncmp(a, "--load-pass=", 12)) {
       if (o->nplugins >= 16) return usage_error("%s", "too many --load-pass options (limit is 16)");
       o->plugins[o->nplugins++] = a + 12;
+      record_arg(o, a, a + 12);
     } else if (!strncmp(a, "--allow=", 8)) {
       if (o->nallow >= 32) return usage_error("%s", "too many --allow options (limit is 32)");
       o->allow[o->nallow++] = a + 8;
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--no-lint")) {
       o->no_lint = true;
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--inline")) {
       o->inline_calls = true;
     } else if (!strcmp(a, "--legalize")) {
@@ -174,8 +209,19 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->check_weights = false;
     } else if (!strcmp(a, "--no-dedup")) {
       o->no_dedup = true;
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--clamp-fp16")) {
       o->clamp_fp16 = true;
+      record_arg(o, a, NULL);
+    } else if (!strncmp(a, "--weights-override=", 19) || !strncmp(a, "--weight-override=", 18)) {
+      bool npy = a[8] == '-';
+      const char *v = a + (npy ? 18 : 19), *eq = npy ? strchr(v, '=') : NULL;
+      if (npy && (!eq || eq == v || !eq[1])) return usage_error("'%s' is not --weight-override=NAME=FILE.npy", a);
+      if (!npy && !*v) return usage_error("%s needs a file", a);
+      if (o->noverrides >= 64) return usage_error("%s", "too many weight overrides (limit is 64)");
+      o->override_names[o->noverrides] = npy ? strndup(v, (size_t)(eq - v)) : NULL;
+      o->override_files[o->noverrides++] = npy ? eq + 1 : v;
+      record_arg(o, a, npy ? eq + 1 : v);
     } else if (!strcmp(a, "--time")) {
       o->time_phases = true;
     } else if (!strcmp(a, "-v")) {
@@ -399,6 +445,8 @@ int main(int argc, char **argv) {
   PassCtx inline_ctx = {.d = &d};
   if (!pass_inline(m, &inline_ctx) || !ir_verify(m, &d)) goto done;
   phase(&clock, "inline");
+  for (uint32_t i = 0; i < o.noverrides; i++)
+    if (!weights_override(m, o.override_names[i], o.override_files[i], &d)) goto done;
   if (o.check_weights && !weights_check_sources(m, &d)) goto done;
   phase(&clock, "weight check");
   if (o.summary) { /* printed after the emitted text */
@@ -430,6 +478,7 @@ int main(int argc, char **argv) {
     PackageStats stats = {0};
     PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
                          .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats, .keep_duplicate_weights = o.no_dedup,
+                         .compile_args = o.compile_args, .ncompile_args = o.ncompile_args,
                          .lint_checked = !o.no_lint, .lint_errors = lint_errors, .lint_warnings = lint_warnings};
     const SourceFile *src = srcset_get(&sources, 1);
     po.source_text = src ? src->text : "";
@@ -469,6 +518,8 @@ int main(int argc, char **argv) {
   if (summary) fwrite(summary, 1, summary_len, stdout);
   rc = EXIT_OK;
 done:
+  for (uint32_t i = 0; i < o.ncompile_args; i++) free((void *)(uintptr_t)o.compile_args[i]);
+  for (uint32_t i = 0; i < o.noverrides; i++) free((void *)(uintptr_t)o.override_names[i]);
   free(summary);
   free(package_path);
   sb_free(&text);

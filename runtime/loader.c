@@ -31,6 +31,7 @@
 
 #include "orion/blob.h"
 #include "orion/package.h"
+#include "orion/patch.h"
 
 #define MODEL_PATH_PREFIX "@model_path/"
 #define BARE_MIL "model.mil"
@@ -63,6 +64,9 @@ struct OrionProgram {
   Mapping *maps;
   uint32_t nmaps, mapcap;
   Arena arena; /* copied names, I/O arrays */
+  bool is_package;
+  uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
+  char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
 };
 
 /* The state of one orion_open call. */
@@ -465,6 +469,13 @@ static MilProgram *read_mil(Loader *L, const char *dir, const char *file) {
 
 static void open_package(Loader *L, const char *path, const OrionOpenOptions *opt) {
   Package pkg;
+  bool recovered = false;
+  /* A weight update killed after it committed is completed first (see package_recover). */
+  if (!package_recover(path, &recovered, L->d)) {
+    L->failed = true;
+    return;
+  }
+  if (recovered) diag_note(L->d, (SrcSpan){0}, "%s: completed an interrupted weight update", path);
   if (!package_read(path, &pkg, L->d)) {
     L->failed = true;
     return;
@@ -475,6 +486,9 @@ static void open_package(Loader *L, const char *path, const OrionOpenOptions *op
     return;
   }
   OrionProgram *p = L->p;
+  p->is_package = true;
+  p->generation = pkg.weights_generation;
+  p->mil_xxh64 = arena_alloc(&p->arena, (pkg.nfunctions + 1) * sizeof *p->mil_xxh64);
   p->funcs = xcalloc(pkg.nfunctions + 1, sizeof *p->funcs);
   for (uint32_t i = 0; i < pkg.nfunctions; i++) {
     const PkgFunction *pf = &pkg.functions[i];
@@ -486,6 +500,7 @@ static void open_package(Loader *L, const char *path, const OrionOpenOptions *op
       lerr(L, (SrcSpan){0}, "%s/%s: has no function 'main'", path, pf->mil_file);
       continue;
     }
+    memcpy(p->mil_xxh64[p->nfuncs], pf->mil_xxh64, 17);
     LoadedFunc *lf = &p->funcs[p->nfuncs++];
     lf->name = arena_strdup(&p->arena, pf->name);
     lf->mil = f;
@@ -612,4 +627,90 @@ const OrionTensorInfo *orion_output(const OrionProgram *p, uint32_t fn, uint32_t
 const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i) {
   const LoadedFunc *lf = func_at(p, fn);
   return i < lf->nweights ? &lf->weights[i] : NULL;
+}
+
+/* ---- reloading weights ------------------------------------------------------------ */
+
+uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation; }
+
+/* Maps one weight file again and moves its weights' data pointers there; the
+ * layout must be the one loaded (a patch keeps every record and offset). */
+static bool remap(OrionProgram *p, Mapping *m, Diag *d) {
+  int fd = open(m->real, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, strerror(errno));
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  if ((size_t)st.st_size != m->len || m->len == 0) {
+    close(fd);
+    diag_error(d, (SrcSpan){0}, "cannot reload '%s': its size changed from %zu to %lld bytes (recompiled? open it again)",
+               m->real, m->len, (long long)st.st_size);
+    return false;
+  }
+  void *addr = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (addr == MAP_FAILED) {
+    diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, strerror(errno));
+    return false;
+  }
+  const uint8_t *base = addr;
+  bool same_layout = memcmp(base, m->base, BLOB_HEADER_SIZE) == 0;
+  for (uint32_t f = 0; same_layout && f < p->nfuncs; f++)
+    for (uint32_t i = 0; same_layout && i < p->funcs[f].nweights; i++) {
+      const OrionWeight *w = &p->funcs[f].weights[i];
+      const uint8_t *data = w->data;
+      if (data < m->base || data >= m->base + m->len) continue; /* another file's */
+      size_t rec = (size_t)(data - m->base) - BLOB_METADATA_SIZE;
+      same_layout = memcmp(base + rec, m->base + rec, BLOB_METADATA_SIZE) == 0;
+    }
+  if (!same_layout) {
+    munmap(addr, m->len);
+    diag_error(d, (SrcSpan){0}, "cannot reload '%s': its blob layout changed (recompiled? open it again)", m->real);
+    return false;
+  }
+  for (uint32_t f = 0; f < p->nfuncs; f++)
+    for (uint32_t i = 0; i < p->funcs[f].nweights; i++) {
+      OrionWeight *w = &p->funcs[f].weights[i];
+      const uint8_t *data = w->data;
+      if (data >= m->base && data < m->base + m->len) w->data = base + (data - m->base);
+    }
+  munmap((void *)(uintptr_t)m->base, m->len);
+  m->base = base;
+  m->bf.data = base;
+  return true;
+}
+
+bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *changed, Diag *d) {
+  OrionOpenOptions defaults = ORION_OPEN_OPTIONS_DEFAULT;
+  if (!opt) opt = &defaults;
+  if (changed) *changed = false;
+  Package pkg = {0};
+  if (p->is_package) {
+    bool recovered;
+    if (!package_recover(p->root, &recovered, d) || !package_read(p->root, &pkg, d)) return false;
+    if (pkg.weights_generation == p->generation) {
+      package_free(&pkg);
+      return true;
+    }
+    bool ok = pkg.nfunctions == p->nfuncs;
+    for (uint32_t i = 0; ok && i < pkg.nfunctions; i++) ok = !strcmp(pkg.functions[i].mil_xxh64, p->mil_xxh64[i]);
+    if (!ok) {
+      diag_error(d, (SrcSpan){0}, "cannot reload '%s': its MIL changed, not only its weights (recompiled? open it again)",
+                 p->root);
+      package_free(&pkg);
+      return false;
+    }
+    if (opt->verify_checksums && !package_verify(&pkg, d)) {
+      package_free(&pkg);
+      return false;
+    }
+  }
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = remap(p, &p->maps[i], d);
+  if (ok && p->is_package) p->generation = pkg.weights_generation;
+  if (ok && changed) *changed = true;
+  package_free(&pkg);
+  return ok;
 }

@@ -2,9 +2,10 @@
  * Whole-file reads with a size limit, and atomic writes (temporary file in the
  * same directory, fsync, rename) so that a reader never sees half a file.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "orion/support.h"
 
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -108,3 +109,12 @@ fail:
   free(tmp);
   return false;
 }
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+void remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }

@@ -41,6 +41,8 @@ typedef struct PackageOptions {
   uint32_t lint_errors, lint_warnings; /* its findings (errors only when allowed) */
   PackageStats *stats;      /* optional */
   bool keep_duplicate_weights; /* one blob per weight even when equal (patchable one by one) */
+  const char *const *compile_args; /* compiler options that shape the package (manifest CompileArguments) */
+  uint32_t ncompile_args;
 } PackageOptions;
 
 /* Emits every live function of a legalized module and writes the package to
@@ -95,6 +97,8 @@ typedef struct Package {
   uint32_t nfunctions;
   bool lint_checked;
   uint32_t lint_errors, lint_warnings;
+  char **compile_args; /* CompileArguments (optional in the manifest) */
+  uint32_t ncompile_args;
 } Package;
 
 /* Parses manifest text (`name` is used in messages); what package_read uses. */

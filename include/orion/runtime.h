@@ -80,4 +80,31 @@ const OrionTensorInfo *orion_output(const OrionProgram *p, uint32_t fn, uint32_t
 uint32_t orion_weight_count(const OrionProgram *p, uint32_t fn);
 const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i);
 
+/* ---- weight updates ----
+ *
+ * A package's weights can be replaced in place (orion-run patch, or
+ * package_patch in orion/patch.h) while a program is loaded. Reloading maps
+ * the weight file again and moves every OrionWeight's data pointer to the new
+ * bytes; the MIL is not read or parsed again, and the function descriptions
+ * stay as they are. A backend then picks the new values up (for the CPU
+ * backend, cpu_reload_weights). Data pointers from before the reload are
+ * invalid afterwards.
+ *
+ * Backends that cannot read weights from memory (the ANE bakes them into its
+ * compiled program) implement the same call by unloading and loading the
+ * program again from the patched files, or by recompiling, or — for programs
+ * compiled with weights as inputs — by binding the new buffers; the caller
+ * sees one operation either way. */
+
+/* The manifest's WeightsGeneration as last loaded (0 for a bare directory). */
+uint64_t orion_weights_generation(const OrionProgram *p);
+
+/* Reloads the weights if the package's generation changed since open (or
+ * since the last reload); for a bare directory, always. *changed (may be
+ * NULL) tells whether anything was reloaded. Completes an interrupted
+ * update first. Fails, leaving the program as it was, if the MIL or the blob
+ * layout changed (a recompile: open the package again) or, with
+ * opt->verify_checksums, a checksum does not match. */
+bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *changed, Diag *d);
+
 #endif

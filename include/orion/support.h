@@ -77,6 +77,8 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
 
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. */
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err);
+/* Removes a file or a directory tree (not following symbolic links); best effort. */
+void remove_tree(const char *path);
 
 /* ---- sources and spans --------------------------------------------------- */
 

@@ -1,0 +1,855 @@
+/*
+ * Delta patching of a package's weights (see orion/patch.h and
+ * docs/package-format.md, "Weight updates").
+ *
+ * A patch is validated completely before anything is written. The new bytes
+ * then go through a redo journal, weights/weight.bin.journal, which appears
+ * atomically (written under a temporary name, synced, renamed) and holds the
+ * new manifest and either the changed regions ("regions" mode) or nothing
+ * but a promise that weights/weight.bin.new is complete ("shadow" mode, used
+ * when most of the file changes, so the bytes are written once, not twice).
+ * Once the journal exists the patch is decided: applying it is idempotent, and
+ * package_recover re-applies it after a crash. Before it exists, the old files
+ * are untouched and leftovers are simply removed.
+ */
+#define _GNU_SOURCE
+#include "orion/patch.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "orion/blob.h"
+#include "orion/fp16.h"
+#include "orion/xxh64.h"
+
+#define JOURNAL_MAGIC "ORIONJ01"
+#define JOURNAL_NAME "weights/weight.bin.journal"
+#define JOURNAL_TMP "weights/weight.bin.journal.tmp"
+#define SHADOW_NAME "weights/weight.bin.new"
+#define MANIFEST_TMP "Manifest.plist.tmp"
+#define JOURNAL_HEADER 40u /* magic, generation, manifest length, regions, mode + reserved */
+#define MODE_REGIONS 0u
+#define MODE_SHADOW 1u
+/* Writes are cut into pieces of this size so that injected faults (and real
+ * crashes) can land inside a region. */
+#define WRITE_PIECE (4u << 20)
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static char *pkg_path(const char *pkg, const char *name) {
+  size_t n = strlen(pkg) + strlen(name) + 2;
+  char *p = xmalloc(n);
+  snprintf(p, n, "%s/%s", pkg, name);
+  return p;
+}
+
+/* Fault injection for the crash tests: every durable step counts. */
+static long fault_at = -1, fault_step;
+
+static void fault_init(void) {
+  const char *e = getenv(PATCH_FAULT_ENV);
+  fault_at = e && *e ? strtol(e, NULL, 10) : 0;
+  fault_step = 0;
+}
+
+static void step(void) {
+  if (fault_at > 0 && ++fault_step == fault_at) raise(SIGKILL);
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static bool write_all(int fd, const uint8_t *p, uint64_t n, uint64_t off) {
+  while (n) {
+    size_t piece = n < WRITE_PIECE ? (size_t)n : WRITE_PIECE;
+    step();
+    ssize_t w = pwrite(fd, p, piece, (off_t)off);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      if (w == 0) errno = EIO;
+      return false;
+    }
+    p += w;
+    off += (uint64_t)w;
+    n -= (uint64_t)w;
+  }
+  return true;
+}
+
+static bool sync_fd(int fd) {
+  step();
+  return fdatasync(fd) == 0;
+}
+
+static bool sync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return false;
+  step();
+  bool ok = fsync(fd) == 0;
+  close(fd);
+  return ok;
+}
+
+static bool sync_parent(const char *pkg, const char *sub) {
+  char *p = pkg_path(pkg, sub);
+  bool ok = sync_dir(p);
+  free(p);
+  return ok;
+}
+
+static bool rename_in(const char *pkg, const char *from, const char *to) {
+  char *a = pkg_path(pkg, from), *b = pkg_path(pkg, to);
+  step();
+  bool ok = rename(a, b) == 0;
+  free(a);
+  free(b);
+  return ok;
+}
+
+/* Writes a whole file under a temporary name in the package, synced. */
+static bool write_new_file(const char *pkg, const char *name, const uint8_t *const *parts, const uint64_t *lens,
+                           uint32_t nparts) {
+  char *p = pkg_path(pkg, name);
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  free(p);
+  if (fd < 0) return false;
+  uint64_t off = 0;
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < nparts; i++) {
+    ok = write_all(fd, parts[i], lens[i], off);
+    off += lens[i];
+  }
+  ok = ok && sync_fd(fd);
+  return close(fd) == 0 && ok;
+}
+
+bool package_has_journal(const char *path) {
+  char *j = pkg_path(path, JOURNAL_NAME);
+  bool has = access(j, F_OK) == 0;
+  free(j);
+  return has;
+}
+
+/* ---- the journal -------------------------------------------------------------- */
+
+typedef struct Region {
+  uint64_t offset; /* of the data in weight.bin */
+  uint64_t len;
+  const uint8_t *data;
+} Region;
+
+typedef struct Journal {
+  uint32_t mode;
+  uint64_t generation;
+  const char *manifest;
+  uint64_t manifest_len;
+  Region *regions;
+  uint32_t nregions;
+} Journal;
+
+static bool journal_parse(const uint8_t *p, size_t len, Journal *j) {
+  memset(j, 0, sizeof *j);
+  if (len < JOURNAL_HEADER + 8 || memcmp(p, JOURNAL_MAGIC, 8)) return false;
+  if (get_u64(p + len - 8) != xxh64(p, len - 8, 0)) return false;
+  j->generation = get_u64(p + 8);
+  j->manifest_len = get_u64(p + 16);
+  uint64_t n = get_u64(p + 24);
+  j->mode = (uint32_t)get_u64(p + 32);
+  uint64_t at = JOURNAL_HEADER, end = len - 8;
+  if (j->mode > MODE_SHADOW || j->manifest_len > end - at || n > (end - at) / 16) return false;
+  j->manifest = (const char *)p + at;
+  at += j->manifest_len;
+  j->regions = xcalloc(n ? (size_t)n : 1, sizeof *j->regions);
+  for (uint64_t i = 0; i < n; i++) {
+    if (end - at < 16) return false;
+    Region *r = &j->regions[j->nregions++];
+    r->offset = get_u64(p + at);
+    r->len = get_u64(p + at + 8);
+    at += 16;
+    if (r->len > end - at) return false;
+    r->data = p + at;
+    at += r->len;
+  }
+  return at == end;
+}
+
+static bool journal_write(const char *pkg, const Journal *j) {
+  uint32_t nparts = 3 + 2 * j->nregions;
+  const uint8_t **parts = xcalloc(nparts, sizeof *parts);
+  uint64_t *lens = xcalloc(nparts, sizeof *lens);
+  uint8_t head[JOURNAL_HEADER], *rheads = xcalloc(j->nregions ? j->nregions : 1, 16), tail[8];
+  memcpy(head, JOURNAL_MAGIC, 8);
+  put_u64(head + 8, j->generation);
+  put_u64(head + 16, j->manifest_len);
+  put_u64(head + 24, j->nregions);
+  put_u64(head + 32, j->mode);
+  parts[0] = head;
+  lens[0] = sizeof head;
+  parts[1] = (const uint8_t *)j->manifest;
+  lens[1] = j->manifest_len;
+  for (uint32_t i = 0; i < j->nregions; i++) {
+    put_u64(rheads + 16 * i, j->regions[i].offset);
+    put_u64(rheads + 16 * i + 8, j->regions[i].len);
+    parts[2 + 2 * i] = rheads + 16 * i;
+    lens[2 + 2 * i] = 16;
+    parts[3 + 2 * i] = j->regions[i].data;
+    lens[3 + 2 * i] = j->regions[i].len;
+  }
+  /* The checksum covers everything before it, computed over the pieces. */
+  size_t total = 0;
+  for (uint32_t i = 0; i + 1 < nparts; i++) total += (size_t)lens[i];
+  uint8_t *all = xmalloc(total ? total : 1);
+  size_t at = 0;
+  for (uint32_t i = 0; i + 1 < nparts; i++) {
+    memcpy(all + at, parts[i], (size_t)lens[i]);
+    at += (size_t)lens[i];
+  }
+  put_u64(tail, xxh64(all, total, 0));
+  free(all);
+  parts[nparts - 1] = tail;
+  lens[nparts - 1] = 8;
+  bool ok = write_new_file(pkg, JOURNAL_TMP, parts, lens, nparts) && rename_in(pkg, JOURNAL_TMP, JOURNAL_NAME) &&
+            sync_parent(pkg, "weights");
+  free(parts);
+  free(lens);
+  free(rheads);
+  return ok;
+}
+
+/* Carries out a committed journal; safe to repeat after a crash at any point. */
+static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
+  if (j->mode == MODE_SHADOW) {
+    char *shadow = pkg_path(pkg, SHADOW_NAME);
+    bool present = access(shadow, F_OK) == 0;
+    free(shadow);
+    /* Absent means the rename below already happened before a crash. */
+    if (present && (!rename_in(pkg, SHADOW_NAME, PACKAGE_WEIGHTS) || !sync_parent(pkg, "weights"))) {
+      *err = strerror(errno);
+      return false;
+    }
+  } else {
+    char *wp = pkg_path(pkg, PACKAGE_WEIGHTS);
+    int fd = open(wp, O_WRONLY | O_CLOEXEC);
+    free(wp);
+    bool ok = fd >= 0;
+    for (uint32_t i = 0; ok && i < j->nregions; i++) ok = write_all(fd, j->regions[i].data, j->regions[i].len, j->regions[i].offset);
+    ok = ok && sync_fd(fd);
+    if (!ok) *err = strerror(errno);
+    if (fd >= 0) close(fd);
+    if (!ok) return false;
+  }
+  const uint8_t *parts[1] = {(const uint8_t *)j->manifest};
+  uint64_t lens[1] = {j->manifest_len};
+  if (!write_new_file(pkg, MANIFEST_TMP, parts, lens, 1) || !rename_in(pkg, MANIFEST_TMP, PACKAGE_MANIFEST) ||
+      !sync_dir(pkg)) {
+    *err = strerror(errno);
+    return false;
+  }
+  char *jp = pkg_path(pkg, JOURNAL_NAME);
+  step();
+  bool ok = unlink(jp) == 0 && sync_parent(pkg, "weights");
+  free(jp);
+  if (!ok) *err = strerror(errno);
+  return ok;
+}
+
+static void remove_leftovers(const char *pkg) {
+  static const char *const names[] = {JOURNAL_TMP, SHADOW_NAME, MANIFEST_TMP};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char *p = pkg_path(pkg, names[i]);
+    unlink(p);
+    free(p);
+  }
+}
+
+bool package_recover(const char *path, bool *did_recover, Diag *d) {
+  if (did_recover) *did_recover = false;
+  char *jp = pkg_path(path, JOURNAL_NAME);
+  char *text = NULL;
+  size_t len = 0;
+  const char *err = NULL;
+  bool ok = true;
+  if (access(jp, F_OK) != 0) {
+    remove_leftovers(path); /* an uncommitted patch: the old weights stand */
+  } else if (!read_file(jp, SIZE_MAX / 2, &text, &len, &err)) {
+    diag_error(d, (SrcSpan){0}, "%s: cannot read the journal of an interrupted weight update: %s", jp, err);
+    ok = false;
+  } else {
+    Journal j;
+    if (!journal_parse((const uint8_t *)text, len, &j)) {
+      /* The journal was synced before it got its name: damage means the disk lost it. */
+      diag_error(d, (SrcSpan){0},
+                 "%s: the journal of an interrupted weight update is damaged; the package cannot be trusted "
+                 "(recompile it, or restore it from a copy)",
+                 jp);
+      ok = false;
+    } else if (!journal_apply(path, &j, &err)) {
+      diag_error(d, (SrcSpan){0}, "cannot complete the interrupted weight update of '%s': %s", path, err);
+      ok = false;
+    } else {
+      remove_leftovers(path);
+      if (did_recover) *did_recover = true;
+    }
+    free(j.regions);
+  }
+  free(text);
+  free(jp);
+  return ok;
+}
+
+/* ---- converting the new values ------------------------------------------------- */
+
+static const char *pkg_dtype_name(IrDType t) { return ir_dtype_name(t); }
+
+static bool float_source(WeightFileDType t) { return t == WF_F16 || t == WF_F32 || t == WF_BF16 || t == WF_F64; }
+
+static double source_value(const PatchTensor *t, uint64_t i) {
+  const uint8_t *p = (const uint8_t *)t->data;
+  switch (t->dtype) {
+  case WF_F16: {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return fp16_to_float(h);
+  }
+  case WF_BF16: {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return bf16_to_float(h);
+  }
+  case WF_F32: {
+    float f;
+    memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  default: {
+    double v;
+    memcpy(&v, p + 8 * i, 8);
+    return v;
+  }
+  }
+}
+
+/* The bytes weight w gets from tensor t, or NULL after reporting why not. */
+static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOptions *opt, Diag *d) {
+  uint64_t n = w->bytes / ir_dtype_size(w->dtype);
+  bool same_int = (w->dtype == DT_INT32 && t->dtype == WF_I32) || (w->dtype == DT_INT8 && t->dtype == WF_I8) ||
+                  (w->dtype == DT_UINT8 && t->dtype == WF_U8);
+  bool is_float = w->dtype == DT_FP16 || w->dtype == DT_FP32;
+  if (!(is_float && float_source(t->dtype)) && !same_int) {
+    diag_error(d, (SrcSpan){0}, "%s: weight '%s' is %s; a tensor of dtype %s cannot replace it (a dtype change needs a recompile)",
+               t->origin, w->name, pkg_dtype_name(w->dtype), weight_file_dtype_name(t->dtype));
+    return NULL;
+  }
+  if (t->nbytes != n * weight_file_dtype_size(t->dtype)) ice("patch tensor '%s' has %llu bytes", t->name, (unsigned long long)t->nbytes);
+  uint8_t *out = xmalloc(w->bytes ? (size_t)w->bytes : 1);
+  if (same_int || (w->dtype == DT_FP16 && t->dtype == WF_F16) || (w->dtype == DT_FP32 && t->dtype == WF_F32)) {
+    memcpy(out, t->data, (size_t)w->bytes);
+  } else if (w->dtype == DT_FP32) {
+    for (uint64_t i = 0; i < n; i++) {
+      float f = (float)source_value(t, i);
+      memcpy(out + 4 * i, &f, 4);
+    }
+  } else {
+    uint64_t clamped = 0;
+    for (uint64_t i = 0; i < n; i++) {
+      double v = source_value(t, i);
+      uint16_t h = fp16_from_double(v);
+      if ((h & 0x7C00u) == 0x7C00u && !isnan(v) && !isinf(v)) {
+        if (!opt->clamp_fp16) {
+          diag_error(d, (SrcSpan){0},
+                     "%s: weight '%s' has the value %g at index %llu, beyond fp16's range (largest is 65504; "
+                     "--clamp-fp16 clamps)",
+                     t->origin, w->name, v, (unsigned long long)i);
+          free(out);
+          return NULL;
+        }
+        h = v > 0 ? 0x7BFFu : 0xFBFFu;
+        clamped++;
+      }
+      memcpy(out + 2 * i, &h, 2);
+    }
+    if (clamped)
+      diag_warning(d, (SrcSpan){0}, "%s: weight '%s': %llu values beyond fp16's range clamped to +-65504", t->origin,
+                   w->name, (unsigned long long)clamped);
+  }
+  /* NaN and infinity are checked on the result, whatever the source. */
+  for (uint64_t i = 0; i < n && is_float; i++) {
+    bool bad;
+    if (w->dtype == DT_FP16) {
+      uint16_t h;
+      memcpy(&h, out + 2 * i, 2);
+      bad = (h & 0x7C00u) == 0x7C00u;
+    } else {
+      float f;
+      memcpy(&f, out + 4 * i, 4);
+      bad = !isfinite(f);
+    }
+    if (bad) {
+      double v = source_value(t, i);
+      if (isnan(v))
+        diag_error(d, (SrcSpan){0}, "%s: weight '%s' has NaN at index %llu", t->origin, w->name, (unsigned long long)i);
+      else
+        diag_error(d, (SrcSpan){0}, "%s: weight '%s' has the value %g at index %llu, which %s cannot hold", t->origin,
+                   w->name, v, (unsigned long long)i, pkg_dtype_name(w->dtype));
+      free(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+typedef struct Target {
+  const PkgTensor *w;   /* first manifest entry of this storage */
+  uint64_t data_offset; /* of the bytes in weight.bin */
+  uint8_t *bytes;       /* new bytes, or NULL when no tensor names this storage */
+  const PatchTensor *by;
+} Target;
+
+/* ---- the manifest ---------------------------------------------------------------- */
+
+static bool is_elem(xmlNodePtr n, const char *name) {
+  return n && n->type == XML_ELEMENT_NODE && !strcmp((const char *)n->name, name);
+}
+
+static xmlNodePtr next_elem(xmlNodePtr n) {
+  while (n && n->type != XML_ELEMENT_NODE) n = n->next;
+  return n;
+}
+
+static xmlNodePtr dict_value(xmlNodePtr dict, const char *key) {
+  for (xmlNodePtr k = next_elem(dict ? dict->children : NULL); k; k = next_elem(k->next)) {
+    xmlNodePtr v = next_elem(k->next);
+    if (!v) return NULL;
+    if (is_elem(k, "key")) {
+      xmlChar *s = xmlNodeGetContent(k);
+      bool match = s && !strcmp((const char *)s, key);
+      xmlFree(s);
+      if (match) return v;
+    }
+    k = v;
+  }
+  return NULL;
+}
+
+static void set_text(xmlNodePtr n, const char *text) {
+  if (n) xmlNodeSetContent(n, (const xmlChar *)text);
+}
+
+/* The manifest after the patch: new per-weight and whole-file checksums and
+ * the next generation. The package was read from this text, so every node is there. */
+static char *updated_manifest(const char *text, size_t len, const Package *pkg, const uint8_t *image, uint64_t size,
+                              const Target *targets, uint32_t nt, uint64_t generation, size_t *out_len) {
+  xmlDocPtr doc = xmlReadMemory(text, (int)len, PACKAGE_MANIFEST, NULL,
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS);
+  if (!doc) ice("manifest parsed once but not twice");
+  xmlNodePtr root = next_elem(xmlDocGetRootElement(doc)->children);
+  char hex[17], num[32];
+  xxh64_hex(image, (size_t)size, hex);
+  set_text(dict_value(root, "WeightsXXH64"), hex);
+  snprintf(num, sizeof num, "%llu", (unsigned long long)generation);
+  set_text(dict_value(root, "WeightsGeneration"), num);
+  xmlNodePtr funcs = dict_value(root, "Functions");
+  uint32_t fi = 0;
+  for (xmlNodePtr f = next_elem(funcs ? funcs->children : NULL); f && fi < pkg->nfunctions; f = next_elem(f->next), fi++) {
+    const PkgFunction *pf = &pkg->functions[fi];
+    xmlNodePtr ws = dict_value(f, "Weights");
+    uint32_t wi = 0;
+    for (xmlNodePtr w = next_elem(ws ? ws->children : NULL); w && wi < pf->nweights; w = next_elem(w->next), wi++) {
+      const PkgTensor *t = &pf->weights[wi];
+      uint32_t j = 0;
+      while (j < nt && targets[j].w->offset != t->offset) j++;
+      if (j == nt || !targets[j].bytes) continue; /* unchanged: so is its checksum */
+      xxh64_hex(image + targets[j].data_offset, (size_t)t->bytes, hex);
+      set_text(dict_value(w, "XXH64"), hex);
+    }
+  }
+  xmlChar *buf = NULL;
+  int n = 0;
+  xmlDocDumpFormatMemoryEnc(doc, &buf, &n, "UTF-8", 1);
+  xmlFreeDoc(doc);
+  char *res = xmalloc((size_t)n + 1);
+  memcpy(res, buf, (size_t)n);
+  res[n] = 0;
+  xmlFree(buf);
+  *out_len = (size_t)n;
+  return res;
+}
+
+/* ---- the patch ----------------------------------------------------------------------- */
+
+static const PkgTensor *find_weight(const Package *pkg, const char *name) {
+  for (uint32_t i = 0; i < pkg->nfunctions; i++)
+    for (uint32_t k = 0; k < pkg->functions[i].nweights; k++)
+      if (!strcmp(pkg->functions[i].weights[k].name, name)) return &pkg->functions[i].weights[k];
+  for (uint32_t i = 0; i < pkg->nfunctions; i++)
+    for (uint32_t k = 0; k < pkg->functions[i].nweights; k++)
+      if (!strcmp(pkg->functions[i].weights[k].mil_name, name)) return &pkg->functions[i].weights[k];
+  return NULL;
+}
+
+static void shape_text(char *buf, size_t n, uint32_t rank, const int64_t *dims) {
+  size_t at = (size_t)snprintf(buf, n, "[");
+  for (uint32_t i = 0; i < rank && at < n; i++) at += (size_t)snprintf(buf + at, n - at, "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (at < n) snprintf(buf + at, n - at, "]");
+}
+
+/* Finds and checks each tensor's weight; fills targets (one per distinct blob). */
+static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *t, uint32_t n, const PatchOptions *opt,
+                     Target **targets_out, uint32_t *ntargets, Diag *d) {
+  /* Distinct blobs of the package, in offset order of first appearance. */
+  uint32_t cap = 0, nt = 0;
+  Target *targets = NULL;
+  bool ok = true;
+  for (uint32_t i = 0; i < pkg->nfunctions; i++)
+    for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
+      const PkgTensor *w = &pkg->functions[i].weights[k];
+      uint32_t j = 0;
+      while (j < nt && targets[j].w->offset != w->offset) j++;
+      if (j < nt) continue;
+      BlobInfo info;
+      char berr[256];
+      if (!blob_file_read(bf, w->offset, &info, berr, sizeof berr) || info.size != w->bytes) {
+        diag_error(d, (SrcSpan){0}, "%s/%s: weight '%s': %s", pkg->path, PACKAGE_WEIGHTS, w->name,
+                   info.size != w->bytes ? "its blob record does not match the manifest" : berr);
+        ok = false;
+        continue;
+      }
+      xgrow((void **)&targets, sizeof *targets, &cap, nt + 1);
+      targets[nt++] = (Target){.w = w, .data_offset = info.data_offset};
+    }
+  for (uint32_t i = 0; ok && i < n; i++) {
+    const PkgTensor *w = find_weight(pkg, t[i].name);
+    if (!w) {
+      diag_error(d, (SrcSpan){0}, "%s: the package has no weight named '%s' (orion-inspect lists them)", t[i].origin,
+                 t[i].name);
+      ok = false;
+      continue;
+    }
+    if (t[i].rank != w->rank || memcmp(t[i].dims, w->dims, w->rank * sizeof *w->dims)) {
+      char a[256], b[256];
+      shape_text(a, sizeof a, t[i].rank, t[i].dims);
+      shape_text(b, sizeof b, w->rank, w->dims);
+      diag_error(d, (SrcSpan){0}, "%s: tensor '%s' has shape %s, but the weight's shape is %s (a shape change needs a recompile)",
+                 t[i].origin, t[i].name, a, b);
+      ok = false;
+      continue;
+    }
+    uint8_t *bytes = convert(&t[i], w, opt, d);
+    if (!bytes) {
+      ok = false;
+      continue;
+    }
+    uint32_t j = 0;
+    while (targets[j].w->offset != w->offset) j++;
+    if (targets[j].bytes) {
+      if (memcmp(targets[j].bytes, bytes, (size_t)w->bytes)) {
+        diag_error(d, (SrcSpan){0}, "%s: '%s' and '%s' (from %s) share their storage but get different values",
+                   t[i].origin, t[i].name, targets[j].by->name, targets[j].by->origin);
+        ok = false;
+      }
+      free(bytes);
+      continue;
+    }
+    targets[j].bytes = bytes;
+    targets[j].by = &t[i];
+  }
+  /* A blob stored once for several identical weights changes for all or none. */
+  for (uint32_t j = 0; ok && j < nt; j++) {
+    if (!targets[j].bytes || !memcmp(targets[j].bytes, bf->data + targets[j].data_offset, (size_t)targets[j].w->bytes))
+      continue;
+    const char *first = NULL;
+    uint32_t others = 0;
+    for (uint32_t i = 0; i < pkg->nfunctions; i++)
+      for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
+        const PkgTensor *w = &pkg->functions[i].weights[k];
+        bool named = false;
+        for (uint32_t m = 0; m < n && !named; m++) {
+          const PkgTensor *x = find_weight(pkg, t[m].name);
+          named = x && !strcmp(x->name, w->name);
+        }
+        if (w->offset != targets[j].w->offset || named) continue;
+        if (!first) first = w->name;
+        else others++;
+      }
+    if (first) {
+      char more[64] = "";
+      if (others) snprintf(more, sizeof more, " and %u other weight%s", others, others == 1 ? "" : "s");
+      diag_error(d, (SrcSpan){0},
+                 "%s: weight '%s' shares its storage with '%s'%s (they were identical when compiled), so patching it "
+                 "alone would change them too; patch them all with the same values, or compile with --no-dedup",
+                 targets[j].by->origin, targets[j].by->name, first, more);
+      ok = false;
+    }
+  }
+  *targets_out = targets;
+  *ntargets = nt;
+  return ok;
+}
+
+static bool map_file(const char *path, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *err = strerror(errno);
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  *len = (size_t)st.st_size;
+  *base = *len ? mmap(NULL, *len, PROT_READ | (flags ? PROT_WRITE : 0), MAP_PRIVATE, fd, 0) : NULL;
+  if (*len && *base == MAP_FAILED) {
+    *err = strerror(errno);
+    close(fd);
+    return false;
+  }
+  *fd_out = fd;
+  return true;
+}
+
+bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d) {
+  static const PatchOptions defaults = {0};
+  if (!opt) opt = &defaults;
+  fault_init();
+  double t0 = now_ms();
+  if (!package_recover(path, NULL, d)) return false;
+  Package pkg;
+  if (!package_read(path, &pkg, d)) return false;
+  char *mpath = pkg_path(path, PACKAGE_MANIFEST), *wpath = pkg_path(path, PACKAGE_WEIGHTS);
+  char *mtext = NULL;
+  size_t mlen = 0;
+  const char *err = NULL;
+  uint8_t *image = NULL;
+  size_t size = 0;
+  int fd = -1;
+  Target *targets = NULL;
+  uint32_t nt = 0;
+  bool ok = false;
+  if (!read_file(mpath, SIZE_MAX / 2, &mtext, &mlen, &err) || !map_file(wpath, 1, &image, &size, &fd, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
+    goto out;
+  }
+  BlobFile bf;
+  char berr[256];
+  if (size != pkg.weights_size || !blob_file_open(&bf, image, size, berr, sizeof berr)) {
+    diag_error(d, (SrcSpan){0}, "%s: %s", wpath, size != pkg.weights_size ? "its size differs from the manifest's" : berr);
+    goto out;
+  }
+  if (!validate(&pkg, &bf, t, n, opt, &targets, &nt, d) || diag_has_errors(d)) goto out;
+
+  /* The new file image: a private copy-on-write mapping of the old one, so
+   * only the pages that change are copied. */
+  Region *regions = xcalloc(nt ? nt : 1, sizeof *regions);
+  uint32_t nr = 0;
+  uint64_t changed = 0;
+  for (uint32_t j = 0; j < nt; j++) {
+    if (!targets[j].bytes || !memcmp(image + targets[j].data_offset, targets[j].bytes, (size_t)targets[j].w->bytes)) continue;
+    memcpy(image + targets[j].data_offset, targets[j].bytes, (size_t)targets[j].w->bytes);
+    regions[nr++] = (Region){targets[j].data_offset, targets[j].w->bytes, image + targets[j].data_offset};
+    changed += targets[j].w->bytes;
+  }
+  double t1 = now_ms();
+  if (nr == 0) { /* every value is already there: nothing to write, the generation stays */
+    if (opt->stats)
+      *opt->stats = (PatchStats){.tensors = n, .generation = pkg.weights_generation, .validate_ms = t1 - t0};
+    free(regions);
+    ok = true;
+    goto out;
+  }
+  uint64_t generation = pkg.weights_generation + 1;
+  size_t new_mlen;
+  char *new_manifest = updated_manifest(mtext, mlen, &pkg, image, size, targets, nt, generation, &new_mlen);
+  /* Most of the file new: write it once as a shadow copy instead of twice. */
+  bool shadow = changed * 2 > size;
+  Journal j = {.mode = shadow ? MODE_SHADOW : MODE_REGIONS, .generation = generation, .manifest = new_manifest,
+               .manifest_len = new_mlen, .regions = regions, .nregions = shadow ? 0 : nr};
+  ok = true;
+  if (shadow) {
+    const uint8_t *parts[1] = {image};
+    uint64_t lens[1] = {size};
+    ok = write_new_file(path, SHADOW_NAME, parts, lens, 1);
+    if (!ok) err = strerror(errno);
+  }
+  ok = ok && journal_write(path, &j);
+  if (!ok && !err) err = strerror(errno);
+  if (ok) {
+    ok = journal_apply(path, &j, &err);
+    if (!ok) {
+      /* Committed: the next open or patch completes it. */
+      diag_error(d, (SrcSpan){0}, "the weight update of '%s' was committed but could not be completed (%s); it "
+                 "will be completed when the package is next opened", path, err);
+      err = NULL;
+    }
+  } else {
+    remove_leftovers(path);
+    diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s (the package is unchanged)", path, err);
+  }
+  if (opt->stats) {
+    *opt->stats = (PatchStats){.tensors = n, .regions = nr, .bytes_changed = changed, .shadow = shadow,
+                               .generation = ok ? generation : pkg.weights_generation, .validate_ms = t1 - t0,
+                               .commit_ms = now_ms() - t1};
+  }
+  free(new_manifest);
+  free(regions);
+out:
+  for (uint32_t i = 0; i < nt; i++) free(targets[i].bytes);
+  free(targets);
+  if (image) munmap(image, size);
+  if (fd >= 0) close(fd);
+  free(mtext);
+  free(mpath);
+  free(wpath);
+  package_free(&pkg);
+  return ok;
+}
+
+/* ---- reading patch tensors from files ------------------------------------------------ */
+
+typedef struct PatchMapping {
+  void *base;
+  size_t len;
+} PatchMapping;
+
+static bool map_input(PatchSet *s, const char *file, const uint8_t **data, size_t *len, Diag *d) {
+  const char *err = NULL;
+  uint8_t *base;
+  int fd;
+  if (!map_file(file, 0, &base, len, &fd, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", file, err);
+    return false;
+  }
+  close(fd);
+  s->maps = xrealloc(s->maps, (s->nmaps + 1) * sizeof *s->maps);
+  s->maps[s->nmaps++] = (PatchMapping){base, *len};
+  *data = base;
+  return true;
+}
+
+static void add_tensor(PatchSet *s, const char *name, const char *origin, const WeightInfo *wi, const uint8_t *base) {
+  xgrow((void **)&s->tensors, sizeof *s->tensors, &s->cap, s->n + 1);
+  PatchTensor *t = &s->tensors[s->n++];
+  *t = (PatchTensor){.name = xstrdup(name), .origin = xstrdup(origin), .dtype = wi->dtype, .rank = wi->rank,
+                     .data = base + wi->data_offset, .nbytes = wi->nbytes};
+  memcpy(t->dims, wi->dims, sizeof t->dims);
+}
+
+bool patch_set_add_safetensors(PatchSet *s, const char *file, Diag *d) {
+  const uint8_t *data;
+  size_t len;
+  if (!map_input(s, file, &data, &len, d)) return false;
+  char err[512];
+  uint64_t hlen = len >= 8 ? get_u64(data) : 0;
+  if (len < 8 || hlen > len - 8) {
+    diag_error(d, (SrcSpan){0}, "%s: not a safetensors file (its header length is out of range)", file);
+    return false;
+  }
+  cJSON *h = cJSON_ParseWithLength((const char *)data + 8, (size_t)hlen);
+  if (!cJSON_IsObject(h)) {
+    diag_error(d, (SrcSpan){0}, "%s: not a safetensors file (its header is not a JSON object)", file);
+    cJSON_Delete(h);
+    return false;
+  }
+  bool ok = true;
+  uint32_t count = 0;
+  for (const cJSON *e = h->child; e; e = e->next) {
+    if (!e->string || !strcmp(e->string, "__metadata__")) continue;
+    WeightInfo wi;
+    if (!weights_parse_safetensors(data, len, e->string, &wi, err, sizeof err)) {
+      diag_error(d, (SrcSpan){0}, "%s: %s", file, err);
+      ok = false;
+      continue;
+    }
+    add_tensor(s, e->string, file, &wi, data);
+    count++;
+  }
+  cJSON_Delete(h);
+  if (ok && !count) {
+    diag_error(d, (SrcSpan){0}, "%s: the file holds no tensors", file);
+    ok = false;
+  }
+  return ok;
+}
+
+bool patch_set_add_npy(PatchSet *s, const char *name, const char *file, Diag *d) {
+  const uint8_t *data;
+  size_t len;
+  if (!map_input(s, file, &data, &len, d)) return false;
+  char err[512];
+  WeightInfo wi;
+  if (!weights_parse_npy(data, len, &wi, err, sizeof err)) {
+    diag_error(d, (SrcSpan){0}, "%s: %s", file, err);
+    return false;
+  }
+  add_tensor(s, name, file, &wi, data);
+  return true;
+}
+
+void patch_set_free(PatchSet *s) {
+  for (uint32_t i = 0; i < s->n; i++) {
+    free((void *)(uintptr_t)s->tensors[i].name); /* allocated by add_tensor */
+    free((void *)(uintptr_t)s->tensors[i].origin);
+  }
+  free(s->tensors);
+  for (uint32_t i = 0; i < s->nmaps; i++)
+    if (s->maps[i].len) munmap(s->maps[i].base, s->maps[i].len);
+  free(s->maps);
+  memset(s, 0, sizeof *s);
+}
+
+/* ---- compiling with replaced weights (for --verify) ------------------------------------- */
+
+static bool override_one(IrModule *m, const char *name, IrParamSourceKind kind, const char *abs, const char *origin,
+                         Diag *d) {
+  bool found = false;
+  for (IrValueId v = 1; v < m->nvalues; v++) {
+    IrValue *val = ir_value(m, v);
+    if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead || strcmp(val->name, name)) continue;
+    val->src = (IrParamSource){.kind = kind, .path = arena_strdup(&m->arena, abs),
+                               .key = kind == SRC_SAFETENSORS ? arena_strdup(&m->arena, name) : NULL};
+    found = true;
+  }
+  if (!found) diag_error(d, (SrcSpan){0}, "%s: the program has no weight named '%s'", origin, name);
+  return found;
+}
+
+bool weights_override(IrModule *m, const char *npy_name, const char *file, Diag *d) {
+  char *abs = realpath(file, NULL);
+  if (!abs) {
+    diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", file, strerror(errno));
+    return false;
+  }
+  bool ok = true;
+  if (npy_name) {
+    ok = override_one(m, npy_name, SRC_NPY, abs, file, d);
+  } else {
+    PatchSet s = {0};
+    ok = patch_set_add_safetensors(&s, file, d);
+    for (uint32_t i = 0; ok && i < s.n; i++) ok = override_one(m, s.tensors[i].name, SRC_SAFETENSORS, abs, file, d);
+    patch_set_free(&s);
+  }
+  free(abs);
+  return ok;
+}

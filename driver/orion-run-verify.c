@@ -1,0 +1,230 @@
+/*
+ * `orion-run patch --verify`: the patched package must be exactly what a
+ * fresh compile of its source with the new weights gives — the same MIL text,
+ * the same weight file byte for byte — and must compute bit-identical outputs.
+ * The compile runs the orionc installed beside orion-run, with the options the
+ * manifest recorded (CompileArguments) plus the new weights as overrides.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <libgen.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "orion-run.h"
+#include "orion/cpu.h"
+#include "orion/fp16.h"
+#include "orion/runtime.h"
+#include "orion/sha256.h"
+
+extern char **environ;
+
+/* The source as the manifest names it: relative to the current directory, or else to the package's. */
+static char *find_source(const char *package, const Package *pkg, const char *given, Diag *d) {
+  if (given) return xstrdup(given);
+  if (access(pkg->source_name, R_OK) == 0) return xstrdup(pkg->source_name);
+  char *dir = xstrdup(package);
+  size_t n = strlen(dir) + strlen(pkg->source_name) + 8;
+  char *p = xmalloc(n);
+  snprintf(p, n, "%s/../%s", dir, pkg->source_name);
+  free(dir);
+  if (pkg->source_name[0] != '/' && access(p, R_OK) == 0) return p;
+  free(p);
+  diag_error(d, (SrcSpan){0}, "--verify: cannot find the source '%s' the package was compiled from; give "
+             "--verify=SOURCE.oir", pkg->source_name);
+  return NULL;
+}
+
+static bool same_source(const char *path, const Package *pkg, Diag *d) {
+  char *text;
+  size_t len;
+  const char *err;
+  if (!read_file(path, SIZE_MAX / 2, &text, &len, &err)) {
+    diag_error(d, (SrcSpan){0}, "--verify: cannot read '%s': %s", path, err);
+    return false;
+  }
+  char hex[65];
+  sha256_hex(text, len, hex);
+  free(text);
+  if (strcmp(hex, pkg->source_sha256)) {
+    diag_error(d, (SrcSpan){0}, "--verify: '%s' is not the source the package was compiled from (its SHA-256 differs)",
+               path);
+    return false;
+  }
+  return true;
+}
+
+static bool run_orionc(const Package *pkg, const char *source, const char *out, const char *const *files,
+                       const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
+  if (n <= 0) {
+    diag_error(d, (SrcSpan){0}, "--verify: cannot find orionc: %s", strerror(errno));
+    return false;
+  }
+  self[n] = 0;
+  char *dir = dirname(self);
+  char orionc[4200];
+  snprintf(orionc, sizeof orionc, "%s/orionc", dir);
+  uint32_t argc = 0, cap = pkg->ncompile_args + nfiles + 8;
+  char **argv = xcalloc(cap, sizeof *argv);
+  argv[argc++] = xstrdup(orionc);
+  for (uint32_t i = 0; i < pkg->ncompile_args; i++) argv[argc++] = xstrdup(pkg->compile_args[i]);
+  for (uint32_t i = 0; i < nfiles; i++) {
+    StrBuf sb;
+    sb_init(&sb);
+    if (npy_names[i]) sb_printf(&sb, "--weight-override=%s=%s", npy_names[i], files[i]);
+    else sb_printf(&sb, "--weights-override=%s", files[i]);
+    argv[argc++] = sb.data;
+  }
+  argv[argc++] = xstrdup("-o");
+  argv[argc++] = xstrdup(out);
+  argv[argc++] = xstrdup(source);
+  if (verbose) {
+    fputs("orion-run: verifying with", stderr);
+    for (uint32_t i = 0; i < argc; i++) fprintf(stderr, " %s", argv[i]);
+    fputc('\n', stderr);
+  }
+  pid_t pid;
+  int status = 0;
+  bool ok = posix_spawn(&pid, orionc, NULL, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid &&
+            WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) diag_error(d, (SrcSpan){0}, "--verify: the fresh compile with the new weights failed (%s)", orionc);
+  for (uint32_t i = 0; i < argc; i++) free(argv[i]);
+  free(argv);
+  return ok;
+}
+
+/* Names the weight holding byte `at` of the weight file, for the message. */
+static const char *weight_at(const Package *pkg, uint64_t at) {
+  for (uint32_t i = 0; i < pkg->nfunctions; i++)
+    for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
+      const PkgTensor *w = &pkg->functions[i].weights[k];
+      if (at >= w->offset && at < w->offset + 64 + w->bytes) return w->name;
+    }
+  return "(the file header or a blob record)";
+}
+
+static bool same_file(const char *a, const char *b, const Package *pkg, bool weights, Diag *d) {
+  char *x = NULL, *y = NULL;
+  size_t nx = 0, ny = 0;
+  const char *err;
+  bool ok = read_file(a, SIZE_MAX / 2, &x, &nx, &err) && read_file(b, SIZE_MAX / 2, &y, &ny, &err);
+  if (!ok) {
+    diag_error(d, (SrcSpan){0}, "--verify: %s", err);
+  } else if (nx != ny || memcmp(x, y, nx)) {
+    size_t at = 0;
+    while (at < nx && at < ny && x[at] == y[at]) at++;
+    if (weights)
+      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu (weight '%s')", a, at,
+                 weight_at(pkg, at));
+    else
+      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu", a, at);
+    ok = false;
+  }
+  free(x);
+  free(y);
+  return ok;
+}
+
+/* Deterministic small random values: valid token ids and moderate activations. */
+static void fill_random(CpuTensor *t, const OrionTensorInfo *info, uint64_t *state) {
+  uint64_t n = 1;
+  for (uint32_t i = 0; i < info->rank; i++) n *= (uint64_t)info->dims[i];
+  size_t es = cpu_dtype_size(info->dtype);
+  *t = (CpuTensor){.dtype = info->dtype, .rank = info->rank, .data = xcalloc(n ? n : 1, es)};
+  memcpy(t->dims, info->dims, sizeof(int64_t) * info->rank);
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t r = splitmix64(state);
+    double u = (double)(r >> 11) * 0x1p-53 * 2.0 - 1.0;
+    switch (info->dtype) {
+    case MIL_DT_FP16: ((uint16_t *)t->data)[i] = fp16_from_double(u); break;
+    case MIL_DT_FP32: ((float *)t->data)[i] = (float)u; break;
+    case MIL_DT_INT32: ((int32_t *)t->data)[i] = (int32_t)(r % 4); break;
+    default: ((bool *)t->data)[i] = r & 1; break;
+    }
+  }
+}
+
+static bool same_outputs(const char *a, const char *b, Diag *d) {
+  OrionProgram *pa = orion_open(a, NULL, d), *pb = pa ? orion_open(b, NULL, d) : NULL;
+  bool ok = pa && pb;
+  for (uint32_t fn = 0; ok && fn < orion_function_count(pa); fn++) {
+    uint32_t nin = orion_input_count(pa, fn), nout = orion_output_count(pa, fn);
+    CpuTensor *in = xcalloc(nin + 1, sizeof *in), *oa = xcalloc(nout + 1, sizeof *oa), *ob = xcalloc(nout + 1, sizeof *ob);
+    uint64_t state = 1;
+    for (uint32_t i = 0; i < nin; i++) fill_random(&in[i], orion_input(pa, fn, i), &state);
+    CpuProgram *ca = cpu_prepare(pa, fn, CPU_NUMERICS_ANE, d), *cb = ca ? cpu_prepare(pb, fn, CPU_NUMERICS_ANE, d) : NULL;
+    ok = ca && cb && cpu_run(ca, in, oa, d) && cpu_run(cb, in, ob, d);
+    for (uint32_t i = 0; ok && i < nout; i++) {
+      const OrionTensorInfo *info = orion_output(pa, fn, i);
+      if (memcmp(oa[i].data, ob[i].data, (size_t)info->bytes)) {
+        diag_error(d, (SrcSpan){0}, "--verify: output '%s' of function '%s' differs from a fresh compile's", info->name,
+                   orion_function_name(pa, fn));
+        ok = false;
+      }
+    }
+    for (uint32_t i = 0; i < nin; i++) free(in[i].data);
+    for (uint32_t i = 0; i < nout; i++) {
+      cpu_tensor_free(&oa[i]);
+      cpu_tensor_free(&ob[i]);
+    }
+    free(in);
+    free(oa);
+    free(ob);
+    cpu_free(ca);
+    cpu_free(cb);
+  }
+  orion_close(pa);
+  orion_close(pb);
+  return ok;
+}
+
+bool orion_run_verify_patch(const char *package, const char *source, const char *const *files,
+                            const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d) {
+  Package pkg;
+  if (!package_read(package, &pkg, d)) return false;
+  char *src = find_source(package, &pkg, source, d);
+  const char *tmpdir = getenv("TMPDIR");
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s/orion-verify-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  bool made = false, ok = src && same_source(src, &pkg, d);
+  if (ok && !(made = mkdtemp(tmp) != NULL)) {
+    diag_error(d, (SrcSpan){0}, "--verify: cannot make a temporary directory: %s", strerror(errno));
+    ok = false;
+  }
+  StrBuf out, a, b;
+  sb_init(&out);
+  sb_init(&a);
+  sb_init(&b);
+  sb_printf(&out, "%s/fresh.anepkg", tmp);
+  ok = ok && run_orionc(&pkg, src, out.data, files, npy_names, nfiles, verbose, d);
+  for (uint32_t i = 0; ok && i < pkg.nfunctions; i++) {
+    a.len = b.len = 0;
+    sb_printf(&a, "%s/%s", package, pkg.functions[i].mil_file);
+    sb_printf(&b, "%s/%s", out.data, pkg.functions[i].mil_file);
+    ok = same_file(a.data, b.data, &pkg, false, d);
+  }
+  if (ok) {
+    a.len = b.len = 0;
+    sb_printf(&a, "%s/%s", package, PACKAGE_WEIGHTS);
+    sb_printf(&b, "%s/%s", out.data, PACKAGE_WEIGHTS);
+    ok = same_file(a.data, b.data, &pkg, true, d);
+  }
+  ok = ok && same_outputs(package, out.data, d);
+  if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", package);
+  if (made) {
+    remove_tree(tmp); /* our own directory: its name came from mkdtemp */
+  }
+  sb_free(&out);
+  sb_free(&a);
+  sb_free(&b);
+  free(src);
+  package_free(&pkg);
+  return ok;
+}

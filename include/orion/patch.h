@@ -1,0 +1,78 @@
+/*
+ * Delta patching: replacing the bytes of named weights in a compiled
+ * package's weights/weight.bin in place — same MIL text, same blob layout and
+ * offsets, no compiler run — crash-safely. See docs/package-format.md
+ * ("Weight updates") for the journal and the recovery rules.
+ */
+#ifndef ORION_PATCH_H
+#define ORION_PATCH_H
+
+#include "orion/package.h"
+#include "orion/weights.h"
+
+/* One new tensor for a weight of the package. */
+typedef struct PatchTensor {
+  const char *name;    /* the weight's .oir name in the manifest (its MIL name is accepted too) */
+  const char *origin;  /* where the data came from, for messages ("new.safetensors", "memory") */
+  WeightFileDType dtype;
+  uint32_t rank;
+  int64_t dims[IR_MAX_RANK];
+  const void *data;    /* little-endian, row-major; any alignment */
+  uint64_t nbytes;
+} PatchTensor;
+
+/* What a patch did (filled when PatchOptions.stats is set). */
+typedef struct PatchStats {
+  uint32_t tensors;        /* weights named by the patch */
+  uint32_t regions;        /* blobs whose bytes changed */
+  uint64_t bytes_changed;  /* their data bytes */
+  bool shadow;             /* the whole file was rewritten (most of it changed) */
+  uint64_t generation;     /* the package's weights generation afterwards */
+  double validate_ms, commit_ms;
+} PatchStats;
+
+typedef struct PatchOptions {
+  bool clamp_fp16;   /* clamp values beyond fp16's range (warning) instead of failing */
+  PatchStats *stats; /* optional */
+} PatchOptions;
+
+/* Checks every tensor against the manifest (name, shape, dtype kind, NaN,
+ * fp16 range, weights that share storage) and, only if all pass, commits the
+ * new bytes so that a crash at any instant leaves the old or the new weights.
+ * Finishes an interrupted earlier patch first. Nothing is written on error. */
+bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d);
+
+/* Completes a patch that was interrupted after it committed (rolls it
+ * forward), or removes the leftovers of one that had not. *did_recover (may
+ * be NULL) tells whether a committed patch was completed. */
+bool package_recover(const char *path, bool *did_recover, Diag *d);
+
+/* Whether the package holds an unfinished patch's journal. */
+bool package_has_journal(const char *path);
+
+/* A set of tensors read from files, mapped until patch_set_free. */
+typedef struct PatchSet {
+  PatchTensor *tensors;
+  uint32_t n, cap;
+  struct PatchMapping *maps;
+  uint32_t nmaps;
+} PatchSet;
+
+/* Adds every tensor of a safetensors file (named by its keys). */
+bool patch_set_add_safetensors(PatchSet *s, const char *file, Diag *d);
+/* Adds one tensor from a .npy file under the given weight name. */
+bool patch_set_add_npy(PatchSet *s, const char *name, const char *file, Diag *d);
+void patch_set_free(PatchSet *s);
+
+/* Makes every live param named by a tensor of the safetensors `file` (or,
+ * with npy_name, the param of that name) take its value from that file, as
+ * if the source had said so: how a fresh compile with the patched weights is
+ * made. Params are matched by their inlined names (the manifest's). */
+bool weights_override(IrModule *m, const char *npy_name, const char *file, Diag *d);
+
+/* Testing: the patcher kills itself (SIGKILL) when it reaches durable step
+ * number N (1-based), counting every write, sync, rename and unlink, when the
+ * environment variable ORION_PATCH_FAULT_AT=N is set. */
+#define PATCH_FAULT_ENV "ORION_PATCH_FAULT_AT"
+
+#endif

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# orion-run patch end to end: new weights patched into a compiled package give
+# outputs worked out by hand, the package is byte-identical to a fresh compile
+# with those weights, every rejection leaves the package untouched, and a kill
+# at every durable step of the patcher leaves a package that loads with all
+# old or all new weights.
+set -u
+orionc=$(realpath "$1")
+run=$(realpath "$2")
+inspect=$(realpath "$3")
+make_st="python3 $(realpath "$4")"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() { # check NAME STATUS CMD...   (output in $tmp/out)
+  local name=$1 want=$2
+  shift 2
+  "$@" >out 2>&1
+  local got=$?
+  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want"; cat out; fi
+}
+contains() { if grep -qF -- "$2" out; then pass; else fail "$1: output lacks '$2'"; cat out; fi; }
+same_bytes() { if cmp -s "$2" "$3"; then pass; else fail "$1: $2 differs from $3"; fi; }
+snapshot() { cat "$1/Manifest.plist" "$1/weights/weight.bin" | cksum; }
+# A .npy v1 file of fp16 values: shape text, then the bytes as printf escapes.
+npy16() { # npy16 SHAPE ESCAPES FILE
+  local dict="{'descr': '<f2', 'fortran_order': False, 'shape': $1, }"
+  local pad=$((128 - 10 - ${#dict} - 1))
+  { printf '\x93NUMPY\x01\x00\x76\x00'; printf '%s' "$dict"; printf "%${pad}s" ''; printf '\n'; printf "$2"; } >"$3"
+}
+
+# z = linear(x, w, b) + c. b and c are both zeros: stored once unless --no-dedup.
+cat >m.oir <<'EOF'
+func main(x: fp16[1,4]) {
+  param w: fp16[4,4] = normal(seed=1, std=0.1);
+  param b: fp16[4] = zeros;
+  param c: fp16[4] = zeros;
+  y = linear(x, w, b);
+  z = add(y, c);
+  return z;
+}
+EOF
+check compile 0 "$orionc" --no-lint --no-dedup -o m.anepkg m.oir
+check compile-dedup 0 "$orionc" --no-lint -o d.anepkg m.oir
+cp -r m.anepkg orig.anepkg
+# x = [1, 2, 3, 4]
+npy16 '(1, 4)' '\x00\x3c\x00\x40\x00\x42\x00\x44' x.npy
+
+# w = 0.5 * identity, b = [1, 1, 1, 1], c = 0: z = [1.5, 2, 2.5, 3].
+$make_st new.safetensors w=F32:4x4:0.5,0,0,0,0,0.5,0,0,0,0,0.5,0,0,0,0,0.5 b=F16:4:fill=1
+check patch 0 "$run" patch m.anepkg --weights new.safetensors
+contains patch "m.anepkg: 2 weights patched, 2 blobs (40 bytes) changed, generation 1"
+mkdir o
+check run-patched 0 "$run" m.anepkg --input x=x.npy --output-dir o
+npy16 '(1, 4)' '\x00\x3e\x00\x40\x00\x41\x00\x42' want.npy
+same_bytes run-patched o/z.npy want.npy
+check inspect 0 "$inspect" m.anepkg
+contains inspect "generation 1"
+contains inspect "checksums: all verified"
+
+# The same bytes as a fresh compile with the new weights, checked by hand and by --verify.
+check fresh 0 "$orionc" --no-lint --no-dedup --weights-override=new.safetensors -o fresh.anepkg m.oir
+same_bytes fresh-weights m.anepkg/weights/weight.bin fresh.anepkg/weights/weight.bin
+same_bytes fresh-mil m.anepkg/model.mil fresh.anepkg/model.mil
+check verify 0 "$run" patch m.anepkg --weights new.safetensors --verify
+contains verify "nothing written (generation 1)"
+contains verify "m.anepkg: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs"
+sed 's/std=0.1/std=0.2/' m.oir >other.oir
+check verify-other-source 1 "$run" patch m.anepkg --weights new.safetensors --verify=other.oir
+contains verify-other-source "orion-run: error: --verify: 'other.oir' is not the source the package was compiled from (its SHA-256 differs)"
+
+# One weight from a .npy: c = [1, 0, 0, 0] adds 1 to z[0].
+npy16 '(4,)' '\x00\x3c\x00\x00\x00\x00\x00\x00' c.npy
+check patch-npy 1 "$run" patch m.anepkg --weight c=c.npy --verify
+contains patch-npy "m.anepkg: 1 weight patched, 1 blob (8 bytes) changed, generation 2"
+# A fresh compile knows only this patch's weights, not the earlier patch's.
+contains patch-npy "orion-run: error: --verify: m.anepkg/weights/weight.bin differs from a fresh compile at byte 128 (weight 'w')"
+contains patch-npy "orion-run: note: the package had been patched before this update (generation 1); a fresh compile takes only this update's weights from files"
+check run-npy 0 "$run" m.anepkg --input x=x.npy --output-dir o
+npy16 '(1, 4)' '\x00\x41\x00\x40\x00\x41\x00\x42' want2.npy
+same_bytes run-npy o/z.npy want2.npy
+
+# Rejections: a clear message, exit 1, and not a byte of the package changed.
+before=$(snapshot m.anepkg)
+reject() { # reject NAME MESSAGE SPEC...
+  local name=$1 msg=$2
+  shift 2
+  $make_st bad.safetensors "$@"
+  check "$name" 1 "$run" patch m.anepkg --weights bad.safetensors
+  contains "$name" "$msg"
+  if [ "$(snapshot m.anepkg)" = "$before" ]; then pass; else fail "$name: the package changed"; fi
+}
+reject unknown "orion-run: error: bad.safetensors: the package has no weight named 'nope' (orion-inspect lists them)" \
+  nope=F32:4:fill=1
+reject shape "orion-run: error: bad.safetensors: tensor 'b' has shape [5], but the weight's shape is [4] (a shape change needs a recompile)" \
+  b=F32:5:fill=1
+reject nan "orion-run: error: bad.safetensors: weight 'b' has NaN at index 2" b=F32:4:nan-at=2
+reject range "orion-run: error: bad.safetensors: weight 'b' has the value 70000 at index 0, beyond fp16's range (largest is 65504; --clamp-fp16 clamps)" \
+  b=F32:4:fill=70000
+reject dtype "orion-run: error: bad.safetensors: weight 'b' is fp16; a tensor of dtype I32 cannot replace it (a dtype change needs a recompile)" \
+  b=I32:4:fill=1
+# One bad tensor among good ones: nothing is written.
+reject partly-bad "orion-run: error: bad.safetensors: weight 'c' has NaN at index 0" b=F32:4:fill=3 c=F32:4:nan-at=0
+$make_st shared.safetensors b=F16:4:fill=2
+check shared 1 "$run" patch d.anepkg --weights shared.safetensors
+contains shared "orion-run: error: shared.safetensors: weight 'b' shares its storage with 'c' (they were identical when compiled), so patching it alone would change them too; patch them all with the same values, or compile with --no-dedup"
+$make_st both.safetensors b=F16:4:fill=2 c=F16:4:fill=2
+check shared-both 0 "$run" patch d.anepkg --weights both.safetensors
+$make_st big.safetensors b=F32:4:fill=70000
+check clamp 0 "$run" patch m.anepkg --weights big.safetensors --clamp-fp16
+contains clamp "orion-run: warning: big.safetensors: weight 'b': 4 values beyond fp16's range clamped to +-65504"
+check usage 2 "$run" patch m.anepkg
+contains usage "orion-run patch: error: no new weights (give --weights FILE or --weight NAME=FILE.npy)"
+check help 0 "$run" patch --help
+contains help "usage: orion-run patch [options] PACKAGE --weights FILE.safetensors ..."
+
+# Crash safety. The patcher kills itself at durable step k (every write of a
+# piece, sync, rename, unlink); afterwards the package must load and compute
+# either the old outputs or the new ones, and pass its checksums. Small
+# patches go through the journal's regions, whole-file ones through a shadow
+# copy: both are exercised.
+crash_test() { # crash_test NAME WEIGHTS_FILE
+  local name=$1 file=$2 k=1 outcome
+  rm -rf base.anepkg && cp -r orig.anepkg base.anepkg
+  "$run" base.anepkg --input x=x.npy --output-dir o >/dev/null 2>&1 && cp o/z.npy old.npy
+  cp -r base.anepkg new.anepkg && "$run" patch new.anepkg --weights "$file" >/dev/null 2>&1
+  "$run" new.anepkg --input x=x.npy --output-dir o >/dev/null 2>&1 && cp o/z.npy new.npy
+  if cmp -s old.npy new.npy; then fail "$name: the patch does not change the outputs"; return; fi
+  local olds=0 news=0 bad=0
+  while [ $k -le 200 ]; do
+    rm -rf c.anepkg && cp -r base.anepkg c.anepkg
+    { ORION_PATCH_FAULT_AT=$k "$run" patch c.anepkg --weights "$file"; } >/dev/null 2>&1 # bash's "Killed" too
+    local status=$?
+    if ! "$run" c.anepkg --input x=x.npy --output-dir o >run.out 2>&1; then
+      bad=$((bad + 1)); echo "$name: after a kill at step $k the package does not load:"; cat run.out
+    elif cmp -s o/z.npy old.npy; then olds=$((olds + 1)); outcome=old
+    elif cmp -s o/z.npy new.npy; then news=$((news + 1)); outcome=new
+    else bad=$((bad + 1)); echo "$name: after a kill at step $k the outputs are neither old nor new"
+    fi
+    if ! "$inspect" c.anepkg >inspect.out 2>&1 || ! grep -q "generation $([ "$outcome" = old ] && echo 0 || echo 1)" inspect.out; then
+      bad=$((bad + 1)); echo "$name: after a kill at step $k the package fails inspection or has the wrong generation"; cat inspect.out
+    fi
+    [ $status = 0 ] && break # the patcher got through: no step left to kill at
+    k=$((k + 1))
+  done
+  echo "$name: killed at each of $((k - 1)) steps: $olds times old weights, $news times new"
+  if [ $bad = 0 ] && [ $olds -gt 0 ] && [ $news -gt 0 ]; then pass; else fail "$name: $bad bad outcomes ($olds old, $news new, $k steps)"; fi
+}
+crash_test crash-journal new.safetensors
+$make_st all.safetensors w=F32:4x4:seed=5 b=F32:4:seed=6 c=F32:4:seed=7
+crash_test crash-shadow all.safetensors
+# An interrupted patch is completed by `orion-run patch --recover` too.
+rm -rf r.anepkg && cp -r orig.anepkg r.anepkg
+{ ORION_PATCH_FAULT_AT=12 "$run" patch r.anepkg --weights all.safetensors; } >/dev/null 2>&1
+if [ -e r.anepkg/weights/weight.bin.journal ]; then
+  check recover 0 "$run" patch r.anepkg --recover
+  contains recover "r.anepkg: completed an interrupted weight update"
+  check recovered 0 "$inspect" r.anepkg
+  contains recovered "generation 1"
+else
+  fail "recover: no journal after a kill at step 12"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
