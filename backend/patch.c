@@ -198,6 +198,13 @@ static bool journal_parse(const uint8_t *p, size_t len, Journal *j) {
   return at == end;
 }
 
+bool patch_journal_valid(const uint8_t *data, size_t len) {
+  Journal j;
+  bool ok = journal_parse(data, len, &j);
+  free(j.regions);
+  return ok;
+}
+
 static bool journal_write(const char *pkg, const Journal *j) {
   uint32_t nparts = 3 + 2 * j->nregions;
   const uint8_t **parts = xcalloc(nparts, sizeof *parts);
@@ -382,7 +389,7 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
       if ((h & 0x7C00u) == 0x7C00u && !isnan(v) && !isinf(v)) {
         if (!opt->clamp_fp16) {
           diag_error(d, (SrcSpan){0},
-                     "%s: weight '%s' has the value %g at index %llu, beyond fp16's range (largest is 65504; "
+                     "%s: weight '%s' has the value %.9g at index %llu, beyond fp16's range (largest is 65504; "
                      "--clamp-fp16 clamps)",
                      t->origin, w->name, v, (unsigned long long)i);
           free(out);
@@ -414,7 +421,7 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
       if (isnan(v))
         diag_error(d, (SrcSpan){0}, "%s: weight '%s' has NaN at index %llu", t->origin, w->name, (unsigned long long)i);
       else
-        diag_error(d, (SrcSpan){0}, "%s: weight '%s' has the value %g at index %llu, which %s cannot hold", t->origin,
+        diag_error(d, (SrcSpan){0}, "%s: weight '%s' has the value %.17g at index %llu, which %s cannot hold", t->origin,
                    w->name, v, (unsigned long long)i, pkg_dtype_name(w->dtype));
       free(out);
       return NULL;

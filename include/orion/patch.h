@@ -47,6 +47,10 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
  * be NULL) tells whether a committed patch was completed. */
 bool package_recover(const char *path, bool *did_recover, Diag *d);
 
+/* Whether `data` is a well-formed journal whose checksum matches (what
+ * recovery trusts; exposed for the fuzz target). */
+bool patch_journal_valid(const uint8_t *data, size_t len);
+
 /* Whether the package holds an unfinished patch's journal. */
 bool package_has_journal(const char *path);
 

@@ -123,19 +123,22 @@ contains help "usage: orion-run patch [options] PACKAGE --weights FILE.safetenso
 # either the old outputs or the new ones, and pass its checksums. Small
 # patches go through the journal's regions, whole-file ones through a shadow
 # copy: both are exercised.
-crash_test() { # crash_test NAME WEIGHTS_FILE
-  local name=$1 file=$2 k=1 outcome
-  rm -rf base.anepkg && cp -r orig.anepkg base.anepkg
-  "$run" base.anepkg --input x=x.npy --output-dir o >/dev/null 2>&1 && cp o/z.npy old.npy
-  cp -r base.anepkg new.anepkg && "$run" patch new.anepkg --weights "$file" >/dev/null 2>&1
-  "$run" new.anepkg --input x=x.npy --output-dir o >/dev/null 2>&1 && cp o/z.npy new.npy
+crash_test() { # crash_test NAME ORIGINAL_PACKAGE INPUT WEIGHTS_FILE
+  local name=$1 orig=$2 input=$3 file=$4 k=1 outcome
+  rm -rf base.anepkg new.anepkg && cp -r "$orig" base.anepkg
+  "$run" base.anepkg --input x="$input" --output-dir o >/dev/null 2>&1 && cp o/z.npy old.npy
+  cp -r base.anepkg new.anepkg && "$run" patch new.anepkg --weights "$file" >patch.out 2>&1
+  if ! grep -q "$([ "$name" = crash-shadow ] && echo "whole weight file rewritten" || echo "changed, generation")" patch.out; then
+    fail "$name: not the intended mode"; cat patch.out
+  fi
+  "$run" new.anepkg --input x="$input" --output-dir o >/dev/null 2>&1 && cp o/z.npy new.npy
   if cmp -s old.npy new.npy; then fail "$name: the patch does not change the outputs"; return; fi
   local olds=0 news=0 bad=0
   while [ $k -le 200 ]; do
     rm -rf c.anepkg && cp -r base.anepkg c.anepkg
     { ORION_PATCH_FAULT_AT=$k "$run" patch c.anepkg --weights "$file"; } >/dev/null 2>&1 # bash's "Killed" too
     local status=$?
-    if ! "$run" c.anepkg --input x=x.npy --output-dir o >run.out 2>&1; then
+    if ! "$run" c.anepkg --input x="$input" --output-dir o >run.out 2>&1; then
       bad=$((bad + 1)); echo "$name: after a kill at step $k the package does not load:"; cat run.out
     elif cmp -s o/z.npy old.npy; then olds=$((olds + 1)); outcome=old
     elif cmp -s o/z.npy new.npy; then news=$((news + 1)); outcome=new
@@ -150,11 +153,15 @@ crash_test() { # crash_test NAME WEIGHTS_FILE
   echo "$name: killed at each of $((k - 1)) steps: $olds times old weights, $news times new"
   if [ $bad = 0 ] && [ $olds -gt 0 ] && [ $news -gt 0 ]; then pass; else fail "$name: $bad bad outcomes ($olds old, $news new, $k steps)"; fi
 }
-crash_test crash-journal new.safetensors
-$make_st all.safetensors w=F32:4x4:seed=5 b=F32:4:seed=6 c=F32:4:seed=7
-crash_test crash-shadow all.safetensors
+crash_test crash-journal orig.anepkg x.npy new.safetensors
+# Wider weights, all replaced: more than half the file changes, so a shadow copy.
+sed 's/x: fp16\[1,4\]/x: fp16[1,64]/; s/w: fp16\[4,4\]/w: fp16[4,64]/' m.oir >wide.oir
+check compile-wide 0 "$orionc" --no-lint --no-dedup -o wide.anepkg wide.oir
+npy16 '(1, 64)' "$(for i in $(seq 64); do printf '\\x00\\x3c'; done)" x64.npy
+$make_st all.safetensors w=F32:4x64:seed=5 b=F32:4:seed=6 c=F32:4:seed=7
+crash_test crash-shadow wide.anepkg x64.npy all.safetensors
 # An interrupted patch is completed by `orion-run patch --recover` too.
-rm -rf r.anepkg && cp -r orig.anepkg r.anepkg
+rm -rf r.anepkg && cp -r wide.anepkg r.anepkg
 { ORION_PATCH_FAULT_AT=12 "$run" patch r.anepkg --weights all.safetensors; } >/dev/null 2>&1
 if [ -e r.anepkg/weights/weight.bin.journal ]; then
   check recover 0 "$run" patch r.anepkg --recover

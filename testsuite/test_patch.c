@@ -1,0 +1,198 @@
+/*
+ * Delta patching through the library (orion/patch.h) with tensors from
+ * memory, the journal's integrity check, and orion_reload_weights: a loaded
+ * program sees the new weight bytes after a reload, without re-reading its
+ * MIL, and refuses a reload when the package was recompiled.
+ */
+#define _XOPEN_SOURCE 700
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "orion/fp16.h"
+#include "orion/passes.h"
+#include "orion/patch.h"
+#include "orion/runtime.h"
+#include "orion/xxh64.h"
+
+static const char *const program =
+    "func main(x: fp16[1,64]) {\n"
+    "  param w: fp16[4,64] = fill(0.5);\n"
+    "  param b: fp16[4] = zeros;\n"
+    "  h = linear(x, w, b);\n"
+    "  return h;\n"
+    "}\n";
+
+/* The same weights, another graph: a recompile. */
+static const char *const program2 =
+    "func main(x: fp16[1,64]) {\n"
+    "  param w: fp16[4,64] = fill(0.5);\n"
+    "  param b: fp16[4] = zeros;\n"
+    "  h = linear(x, w, b);\n"
+    "  r = relu(h);\n"
+    "  return r;\n"
+    "}\n";
+
+static char dir[64], pkg[128];
+
+static void compile_with(const char *text) {
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+}
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/orion-patch-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  compile_with(program);
+}
+
+static void teardown(void) { remove_tree(dir); }
+
+typedef struct Ctx {
+  SourceSet sources;
+  Diag d;
+  StrBuf text;
+} Ctx;
+
+static void ctx_open(Ctx *c) {
+  srcset_init(&c->sources);
+  diag_init(&c->d, &c->sources);
+  sb_init(&c->text);
+  c->d.capture = &c->text;
+  c->d.program = "test";
+}
+
+static void ctx_close(Ctx *c) {
+  sb_free(&c->text);
+  srcset_free(&c->sources);
+}
+
+static PatchTensor f32_tensor(const char *name, const float *v, uint32_t rank, int64_t d0, int64_t d1) {
+  PatchTensor t = {.name = name, .origin = "memory", .dtype = WF_F32, .rank = rank, .data = v};
+  t.dims[0] = d0;
+  t.dims[1] = d1;
+  t.nbytes = (uint64_t)(d0 * (rank > 1 ? d1 : 1)) * 4;
+  return t;
+}
+
+/* The fp16 values of the weight named `name` in the loaded program. */
+static const uint16_t *weight_data(OrionProgram *p, const char *name) {
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
+    if (!strcmp(orion_weight(p, 0, i)->name, name)) return orion_weight(p, 0, i)->data;
+  cr_assert_fail("no weight %s", name);
+  return NULL;
+}
+
+Test(patch, from_memory_then_reload, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  OrionProgram *p = orion_open(pkg, NULL, &c.d);
+  cr_assert_not_null(p, "%s", c.text.data);
+  cr_assert_eq(orion_weights_generation(p), 0);
+  cr_assert_eq(weight_data(p, "b")[3], 0);
+
+  const float b[4] = {1, 2, 3, -0.5f};
+  PatchTensor t = f32_tensor("b", b, 1, 4, 0);
+  PatchStats st;
+  PatchOptions po = {.stats = &st};
+  cr_assert(package_patch(pkg, &t, 1, &po, &c.d), "%s", c.text.data);
+  cr_assert_eq(st.regions, 1);
+  cr_assert_eq(st.bytes_changed, 8);
+  cr_assert_eq(st.generation, 1);
+  cr_assert_not(st.shadow);
+
+  bool changed = false;
+  cr_assert(orion_reload_weights(p, NULL, &changed, &c.d), "%s", c.text.data);
+  cr_assert(changed);
+  cr_assert_eq(orion_weights_generation(p), 1);
+  const uint16_t *nb = weight_data(p, "b");
+  cr_assert_eq(nb[0], 0x3C00);
+  cr_assert_eq(nb[1], 0x4000);
+  cr_assert_eq(nb[2], 0x4200);
+  cr_assert_eq(nb[3], 0xB800);
+  /* w is untouched: 0.5 everywhere. */
+  cr_assert_eq(weight_data(p, "w")[255], 0x3800);
+
+  /* Nothing new: no reload. */
+  cr_assert(orion_reload_weights(p, NULL, &changed, &c.d));
+  cr_assert_not(changed);
+
+  /* Most of the file changed: the shadow copy path, same result for the reader. */
+  float w[256];
+  for (int i = 0; i < 256; i++) w[i] = (float)i / 4;
+  PatchTensor tw = f32_tensor("w", w, 2, 4, 64);
+  cr_assert(package_patch(pkg, &tw, 1, &po, &c.d), "%s", c.text.data);
+  cr_assert(st.shadow);
+  cr_assert(orion_reload_weights(p, NULL, &changed, &c.d), "%s", c.text.data);
+  cr_assert(changed);
+  cr_assert_eq(weight_data(p, "w")[5], fp16_from_float(1.25f));
+  cr_assert_eq(weight_data(p, "b")[1], 0x4000);
+  orion_close(p);
+  ctx_close(&c);
+}
+
+Test(patch, reload_refuses_a_recompiled_package, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  OrionProgram *p = orion_open(pkg, NULL, &c.d);
+  cr_assert_not_null(p, "%s", c.text.data);
+  /* Recompiled with another program, then patched so that the generation moves. */
+  compile_with(program2);
+  const float b[4] = {1, 1, 1, 1};
+  PatchTensor t = f32_tensor("b", b, 1, 4, 0);
+  cr_assert(package_patch(pkg, &t, 1, NULL, &c.d), "%s", c.text.data);
+  bool changed = true;
+  cr_assert_not(orion_reload_weights(p, NULL, &changed, &c.d));
+  cr_assert_not(changed);
+  cr_assert(strstr(c.text.data, "its MIL changed, not only its weights (recompiled? open it again)"), "%s", c.text.data);
+  /* The program still holds its old weights. */
+  cr_assert_eq(weight_data(p, "w")[0], 0x3800);
+  orion_close(p);
+  ctx_close(&c);
+}
+
+Test(patch, errors_name_the_tensor_and_write_nothing, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  char *before;
+  size_t blen;
+  const char *err;
+  char wpath[256];
+  snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", pkg);
+  cr_assert(read_file(wpath, 1u << 20, &before, &blen, &err));
+  const float bad[4] = {1, 2, 1e6f, 4};
+  PatchTensor t = f32_tensor("b", bad, 1, 4, 0);
+  cr_assert_not(package_patch(pkg, &t, 1, NULL, &c.d));
+  cr_assert_str_eq(c.text.data, "test: error: memory: weight 'b' has the value 1000000 at index 2, beyond fp16's range "
+                                "(largest is 65504; --clamp-fp16 clamps)\n");
+  char *after;
+  size_t alen;
+  cr_assert(read_file(wpath, 1u << 20, &after, &alen, &err));
+  cr_assert_eq(alen, blen);
+  cr_assert_eq(memcmp(before, after, blen), 0);
+  free(before);
+  free(after);
+  ctx_close(&c);
+}
+
+Test(patch, journal_integrity) {
+  /* A minimal valid journal: header, empty manifest, no regions, checksum. */
+  uint8_t j[48] = "ORIONJ01";
+  j[8] = 1; /* generation */
+  cr_assert_not(patch_journal_valid(j, sizeof j)); /* no checksum yet */
+  uint64_t h = xxh64(j, 40, 0);
+  for (int i = 0; i < 8; i++) j[40 + i] = (uint8_t)(h >> (8 * i));
+  cr_assert(patch_journal_valid(j, sizeof j));
+  j[8] = 2; /* any change breaks the checksum */
+  cr_assert_not(patch_journal_valid(j, sizeof j));
+  cr_assert_not(patch_journal_valid(j, 7));
+}
