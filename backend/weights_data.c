@@ -5,7 +5,8 @@
  * uniform) or a tensor in a safetensors or .npy file. Initializers are
  * computed in double and rounded once to the dtype; the random ones use a
  * generator simple enough to redo in a few lines of numpy (docs/weights.md
- * spells it out). File tensors are memory-mapped, their header parsed again
+ * spells it out), built from correctly rounded operations only, so that its
+ * bits are the same everywhere, and vectorized. File tensors are memory-mapped, their header parsed again
  * from the mapping itself (so every offset used was checked against the bytes
  * actually mapped, whatever happened to the file since the check), and
  * converted to the param's dtype with a single round-to-nearest-even.
@@ -27,11 +28,16 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "weights_data.c copies little-endian file data as it is: a big-endian host needs byte swaps"
@@ -54,9 +60,6 @@
 #define FP16_EXP_MASK 0x7C00u
 #define FP16_MAX_BITS 0x7BFFu
 #define FP32_EXP_MASK 0x7F800000u
-
-/* 2*pi as a double, the same value as 2 * math.pi in Python. */
-#define TWO_PI 6.283185307179586
 
 /* ---- the output and its problems ----------------------------------------- */
 
@@ -252,36 +255,365 @@ static bool fill_value(Out *o, double v) {
   return true;
 }
 
-/* One uniform draw in [0, 1): the top 53 bits of a SplitMix64 output. */
-static double next_unit(uint64_t *state) { return (double)(splitmix64(state) >> 11) * 0x1p-53; }
+/* ---- random initializers ------------------------------------------------------ */
+
+/* The generator runs on four lanes at a time through GCC/clang vector
+ * extensions: element-wise IEEE operations, so each lane computes exactly
+ * what the scalar definition in docs/weights.md computes, whatever vector
+ * instructions the target turns them into. Only static functions, all
+ * inlined, take or return these types, so no ABI is crossed. */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wunknown-warning-option"
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+#define LANES 4
+typedef double V4d __attribute__((vector_size(32)));
+typedef uint64_t V4u __attribute__((vector_size(32)));
+typedef int64_t V4i __attribute__((vector_size(32)));
+typedef uint32_t V4u32 __attribute__((vector_size(16)));
+typedef float V4f __attribute__((vector_size(16)));
+
+/* Everything the chunk kernel calls is inlined into it, so that each of its
+ * builds (portable, AVX2, AVX-512) gets its own copy. */
+#define INLINE static inline __attribute__((always_inline))
+#define PAIRS_PER_CHUNK (CHUNK / 2)
+/* Pairs per pass of the normal generator: its arrays stay in L1. */
+#define PAIRS_PER_BLOCK 256
+
+#define ONE_BITS UINT64_C(0x3FF0000000000000)
+#define MANTISSA_MASK UINT64_C(0x000FFFFFFFFFFFFF)
+#define ABS_MASK UINT64_C(0x7FFFFFFFFFFFFFFF)
+/* 1.5 * 2^52: adding it to a double of magnitude below 2^51 rounds that
+ * double to an integer (ties to even), which then sits in the low bits. */
+#define ROUND_MAGIC 0x1.8p52
+#define ROUND_MAGIC_BITS UINT64_C(0x4338000000000000)
+
+/* The constants of `normal`, as docs/weights.md defines them: each is the
+ * double nearest the exact value (what Python's float arithmetic gives). */
+#define SQRT2 0x1.6a09e667f3bcdp+0   /* math.sqrt(2) */
+#define LN2 0x1.62e42fefa39efp-1     /* math.log(2) */
+#define HALF_PI 0x1.921fb54442d18p+0 /* math.pi / 2 */
+
+/* log(m) = 2 (s + s^3/3 + s^5/5 + ...), s = (m-1)/(m+1): 1/3 ... 1/19. */
+static const double log_coeffs[] = {
+    0x1.5555555555555p-2, 0x1.999999999999ap-3, 0x1.2492492492492p-3, 0x1.c71c71c71c71cp-4, 0x1.745d1745d1746p-4,
+    0x1.3b13b13b13b14p-4, 0x1.1111111111111p-4, 0x1.e1e1e1e1e1e1ep-5, 0x1.af286bca1af28p-5,
+};
+/* sin: -1/3!, 1/5!, ... -1/15!; cos: -1/2!, 1/4!, ... 1/16!. */
+static const double sin_coeffs[] = {
+    -0x1.5555555555555p-3, 0x1.1111111111111p-7,  -0x1.a01a01a01a01ap-13, 0x1.71de3a556c734p-19,
+    -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+};
+static const double cos_coeffs[] = {
+    -0x1.0000000000000p-1, 0x1.5555555555555p-5,  -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16,
+    -0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45,
+};
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+INLINE V4d splat(double x) { return (V4d){x, x, x, x}; } /* keeps -0.0 (0 + x would not) */
+INLINE V4u splat_u(uint64_t x) { return (V4u){x, x, x, x}; }
+/* Bit reinterpretations (a vector cast between equal sizes keeps the bits). */
+INLINE V4u bits_of(V4d x) { return (V4u)x; }
+INLINE V4d from_bits(V4u x) { return (V4d)x; }
+/* Lane-wise choice by a mask of all-ones or all-zeros lanes. */
+INLINE V4u select_u(V4u mask, V4u yes, V4u no) { return (yes & mask) | (no & ~mask); }
+INLINE V4d select_d(V4u mask, V4d yes, V4d no) { return from_bits(select_u(mask, bits_of(yes), bits_of(no))); }
+
+/* SplitMix64's output function on each lane's state. */
+INLINE V4u mix64(V4u z) {
+  z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+/* (z >> 11) * 2^-53 without an integer-to-double conversion (x86 has no
+ * vector one before AVX-512): the top 52 bits become a double in [1, 2)
+ * minus 1, and the 53rd bit adds 2^-53. Both steps are exact. */
+INLINE V4d unit_of(V4u z) {
+  V4d hi = from_bits((z >> 12) | ONE_BITS) - 1.0;
+  V4u low_bit = (z >> 11) & 1;
+  return hi + from_bits((0 - low_bit) & splat_u(UINT64_C(0x3CA0000000000000))); /* 0 or 2^-53 */
+}
+
+/* Correctly rounded square roots: SSE2's, two lanes at a time, where the
+ * compiler can split a vector in halves; otherwise lane by lane. */
+#if defined(__SSE2__) && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define SQRT_BY_SSE2 1
+#endif
+#endif
+
+INLINE V4d sqrt4(V4d x) {
+#ifdef SQRT_BY_SSE2
+  __m128d lo = _mm_sqrt_pd(__builtin_shufflevector(x, x, 0, 1));
+  __m128d hi = _mm_sqrt_pd(__builtin_shufflevector(x, x, 2, 3));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3);
+#else
+  for (int i = 0; i < LANES; i++) x[i] = sqrt(x[i]);
+  return x;
+#endif
+}
+
+INLINE V4d horner(const double *c, size_t n, V4d x2) {
+  V4d p = splat(c[n - 1]);
+  /* Unrolled: each lane's chain is short enough for the core to overlap
+   * several pairs' chains. */
+#pragma GCC unroll 16
+  for (size_t i = n - 1; i-- > 0;) p = p * x2 + c[i];
+  return p;
+}
+
+/* log(u) for u in (0, 1]: u = m * 2^e with m in (sqrt(2)/2, sqrt(2)], exactly,
+ * then the atanh series in s = (m-1)/(m+1). */
+INLINE V4d log_unit(V4d u) {
+  V4u b = bits_of(u);
+  V4d m = from_bits((b & MANTISSA_MASK) | ONE_BITS); /* in [1, 2) */
+  V4i e = (V4i)(b >> 52) - 1023;
+  V4u big = (V4u)(m > SQRT2);
+  m = select_d(big, m * 0.5, m);
+  e -= (V4i)big; /* the mask is -1 where m was halved */
+  V4d ed = from_bits((V4u)(e + (int64_t)ROUND_MAGIC_BITS)) - ROUND_MAGIC; /* exact: |e| is small */
+  V4d s = (m - 1.0) / (m + 1.0);
+  V4d s2 = s * s, t = 2.0 * s;
+  return ed * LN2 + (t + t * (s2 * horner(log_coeffs, COUNT_OF(log_coeffs), s2)));
+}
+
+/* cos and sin of 2*pi*u for u in [0, 1): u in quarter turns is k + f with
+ * k an integer and |f| <= 1/2 (exact), then Taylor polynomials in x = f*pi/2
+ * and the quarter's symmetries. */
+INLINE void cos_sin_turns(V4d u, V4d *c, V4d *s) {
+  V4d q = 4.0 * u;
+  V4d kq = q + ROUND_MAGIC;
+  V4u k = bits_of(kq); /* the low bits hold rint(q) */
+  V4d x = (q - (kq - ROUND_MAGIC)) * HALF_PI;
+  V4d x2 = x * x;
+  V4d sn = x + x * (x2 * horner(sin_coeffs, COUNT_OF(sin_coeffs), x2));
+  V4d cs = 1.0 + x2 * horner(cos_coeffs, COUNT_OF(cos_coeffs), x2);
+  V4u swap = 0 - (k & 1);                    /* odd quarters: cos and sin trade places */
+  V4u neg_c = (((k + 1) >> 1) & 1) << 63;    /* quarters 1 and 2: cos < 0 */
+  V4u neg_s = ((k >> 1) & 1) << 63;          /* quarters 2 and 3: sin < 0 */
+  *c = from_bits(bits_of(select_d(swap, sn, cs)) ^ neg_c);
+  *s = from_bits(bits_of(select_d(swap, cs, sn)) ^ neg_s);
+}
+
+/* fp16 bits of finite doubles, rounded once to nearest even (NaN and
+ * infinities give an fp16 NaN or infinity; the caller looks closer). */
+INLINE V4u fp16_bits(V4d v) {
+  V4u b = bits_of(v);
+  V4u a = b & ABS_MASK;
+  V4u sign = (b >> 48) & 0x8000;
+  /* Normal range: round the mantissa at bit 42, then rebias 1023 -> 15. */
+  V4u normal = ((a + UINT64_C(0x1FFFFFFFFFF) + ((a >> 42) & 1)) >> 42) - (UINT64_C(1008) << 10);
+  /* Below 2^-14 fp16 steps are 2^-24: adding 2^28 (whose ulp is 2^-24)
+   * rounds to that grid, and the bits above 2^28's are the fp16 bits. */
+  V4u sub = bits_of(from_bits(a) + 0x1p28) - UINT64_C(0x41B0000000000000);
+  V4u h = select_u((V4u)(a < UINT64_C(0x3F10000000000000)), sub, normal); /* 2^-14 */
+  h = select_u((V4u)(a >= UINT64_C(0x40EFFE0000000000)), splat_u(0x7C00), h); /* 65520 and up */
+  h = select_u((V4u)(a > UINT64_C(0x7FF0000000000000)), splat_u(0x7E00), h);  /* NaN */
+  return h | sign;
+}
+
+/* Fills v0/v1 (PAIRS_PER_CHUNK each) with the values of elements at, at+1,
+ * ... of a uniform or normal initializer: pair j of the chunk is elements
+ * at+2j (v0) and at+2j+1 (v1), made from draws at+2j+1 and at+2j+2. */
+INLINE void gen_chunk(const IrParamSource *src, uint64_t at, double *restrict v0, double *restrict v1) {
+  V4u lane;
+  for (int i = 0; i < LANES; i++) lane[i] = 2 * (uint64_t)i + 1;
+  const uint64_t gamma = SPLITMIX64_GAMMA, step = 2 * LANES * gamma;
+  V4u state_a = src->seed + at * gamma + lane * gamma;
+  if (src->kind == SRC_UNIFORM) {
+    V4d low = splat(src->a), span = splat(src->b - src->a);
+    for (size_t j = 0; j < PAIRS_PER_CHUNK; j += LANES, state_a += step) {
+      V4d a = low + span * unit_of(mix64(state_a));
+      V4d b = low + span * unit_of(mix64(state_a + gamma));
+      memcpy(v0 + j, &a, sizeof a);
+      memcpy(v1 + j, &b, sizeof b);
+    }
+    return;
+  }
+  /* Three passes over blocks of pairs, each in place in v0/v1: draws, then
+   * radii, then angles. Short loop bodies let the core run many pairs'
+   * long dependency chains (log, sqrt, polynomials) side by side, where one
+   * long body would leave it waiting on a single chain. */
+  V4d mean = splat(src->a), std = splat(src->b);
+  for (size_t block = 0; block < PAIRS_PER_CHUNK; block += PAIRS_PER_BLOCK) {
+    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES, state_a += step) {
+      V4d u1 = 1.0 - unit_of(mix64(state_a)); /* in (0, 1]: the log is finite */
+      V4d u2 = unit_of(mix64(state_a + gamma));
+      memcpy(v0 + j, &u1, sizeof u1);
+      memcpy(v1 + j, &u2, sizeof u2);
+    }
+    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES) {
+      V4d u1;
+      memcpy(&u1, v0 + j, sizeof u1);
+      V4d r = sqrt4(-2.0 * log_unit(u1));
+      memcpy(v0 + j, &r, sizeof r);
+    }
+    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES) {
+      V4d r, u2, c, s;
+      memcpy(&r, v0 + j, sizeof r);
+      memcpy(&u2, v1 + j, sizeof u2);
+      cos_sin_turns(u2, &c, &s);
+      V4d z0 = mean + std * (r * c), z1 = mean + std * (r * s);
+      memcpy(v0 + j, &z0, sizeof z0);
+      memcpy(v1 + j, &z1, sizeof z1);
+    }
+  }
+}
+
+/* Rounds the values of elements at .. at+k-1 (pairs from v0/v1) to fp16;
+ * returns whether any came out NaN or infinite. */
+INLINE bool store_fp16_chunk(uint16_t *out, const double *v0, const double *v1, size_t k) {
+  V4u special = splat_u(0);
+  for (size_t j = 0; 2 * j < k; j += LANES) {
+    V4d a, b;
+    memcpy(&a, v0 + j, sizeof a);
+    memcpy(&b, v1 + j, sizeof b);
+    V4u h = fp16_bits(a) | fp16_bits(b) << 16; /* element 2j in the low half */
+    special |= (V4u)((h & 0x7C00) == 0x7C00) | (V4u)((h & 0x7C000000) == 0x7C000000);
+    V4u32 packed = __builtin_convertvector(h, V4u32);
+    size_t left = k - 2 * j;
+    memcpy(out + 2 * j, &packed, (left < 2 * LANES ? left : 2 * LANES) * sizeof *out);
+  }
+  uint64_t any = 0;
+  for (int i = 0; i < LANES; i++) any |= special[i];
+  return any != 0;
+}
+
+/* The same for fp32: C's conversion rounds to nearest even. */
+INLINE bool store_fp32_chunk(float *out, const double *v0, const double *v1, size_t k) {
+  V4u special = splat_u(0);
+  for (size_t j = 0; 2 * j < k; j += LANES) {
+    V4d a, b;
+    memcpy(&a, v0 + j, sizeof a);
+    memcpy(&b, v1 + j, sizeof b);
+    V4u fa = __builtin_convertvector((V4u32)__builtin_convertvector(a, V4f), V4u);
+    V4u fb = __builtin_convertvector((V4u32)__builtin_convertvector(b, V4f), V4u);
+    V4u f = fa | fb << 32;
+    special |= (V4u)((f & FP32_EXP_MASK) == FP32_EXP_MASK) |
+               (V4u)((f & ((uint64_t)FP32_EXP_MASK << 32)) == (uint64_t)FP32_EXP_MASK << 32);
+    size_t left = k - 2 * j;
+    memcpy(out + 2 * j, &f, (left < 2 * LANES ? left : 2 * LANES) * sizeof *out);
+  }
+  uint64_t any = 0;
+  for (int i = 0; i < LANES; i++) any |= special[i];
+  return any != 0;
+}
+
+/* One chunk: its values into v0/v1 and, if out is set, rounded to the
+ * dtype into out (k elements); returns whether any came out NaN or
+ * infinite. Built once per code path below. */
+INLINE bool chunk_kernel(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt, void *out,
+                         size_t k) {
+  gen_chunk(src, at, v0, v1);
+  if (!out) return false;
+  return dt == DT_FP16 ? store_fp16_chunk(out, v0, v1, k) : store_fp32_chunk(out, v0, v1, k);
+}
+
+typedef bool ChunkFn(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt, void *out, size_t k);
+
+static bool chunk_portable(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt, void *out,
+                           size_t k) {
+  return chunk_kernel(src, at, v0, v1, dt, out, k);
+}
+
+/* Wider builds of the same kernel for x86-64 CPUs that have them: AVX2
+ * doubles the lanes of the integer steps (draws, fp16 rounding), AVX-512DQ
+ * adds 64-bit multiplies for the draws. Neither may fuse a multiply and an
+ * add: GCC in ISO C mode and clang under FP_CONTRACT OFF keep them apart,
+ * and the tests compare every build's bits. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_WIDE_KERNELS 1
+__attribute__((target("avx2"))) static bool chunk_avx2(const IrParamSource *src, uint64_t at, double *v0, double *v1,
+                                                       IrDType dt, void *out, size_t k) {
+  return chunk_kernel(src, at, v0, v1, dt, out, k);
+}
+
+__attribute__((target("avx2,avx512f,avx512dq,avx512vl"))) static bool
+chunk_avx512(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt, void *out, size_t k) {
+  return chunk_kernel(src, at, v0, v1, dt, out, k);
+}
+#endif
+
+/* The kernel of a code path, or NULL if this CPU cannot run it. */
+static ChunkFn *kernel_for(WeightsCodePath path) {
+#ifdef HAVE_WIDE_KERNELS
+  __builtin_cpu_init();
+  bool avx2 = __builtin_cpu_supports("avx2");
+  bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                __builtin_cpu_supports("avx512vl");
+  switch (path) {
+  case WEIGHTS_CODE_AUTO: return avx512 ? chunk_avx512 : avx2 ? chunk_avx2 : chunk_portable;
+  case WEIGHTS_CODE_AVX2: return avx2 ? chunk_avx2 : NULL;
+  case WEIGHTS_CODE_AVX512: return avx512 ? chunk_avx512 : NULL;
+  case WEIGHTS_CODE_PORTABLE: return chunk_portable;
+  }
+  return NULL;
+#else
+  return path == WEIGHTS_CODE_AUTO || path == WEIGHTS_CODE_PORTABLE ? chunk_portable : NULL;
+#endif
+}
+
+/* Which kernel runs: picked on first use, or set by weights_use_code_path. */
+static ChunkFn *_Atomic chunk_fn;
+
+static ChunkFn *chunk_fn_get(void) {
+  ChunkFn *f = atomic_load(&chunk_fn);
+  if (!f) {
+    f = kernel_for(WEIGHTS_CODE_AUTO);
+    atomic_store(&chunk_fn, f);
+  }
+  return f;
+}
+
+bool weights_use_code_path(WeightsCodePath path) {
+  ChunkFn *f = kernel_for(path);
+  if (f) atomic_store(&chunk_fn, f);
+  return f != NULL;
+}
+
+void weights_random_values(const IrParamSource *src, uint64_t first, size_t count, double *out) {
+  if (src->kind != SRC_NORMAL && src->kind != SRC_UNIFORM) ice("weights_random_values on a non-random source");
+  if (first % 2) ice("weights_random_values from odd element %llu", (unsigned long long)first);
+  ChunkFn *fn = chunk_fn_get();
+  double v0[PAIRS_PER_CHUNK], v1[PAIRS_PER_CHUNK];
+  for (size_t done = 0; done < count; done += CHUNK) {
+    size_t k = count - done < CHUNK ? count - done : CHUNK;
+    fn(src, first + done, v0, v1, DT_FP32, NULL, k);
+    for (size_t i = 0; i < k; i++) out[done + i] = (i & 1 ? v1 : v0)[i / 2];
+  }
+}
+
+/* The slow path of a chunk with a NaN or infinity in its output. */
+static void fix_chunk(Out *o, uint64_t at, size_t k, const double *v0, const double *v1) {
+  for (size_t i = 0; i < k; i++) {
+    double v = (i & 1 ? v1 : v0)[i / 2];
+    if (o->dtype == DT_FP16) {
+      uint16_t *h = (uint16_t *)o->data + at + i;
+      if ((*h & FP16_EXP_MASK) != FP16_EXP_MASK) continue;
+      if (isnan(v)) note_nan(o, at + i);
+      else *h = note_over(o, at + i, v, false);
+    } else {
+      if (isfinite(((float *)o->data)[at + i])) continue;
+      if (isnan(v)) note_nan(o, at + i);
+      else note_over(o, at + i, v, false);
+    }
+  }
+}
 
 /* Generates elements [begin, end) of a random initializer; begin is a
- * multiple of CHUNK (so even), and the generator state for it is found by
- * jump-ahead: element i (uniform) or pair i/2 (normal) starts at draw i. */
+ * multiple of CHUNK, and each chunk finds its generator state by jump-ahead
+ * (element i comes from draw i + 1), so the split does not matter. The last
+ * chunk is computed whole and stored in part. */
 static void gen_range(Out *o, uint64_t begin, uint64_t end) {
-  const IrParamSource *src = &o->param->src;
-  uint64_t state = src->seed + begin * SPLITMIX64_GAMMA;
-  double v[CHUNK];
+  ChunkFn *fn = chunk_fn_get();
+  size_t size = ir_dtype_size(o->dtype);
+  double v0[PAIRS_PER_CHUNK], v1[PAIRS_PER_CHUNK];
   for (uint64_t at = begin; at < end; at += CHUNK) {
     size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
-    if (src->kind == SRC_UNIFORM) {
-      /* uniform(seed, low, high): low + (high - low) * u per element. */
-      double low = src->a, span = src->b - src->a;
-      for (size_t i = 0; i < k; i++) v[i] = low + span * next_unit(&state);
-    } else {
-      /* normal(seed, mean, std): Box-Muller on pairs of draws, z0 for even
-       * elements and z1 for odd ones; an odd last element still draws a pair. */
-      double mean = src->a, std = src->b;
-      for (size_t i = 0; i < k; i += 2) {
-        double u1 = 1.0 - next_unit(&state); /* in (0, 1]: log(u1) is finite */
-        double u2 = next_unit(&state);
-        double r = sqrt(-2.0 * log(u1));
-        double t = TWO_PI * u2;
-        v[i] = mean + std * (r * cos(t));
-        if (i + 1 < k) v[i + 1] = mean + std * (r * sin(t));
-      }
-    }
-    store_doubles(o, at, v, k);
+    if (fn(&o->param->src, at, v0, v1, o->dtype, (uint8_t *)o->data + at * size, k)) fix_chunk(o, at, k, v0, v1);
   }
 }
 
@@ -300,9 +632,10 @@ static void *gen_task(void *arg) {
 #define PARALLEL_MIN_ELEMENTS (1u << 20)
 #define MAX_GEN_THREADS 16
 
-/* Random initializers are the slowest weights to produce (hundreds of
- * millions of log/sin/cos for a GPT-2), so large ones are split over the
- * machine's cores; jump-ahead makes the result independent of the split. */
+/* Random initializers are the slowest weights to produce (a log, a sqrt and
+ * two polynomials per pair of values; 124M values for a GPT-2), so large
+ * ones are split over the machine's cores; jump-ahead makes the result
+ * independent of the split. */
 static bool gen_random(Out *o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_GEN_THREADS ? cores : MAX_GEN_THREADS);

@@ -3,9 +3,12 @@
  *
  * Modules are built by hand with one param each. Initializer values are
  * checked against an independent implementation of the generator written
- * here from docs/weights.md (its own SplitMix64 and Box-Muller), compared
- * bit for bit; the documented worked example is checked against numbers
- * computed outside C. File weights are written byte by byte into a fresh
+ * here from docs/weights.md (its own SplitMix64 and Box-Muller, one scalar
+ * double operation at a time), compared bit for bit, and against a fixture
+ * that the doc's numpy code wrote (weights_fixture.h), with every build of
+ * the generator (portable, AVX2, AVX-512) that this CPU runs. The
+ * documented worked example is checked against numbers computed outside C.
+ * File weights are written byte by byte into a fresh
  * directory under /tmp, with expected fp16 bits spelled out by hand for the
  * rounding cases (ties, subnormals, single rounding from double), and every
  * diagnostic is compared as text.
@@ -197,18 +200,72 @@ static double *ref_uniform(uint64_t seed, double low, double high, size_t n) {
   return v;
 }
 
+/* The constants of `normal`, computed here the way the doc defines them
+ * (not copied from weights_data.c). */
+typedef struct NormalConsts {
+  double l[10];  /* l[n] = 1/(2n+1), n = 1..9 */
+  double s[16];  /* s[n] = +-1/n!, n = 3, 5, ..., 15 */
+  double c[17];  /* c[n] = +-1/n!, n = 2, 4, ..., 16 */
+} NormalConsts;
+
+static NormalConsts normal_consts(void) {
+  NormalConsts k;
+  memset(&k, 0, sizeof k);
+  double fact = 1; /* n!, exact in double up to 18! */
+  for (int n = 1; n <= 16; n++) {
+    fact *= n;
+    double sign = ((n / 2) % 2) ? -1.0 : 1.0; /* - for 2, 3, 6, 7, 10, 11, 14, 15 */
+    if (n % 2) k.s[n] = sign / fact;
+    else k.c[n] = sign / fact;
+  }
+  for (int n = 1; n <= 9; n++) k.l[n] = 1.0 / (2 * n + 1);
+  return k;
+}
+
+/* log(u1) for u1 in (0, 1], exactly as docs/weights.md spells it out. */
+static double ref_log(const NormalConsts *k, double u1) {
+  int e;
+  double m = 2.0 * frexp(u1, &e);
+  e -= 1;
+  if (m > sqrt(2.0)) {
+    m /= 2.0;
+    e += 1;
+  }
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s, h = 2.0 * s;
+  double p = k->l[9];
+  for (int n = 8; n >= 1; n--) p = p * s2 + k->l[n];
+  return (double)e * log(2.0) + (h + h * (s2 * p));
+}
+
+static void ref_cos_sin(const NormalConsts *k, double b, double *c, double *s) {
+  double q = 4.0 * b;
+  double kq = nearbyint(q); /* ties to even in the default rounding mode */
+  double x = (q - kq) * (3.14159265358979323846 / 2), x2 = x * x;
+  double ps = k->s[15];
+  for (int n = 13; n >= 3; n -= 2) ps = ps * x2 + k->s[n];
+  double pc = k->c[16];
+  for (int n = 14; n >= 2; n -= 2) pc = pc * x2 + k->c[n];
+  double sn = x + x * (x2 * ps), cs = 1.0 + x2 * pc;
+  switch ((int)kq & 3) {
+  case 0: *c = cs, *s = sn; break;
+  case 1: *c = -sn, *s = cs; break;
+  case 2: *c = -cs, *s = -sn; break;
+  default: *c = sn, *s = -cs; break;
+  }
+}
+
 static double *ref_normal(uint64_t seed, double mean, double std, size_t n) {
   double *v = malloc((n ? n : 1) * sizeof *v);
   cr_assert_not_null(v);
-  uint64_t s = seed;
-  const double pi = 3.14159265358979323846;
+  NormalConsts k = normal_consts();
+  uint64_t st = seed;
   for (size_t pair = 0; 2 * pair < n; pair++) {
-    double ua = ref_unit(&s), ub = ref_unit(&s);
-    double u1 = 1.0 - ua, u2 = ub;
-    double r = sqrt(-2.0 * log(u1));
-    double z0 = r * cos(2.0 * pi * u2), z1 = r * sin(2.0 * pi * u2);
-    v[2 * pair] = mean + std * z0;
-    if (2 * pair + 1 < n) v[2 * pair + 1] = mean + std * z1;
+    double ua = ref_unit(&st), ub = ref_unit(&st);
+    double r = sqrt(-2.0 * ref_log(&k, 1.0 - ua));
+    double c, s;
+    ref_cos_sin(&k, ub, &c, &s);
+    v[2 * pair] = mean + std * (r * c);
+    if (2 * pair + 1 < n) v[2 * pair + 1] = mean + std * (r * s);
   }
   return v;
 }
@@ -355,8 +412,8 @@ Test(init, normal_matches_reference, .init = tmp_setup, .fini = tmp_teardown) {
   }
 }
 
-/* The worked example of docs/weights.md, computed in Python with the math
- * module (not with this code): seed 1. */
+/* The worked example of docs/weights.md, computed in Python with numpy
+ * (not with this code): seed 1. */
 Test(init, documented_example, .init = tmp_setup, .fini = tmp_teardown) {
   uint64_t s = 1;
   cr_assert_eq(ref_next(&s), UINT64_C(0x910A2DEC89025CC1));
@@ -383,6 +440,12 @@ Test(init, documented_example, .init = tmp_setup, .fini = tmp_teardown) {
   }
   free(fu), free(hu), free(fz), free(hz);
   run_end(&r);
+  /* The doubles of the normal example, before rounding. */
+  static const double want_z[4] = {-0.0006853464358370289, -0.02585217066474637, -0.05000134986739736,
+                                   0.018229331728185926};
+  double got[4];
+  weights_random_values(&(IrParamSource){.kind = SRC_NORMAL, .seed = 1, .a = 0, .b = 0.02}, 0, 4, got);
+  for (int i = 0; i < 4; i++) cr_assert_eq(got[i], want_z[i], "normal double %d: %.17g", i, got[i]);
 }
 
 Test(init, normal_out_of_fp16_range, .init = tmp_setup, .fini = tmp_teardown) {
@@ -865,4 +928,139 @@ Test(init, threaded_generation_matches_reference, .init = tmp_setup, .fini = tmp
   free(h);
   free(want);
   run_end(&r);
+}
+
+/* ---- the numpy fixture and the generator's builds ------------------------------ */
+
+typedef struct WeightsFixture {
+  const char *name;
+  IrParamSourceKind kind;
+  uint64_t seed;
+  double a, b;
+  size_t count, first; /* elements first .. first+count-1 */
+  const uint64_t *f64; /* the doubles' bits */
+  const uint32_t *f32;
+  const uint16_t *f16;
+} WeightsFixture;
+
+#include "weights_fixture.h"
+
+static const WeightsCodePath code_paths[] = {WEIGHTS_CODE_PORTABLE, WEIGHTS_CODE_AVX2, WEIGHTS_CODE_AVX512};
+static const char *const code_path_names[] = {"portable", "AVX2", "AVX-512"};
+
+static uint64_t f64_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* Every build of the generator this CPU runs reproduces, bit for bit, what
+ * the numpy code of the doc computed: the doubles, and their fp32 and fp16
+ * roundings as materialized weights. */
+Test(init, matches_numpy_fixture_with_every_build, .init = tmp_setup, .fini = tmp_teardown) {
+  size_t ran = 0;
+  for (size_t p = 0; p < sizeof code_paths / sizeof code_paths[0]; p++) {
+    if (!weights_use_code_path(code_paths[p])) continue;
+    ran++;
+    for (size_t c = 0; c < sizeof weights_fixture / sizeof weights_fixture[0]; c++) {
+      const WeightsFixture *fx = &weights_fixture[c];
+      IrParamSource src = {.kind = fx->kind, .seed = fx->seed, .a = fx->a, .b = fx->b};
+      double *v = malloc(fx->count * sizeof *v);
+      cr_assert_not_null(v);
+      weights_random_values(&src, fx->first, fx->count, v);
+      for (size_t i = 0; i < fx->count; i++)
+        cr_assert_eq(f64_bits(v[i]), fx->f64[i], "%s build, %s element %zu: %.17g", code_path_names[p], fx->name,
+                     fx->first + i, v[i]);
+      free(v);
+      size_t n = fx->first + fx->count;
+      Run r;
+      run_begin(&r);
+      IrValueId a = add_vector(&r, DT_FP32, (int64_t)n, src);
+      IrValueId b = add_vector(&r, DT_FP16, (int64_t)n, src);
+      uint32_t *fa = load_ok(&r, a, false, n * 4, "");
+      uint16_t *hb = load_ok(&r, b, false, n * 2, "");
+      for (size_t i = 0; i < fx->count; i++) {
+        cr_assert_eq(fa[fx->first + i], fx->f32[i], "%s build, %s fp32 element %zu", code_path_names[p], fx->name,
+                     fx->first + i);
+        cr_assert_eq(hb[fx->first + i], fx->f16[i], "%s build, %s fp16 element %zu", code_path_names[p], fx->name,
+                     fx->first + i);
+      }
+      free(fa), free(hb);
+      run_end(&r);
+    }
+  }
+  weights_use_code_path(WEIGHTS_CODE_AUTO);
+  cr_assert(ran >= 1);
+}
+
+/* The builds agree with each other and with the scalar reference on many
+ * values (several chunks, odd counts, starting mid-stream), on ranges that
+ * reach fp16's subnormals and its overflow, and however a large tensor is
+ * split over threads. */
+Test(init, every_build_gives_the_same_bits, .init = tmp_setup, .fini = tmp_teardown) {
+  const size_t n = 3 * 4096 + 7, first = 2 * 4096 - 6;
+  static const IrParamSource sources[] = {
+      {.kind = SRC_NORMAL, .seed = 3, .a = 0, .b = 1},
+      {.kind = SRC_NORMAL, .seed = UINT64_MAX, .a = 1e-5, .b = 1e-5},
+      {.kind = SRC_UNIFORM, .seed = 8, .a = -0x1p-13, .b = 0x1p-13}, /* subnormals and the smallest normals */
+      {.kind = SRC_UNIFORM, .seed = 9, .a = 65000, .b = 66000},      /* around fp16's largest value */
+  };
+  double *want = malloc((first + n) * sizeof *want), *got = malloc(n * sizeof *got);
+  cr_assert(want && got);
+  for (size_t s = 0; s < sizeof sources / sizeof sources[0]; s++) {
+    const IrParamSource *src = &sources[s];
+    double *ref = src->kind == SRC_NORMAL ? ref_normal(src->seed, src->a, src->b, first + n)
+                                          : ref_uniform(src->seed, src->a, src->b, first + n);
+    for (size_t p = 0; p < sizeof code_paths / sizeof code_paths[0]; p++) {
+      if (!weights_use_code_path(code_paths[p])) continue;
+      weights_random_values(src, 0, first + n, want);
+      weights_random_values(src, first, n, got);
+      for (size_t i = 0; i < first + n; i++)
+        cr_assert_eq(f64_bits(want[i]), f64_bits(ref[i]), "%s build, source %zu, element %zu: %.17g, want %.17g",
+                     code_path_names[p], s, i, want[i], ref[i]);
+      for (size_t i = 0; i < n; i++)
+        cr_assert_eq(f64_bits(got[i]), f64_bits(ref[first + i]), "%s build, source %zu, from %zu, element %zu",
+                     code_path_names[p], s, first, first + i);
+      Run r;
+      run_begin(&r);
+      IrValueId h = add_vector(&r, DT_FP16, (int64_t)n, *src);
+      IrValueId f = add_vector(&r, DT_FP32, (int64_t)n, *src);
+      WeightLoadOptions opt = {.clamp_fp16 = true};
+      size_t nbytes;
+      uint16_t *hv = weights_materialize(r.m, h, &opt, &r.d, &nbytes);
+      float *fv = weights_materialize(r.m, f, &opt, &r.d, &nbytes);
+      cr_assert(hv && fv);
+      for (size_t i = 0; i < n; i++) {
+        uint16_t wh = fp16_from_double(ref[i]);
+        if ((wh & 0x7FFF) == 0x7C00) wh = (uint16_t)((wh & 0x8000) | 0x7BFF); /* clamped */
+        cr_assert_eq(hv[i], wh, "%s build, source %zu, fp16 element %zu", code_path_names[p], s, i);
+        cr_assert_eq(f32_bits(fv[i]), f32_bits((float)ref[i]), "%s build, source %zu, fp32 element %zu",
+                     code_path_names[p], s, i);
+      }
+      free(hv), free(fv);
+      run_end(&r);
+    }
+    free(ref);
+  }
+  free(want), free(got);
+
+  /* A tensor large enough for threads, with each build: the same bytes. */
+  const size_t big = (2u << 20) + 3;
+  IrParamSource src = {.kind = SRC_NORMAL, .seed = 77, .a = 0, .b = 0.02};
+  uint16_t *first_bytes = NULL;
+  for (size_t p = 0; p < sizeof code_paths / sizeof code_paths[0]; p++) {
+    if (!weights_use_code_path(code_paths[p])) continue;
+    Run r;
+    run_begin(&r);
+    IrValueId v = add_vector(&r, DT_FP16, (int64_t)big, src);
+    uint16_t *h = load_ok(&r, v, false, big * 2, "");
+    if (!first_bytes) first_bytes = h;
+    else {
+      cr_assert(memcmp(h, first_bytes, big * 2) == 0, "%s build differs", code_path_names[p]);
+      free(h);
+    }
+    run_end(&r);
+  }
+  free(first_bytes);
+  weights_use_code_path(WEIGHTS_CODE_AUTO);
 }

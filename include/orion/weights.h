@@ -69,4 +69,22 @@ typedef struct WeightLoadOptions {
  * Returns a malloc'd buffer of *nbytes bytes, or NULL after reporting. */
 void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, size_t *nbytes);
 
+/* The values in double, before rounding to a dtype, of elements first ..
+ * first+count-1 (first even) of a uniform or normal source, exactly as
+ * docs/weights.md defines them: for tests and for tools reproducing weights. */
+void weights_random_values(const IrParamSource *src, uint64_t first, size_t count, double *out);
+
+/* The random generator has a portable build and, on x86-64, wider ones
+ * (AVX2, AVX-512); the fastest the CPU runs is picked on first use. All give
+ * the same bits; tests pick each in turn to check that. Returns false, and
+ * changes nothing, if this CPU or build lacks the one asked for. Not to be
+ * called while weights are being generated. */
+typedef enum WeightsCodePath {
+  WEIGHTS_CODE_AUTO,
+  WEIGHTS_CODE_PORTABLE,
+  WEIGHTS_CODE_AVX2,
+  WEIGHTS_CODE_AVX512,
+} WeightsCodePath;
+bool weights_use_code_path(WeightsCodePath path);
+
 #endif
