@@ -1,65 +1,112 @@
 /*
- * The CPU reference backend, first increment: an interpreter of one MIL
- * function as orion_open() loaded it (see orion/cpu.h for the API and the
- * numerics, and the MIL spec §3 for each op's semantics).
+ * The CPU reference backend: an interpreter of one MIL function as
+ * orion_open() loaded it (see orion/cpu.h for the API and the numerics, and
+ * the MIL spec §3 for each op's semantics), planned once and then run
+ * without allocating.
  *
- * How it works. cpu_prepare gives every value of the function (parameters,
- * then each statement's results in order) a slot number, checks that each op
- * is in the kernel table below and that every type is a fixed-shape tensor of
- * a dtype the interpreter holds, and converts each `const` (inline literal or
- * verified BLOBFILE weight) once. cpu_run fills the parameter slots from the
- * caller's tensors, then runs the statements in order: each result is
- * allocated with its declared shape, computed by its kernel, and rounded to
- * its dtype under the numerics mode. Outputs are converted back to the API's
- * element storage.
+ * Values. Every value of the function (parameters, each statement's
+ * results, and each literal operand, which becomes a const of its own) has
+ * a slot. A slot's elements are stored by class: fp16 and fp32 values as
+ * float (ST_F32; an fp16-declared value holds fp16 values in ANE mode),
+ * int32 and bool values as int32_t (ST_I32; bool 0 or 1), and fp16 weights
+ * that only feed the weight operand of linear or conv, read in place from
+ * the weight file as fp16 bits (ST_H16, see "Linear algebra"). Strings
+ * (pad_type, mode, dtype arguments) are held as they are. Shape ops copy
+ * 4-byte elements whatever the class.
  *
- * Storage. Every value is held as an array of doubles, whatever its dtype.
- * That keeps one kernel per op for fp16, fp32, int32 and bool alike; since
- * each float result is rounded to fp32 (or fp16) as soon as its op finishes,
- * the values are exactly those an fp32-storage interpreter holds, and the
- * arithmetic inside an op (products, sums, transcendental functions) is at
- * least as precise as fp32. A later increment replaces this with planned
- * fp32/fp16 buffers for speed.
+ * The plan (cpu_prepare). Each slot is one of: a parameter (fp32/int32
+ * inputs point at the caller's buffer; fp16/bool inputs are converted into
+ * a planned buffer), a const (converted once at prepare, or a pointer into
+ * the weight mapping when the stored form matches: fp32 and int32 always,
+ * fp16 for ST_H16), a view (reshape and identity of the same dtype: the
+ * slot points at its source's elements), or a result with a planned buffer.
+ * Planned buffers are slices of one arena: walking the statements in order,
+ * each statement's results get the lowest offset that overlaps no value
+ * still alive (a value lives from its statement to its last use, through
+ * any views of it; function outputs to the end), then values whose last use
+ * was that statement are released. A statement's results never share memory
+ * with its operands, so kernels need not handle aliasing.
+ *
+ * Running (cpu_run_into). Parameter slots are pointed at the inputs, result
+ * slots at the arena or, for an fp32/int32 output computed by an op, at the
+ * caller's output buffer; then each statement's kernel runs and, in ANE
+ * mode, its fp16-declared results are rounded to fp16 (F16C when the CPU has
+ * it). Kernels check their operands against the declared result shapes
+ * (the program was verified when it was emitted, but a hand-written one may
+ * be wrong) and report at the statement.
+ *
+ * Threads. A pool started at prepare (one thread per core, the caller's
+ * included) runs the element-wise, softmax, reduction, transpose and
+ * matrix-product kernels split into pieces; workers spin briefly between
+ * pieces of one run and sleep on a condition variable otherwise. Pieces have
+ * a size fixed by the problem, not by the thread count, so the results are
+ * the same with any number of threads.
  *
  * Linear algebra. matmul, linear and the 1x1 / groups 1 / stride 1 /
- * unpadded conv (what lower-linear produces) run on OpenBLAS's sgemm: the
- * operands are converted to float (exactly, since every float value held is
- * an fp32 or fp16 value), the products are accumulated in fp32, and the
- * result is rounded to its dtype like every other op's. Float consts that are
- * operands of these ops get a float copy once, at prepare time. Other convs
- * and integer operands keep the plain loops.
+ * unpadded conv (what lower-linear produces) run on OpenBLAS's sgemm, one
+ * call per piece, OpenBLAS single-threaded (measured: splitting over our
+ * pool beats OpenBLAS's own threads on this work, and the two would fight
+ * over the cores). A piece of linear or conv is a panel of 128 output
+ * channels; an ST_H16 weight panel is converted to float into the thread's
+ * scratch right before its sgemm, so fp16 weights are never held as fp32
+ * (half the memory traffic of fp32 weights, and no copy of the weights).
+ * A piece of matmul is one matrix of the batch. Integer operands and other
+ * convs use plain loops.
  *
- * Shapes. Result shapes are taken from the MIL's declared result types (the
- * program was verified when it was emitted); each kernel checks that its
- * operands agree with them and reports at the statement otherwise, so a
- * hand-written program with a wrong declaration fails cleanly.
+ * Transcendental functions (exp, tanh, sigmoid, silu, gelu, softmax) use an
+ * exp evaluated in double to about 1e-15 relative, so the float results are
+ * those of the correctly rounded functions except in rare near-ties.
  */
 #include "orion/cpu.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
 
 #include "orion/fp16.h"
 
-/* One value: a dense row-major tensor held as doubles (see above), or a
- * string scalar (pad_type, mode, dtype arguments). */
+/* ---- values ---- */
+
+enum { ST_NONE, ST_F32, ST_I32, ST_H16, ST_STR };
+
 typedef struct Val {
   MilDType dt;
+  uint8_t st;
   uint32_t rank;
   int64_t dims[MIL_MAX_RANK];
   int64_t n;
-  double *d;
+  void *p; /* n elements of the storage class; never written through for params and consts */
   const char *str;
-  bool owned; /* d belongs to this slot (results, inputs, converted literals) */
-  float *f;   /* prepared consts only: d as floats, owned with d (see fview) */
 } Val;
 
+/* What a slot is in the plan. */
+enum { SK_PARAM, SK_CONST, SK_STR, SK_VIEW, SK_RESULT };
+
+typedef struct Slot {
+  uint8_t kind;
+  bool owned;     /* SK_CONST: p was allocated here */
+  uint32_t src;   /* SK_VIEW: the slot viewed */
+  int64_t off;    /* planned arena offset (SK_RESULT, converted params); -1 none */
+  int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
+  uint32_t last;  /* planning: time of the last use */
+} Slot;
+
 typedef struct Ctx Ctx;
-/* A kernel computes the results of statement x->s into out[0..nout), which
- * arrive allocated with their declared shapes. `code` selects a variant. */
+/* A kernel computes the results of statement x->s into out[0..nout), whose
+ * storage is ready with the declared shapes. `code` selects a variant. */
 typedef bool (*Kernel)(Ctx *x, int code, Val *out, uint32_t nout);
 
 typedef struct OpEntry {
@@ -68,31 +115,240 @@ typedef struct OpEntry {
   int code;
 } OpEntry;
 
+/* ---- the thread pool ---- */
+
+typedef void (*TaskFn)(void *arg, int64_t lo, int64_t hi, uint32_t tid);
+
+typedef struct Pool {
+  uint32_t n; /* threads, the caller's included */
+  pthread_t *th;
+  pthread_mutex_t mu; /* guards the job's claim state below, and the sleep */
+  pthread_cond_t cv;
+  atomic_uint gen;      /* bumped for each job */
+  atomic_uint sleepers; /* workers waiting on cv */
+  atomic_bool quit;
+  unsigned job;         /* the generation the fields below belong to */
+  TaskFn fn;
+  void *arg;
+  int64_t items, chunk, next;
+  atomic_llong done;    /* items finished */
+} Pool;
+
+typedef struct Worker {
+  Pool *pool;
+  uint32_t id;
+} Worker;
+
 struct CpuProgram {
   OrionProgram *prog;
   uint32_t fn;
   const MilFunc *f;
   CpuNumerics mode;
-  uint32_t nslots;
+  uint32_t nslots;       /* params, statement results, then literal operands */
   uint32_t *base;        /* per statement: the slot of its first result */
   const OpEntry **ops;   /* per statement: its kernel (NULL for const) */
-  Val *consts;           /* nslots entries; const results filled, owned here */
+  uint32_t *argbase;     /* per statement: index into argstart of its first argument */
+  uint32_t *argstart;    /* per argument: index into opslot of its first item */
+  uint32_t *opslot;      /* per argument item: the slot it reads */
+  Slot *slots;
+  Val *vals;             /* the values: consts persist, the rest is set each run */
+  unsigned char *arena;  /* planned buffers */
+  size_t arena_bytes;
   uint32_t nin, nout;
   uint32_t *in_param;    /* per API input: the MIL parameter index */
   uint32_t *out_slot;    /* per API output: the slot returned */
+  uint32_t *out_root;    /* per API output: that slot with views followed */
+  bool *out_direct;      /* per API output: written by its op into the caller's buffer */
+  Pool pool;
+  Worker *workers;
+  float **scratch;       /* per thread: panel of converted fp16 weights */
+  int64_t scratch_floats;
 };
 
-/* The state of one run while a statement executes. Literal operands are
- * converted into tmp and freed after the statement. */
-#define MAX_TMP 16
+/* The state of one statement's execution. */
 struct Ctx {
   const CpuProgram *c;
-  Val *slots;
+  Val *vals;
   Diag *d;
   const MilStmt *s;
-  Val tmp[MAX_TMP];
-  uint32_t ntmp;
+  uint32_t si;
 };
+
+#define SPIN_ROUNDS 20000
+
+static void cpu_relax(void) {
+#if HAVE_X86
+  _mm_pause();
+#endif
+}
+
+/* Claims the next piece of job g; false when g is over or has none left.
+ * Pieces are claimed, not assigned: a thread the system has descheduled
+ * holds up only a piece it took, and the caller does whatever is left. */
+static bool claim(Pool *p, unsigned g, int64_t *lo, int64_t *hi, TaskFn *fn, void **arg) {
+  pthread_mutex_lock(&p->mu);
+  bool ok = p->job == g && p->next < p->items;
+  if (ok) {
+    *lo = p->next;
+    *hi = p->next + p->chunk < p->items ? p->next + p->chunk : p->items;
+    p->next = *hi;
+    *fn = p->fn;
+    *arg = p->arg;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return ok;
+}
+
+static void work_on(Pool *p, unsigned g, uint32_t tid) {
+  int64_t lo, hi;
+  TaskFn fn;
+  void *arg;
+  while (claim(p, g, &lo, &hi, &fn, &arg)) {
+    fn(arg, lo, hi, tid);
+    atomic_fetch_add(&p->done, hi - lo);
+  }
+}
+
+static void *worker_main(void *arg) {
+  Worker *w = arg;
+  Pool *p = w->pool;
+  unsigned seen = 0;
+  for (;;) {
+    unsigned g = atomic_load(&p->gen);
+    for (int k = 0; g == seen && k < SPIN_ROUNDS; k++) {
+      cpu_relax();
+      g = atomic_load(&p->gen);
+    }
+    if (g == seen) {
+      pthread_mutex_lock(&p->mu);
+      atomic_fetch_add(&p->sleepers, 1);
+      while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->cv, &p->mu);
+      atomic_fetch_sub(&p->sleepers, 1);
+      pthread_mutex_unlock(&p->mu);
+    }
+    seen = g;
+    if (atomic_load(&p->quit)) break;
+    work_on(p, g, w->id);
+  }
+  return NULL;
+}
+
+/* Runs fn over [0, items) in pieces of `chunk` items (the last may be
+ * shorter), on the caller and the pool's threads; the pieces depend only on
+ * items and chunk, so the results do not depend on the thread count. */
+static void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg) {
+  Pool *p = (Pool *)(uintptr_t)&c->pool; /* the pool's state changes; the program's plan does not */
+  if (chunk < 1) chunk = 1;
+  if (items <= 0) return;
+  if (p->n <= 1 || items <= chunk) {
+    for (int64_t lo = 0; lo < items; lo += chunk) fn(arg, lo, lo + chunk < items ? lo + chunk : items, 0);
+    return;
+  }
+  pthread_mutex_lock(&p->mu);
+  unsigned g = p->job + 1;
+  p->job = g;
+  p->fn = fn;
+  p->arg = arg;
+  p->items = items;
+  p->chunk = chunk;
+  p->next = 0;
+  atomic_store(&p->done, 0);
+  pthread_mutex_unlock(&p->mu);
+  atomic_store(&p->gen, g);
+  if (atomic_load(&p->sleepers) > 0) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  work_on(p, g, 0);
+  for (int k = 0; atomic_load(&p->done) < items; k++) {
+    if (k < SPIN_ROUNDS) cpu_relax();
+    else sched_yield(); /* the piece's thread may be waiting for a core */
+  }
+}
+
+static void pool_start(CpuProgram *c, uint32_t n) {
+  Pool *p = &c->pool;
+  p->n = n;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  atomic_init(&p->gen, 0);
+  atomic_init(&p->sleepers, 0);
+  atomic_init(&p->quit, false);
+  atomic_init(&p->done, 0);
+  p->th = xcalloc(n, sizeof *p->th);
+  c->workers = xcalloc(n, sizeof *c->workers);
+  for (uint32_t i = 1; i < n; i++) {
+    c->workers[i] = (Worker){p, i};
+    if (pthread_create(&p->th[i], NULL, worker_main, &c->workers[i]) != 0) {
+      p->n = i; /* run with the threads we got */
+      break;
+    }
+  }
+}
+
+static void pool_stop(CpuProgram *c) {
+  Pool *p = &c->pool;
+  if (!p->th) return;
+  atomic_store(&p->quit, true);
+  pthread_mutex_lock(&p->mu);
+  atomic_fetch_add(&p->gen, 1);
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  for (uint32_t i = 1; i < p->n; i++) pthread_join(p->th[i], NULL);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p->th);
+  free(c->workers);
+  p->th = NULL;
+}
+
+/* ---- fp16 conversions (F16C when the CPU has it) ---- */
+
+static bool have_f16c;
+
+#if HAVE_X86
+__attribute__((target("avx,f16c"))) static void h2f_f16c(float *d, const uint16_t *s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
+  for (; i < n; i++) d[i] = _cvtsh_ss(s[i]);
+}
+
+/* Each float to the nearest fp16 value (ties to even, overflow to inf): the
+ * hardware conversion rounds as fp16_from_float does. */
+__attribute__((target("avx,f16c"))) static void round16_f16c(float *p, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(p + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(p + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; i++) p[i] = _cvtsh_ss(_cvtss_sh(p[i], _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+
+/* n fp16 values at s (any alignment) to floats. */
+static void h2f(float *d, const void *s, int64_t n) {
+#if HAVE_X86
+  if (have_f16c && ((uintptr_t)s & 1) == 0) {
+    h2f_f16c(d, s, n);
+    return;
+  }
+#endif
+  const unsigned char *b = s;
+  for (int64_t i = 0; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, b + 2 * i, 2);
+    d[i] = fp16_to_float(h);
+  }
+}
+
+static void round16(float *p, int64_t n) {
+#if HAVE_X86
+  if (have_f16c) {
+    round16_f16c(p, n);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) p[i] = fp16_to_float(fp16_from_float(p[i]));
+}
 
 /* ---- small helpers ---- */
 
@@ -138,6 +394,8 @@ static bool dtype_held(MilDType t) {
   return t == MIL_DT_FP16 || t == MIL_DT_FP32 || t == MIL_DT_INT32 || t == MIL_DT_BOOL;
 }
 
+static bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
+
 size_t cpu_dtype_size(MilDType t) {
   switch (t) {
   case MIL_DT_FP16: return 2;
@@ -148,23 +406,43 @@ size_t cpu_dtype_size(MilDType t) {
   }
 }
 
-static void val_alloc(Val *v, const MilType *t) {
-  memset(v, 0, sizeof *v);
-  v->dt = t->dtype;
-  v->rank = t->rank;
-  memcpy(v->dims, t->dims, sizeof v->dims);
-  v->n = elements(t->dims, t->rank);
-  v->d = xcalloc(v->n ? (size_t)v->n : 1, sizeof(double));
-  v->owned = true;
+/* Doubles from MIL constants or inputs may be huge or NaN; casting those to an integer is undefined,
+ * so they saturate (NaN to the most negative value), which every caller then rejects as out of range. */
+static int64_t to_index(double d) {
+  if (!(d >= -9.2e18)) return INT64_MIN;
+  if (d >= 9.2e18) return INT64_MAX;
+  return (int64_t)d;
 }
 
-static void val_free(Val *v) {
-  if (v->owned) {
-    free(v->d);
-    free(v->f);
-  }
-  memset(v, 0, sizeof *v);
+static int32_t sat32(double v) {
+  if (!(v >= -2147483648.0)) return INT32_MIN;
+  if (v >= 2147483647.0) return INT32_MAX;
+  return (int32_t)v;
 }
+
+/* Element i of v as a double (the slow paths' access). */
+static double ld(const Val *v, int64_t i) {
+  switch (v->st) {
+  case ST_F32: return (double)((const float *)v->p)[i];
+  case ST_I32: return ((const int32_t *)v->p)[i];
+  case ST_H16: {
+    uint16_t h;
+    memcpy(&h, (const unsigned char *)v->p + 2 * i, 2);
+    return (double)fp16_to_float(h);
+  }
+  default: return 0;
+  }
+}
+
+/* Stores r as element i of result v: one rounding to float, or to an
+ * integer (int32 saturates, bool is r != 0). */
+static void st(Val *v, int64_t i, double r) {
+  if (v->st == ST_F32) ((float *)v->p)[i] = (float)r;
+  else if (v->dt == MIL_DT_BOOL) ((int32_t *)v->p)[i] = r != 0;
+  else ((int32_t *)v->p)[i] = sat32(r);
+}
+
+static float *fp(const Val *v) { return v->p; }
 
 static void shape_str(const int64_t *dims, uint32_t rank, char *buf, size_t len) {
   size_t u = (size_t)snprintf(buf, len, "[");
@@ -184,7 +462,20 @@ static bool expect_shape(Ctx *x, const Val *v, const int64_t *dims, uint32_t ran
   return fail(x, "the result shape is %s but the statement declares %s", a, b);
 }
 
-/* Converts an inline literal to a value (shared by const statements and
+static uint8_t storage_of(MilDType t) { return is_float(t) ? ST_F32 : t == MIL_DT_STRING ? ST_STR : ST_I32; }
+
+static void val_shape(Val *v, const MilType *t) {
+  memset(v, 0, sizeof *v);
+  v->dt = t->dtype;
+  v->st = storage_of(t->dtype);
+  v->rank = t->rank;
+  memcpy(v->dims, t->dims, sizeof v->dims);
+  v->n = elements(t->dims, t->rank);
+}
+
+static void *alloc_elems(int64_t n, size_t es) { return xcalloc(n > 0 ? (size_t)n : 1, es); }
+
+/* Converts an inline literal to an owned value (const statements and
  * literal operands). A one-element payload splats. */
 static bool literal_val(const MilLiteral *l, Val *v, const char **why) {
   const MilType *t = &l->type;
@@ -193,6 +484,7 @@ static bool literal_val(const MilLiteral *l, Val *v, const char **why) {
   if (t->dtype == MIL_DT_STRING) {
     if (l->payload != MIL_PAYLOAD_INLINE || l->count != 1 || !l->strings) return *why = "is not one string", false;
     v->dt = MIL_DT_STRING;
+    v->st = ST_STR;
     v->str = l->strings[0];
     return true;
   }
@@ -200,58 +492,14 @@ static bool literal_val(const MilLiteral *l, Val *v, const char **why) {
   for (uint32_t i = 0; i < t->rank; i++)
     if (t->dims[i] < 0) return *why = "has an unknown dimension", false;
   if (l->payload != MIL_PAYLOAD_INLINE) return *why = "has no inline data", false;
-  val_alloc(v, t);
-  if (l->count != (uint64_t)v->n && l->count != 1) {
-    val_free(v);
-    return *why = "has the wrong number of elements", false;
-  }
+  val_shape(v, t);
+  if (l->count != (uint64_t)v->n && l->count != 1) return *why = "has the wrong number of elements", false;
+  v->p = alloc_elems(v->n, 4);
   for (int64_t i = 0; i < v->n; i++) {
     uint64_t k = l->count == 1 ? 0 : (uint64_t)i;
-    v->d[i] = l->floats ? l->floats[k] : l->ints ? (double)l->ints[k] : l->bools ? (l->bools[k] ? 1.0 : 0.0) : 0.0;
+    st(v, i, l->floats ? l->floats[k] : l->ints ? (double)l->ints[k] : l->bools ? (l->bools[k] ? 1.0 : 0.0) : 0.0);
   }
   return true;
-}
-
-/* Converts a verified BLOBFILE weight; memcpy per element, as the mapping
- * gives no alignment guarantee we rely on. */
-static void weight_val(const OrionWeight *w, const MilType *t, Val *v) {
-  val_alloc(v, t);
-  const unsigned char *p = w->data;
-  for (int64_t i = 0; i < v->n; i++) {
-    switch (w->dtype) {
-    case MIL_DT_FP16: {
-      uint16_t h;
-      memcpy(&h, p + 2 * i, 2);
-      v->d[i] = (double)fp16_to_float(h);
-      break;
-    }
-    case MIL_DT_FP32: {
-      float f;
-      memcpy(&f, p + 4 * i, 4);
-      v->d[i] = (double)f;
-      break;
-    }
-    case MIL_DT_INT32: {
-      int32_t k;
-      memcpy(&k, p + 4 * i, 4);
-      v->d[i] = k;
-      break;
-    }
-    case MIL_DT_INT8: v->d[i] = (int8_t)p[i]; break;
-    default: v->d[i] = p[i]; break; /* uint8 */
-    }
-  }
-}
-
-/* Rounds a freshly computed result to what its dtype holds under the mode. */
-static void round_result(const CpuProgram *c, Val *v) {
-  if (v->dt == MIL_DT_FP16 && c->mode == CPU_NUMERICS_ANE) {
-    for (int64_t i = 0; i < v->n; i++) v->d[i] = (double)fp16_to_float(fp16_from_float((float)v->d[i]));
-  } else if (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_FP32) {
-    for (int64_t i = 0; i < v->n; i++) v->d[i] = (double)(float)v->d[i];
-  } else if (v->dt == MIL_DT_BOOL) {
-    for (int64_t i = 0; i < v->n; i++) v->d[i] = v->d[i] != 0;
-  }
 }
 
 /* ---- operands ---- */
@@ -262,17 +510,11 @@ static const MilArg *find_arg(const MilStmt *s, const char *name) {
   return NULL;
 }
 
-static const Val *operand(Ctx *x, const MilOperand *o) {
-  if (o->kind == MIL_OPERAND_NAME) {
-    uint32_t slot = o->def_stmt == MIL_DEF_PARAM ? o->def_index : x->c->base[o->def_stmt] + o->def_index;
-    return &x->slots[slot];
-  }
-  if (x->ntmp == MAX_TMP) return fail(x, "too many literal operands"), NULL;
-  const char *why;
-  Val *v = &x->tmp[x->ntmp];
-  if (!literal_val(o->literal, v, &why)) return fail(x, "a literal operand %s", why), NULL;
-  x->ntmp++;
-  return v;
+/* The value of item j of argument a of the current statement. */
+static const Val *item(Ctx *x, const MilArg *a, uint32_t j) {
+  const CpuProgram *c = x->c;
+  uint32_t k = (uint32_t)(a - x->s->args);
+  return &x->vals[c->opslot[c->argstart[c->argbase[x->si] + k] + j]];
 }
 
 /* The value of argument `name`, NULL when absent (no error: optional). */
@@ -283,9 +525,7 @@ static const Val *opt_arg(Ctx *x, const char *name, bool *ok) {
     *ok = fail(x, "argument '%s' must be a single value", name);
     return NULL;
   }
-  const Val *v = operand(x, &a->items[0]);
-  if (!v) *ok = false;
-  return v;
+  return item(x, a, 0);
 }
 
 static const Val *req_arg(Ctx *x, const char *name, bool *ok) {
@@ -297,28 +537,20 @@ static const Val *req_arg(Ctx *x, const char *name, bool *ok) {
 }
 
 /* A numeric scalar argument (default dflt when absent). */
-/* Doubles from MIL constants or inputs may be huge or NaN; casting those to an integer is undefined,
- * so they saturate (NaN to the most negative value), which every caller then rejects as out of range. */
-static int64_t to_index(double d) {
-  if (!(d >= -9.2e18)) return INT64_MIN;
-  if (d >= 9.2e18) return INT64_MAX;
-  return (int64_t)d;
-}
-
 static double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok) {
   const Val *v = opt_arg(x, name, ok);
   if (!v) return dflt;
-  if (v->dt == MIL_DT_STRING || v->n != 1) {
+  if (v->st == ST_STR || v->n != 1) {
     *ok = fail(x, "argument '%s' must be a scalar", name);
     return dflt;
   }
-  return v->d[0];
+  return ld(v, 0);
 }
 
 static const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok) {
   const Val *v = opt_arg(x, name, ok);
   if (!v) return dflt;
-  if (v->dt != MIL_DT_STRING) {
+  if (v->st != ST_STR) {
     *ok = fail(x, "argument '%s' must be a string", name);
     return dflt;
   }
@@ -330,11 +562,11 @@ static bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint3
   *n = 0;
   const Val *v = opt_arg(x, name, ok);
   if (!v) return false;
-  if (v->dt == MIL_DT_STRING || v->n > (int64_t)max) {
+  if (v->st == ST_STR || v->n > (int64_t)max) {
     *ok = fail(x, "argument '%s' must be a list of at most %u integers", name, max);
     return false;
   }
-  for (int64_t i = 0; i < v->n; i++) buf[i] = to_index(v->d[i]);
+  for (int64_t i = 0; i < v->n; i++) buf[i] = to_index(ld(v, i));
   *n = (uint32_t)v->n;
   return true;
 }
@@ -350,8 +582,8 @@ static bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out) {
  * the right, size-1 dims stretch with stride 0). */
 static bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst) {
   if (in->rank > out->rank) return fail(x, "an operand of rank %u does not broadcast to rank %u", in->rank, out->rank);
-  int64_t st[MIL_MAX_RANK];
-  strides_of(in->dims, in->rank, st);
+  int64_t st_[MIL_MAX_RANK];
+  strides_of(in->dims, in->rank, st_);
   uint32_t lead = out->rank - in->rank;
   for (uint32_t i = 0; i < out->rank; i++) {
     if (i < lead) {
@@ -365,85 +597,279 @@ static bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst) {
       shape_str(out->dims, out->rank, b, sizeof b);
       return fail(x, "an operand of shape %s does not broadcast to %s", a, b);
     }
-    bst[i] = d == 1 ? 0 : st[i - lead];
+    bst[i] = d == 1 ? 0 : st_[i - lead];
   }
   return true;
+}
+
+/* ---- exp and friends in double (see the header comment) ---- */
+
+static double bits_to_double(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+static uint64_t double_to_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+/* e^x to about 1e-15 relative for |x| <= 708; beyond, the value of the
+ * bound (which rounds to float's 0 or inf like the true value). */
+static inline double exp_d(double x) {
+  if (x != x) return x;
+  x = x > 708.0 ? 708.0 : x < -708.0 ? -708.0 : x;
+  const double shift = 0x1.8p52;
+  double t = x * 1.4426950408889634 + shift; /* round(x / ln 2) in the low bits of t */
+  double k = t - shift;
+  double r = x - k * 0x1.62e42feep-1 - k * 0x1.a39ef35793c76p-33; /* |r| <= ln2 / 2 */
+  double p = 1.0 / 39916800;
+  p = p * r + 1.0 / 3628800;
+  p = p * r + 1.0 / 362880;
+  p = p * r + 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  uint64_t kb = double_to_bits(t) - double_to_bits(shift); /* k as a two's complement integer */
+  return p * bits_to_double((kb + 1023) << 52);
+}
+
+static inline double tanh_d(double v) {
+  double a = fabs(v), r;
+  if (a < 1e-3) {
+    double a2 = a * a;
+    r = a - a * a2 * (1.0 / 3) + a * a2 * a2 * (2.0 / 15);
+  } else {
+    double e = exp_d(-2 * a);
+    r = (1 - e) / (1 + e);
+  }
+  return v < 0 ? -r : r;
 }
 
 /* ---- element-wise ---- */
 
 enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP };
 
+typedef struct UnaryJob {
+  int code, gelu;
+  double eps, lo, hi;
+  const Val *a;
+  Val *o;
+} UnaryJob;
+
+static double unary_one(const UnaryJob *j, double v) {
+  switch (j->code) {
+  case U_RELU: return v > 0 ? v : 0;
+  case U_TANH: return tanh_d(v);
+  case U_SIGMOID: return 1 / (1 + exp_d(-v));
+  case U_SILU: return v / (1 + exp_d(-v));
+  case U_GELU:
+    return j->gelu == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+           : j->gelu == 1 ? 0.5 * v * (1 + tanh_d(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                          : v / (1 + exp_d(-1.702 * v));
+  case U_EXP: return exp_d(v);
+  case U_LOG: return log(v + j->eps);
+  case U_SQRT: return sqrt(v);
+  case U_RSQRT: return 1 / sqrt(v + j->eps);
+  case U_ABS: return fabs(v);
+  case U_CLIP: return fmin(fmax(v, j->lo), j->hi);
+  default: return v; /* identity */
+  }
+}
+
+static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const UnaryJob *j = arg;
+  if (j->a->st == ST_F32 && j->o->st == ST_F32) {
+    const float *restrict a = fp(j->a);
+    float *restrict o = fp(j->o);
+    switch (j->code) {
+    case U_RELU:
+      for (int64_t i = lo; i < hi; i++) o[i] = a[i] > 0 ? a[i] : 0.0f;
+      return;
+    case U_ABS:
+      for (int64_t i = lo; i < hi; i++) o[i] = fabsf(a[i]);
+      return;
+    case U_TANH:
+      for (int64_t i = lo; i < hi; i++) o[i] = (float)tanh_d((double)a[i]);
+      return;
+    case U_EXP:
+      for (int64_t i = lo; i < hi; i++) o[i] = (float)exp_d((double)a[i]);
+      return;
+    default:
+      for (int64_t i = lo; i < hi; i++) o[i] = (float)unary_one(j, (double)a[i]);
+      return;
+    }
+  }
+  for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
+}
+
+#define GRAIN 16384
+
 static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
-  double eps = 0, lo = 0, hi = 0;
-  int gelu = 0; /* 0 exact, 1 tanh, 2 sigmoid */
-  if (code == U_LOG) eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
-  if (code == U_RSQRT) eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);
+  UnaryJob j = {.code = code, .a = a, .o = out};
+  if (code == U_LOG) j.eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
+  if (code == U_RSQRT) j.eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);
   if (code == U_CLIP) {
-    lo = scalar_arg(x, "alpha", 0, &ok);
-    hi = scalar_arg(x, "beta", 0, &ok);
+    j.lo = scalar_arg(x, "alpha", 0, &ok);
+    j.hi = scalar_arg(x, "beta", 0, &ok);
     if (ok && (!find_arg(x->s, "alpha") || !find_arg(x->s, "beta"))) return fail(x, "needs both alpha and beta");
   }
   if (code == U_GELU) {
     const char *m = string_arg(x, "mode", "EXACT", &ok);
     if (!ok) return false;
-    if (!strcmp(m, "TANH_APPROXIMATION")) gelu = 1;
-    else if (!strcmp(m, "SIGMOID_APPROXIMATION")) gelu = 2;
+    if (!strcmp(m, "TANH_APPROXIMATION")) j.gelu = 1;
+    else if (!strcmp(m, "SIGMOID_APPROXIMATION")) j.gelu = 2;
     else if (strcmp(m, "EXACT")) return fail(x, "unknown mode '%s'", m);
   }
   if (!ok) return false;
+  if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
-  for (int64_t i = 0; i < out->n; i++) {
-    double v = a->d[i], r;
-    switch (code) {
-    case U_RELU: r = v > 0 ? v : 0; break;
-    case U_TANH: r = tanh(v); break;
-    case U_SIGMOID: r = 1 / (1 + exp(-v)); break;
-    case U_SILU: r = v / (1 + exp(-v)); break;
-    case U_GELU:
-      r = gelu == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
-          : gelu == 1 ? 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
-                      : v / (1 + exp(-1.702 * v));
-      break;
-    case U_EXP: r = exp(v); break;
-    case U_LOG: r = log(v + eps); break;
-    case U_SQRT: r = sqrt(v); break;
-    case U_RSQRT: r = 1 / sqrt(v + eps); break;
-    case U_ABS: r = fabs(v); break;
-    case U_CLIP: r = fmin(fmax(v, lo), hi); break;
-    default: r = v; break; /* identity */
-    }
-    out->d[i] = r;
-  }
+  par_for(x->c, out->n, GRAIN, unary_task, &j);
   return true;
 }
 
 enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN };
+
+/* One broadcast element-wise op over a collapsed shape: rows of `inner`
+ * output elements, operand a (b) advancing by sa (sb) along a row and
+ * starting at the offset its outer strides give. */
+typedef struct BinJob {
+  int code;
+  const Val *a, *b;
+  Val *o;
+  uint32_t nouter;
+  int64_t odims[MIL_MAX_RANK], ast[MIL_MAX_RANK], bst[MIL_MAX_RANK];
+  int64_t inner, sa, sb, chunks;
+} BinJob;
+
+#define BIN_CHUNK 4096
+
+static double bin_one(int code, double u, double v, bool integer) {
+  switch (code) {
+  case B_ADD: return u + v;
+  case B_SUB: return u - v;
+  case B_MUL: return u * v;
+  case B_DIV: return integer ? (v == 0 ? 0 : trunc(u / v)) : u / v;
+  case B_POW: return pow(u, v);
+  case B_MAX: return isnan(u) || isnan(v) ? (double)NAN : fmax(u, v);
+  default: return isnan(u) || isnan(v) ? (double)NAN : fmin(u, v);
+  }
+}
+
+/* A float row; the loops for the common strides are written out so the
+ * compiler vectorizes them. Float +, -, *, / round exactly as the double
+ * operation rounded to float would. */
+#define BIN_LOOP(EXPR)                                                                                                 \
+  do {                                                                                                                 \
+    if (sa == 1 && sb == 1)                                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        float u = a[i], v = b[i];                                                                                      \
+        o[i] = (EXPR);                                                                                                 \
+      }                                                                                                                \
+    else if (sa == 1 && sb == 0) {                                                                                     \
+      float v = b[0];                                                                                                  \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        float u = a[i];                                                                                                \
+        o[i] = (EXPR);                                                                                                 \
+      }                                                                                                                \
+    } else if (sa == 0 && sb == 1) {                                                                                   \
+      float u = a[0];                                                                                                  \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        float v = b[i];                                                                                                \
+        o[i] = (EXPR);                                                                                                 \
+      }                                                                                                                \
+    } else                                                                                                             \
+      for (int64_t i = 0; i < n; i++) {                                                                                \
+        float u = a[i * sa], v = b[i * sb];                                                                            \
+        o[i] = (EXPR);                                                                                                 \
+      }                                                                                                                \
+  } while (0)
+
+static void bin_row(int code, const float *restrict a, int64_t sa, const float *restrict b, int64_t sb,
+                    float *restrict o, int64_t n) {
+  switch (code) {
+  case B_ADD: BIN_LOOP(u + v); break;
+  case B_SUB: BIN_LOOP(u - v); break;
+  case B_MUL: BIN_LOOP(u * v); break;
+  case B_DIV: BIN_LOOP(u / v); break;
+  case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;
+  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : v); break;
+  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : v); break;
+  }
+}
+
+static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const BinJob *j = arg;
+  bool fast = j->a->st == ST_F32 && j->b->st == ST_F32 && j->o->st == ST_F32;
+  bool integer = j->o->dt == MIL_DT_INT32;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t row = it / j->chunks, c0 = (it % j->chunks) * BIN_CHUNK;
+    int64_t n = j->inner - c0 < BIN_CHUNK ? j->inner - c0 : BIN_CHUNK;
+    int64_t oa = offset_at(row, j->odims, j->nouter, j->ast) + c0 * j->sa;
+    int64_t ob = offset_at(row, j->odims, j->nouter, j->bst) + c0 * j->sb;
+    int64_t oo = row * j->inner + c0;
+    if (fast) {
+      bin_row(j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, fp(j->o) + oo, n);
+      continue;
+    }
+    for (int64_t i = 0; i < n; i++)
+      st(j->o, oo + i, bin_one(j->code, ld(j->a, oa + i * j->sa), ld(j->b, ob + i * j->sb), integer));
+  }
+}
+
+/* Drops size-1 dims and merges neighbours that every operand walks
+ * contiguously; dims/strides are replaced, the new rank returned. */
+static uint32_t collapse(uint32_t rank, int64_t *dims, int64_t **strides, uint32_t nops) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < rank; i++) {
+    if (dims[i] == 1) continue;
+    bool merge = r > 0;
+    for (uint32_t k = 0; merge && k < nops; k++) merge = strides[k][r - 1] == strides[k][i] * dims[i];
+    if (merge) {
+      dims[r - 1] *= dims[i];
+      for (uint32_t k = 0; k < nops; k++) strides[k][r - 1] = strides[k][i];
+    } else {
+      dims[r] = dims[i];
+      for (uint32_t k = 0; k < nops; k++) strides[k][r] = strides[k][i];
+      r++;
+    }
+  }
+  return r;
+}
 
 static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
   if (!ok) return false;
-  int64_t sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
-  if (!bcast_strides(x, a, out, sa) || !bcast_strides(x, b, out, sb)) return false;
-  bool integer = out->dt == MIL_DT_INT32;
-  for (int64_t i = 0; i < out->n; i++) {
-    double u = a->d[offset_at(i, out->dims, out->rank, sa)], v = b->d[offset_at(i, out->dims, out->rank, sb)], r;
-    switch (code) {
-    case B_ADD: r = u + v; break;
-    case B_SUB: r = u - v; break;
-    case B_MUL: r = u * v; break;
-    case B_DIV: r = integer ? (v == 0 ? 0 : trunc(u / v)) : u / v; break;
-    case B_POW: r = pow(u, v); break;
-    case B_MAX: r = isnan(u) || isnan(v) ? (double)NAN : fmax(u, v); break;
-    default: r = isnan(u) || isnan(v) ? (double)NAN : fmin(u, v); break;
-    }
-    out->d[i] = r;
-  }
+  if (a->st == ST_STR || b->st == ST_STR) return fail(x, "operands must be tensors");
+  BinJob j = {.code = code, .a = a, .b = b, .o = out};
+  if (!bcast_strides(x, a, out, j.ast) || !bcast_strides(x, b, out, j.bst)) return false;
+  if (out->n == 0) return true;
+  memcpy(j.odims, out->dims, sizeof j.odims);
+  int64_t *strides[2] = {j.ast, j.bst};
+  uint32_t r = collapse(out->rank, j.odims, strides, 2);
+  if (r == 0) j.odims[r] = 1, j.ast[r] = j.bst[r] = 0, r = 1;
+  j.nouter = r - 1;
+  j.inner = j.odims[r - 1];
+  j.sa = j.ast[r - 1];
+  j.sb = j.bst[r - 1];
+  j.chunks = (j.inner + BIN_CHUNK - 1) / BIN_CHUNK;
+  int64_t items = elements(j.odims, j.nouter) * j.chunks;
+  int64_t per = j.inner < BIN_CHUNK ? j.inner : BIN_CHUNK;
+  par_for(x->c, items, (GRAIN + per - 1) / per, bin_task, &j);
   return true;
 }
 
@@ -455,8 +881,9 @@ static bool k_select(Ctx *x, int code, Val *out, uint32_t nout) {
   int64_t sc[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
   if (!bcast_strides(x, c, out, sc) || !bcast_strides(x, a, out, sa) || !bcast_strides(x, b, out, sb)) return false;
   for (int64_t i = 0; i < out->n; i++)
-    out->d[i] = c->d[offset_at(i, out->dims, out->rank, sc)] != 0 ? a->d[offset_at(i, out->dims, out->rank, sa)]
-                                                                  : b->d[offset_at(i, out->dims, out->rank, sb)];
+    st(out, i,
+       ld(c, offset_at(i, out->dims, out->rank, sc)) != 0 ? ld(a, offset_at(i, out->dims, out->rank, sa))
+                                                          : ld(b, offset_at(i, out->dims, out->rank, sb)));
   return true;
 }
 
@@ -471,24 +898,61 @@ static bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
   if (t != out->dt) return fail(x, "casts to '%s' but the result is declared %s", to, mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
   for (int64_t i = 0; i < out->n; i++) {
-    double v = a->d[i];
+    double v = ld(a, i);
     switch (t) {
     case MIL_DT_INT32:
       /* NumPy astype truncates toward zero; NaN and out-of-range values are left undefined there, an error here. */
       if (isnan(v) || trunc(v) < -2147483648.0 || trunc(v) > 2147483647.0)
         return fail(x, "cast of %g to int32 is out of range", v);
-      out->d[i] = trunc(v);
+      st(out, i, trunc(v));
       break;
-    case MIL_DT_BOOL: out->d[i] = v != 0; break;
+    case MIL_DT_BOOL: st(out, i, v != 0); break;
     /* Converting is what the op is for: fp16 rounds in every mode. */
-    case MIL_DT_FP16: out->d[i] = (double)fp16_to_float(fp16_from_double(v)); break;
-    default: out->d[i] = (double)(float)v; break;
+    case MIL_DT_FP16: st(out, i, (double)fp16_to_float(fp16_from_double(v))); break;
+    default: st(out, i, v); break;
     }
   }
   return true;
 }
 
 /* ---- reductions and normalizations ---- */
+
+/* softmax over lines of `len` elements `post` apart; a line is one item. */
+typedef struct SoftJob {
+  const Val *a;
+  Val *o;
+  int64_t len, post;
+} SoftJob;
+
+static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const SoftJob *j = arg;
+  int64_t len = j->len, post = j->post;
+  for (int64_t line = lo; line < hi; line++) {
+    int64_t base = (line / post) * len * post + line % post;
+    if (j->a->st == ST_F32 && j->o->st == ST_F32) {
+      const float *in = fp(j->a) + base;
+      float *o = fp(j->o) + base;
+      float mx = -INFINITY;
+      bool nan = false;
+      for (int64_t k = 0; k < len; k++) {
+        float v = in[k * post];
+        nan |= v != v;
+        mx = v > mx ? v : mx;
+      }
+      if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
+      double sum = 0;
+      for (int64_t k = 0; k < len; k++) sum += exp_d((double)in[k * post] - (double)mx);
+      /* Each exp again rather than kept: the result is the double quotient rounded once. */
+      for (int64_t k = 0; k < len; k++) o[k * post] = (float)(exp_d((double)in[k * post] - (double)mx) / sum);
+      continue;
+    }
+    double mx = -HUGE_VAL, sum = 0;
+    for (int64_t k = 0; k < len; k++) mx = fmax(mx, ld(j->a, base + k * post));
+    for (int64_t k = 0; k < len; k++) sum += exp_d(ld(j->a, base + k * post) - mx);
+    for (int64_t k = 0; k < len; k++) st(j->o, base + k * post, exp_d(ld(j->a, base + k * post) - mx) / sum);
+  }
+}
 
 static bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
@@ -497,16 +961,10 @@ static bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
   double axis_d = scalar_arg(x, "axis", -1, &ok);
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
-  int64_t pre = elements(a->dims, ax), len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1);
-  for (int64_t p = 0; p < pre; p++)
-    for (int64_t q = 0; q < post; q++) {
-      const double *in = a->d + p * len * post + q;
-      double *o = out->d + p * len * post + q;
-      double mx = -HUGE_VAL, sum = 0;
-      for (int64_t k = 0; k < len; k++) mx = fmax(mx, in[k * post]);
-      for (int64_t k = 0; k < len; k++) sum += o[k * post] = exp(in[k * post] - mx);
-      for (int64_t k = 0; k < len; k++) o[k * post] /= sum;
-    }
+  SoftJob j = {.a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
+  int64_t lines = elements(a->dims, ax) * j.post;
+  if (j.len == 0 || lines == 0) return true;
+  par_for(x->c, lines, (GRAIN + j.len - 1) / j.len, softmax_task, &j);
   return true;
 }
 
@@ -527,6 +985,43 @@ static bool axes_mask(Ctx *x, const Val *a, bool *mask, bool *ok) {
 
 enum { R_SUM, R_MEAN, R_MAX };
 
+/* A reduction of contiguous trailing blocks: output element i reduces
+ * input elements [i * count, (i + 1) * count). */
+typedef struct RedJob {
+  int code;
+  const Val *a;
+  Val *o;
+  int64_t count;
+} RedJob;
+
+static double reduce_fin(int code, const Val *o, double r, int64_t count) {
+  if (code != R_MEAN) return r;
+  r /= (double)count;
+  return o->dt == MIL_DT_INT32 ? trunc(r) : r;
+}
+
+static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const RedJob *j = arg;
+  int64_t cnt = j->count;
+  for (int64_t i = lo; i < hi; i++) {
+    double r = j->code == R_MAX ? -HUGE_VAL : 0;
+    if (j->a->st == ST_F32) {
+      const float *in = fp(j->a) + i * cnt;
+      if (j->code == R_MAX)
+        for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)in[k]) ? (double)NAN : fmax(r, (double)in[k]);
+      else
+        for (int64_t k = 0; k < cnt; k++) r += (double)in[k];
+    } else {
+      for (int64_t k = 0; k < cnt; k++) {
+        double v = ld(j->a, i * cnt + k);
+        r = j->code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
+      }
+    }
+    st(j->o, i, reduce_fin(j->code, j->o, r, cnt));
+  }
+}
+
 static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)nout;
   bool ok = true, mask[MIL_MAX_RANK];
@@ -535,89 +1030,196 @@ static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!ok || !axes_mask(x, a, mask, &ok)) return false;
   int64_t dims[MIL_MAX_RANK] = {0}, kept[MIL_MAX_RANK] = {0}, count = 1;
   uint32_t rank = 0, nk = 0;
+  bool trailing = true; /* the reduced dims (of size > 1) come after every kept dim (of size > 1) */
+  bool seen_reduced = false;
   for (uint32_t i = 0; i < a->rank; i++) {
     if (!mask[i]) kept[nk++] = a->dims[i];
     else count *= a->dims[i];
     if (!mask[i] || keep) dims[rank++] = mask[i] ? 1 : a->dims[i];
+    if (a->dims[i] != 1) {
+      if (mask[i]) seen_reduced = true;
+      else if (seen_reduced) trailing = false;
+    }
   }
   if (!expect_shape(x, out, dims, rank)) return false;
-  /* Strides that map an input position to its output element (0 on reduced dims). */
-  int64_t kst[MIL_MAX_RANK], st[MIL_MAX_RANK];
-  strides_of(kept, nk, kst);
-  for (uint32_t i = 0, k = 0; i < a->rank; i++) st[i] = mask[i] ? 0 : kst[k++];
-  for (int64_t i = 0; i < out->n; i++) out->d[i] = code == R_MAX ? -HUGE_VAL : 0;
-  for (int64_t i = 0; i < a->n; i++) {
-    double *o = &out->d[offset_at(i, a->dims, a->rank, st)];
-    *o = code == R_MAX ? (isnan(*o) || isnan(a->d[i]) ? (double)NAN : fmax(*o, a->d[i])) : *o + a->d[i];
+  if (trailing && count > 0) {
+    RedJob j = {.code = code, .a = a, .o = out, .count = count};
+    par_for(x->c, out->n, (GRAIN + count - 1) / count, reduce_task, &j);
+    return true;
   }
-  if (code == R_MEAN)
-    for (int64_t i = 0; i < out->n; i++) {
-      out->d[i] /= (double)count;
-      if (out->dt == MIL_DT_INT32) out->d[i] = trunc(out->d[i]);
+  /* General axes: accumulate in input order into doubles, one output at a
+   * time (a plain loop: rare in compiled programs). */
+  int64_t kst[MIL_MAX_RANK], st_[MIL_MAX_RANK], ist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
+  uint32_t nr = 0;
+  strides_of(kept, nk, kst);
+  strides_of(a->dims, a->rank, ist);
+  for (uint32_t i = 0, k = 0; i < a->rank; i++) {
+    st_[i] = mask[i] ? 0 : kst[k++];
+    if (mask[i]) rdims[nr] = a->dims[i], rst[nr++] = ist[i];
+  }
+  int64_t kist[MIL_MAX_RANK];
+  for (uint32_t i = 0, k = 0; i < a->rank; i++)
+    if (!mask[i]) kist[k++] = ist[i];
+  (void)st_;
+  for (int64_t o = 0; o < out->n; o++) {
+    int64_t base = offset_at(o, kept, nk, kist);
+    double r = code == R_MAX ? -HUGE_VAL : 0;
+    for (int64_t k = 0; k < count; k++) {
+      double v = ld(a, base + offset_at(k, rdims, nr, rst));
+      r = code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
     }
+    st(out, o, reduce_fin(code, out, r, count));
+  }
   return true;
 }
 
 /* layer_norm: mean and biased variance jointly over `axes`; gamma and beta
  * are indexed by the position within the normalized dims taken in the order
- * `axes` lists them. */
+ * `axes` lists them. One item is one normalized group. */
+typedef struct NormJob {
+  const Val *a, *g, *b;
+  Val *o;
+  double eps;
+  uint32_t nax, nouter;
+  int64_t idims[MIL_MAX_RANK], ist[MIL_MAX_RANK], odims[MIL_MAX_RANK], ost[MIL_MAX_RANK];
+  int64_t inner;
+  bool contiguous; /* the normalized dims are the trailing ones, in order */
+} NormJob;
+
+static void norm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const NormJob *j = arg;
+  int64_t inner = j->inner;
+  for (int64_t o = lo; o < hi; o++) {
+    int64_t base = offset_at(o, j->odims, j->nouter, j->ost);
+#define AT(k) (j->contiguous ? base + (k) : base + offset_at((k), j->idims, j->nax, j->ist))
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < inner; k++) mean += ld(j->a, AT(k));
+    mean /= (double)inner;
+    for (int64_t k = 0; k < inner; k++) {
+      double dv = ld(j->a, AT(k)) - mean;
+      var += dv * dv;
+    }
+    var /= (double)inner;
+    double inv = 1 / sqrt(var + j->eps);
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t off = AT(k);
+      st(j->o, off, (ld(j->a, off) - mean) * inv * (j->g ? ld(j->g, k) : 1) + (j->b ? ld(j->b, k) : 0));
+    }
+#undef AT
+  }
+}
+
 static bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *g = opt_arg(x, "gamma", &ok), *b = opt_arg(x, "beta", &ok);
-  double eps = scalar_arg(x, "epsilon", 1e-5, &ok);
+  NormJob j = {.a = a, .g = g, .b = b, .o = out};
+  j.eps = scalar_arg(x, "epsilon", 1e-5, &ok);
   int64_t axes[MIL_MAX_RANK];
   uint32_t n;
   bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
   if (!ok || !expect_shape(x, out, a->dims, a->rank)) return false;
-  uint32_t ax[MIL_MAX_RANK], nax = 0, outer[MIL_MAX_RANK], nouter = 0;
+  uint32_t ax[MIL_MAX_RANK], outer[MIL_MAX_RANK];
   bool in_axes[MIL_MAX_RANK] = {false};
   if (!given)
     for (uint32_t i = 0; i < a->rank; i++) axes[n++] = i;
   for (uint32_t i = 0; i < n; i++) {
-    if (!norm_axis(x, axes[i], a->rank, &ax[nax])) return false;
-    if (in_axes[ax[nax]]) return fail(x, "axis %lld is listed twice", (long long)axes[i]);
-    in_axes[ax[nax++]] = true;
+    if (!norm_axis(x, axes[i], a->rank, &ax[j.nax])) return false;
+    if (in_axes[ax[j.nax]]) return fail(x, "axis %lld is listed twice", (long long)axes[i]);
+    in_axes[ax[j.nax++]] = true;
   }
   for (uint32_t i = 0; i < a->rank; i++)
-    if (!in_axes[i]) outer[nouter++] = i;
-  int64_t st[MIL_MAX_RANK], idims[MIL_MAX_RANK], ist[MIL_MAX_RANK], odims[MIL_MAX_RANK], ost[MIL_MAX_RANK];
-  strides_of(a->dims, a->rank, st);
-  for (uint32_t i = 0; i < nax; i++) idims[i] = a->dims[ax[i]], ist[i] = st[ax[i]];
-  for (uint32_t i = 0; i < nouter; i++) odims[i] = a->dims[outer[i]], ost[i] = st[outer[i]];
-  int64_t inner = elements(idims, nax), nout_el = elements(odims, nouter);
-  if ((g && g->n != inner) || (b && b->n != inner))
-    return fail(x, "gamma and beta must have the %lld elements of the normalized dims", (long long)inner);
-  for (int64_t o = 0; o < nout_el; o++) {
-    int64_t base = offset_at(o, odims, nouter, ost);
-    double mean = 0, var = 0;
-    for (int64_t k = 0; k < inner; k++) mean += a->d[base + offset_at(k, idims, nax, ist)];
-    mean /= (double)inner;
-    for (int64_t k = 0; k < inner; k++) {
-      double dv = a->d[base + offset_at(k, idims, nax, ist)] - mean;
-      var += dv * dv;
-    }
-    var /= (double)inner;
-    double inv = 1 / sqrt(var + eps);
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t off = base + offset_at(k, idims, nax, ist);
-      out->d[off] = (a->d[off] - mean) * inv * (g ? g->d[k] : 1) + (b ? b->d[k] : 0);
-    }
+    if (!in_axes[i]) outer[j.nouter++] = i;
+  int64_t st_[MIL_MAX_RANK];
+  strides_of(a->dims, a->rank, st_);
+  j.contiguous = true;
+  for (uint32_t i = 0; i < j.nax; i++) {
+    j.idims[i] = a->dims[ax[i]], j.ist[i] = st_[ax[i]];
+    j.contiguous = j.contiguous && ax[i] == a->rank - j.nax + i;
   }
+  for (uint32_t i = 0; i < j.nouter; i++) j.odims[i] = a->dims[outer[i]], j.ost[i] = st_[outer[i]];
+  j.inner = elements(j.idims, j.nax);
+  if ((g && g->n != j.inner) || (b && b->n != j.inner))
+    return fail(x, "gamma and beta must have the %lld elements of the normalized dims", (long long)j.inner);
+  if (j.inner == 0) return true;
+  par_for(x->c, elements(j.odims, j.nouter), (GRAIN + j.inner - 1) / j.inner, norm_task, &j);
   return true;
 }
 
-/* ---- shape ops ---- */
+/* ---- shape ops (4-byte elements whatever the class) ---- */
 
-static bool k_reshape(Ctx *x, int code, Val *out, uint32_t nout) {
+static uint32_t *u32(const Val *v) { return v->p; }
+
+/* Shape ops copy elements as they are: the result must hold the same class. */
+static bool same_class(Ctx *x, const Val *a, const Val *out) {
+  if (a->st == out->st || (a->st == ST_H16 && out->st == ST_F32)) return true;
+  return fail(x, "the operand is %s but the result is declared %s", mil_dtype_name(a->dt), mil_dtype_name(out->dt));
+}
+
+/* A view: reshape and identity of the same dtype point at their operand. */
+static bool k_view(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
-  req_arg(x, "shape", &ok);
   if (!ok) return false;
   if (a->n != out->n) return fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
-  memcpy(out->d, a->d, (size_t)a->n * sizeof(double));
+  out->p = a->p;
+  out->st = a->st;
   return true;
+}
+
+/* reshape or identity into another dtype (not planned as a view). */
+static bool k_copy(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  if (!ok) return false;
+  if (a->n != out->n) return fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
+  for (int64_t i = 0; i < out->n; i++) st(out, i, ld(a, i));
+  return true;
+}
+
+/* A transpose over a collapsed shape: the output's last dim, and the output
+ * dim `k` that walks the input contiguously, are copied in 32 x 32 tiles;
+ * one item is one tile row band of one outer index. */
+typedef struct TrJob {
+  const uint32_t *a;
+  uint32_t *o;
+  uint32_t r, k;
+  int64_t dims[MIL_MAX_RANK], ist[MIL_MAX_RANK], ost[MIL_MAX_RANK];
+  int64_t odims[MIL_MAX_RANK], oist[MIL_MAX_RANK], oost[MIL_MAX_RANK];
+  uint32_t nouter;
+  int64_t bands;
+} TrJob;
+
+#define TILE 32
+
+static void transpose_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const TrJob *j = arg;
+  int64_t nl = j->dims[j->r - 1], nk = j->dims[j->k];
+  int64_t sl = j->ist[j->r - 1], ok_ = j->ost[j->k];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t outer = it / j->bands, k0 = (it % j->bands) * TILE;
+    const uint32_t *a = j->a + offset_at(outer, j->odims, j->nouter, j->oist);
+    uint32_t *o = j->o + offset_at(outer, j->odims, j->nouter, j->oost);
+    int64_t k1 = k0 + TILE < nk ? k0 + TILE : nk;
+    for (int64_t l0 = 0; l0 < nl; l0 += TILE) {
+      int64_t l1 = l0 + TILE < nl ? l0 + TILE : nl;
+      for (int64_t kk = k0; kk < k1; kk++)
+        for (int64_t l = l0; l < l1; l++) o[kk * ok_ + l] = a[kk + l * sl];
+    }
+  }
+}
+
+/* Rows of the output's last dim, contiguous in the input too. */
+static void rowcopy_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const TrJob *j = arg;
+  int64_t len = j->dims[j->r - 1];
+  for (int64_t row = lo; row < hi; row++)
+    memcpy(j->o + row * len, j->a + offset_at(row, j->dims, j->r - 1, j->ist), (size_t)len * 4);
 }
 
 static bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
@@ -629,19 +1231,41 @@ static bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
   ints_arg(x, "perm", perm, MIL_MAX_RANK, &n, &ok);
   if (!ok) return false;
   if (n != a->rank) return fail(x, "perm has %u entries for rank %u", n, a->rank);
-  int64_t st[MIL_MAX_RANK], pst[MIL_MAX_RANK], dims[MIL_MAX_RANK];
+  int64_t st_[MIL_MAX_RANK], dims[MIL_MAX_RANK];
   bool seen[MIL_MAX_RANK] = {false};
-  strides_of(a->dims, a->rank, st);
+  TrJob j = {.a = u32(a), .o = u32(out)};
+  strides_of(a->dims, a->rank, st_);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t p = 0;
     if (!norm_axis(x, perm[i], a->rank, &p)) return false;
     if (seen[p]) return fail(x, "perm is not a permutation");
     seen[p] = true;
     dims[i] = a->dims[p];
-    pst[i] = st[p];
+    j.ist[i] = st_[p];
   }
-  if (!expect_shape(x, out, dims, n)) return false;
-  for (int64_t i = 0; i < out->n; i++) out->d[i] = a->d[offset_at(i, out->dims, out->rank, pst)];
+  if (!expect_shape(x, out, dims, n) || !same_class(x, a, out)) return false;
+  if (out->n == 0) return true;
+  if (a->st == ST_H16) return fail(x, "fp16 weights are not transposed in place"); /* the plan prevents this */
+  memcpy(j.dims, dims, sizeof dims);
+  strides_of(dims, n, j.ost);
+  int64_t *strides[2] = {j.ist, j.ost};
+  j.r = collapse(n, j.dims, strides, 2);
+  if (j.r == 0) j.dims[0] = 1, j.ist[0] = j.ost[0] = 1, j.r = 1;
+  if (j.ist[j.r - 1] == 1) {
+    par_for(x->c, out->n / j.dims[j.r - 1], (GRAIN + j.dims[j.r - 1] - 1) / j.dims[j.r - 1], rowcopy_task, &j);
+    return true;
+  }
+  j.k = 0;
+  while (j.k < j.r && j.ist[j.k] != 1) j.k++;
+  if (j.k == j.r) { /* no dim walks the input contiguously (cannot happen after collapsing); element by element */
+    for (int64_t i = 0; i < out->n; i++) j.o[i] = j.a[offset_at(i, j.dims, j.r, j.ist)];
+    return true;
+  }
+  for (uint32_t i = 0; i < j.r - 1; i++)
+    if (i != j.k) j.odims[j.nouter] = j.dims[i], j.oist[j.nouter] = j.ist[i], j.oost[j.nouter++] = j.ost[i];
+  j.bands = (j.dims[j.k] + TILE - 1) / TILE;
+  int64_t items = elements(j.odims, j.nouter) * j.bands;
+  par_for(x->c, items, (GRAIN + TILE * j.dims[j.r - 1] - 1) / (TILE * j.dims[j.r - 1]), transpose_task, &j);
   return true;
 }
 
@@ -665,9 +1289,9 @@ static bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
   if (nb != r || ne != r || (has_stride && ns != r) || (has_bm && nbm != r) || (has_em && nem != r) ||
       (has_sm && nsm != r))
     return fail(x, "begin, end, stride and masks need %u entries each", r);
-  int64_t st[MIL_MAX_RANK], start[MIL_MAX_RANK], step[MIL_MAX_RANK], cnt[MIL_MAX_RANK], dims[MIL_MAX_RANK] = {0};
+  int64_t st_[MIL_MAX_RANK], start[MIL_MAX_RANK], step[MIL_MAX_RANK], cnt[MIL_MAX_RANK], dims[MIL_MAX_RANK] = {0};
   uint32_t rank = 0;
-  strides_of(a->dims, r, st);
+  strides_of(a->dims, r, st_);
   for (uint32_t i = 0; i < r; i++) {
     int64_t D = a->dims[i], s = has_stride ? str[i] : 1, b = beg[i], e = end[i];
     if (s == 0) return fail(x, "stride 0 in dimension %u", i);
@@ -689,10 +1313,18 @@ static bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
     start[i] = b, step[i] = s;
     dims[rank++] = cnt[i];
   }
-  if (!expect_shape(x, out, dims, rank)) return false;
+  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
+  if (a->st == ST_H16) return fail(x, "fp16 weights are not sliced in place"); /* the plan prevents this */
   int64_t base = 0, sst[MIL_MAX_RANK];
-  for (uint32_t i = 0; i < r; i++) base += start[i] * st[i], sst[i] = step[i] * st[i];
-  for (int64_t i = 0; i < out->n; i++) out->d[i] = a->d[base + offset_at(i, cnt, r, sst)];
+  for (uint32_t i = 0; i < r; i++) base += start[i] * st_[i], sst[i] = step[i] * st_[i];
+  const uint32_t *in = u32(a);
+  uint32_t *o = u32(out);
+  if (r > 0 && sst[r - 1] == 1) { /* whole rows at a time */
+    int64_t len = cnt[r - 1], rows = len ? out->n / len : 0;
+    for (int64_t i = 0; i < rows; i++) memcpy(o + i * len, in + base + offset_at(i, cnt, r - 1, sst), (size_t)len * 4);
+    return true;
+  }
+  for (int64_t i = 0; i < out->n; i++) o[i] = in[base + offset_at(i, cnt, r, sst)];
   return true;
 }
 
@@ -722,10 +1354,11 @@ static bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
     int64_t dims[MIL_MAX_RANK] = {0};
     memcpy(dims, a->dims, sizeof dims);
     dims[ax] = sizes_buf[k];
-    if (!expect_shape(x, &out[k], dims, a->rank)) return false;
+    if (!expect_shape(x, &out[k], dims, a->rank) || !same_class(x, a, &out[k])) return false;
+    if (a->st == ST_H16) return fail(x, "fp16 weights are not split in place");
     int64_t chunk = sizes_buf[k] * post;
     for (int64_t p = 0; p < pre; p++)
-      memcpy(out[k].d + p * chunk, a->d + p * len * post + at * post, (size_t)chunk * sizeof(double));
+      memcpy(u32(&out[k]) + p * chunk, u32(a) + p * len * post + at * post, (size_t)chunk * 4);
     at += sizes_buf[k];
   }
   return true;
@@ -741,38 +1374,35 @@ static bool k_concat(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!find_arg(x->s, "axis")) return fail(x, "missing argument 'axis'");
   if (!ok) return false;
   uint32_t nv = va->nitems;
-  const Val **v = xcalloc(nv, sizeof *v);
-  for (uint32_t j = 0; ok && j < nv; j++) ok = (v[j] = operand(x, &va->items[j])) != NULL;
+  const Val *v0 = item(x, va, 0);
   uint32_t ax = 0;
-  ok = ok && norm_axis(x, to_index(axis_d), v[0]->rank, &ax);
+  if (!norm_axis(x, to_index(axis_d), v0->rank, &ax)) return false;
   int64_t dims[MIL_MAX_RANK];
-  if (ok) {
-    memcpy(dims, v[0]->dims, sizeof dims);
-    dims[ax] = 0;
-    for (uint32_t j = 0; ok && j < nv; j++) {
-      bool same = v[j]->rank == v[0]->rank;
-      for (uint32_t i = 0; same && i < v[0]->rank; i++)
-        same = i == ax ? !inter || v[j]->dims[i] == v[0]->dims[i] : v[j]->dims[i] == v[0]->dims[i];
-      if (!same) ok = fail(x, "value %u does not match the shape of the first value", j);
-      dims[ax] += v[j]->dims[ax];
+  memcpy(dims, v0->dims, sizeof dims);
+  dims[ax] = 0;
+  for (uint32_t j = 0; j < nv; j++) {
+    const Val *v = item(x, va, j);
+    bool same = v->rank == v0->rank;
+    for (uint32_t i = 0; same && i < v0->rank; i++)
+      same = i == ax ? !inter || v->dims[i] == v0->dims[i] : v->dims[i] == v0->dims[i];
+    if (!same) return fail(x, "value %u does not match the shape of the first value", j);
+    if (v->st != out->st) return fail(x, "value %u is %s but the result is declared %s", j, mil_dtype_name(v->dt), mil_dtype_name(out->dt));
+    dims[ax] += v->dims[ax];
+  }
+  if (!expect_shape(x, out, dims, v0->rank)) return false;
+  int64_t pre = elements(dims, ax), len = dims[ax], post = elements(dims + ax + 1, v0->rank - ax - 1);
+  for (int64_t p = 0; p < pre; p++)
+    for (int64_t k = 0; k < len; k++) {
+      uint32_t j = 0;
+      int64_t at = k;
+      if (inter) j = (uint32_t)(k % nv), at = k / nv;
+      else
+        while (at >= item(x, va, j)->dims[ax]) at -= item(x, va, j++)->dims[ax];
+      const Val *v = item(x, va, j);
+      int64_t jl = v->dims[ax];
+      memcpy(u32(out) + (p * len + k) * post, u32(v) + (p * jl + at) * post, (size_t)post * 4);
     }
-  }
-  ok = ok && expect_shape(x, out, dims, v[0]->rank);
-  if (ok) {
-    int64_t pre = elements(dims, ax), len = dims[ax], post = elements(dims + ax + 1, v[0]->rank - ax - 1);
-    for (int64_t p = 0; p < pre; p++)
-      for (int64_t k = 0; k < len; k++) {
-        uint32_t j = 0;
-        int64_t at = k;
-        if (inter) j = (uint32_t)(k % nv), at = k / nv;
-        else
-          while (at >= v[j]->dims[ax]) at -= v[j++]->dims[ax];
-        int64_t jl = v[j]->dims[ax];
-        memcpy(out->d + (p * len + k) * post, v[j]->d + (p * jl + at) * post, (size_t)post * sizeof(double));
-      }
-  }
-  free(v);
-  return ok;
+  return true;
 }
 
 /* gather along axis: out[pre, j..., post] = x[pre, indices[j...], post]. */
@@ -790,64 +1420,121 @@ static bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   for (uint32_t i = 0; i < ax; i++) dims[rank++] = a->dims[i];
   for (uint32_t i = 0; i < ind->rank; i++) dims[rank++] = ind->dims[i];
   for (uint32_t i = ax + 1; i < a->rank; i++) dims[rank++] = a->dims[i];
-  if (!expect_shape(x, out, dims, rank)) return false;
+  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
   int64_t pre = elements(a->dims, ax), len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1);
   /* iOS15/16 wrap negative indices; from iOS17 they are out of bounds. */
   bool wrap = x->c->f->ios < 17;
   for (int64_t p = 0; p < pre; p++)
     for (int64_t j = 0; j < ind->n; j++) {
-      int64_t k = to_index(ind->d[j]);
+      int64_t k = to_index(ld(ind, j));
       if (k < 0 && wrap) k += len;
       if (k < 0 || k >= len)
-        return fail(x, "index %g is out of range for dimension %u of size %lld", ind->d[j], ax,
-                    (long long)len);
-      memcpy(out->d + (p * ind->n + j) * post, a->d + (p * len + k) * post, (size_t)post * sizeof(double));
+        return fail(x, "index %g is out of range for dimension %u of size %lld", ld(ind, j), ax, (long long)len);
+      if (a->st == ST_H16)
+        for (int64_t q = 0; q < post; q++) st(out, (p * ind->n + j) * post + q, ld(a, (p * len + k) * post + q));
+      else
+        memcpy(u32(out) + (p * ind->n + j) * post, u32(a) + (p * len + k) * post, (size_t)post * 4);
     }
   return true;
 }
 
 /* ---- linear algebra ---- */
 
-static bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
+#define PANEL 128  /* output channels per piece of linear / conv */
+#define ROWS 512   /* rows (or columns) of the other operand per piece */
 
-static float *falloc(int64_t n) { return xmalloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
-
-static void to_float(const double *src, float *dst, int64_t n) {
-  for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
-}
-
-static void to_double(const float *src, double *dst, int64_t n) {
-  for (int64_t i = 0; i < n; i++) dst[i] = (double)src[i];
-}
-
-/* v's elements as floats: the prepared copy of a const, else converted into
- * a new buffer *scratch (which the caller frees). */
-static const float *fview(const Val *v, float **scratch) {
-  if (v->f) return v->f;
-  *scratch = falloc(v->n);
-  to_float(v->d, *scratch, v->n);
-  return *scratch;
-}
-
-/* C[M, N] = A[M, K] * B[K, N] (+ bias[n] on every row when bias is set) in
- * fp32, row-major; ta/tb mean the operand is stored transposed, with leading
- * dimensions lda/ldb. The result goes to dst as doubles. */
-static void sgemm_to(const float *A, bool ta, int64_t lda, const float *B, bool tb, int64_t ldb, int64_t M,
-                     int64_t N, int64_t K, const double *bias, bool bias_per_row, float *C, double *dst) {
+/* C[M, N] = op(A)[M, K] * op(B)[K, N] + beta * C, row-major, fp32, OpenBLAS
+ * single-threaded (the pool runs the pieces). */
+static void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  float beta = 0;
-  if (bias) {
-    for (int64_t m = 0; m < M; m++)
-      for (int64_t n = 0; n < N; n++) C[m * N + n] = (float)bias[bias_per_row ? m : n];
-    beta = 1;
-  } else if (K == 0) {
-    memset(C, 0, (size_t)(M * N) * sizeof(float));
+  if (K == 0) {
+    if (beta == 0)
+      for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
+    return;
   }
-  if (K > 0)
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-                (blasint)N, (blasint)K, 1.0f, A, (blasint)(lda > 0 ? lda : 1), B, (blasint)(ldb > 0 ? ldb : 1), beta,
-                C, (blasint)N);
-  to_double(C, dst, M * N);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
+              (blasint)K, 1.0f, A, (blasint)(lda > 0 ? lda : 1), B, (blasint)(ldb > 0 ? ldb : 1), beta, C,
+              (blasint)(ldc > 0 ? ldc : 1));
+}
+
+/* Rows [r0, r0 + nr) of a [*, K] weight as floats: in place for ST_F32,
+ * converted into the thread's scratch for ST_H16. */
+static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, int64_t nr, int64_t K, uint32_t tid) {
+  if (w->st == ST_F32) return fp(w) + r0 * K;
+  float *s = c->scratch[tid];
+  h2f(s, (const uint16_t *)w->p + r0 * K, nr * K);
+  return s;
+}
+
+/* linear and pointwise conv: out = W x (+ bias) with W [O, K]. For linear
+ * x is [rows, K] and out [rows, O] (conv: false); for conv, per batch item,
+ * x is [K, P] and out [O, P] (conv: true). Pieces: batch item x panel of O
+ * x block of rows / P. */
+typedef struct WJob {
+  const CpuProgram *c;
+  bool conv;
+  const Val *x, *w, *b;
+  Val *o;
+  int64_t O, K, R; /* R: rows (linear) or P (conv) */
+  int64_t panels, blocks;
+} WJob;
+
+static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const WJob *j = arg;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
+    int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * ROWS;
+    int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < ROWS ? j->R - r0 : ROWS;
+    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid);
+    float beta = j->b ? 1.0f : 0.0f;
+    if (!j->conv) {
+      float *C = fp(j->o) + r0 * j->O + o0;
+      if (j->b)
+        for (int64_t r = 0; r < nr; r++)
+          for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
+      sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, j->K, beta, C, j->O);
+    } else {
+      float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+      if (j->b)
+        for (int64_t o = 0; o < no; o++) {
+          float bv = (float)ld(j->b, o0 + o);
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv;
+        }
+      sgemm(false, false, no, nr, j->K, W, j->K, fp(j->x) + nn * j->K * j->R + r0, j->R, beta, C, j->R);
+    }
+  }
+}
+
+static void wgemm(Ctx *x, WJob *j, int64_t batch) {
+  j->c = x->c;
+  j->panels = (j->O + PANEL - 1) / PANEL;
+  j->blocks = (j->R + ROWS - 1) / ROWS;
+  if (j->O == 0 || j->R == 0) return;
+  par_for(x->c, batch * j->panels * j->blocks, 1, wgemm_task, j);
+}
+
+/* matmul of float operands: one piece is a block of rows of one matrix of the batch. */
+typedef struct MmJob {
+  const Val *a, *b;
+  Val *o;
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, blocks;
+  uint32_t rbat;
+  int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+} MmJob;
+
+static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const MmJob *j = arg;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t t = it / j->blocks, m0 = (it % j->blocks) * ROWS, nm = j->M - m0 < ROWS ? j->M - m0 : ROWS;
+    const float *A = fp(j->a) + offset_at(t, j->bdims, j->rbat, j->sa);
+    const float *B = fp(j->b) + offset_at(t, j->bdims, j->rbat, j->sb);
+    /* Rows m0.. of op(A): row offset m0 * lda untransposed, column offset m0 transposed. */
+    sgemm(j->ta, j->tb, nm, j->N, j->K, A + (j->ta ? m0 : m0 * j->lda), j->lda, B, j->ldb, 0.0f,
+          fp(j->o) + t * j->M * j->N + m0 * j->N, j->N);
+  }
 }
 
 static bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
@@ -871,46 +1558,41 @@ static bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   else K2 = b->dims[b->rank - 1], N = b->dims[b->rank - 2], bk_st = 1, bn_st = bst[b->rank - 2];
   if (K != K2) return fail(x, "the inner dimensions differ (%lld and %lld)", (long long)K, (long long)K2);
   /* Batch dims broadcast like element-wise operands. */
+  MmJob j = {.a = a, .b = b, .o = out, .ta = tx, .tb = ty, .M = M, .N = N, .K = K};
   uint32_t ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, rbat = ra > rb ? ra : rb;
-  int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
   for (uint32_t i = 0; i < rbat; i++) {
     int64_t da = i + ra >= rbat ? a->dims[i + ra - rbat] : 1, db = i + rb >= rbat ? b->dims[i + rb - rbat] : 1;
     if (da != db && da != 1 && db != 1) return fail(x, "batch dimensions %lld and %lld do not broadcast", (long long)da, (long long)db);
-    bdims[i] = da > db ? da : db;
-    if (da == 0 || db == 0) bdims[i] = 0;
-    sa[i] = da == 1 ? 0 : ast[i + ra - rbat];
-    sb[i] = db == 1 ? 0 : bst[i + rb - rbat];
+    j.bdims[i] = da > db ? da : db;
+    if (da == 0 || db == 0) j.bdims[i] = 0;
+    j.sa[i] = da == 1 ? 0 : ast[i + ra - rbat];
+    j.sb[i] = db == 1 ? 0 : bst[i + rb - rbat];
   }
+  j.rbat = rbat;
   int64_t dims[MIL_MAX_RANK];
   uint32_t rank = rbat;
-  memcpy(dims, bdims, sizeof(int64_t) * rbat);
+  memcpy(dims, j.bdims, sizeof(int64_t) * rbat);
   if (a->rank > 1) dims[rank++] = M;
   if (b->rank > 1) dims[rank++] = N;
   if (!expect_shape(x, out, dims, rank)) return false;
-  int64_t nb = elements(bdims, rbat);
-  if (is_float(out->dt) && is_float(a->dt) && is_float(b->dt)) {
+  int64_t nb = elements(j.bdims, rbat);
+  if (out->st == ST_F32 && a->st == ST_F32 && b->st == ST_F32) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
      * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
-    float *sa_f = NULL, *sb_f = NULL, *c_f = falloc(M * N);
-    const float *fa = fview(a, &sa_f), *fb = fview(b, &sb_f);
-    bool ta = tx, tb = ty;
-    int64_t lda = a->rank == 1 ? K : tx ? ak_st : am_st, ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
-    for (int64_t t = 0; t < nb; t++)
-      sgemm_to(fa + offset_at(t, bdims, rbat, sa), ta, lda, fb + offset_at(t, bdims, rbat, sb), tb, ldb, M, N, K,
-               NULL, false, c_f, out->d + t * M * N);
-    free(sa_f);
-    free(sb_f);
-    free(c_f);
+    j.lda = a->rank == 1 ? K : tx ? ak_st : am_st;
+    j.ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
+    j.blocks = (M + ROWS - 1) / ROWS;
+    if (M == 0 || N == 0) return true;
+    par_for(x->c, nb * j.blocks, 1, matmul_task, &j);
     return true;
   }
   for (int64_t t = 0; t < nb; t++) {
-    const double *pa = a->d + offset_at(t, bdims, rbat, sa), *pb = b->d + offset_at(t, bdims, rbat, sb);
-    double *po = out->d + t * M * N;
+    int64_t pa = offset_at(t, j.bdims, rbat, j.sa), pb = offset_at(t, j.bdims, rbat, j.sb), po = t * M * N;
     for (int64_t m = 0; m < M; m++)
       for (int64_t n = 0; n < N; n++) {
         double s = 0;
-        for (int64_t k = 0; k < K; k++) s += pa[m * am_st + k * ak_st] * pb[k * bk_st + n * bn_st];
-        po[m * N + n] = s;
+        for (int64_t k = 0; k < K; k++) s += ld(a, pa + m * am_st + k * ak_st) * ld(b, pb + k * bk_st + n * bn_st);
+        st(out, po + m * N + n, s);
       }
   }
   return true;
@@ -930,20 +1612,16 @@ static bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
   dims[a->rank - 1] = dout;
   if (!expect_shape(x, out, dims, a->rank)) return false;
   int64_t rows = din ? a->n / din : elements(a->dims, a->rank - 1);
-  if (is_float(out->dt) && is_float(a->dt) && is_float(w->dt)) {
-    float *sa_f = NULL, *sw_f = NULL, *c_f = falloc(rows * dout);
-    const float *fa = fview(a, &sa_f), *fw = fview(w, &sw_f);
-    sgemm_to(fa, false, din, fw, true, din, rows, dout, din, b ? b->d : NULL, false, c_f, out->d);
-    free(sa_f);
-    free(sw_f);
-    free(c_f);
+  if (out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) && (!b || b->st != ST_STR)) {
+    WJob j = {.conv = false, .x = a, .w = w, .b = b, .o = out, .O = dout, .K = din, .R = rows};
+    wgemm(x, &j, 1);
     return true;
   }
   for (int64_t r = 0; r < rows; r++)
     for (int64_t o = 0; o < dout; o++) {
-      double s = b ? b->d[o] : 0;
-      for (int64_t k = 0; k < din; k++) s += a->d[r * din + k] * w->d[o * din + k];
-      out->d[r * dout + o] = s;
+      double s = b ? ld(b, o) : 0;
+      for (int64_t k = 0; k < din; k++) s += ld(a, r * din + k) * ld(w, o * din + k);
+      st(out, r * dout + o, s);
     }
   return true;
 }
@@ -999,16 +1677,10 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!expect_shape(x, out, dims, a->rank)) return false;
   int64_t OG = O / groups;
   if (groups == 1 && Kd[0] == 1 && Kd[1] == 1 && st2[0] == 1 && st2[1] == 1 && total[0] == 0 && total[1] == 0 &&
-      is_float(out->dt) && is_float(a->dt) && is_float(w->dt)) {
+      out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) && (!b || b->st != ST_STR)) {
     /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
-    int64_t P = D[0] * D[1];
-    float *sa_f = NULL, *sw_f = NULL, *c_f = falloc(O * P);
-    const float *fa = fview(a, &sa_f), *fw = fview(w, &sw_f);
-    for (int64_t nn = 0; nn < N; nn++)
-      sgemm_to(fw, false, C, fa + nn * C * P, false, P, O, P, C, b ? b->d : NULL, true, c_f, out->d + nn * O * P);
-    free(sa_f);
-    free(sw_f);
-    free(c_f);
+    WJob j = {.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = D[0] * D[1]};
+    wgemm(x, &j, N);
     return true;
   }
   for (int64_t nn = 0; nn < N; nn++)
@@ -1016,7 +1688,7 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
       int64_t g = o / OG;
       for (int64_t oy = 0; oy < OD[0]; oy++)
         for (int64_t ox = 0; ox < OD[1]; ox++) {
-          double s = b ? b->d[o] : 0;
+          double s = b ? ld(b, o) : 0;
           for (int64_t c = 0; c < CG; c++)
             for (int64_t ky = 0; ky < Kd[0]; ky++) {
               int64_t iy = oy * st2[0] - before[0] + ky * dl2[0];
@@ -1024,10 +1696,10 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
               for (int64_t kx = 0; kx < Kd[1]; kx++) {
                 int64_t ix = ox * st2[1] - before[1] + kx * dl2[1];
                 if (ix < 0 || ix >= D[1]) continue;
-                s += a->d[((nn * C + g * CG + c) * D[0] + iy) * D[1] + ix] * w->d[((o * CG + c) * Kd[0] + ky) * Kd[1] + kx];
+                s += ld(a, ((nn * C + g * CG + c) * D[0] + iy) * D[1] + ix) * ld(w, ((o * CG + c) * Kd[0] + ky) * Kd[1] + kx);
               }
             }
-          out->d[((nn * O + o) * OD[0] + oy) * OD[1] + ox] = s;
+          st(out, ((nn * O + o) * OD[0] + oy) * OD[1] + ox, s);
         }
     }
   return true;
@@ -1036,7 +1708,7 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
 /* ---- the op table ---- */
 
 static const OpEntry op_table[] = {
-    {"identity", k_unary, U_IDENTITY},
+    {"identity", k_copy, 0},
     {"relu", k_unary, U_RELU},
     {"tanh", k_unary, U_TANH},
     {"sigmoid", k_unary, U_SIGMOID},
@@ -1062,7 +1734,7 @@ static const OpEntry op_table[] = {
     {"reduce_mean", k_reduce, R_MEAN},
     {"reduce_max", k_reduce, R_MAX},
     {"layer_norm", k_layer_norm, 0},
-    {"reshape", k_reshape, 0},
+    {"reshape", k_copy, 0},
     {"transpose", k_transpose, 0},
     {"slice_by_index", k_slice, 0},
     {"split", k_split, 0},
@@ -1072,6 +1744,8 @@ static const OpEntry op_table[] = {
     {"linear", k_linear, 0},
     {"conv", k_conv, 0},
 };
+
+static const OpEntry view_entry = {"view", k_view, 0};
 
 static const OpEntry *find_op(const char *name) {
   for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
@@ -1099,10 +1773,81 @@ static bool check_type(Diag *d, const MilType *t, SrcSpan loc, const char *what,
   return true;
 }
 
+static void const_release(CpuProgram *c, uint32_t slot) {
+  if (c->slots[slot].owned) free(c->vals[slot].p);
+  c->slots[slot].owned = false;
+  c->vals[slot].p = NULL;
+}
+
+/* An owned buffer of the const's n elements of `es` bytes, kept if it has one. */
+static void *const_owned(CpuProgram *c, uint32_t slot, size_t es) {
+  Val *v = &c->vals[slot];
+  if (!c->slots[slot].owned) {
+    v->p = alloc_elems(v->n, es);
+    c->slots[slot].owned = true;
+  }
+  return v->p;
+}
+
+/* (Re)reads BLOBFILE const `slot` from its verified weight: in place when the
+ * stored form matches the slot's storage and alignment, else converted into
+ * an owned buffer. */
+static void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w) {
+  Val *v = &c->vals[slot];
+  uintptr_t at = (uintptr_t)w->data;
+  bool direct = (v->st == ST_H16 && w->dtype == MIL_DT_FP16 && at % 2 == 0) ||
+                (v->st == ST_F32 && w->dtype == MIL_DT_FP32 && at % 4 == 0) ||
+                (v->st == ST_I32 && v->dt == MIL_DT_INT32 && w->dtype == MIL_DT_INT32 && at % 4 == 0);
+  if (direct) {
+    const_release(c, slot);
+    v->p = (void *)at; /* never written through: consts are operands only */
+    return;
+  }
+  if (v->st == ST_H16) {
+    memcpy(const_owned(c, slot, 2), w->data, (size_t)v->n * 2);
+    return;
+  }
+  const_owned(c, slot, 4);
+  const unsigned char *p = w->data;
+  if (v->st == ST_F32 && w->dtype == MIL_DT_FP16) {
+    h2f(v->p, p, v->n);
+    return;
+  }
+  for (int64_t i = 0; i < v->n; i++) {
+    double e;
+    switch (w->dtype) {
+    case MIL_DT_FP16: {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      e = (double)fp16_to_float(h);
+      break;
+    }
+    case MIL_DT_FP32: {
+      float f;
+      memcpy(&f, p + 4 * i, 4);
+      e = (double)f;
+      break;
+    }
+    case MIL_DT_INT32: {
+      int32_t k;
+      memcpy(&k, p + 4 * i, 4);
+      e = k;
+      break;
+    }
+    case MIL_DT_INT8: e = (int8_t)p[i]; break;
+    default: e = p[i]; break; /* uint8 */
+    }
+    st(v, i, e);
+  }
+}
+
+/* Converts const statement si into its slot (BLOBFILE weights later, once
+ * their storage is decided). */
 static bool prepare_const(CpuProgram *c, uint32_t si, Diag *d) {
   const MilStmt *s = &c->f->stmts[si];
   const MilAttr *val = mil_find_attr(s->attrs, s->nattrs, "val");
-  Val *v = &c->consts[c->base[si]];
+  uint32_t slot = c->base[si];
+  c->slots[slot].kind = SK_CONST;
   if (!val || s->nresults != 1) {
     diag_error(d, s->loc, "const without a val");
     return false;
@@ -1111,8 +1856,7 @@ static bool prepare_const(CpuProgram *c, uint32_t si, Diag *d) {
     for (uint32_t i = 0; i < orion_weight_count(c->prog, c->fn); i++) {
       const OrionWeight *w = orion_weight(c->prog, c->fn, i);
       if (w->stmt == si && !strcmp(w->attr, "val")) {
-        weight_val(w, &val->value->type, v);
-        v->dt = s->results[0].type.dtype;
+        c->slots[slot].weight = (int32_t)i;
         return true;
       }
     }
@@ -1120,19 +1864,127 @@ static bool prepare_const(CpuProgram *c, uint32_t si, Diag *d) {
     return false;
   }
   const char *why;
+  Val *v = &c->vals[slot];
   if (!literal_val(val->value, v, &why)) {
     diag_error(d, s->loc, "const '%s' %s", s->results[0].name, why);
     return false;
   }
+  c->slots[slot].owned = v->st != ST_STR;
+  if (v->st == ST_STR) c->slots[slot].kind = SK_STR;
   return true;
 }
 
+static uint32_t root_of(const CpuProgram *c, uint32_t s) {
+  while (c->slots[s].kind == SK_VIEW) s = c->slots[s].src;
+  return s;
+}
+
+typedef struct Block {
+  int64_t off, size;
+  uint32_t slot;
+} Block;
+
+/* Lays out the planned buffers (see the header comment); returns the arena size. */
+static size_t plan_buffers(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  uint32_t nt = f->nstmts + 1, never = UINT32_MAX;
+  for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].last = 0, c->slots[s].off = -1;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    for (uint32_t k = 0; k < f->stmts[si].nresults; k++) c->slots[c->base[si] + k].last = si + 1;
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      uint32_t r = root_of(c, c->opslot[i]);
+      if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
+    }
+  }
+  for (uint32_t i = 0; i < c->nout; i++) c->slots[root_of(c, c->out_slot[i])].last = never;
+  Block *live = xcalloc(c->nslots + 1, sizeof *live);
+  uint32_t nlive = 0;
+  int64_t end = 0;
+  for (uint32_t t = 0; t < nt; t++) {
+    uint32_t s0 = t == 0 ? 0 : c->base[t - 1], s1 = t == 0 ? f->nparams : c->base[t - 1] + f->stmts[t - 1].nresults;
+    for (uint32_t s = s0; s < s1; s++) {
+      const Val *v = &c->vals[s];
+      bool needs = c->slots[s].kind == SK_RESULT ||
+                   (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
+      if (!needs) continue;
+      int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
+      uint32_t at = 0;
+      for (; at < nlive; at++) {
+        if (cand + size <= live[at].off) break;
+        if (live[at].off + live[at].size > cand) cand = live[at].off + live[at].size;
+      }
+      memmove(&live[at + 1], &live[at], (nlive - at) * sizeof *live);
+      live[at] = (Block){cand, size, s};
+      nlive++;
+      c->slots[s].off = cand;
+      if (cand + size > end) end = cand + size;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nlive; i++)
+      if (c->slots[live[i].slot].last > t) live[k++] = live[i];
+    nlive = k;
+  }
+  free(live);
+  return (size_t)end;
+}
+
+/* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
+ * use, through views, is the weight operand of linear or conv (which
+ * converts panels as it goes). Small ones are converted (no gain). */
+static void choose_fp16_weights(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise */
+  for (uint32_t i = 0; i < c->nout; i++) use[c->out_slot[i]] |= 2;
+  for (uint32_t si = f->nstmts; si-- > 0;) {
+    const MilStmt *s = &f->stmts[si];
+    if (!c->ops[si]) continue;
+    bool wop = !strcmp(s->op, "linear") || !strcmp(s->op, "conv");
+    for (uint32_t k = 0; k < s->nargs; k++)
+      for (uint32_t j = 0; j < s->args[k].nitems; j++) {
+        uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
+        if (c->ops[si] == &view_entry) use[slot] |= use[c->base[si]];
+        else use[slot] |= wop && !strcmp(s->args[k].name, "weight") ? 1 : 2;
+      }
+  }
+  for (uint32_t s = 0; s < c->nslots; s++) {
+    const Slot *sl = &c->slots[s];
+    Val *v = &c->vals[s];
+    if (sl->kind != SK_CONST || sl->weight < 0 || use[s] != 1 || v->dt != MIL_DT_FP16 || v->n < 4096 || v->rank < 2)
+      continue;
+    if (orion_weight(c->prog, c->fn, (uint32_t)sl->weight)->dtype != MIL_DT_FP16) continue;
+    v->st = ST_H16;
+    int64_t row = v->dims[0] ? v->n / v->dims[0] : 0;
+    if (row * PANEL > c->scratch_floats) c->scratch_floats = row * PANEL;
+  }
+  free(use);
+}
+
+static uint32_t thread_count(const CpuOptions *o) {
+  if (o->threads) return o->threads;
+  const char *e = getenv("ORION_CPU_THREADS");
+  if (e && *e) {
+    long n = strtol(e, NULL, 10);
+    if (n >= 1 && n <= 256) return (uint32_t)n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 && n <= 256 ? (uint32_t)n : 1;
+}
+
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d) {
+  CpuOptions o = {.numerics = mode, .threads = 0};
+  return cpu_prepare_with(p, fn, &o, d);
+}
+
+CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d) {
+#if HAVE_X86
+  have_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#endif
   CpuProgram *c = xcalloc(1, sizeof *c);
   c->prog = p;
   c->fn = fn;
   c->f = orion_function_mil(p, fn);
-  c->mode = mode;
+  c->mode = opt->numerics;
   const MilFunc *f = c->f;
   bool ok = true;
   if (orion_function_has_dynamic_shapes(p, fn)) {
@@ -1140,47 +1992,97 @@ CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d)
                f->name);
     ok = false;
   }
-  c->base = xcalloc(f->nstmts ? f->nstmts : 1, sizeof *c->base);
-  c->ops = xcalloc(f->nstmts ? f->nstmts : 1, sizeof *c->ops);
+  /* Slots: parameters, statement results, then one per literal operand. */
+  uint32_t nargs = 0, nitems = 0, nlits = 0;
+  c->base = xcalloc(f->nstmts + 1, sizeof *c->base);
+  c->ops = xcalloc(f->nstmts + 1, sizeof *c->ops);
+  c->argbase = xcalloc(f->nstmts + 1, sizeof *c->argbase);
   c->nslots = f->nparams;
   for (uint32_t i = 0; i < f->nstmts; i++) {
+    const MilStmt *s = &f->stmts[i];
     c->base[i] = c->nslots;
-    c->nslots += f->stmts[i].nresults;
+    c->nslots += s->nresults;
+    c->argbase[i] = nargs;
+    nargs += s->nargs;
+    for (uint32_t k = 0; k < s->nargs; k++) {
+      nitems += s->args[k].nitems;
+      for (uint32_t j = 0; j < s->args[k].nitems; j++) nlits += s->args[k].items[j].kind == MIL_OPERAND_LITERAL;
+    }
   }
-  c->consts = xcalloc(c->nslots ? c->nslots : 1, sizeof *c->consts);
-  for (uint32_t i = 0; ok && i < f->nparams; i++)
-    ok = check_type(d, &f->params[i].type, f->params[i].loc, "input", f->params[i].name, false);
+  c->argbase[f->nstmts] = nargs;
+  c->argstart = xcalloc(nargs + 1, sizeof *c->argstart);
+  c->opslot = xcalloc(nitems + 1, sizeof *c->opslot);
+  uint32_t lit = c->nslots;
+  c->nslots += nlits;
+  c->slots = xcalloc(c->nslots + 1, sizeof *c->slots);
+  c->vals = xcalloc(c->nslots + 1, sizeof *c->vals);
+  for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].weight = -1;
+  for (uint32_t i = 0; i < f->nparams; i++) {
+    c->slots[i].kind = SK_PARAM;
+    if (ok && (ok = check_type(d, &f->params[i].type, f->params[i].loc, "input", f->params[i].name, false)))
+      val_shape(&c->vals[i], &f->params[i].type);
+  }
+  uint32_t a = 0, it = 0;
   for (uint32_t i = 0; i < f->nstmts; i++) {
     const MilStmt *s = &f->stmts[i];
     bool is_const = !strcmp(s->op, "const");
-    if (!is_const && !(c->ops[i] = find_op(s->op))) {
+    bool types_ok = true;
+    for (uint32_t k = 0; types_ok && k < s->nresults; k++) {
+      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const);
+      if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
+      c->slots[c->base[i] + k].kind = SK_RESULT;
+    }
+    for (uint32_t k = 0; k < s->nargs; k++, a++) {
+      c->argstart[a] = it;
+      for (uint32_t j = 0; j < s->args[k].nitems; j++, it++) {
+        const MilOperand *o = &s->args[k].items[j];
+        if (o->kind == MIL_OPERAND_NAME) {
+          c->opslot[it] = o->def_stmt == MIL_DEF_PARAM ? o->def_index : c->base[o->def_stmt] + o->def_index;
+          continue;
+        }
+        const char *why;
+        c->opslot[it] = lit;
+        c->slots[lit].kind = SK_CONST;
+        if (!literal_val(o->literal, &c->vals[lit], &why)) {
+          diag_error(d, s->op_loc, "%s: a literal operand %s", s->op, why);
+          ok = false;
+        } else if (c->vals[lit].st == ST_STR) {
+          c->slots[lit].kind = SK_STR;
+        } else {
+          c->slots[lit].owned = true;
+        }
+        lit++;
+      }
+    }
+    if (is_const) {
+      ok = ok && types_ok && prepare_const(c, i, d);
+      continue;
+    }
+    if (!(c->ops[i] = find_op(s->op))) {
       diag_error(d, s->op_loc, "op '%s' is not supported by the CPU backend", s->op);
       ok = false;
       continue;
     }
-    bool types_ok = true;
-    for (uint32_t k = 0; types_ok && k < s->nresults; k++)
-      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const);
-    ok = ok && types_ok && (!is_const || prepare_const(c, i, d));
-  }
-  /* Float copies of the consts that feed sgemm (see fview). */
-  for (uint32_t i = 0; ok && i < f->nstmts; i++) {
-    const MilStmt *s = &f->stmts[i];
-    if (!c->ops[i] || (c->ops[i]->fn != k_matmul && c->ops[i]->fn != k_linear && c->ops[i]->fn != k_conv)) continue;
-    for (uint32_t k = 0; k < s->nargs; k++)
-      for (uint32_t j = 0; j < s->args[k].nitems; j++) {
-        const MilOperand *o = &s->args[k].items[j];
-        if (o->kind != MIL_OPERAND_NAME || o->def_stmt == MIL_DEF_PARAM || c->ops[o->def_stmt]) continue;
-        Val *v = &c->consts[c->base[o->def_stmt] + o->def_index];
-        if (!is_float(v->dt) || v->f || !v->d) continue;
-        v->f = falloc(v->n);
-        to_float(v->d, v->f, v->n);
+    ok = ok && types_ok;
+    /* reshape and identity of a named value of the same dtype are views. */
+    const MilArg *xa = find_arg(s, "x");
+    if (types_ok && (!strcmp(s->op, "reshape") || !strcmp(s->op, "identity")) && s->nresults == 1 && xa &&
+        !xa->is_list && xa->nitems == 1 && xa->items[0].kind == MIL_OPERAND_NAME) {
+      uint32_t src = c->opslot[c->argstart[a - s->nargs + (uint32_t)(xa - s->args)]];
+      if (c->vals[src].dt == s->results[0].type.dtype) {
+        c->ops[i] = &view_entry;
+        c->slots[c->base[i]].kind = SK_VIEW;
+        c->slots[c->base[i]].src = src;
       }
+    }
   }
+  c->argstart[nargs] = it;
   c->nin = orion_input_count(p, fn);
   c->nout = orion_output_count(p, fn);
   c->in_param = xcalloc(c->nin + 1, sizeof *c->in_param);
   c->out_slot = xcalloc(c->nout + 1, sizeof *c->out_slot);
+  c->out_root = xcalloc(c->nout + 1, sizeof *c->out_root);
+  c->out_direct = xcalloc(c->nout + 1, sizeof *c->out_direct);
   for (uint32_t i = 0; ok && i < c->nin; i++) {
     const char *name = orion_input(p, fn, i)->mil_name;
     uint32_t k = 0;
@@ -1207,89 +2109,225 @@ CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d)
     cpu_free(c);
     return NULL;
   }
+  choose_fp16_weights(c);
+  for (uint32_t s = 0; s < c->nslots; s++)
+    if (c->slots[s].kind == SK_CONST && c->slots[s].weight >= 0)
+      const_from_weight(c, s, orion_weight(p, fn, (uint32_t)c->slots[s].weight));
+  for (uint32_t i = 0; i < c->nout; i++) {
+    uint32_t r = root_of(c, c->out_slot[i]);
+    c->out_root[i] = r;
+    MilDType dt = c->vals[c->out_slot[i]].dt;
+    c->out_direct[i] = c->slots[r].kind == SK_RESULT && (dt == MIL_DT_FP32 || dt == MIL_DT_INT32);
+    for (uint32_t k = 0; k < i; k++)
+      if (c->out_root[k] == r) c->out_direct[i] = c->out_direct[k] = false;
+  }
+  c->arena_bytes = plan_buffers(c);
+  c->arena = aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
+  if (!c->arena) c->arena = xmalloc(c->arena_bytes ? c->arena_bytes : 64);
+  openblas_set_num_threads(1);
+  pool_start(c, thread_count(opt));
+  c->scratch = xcalloc(c->pool.n, sizeof *c->scratch);
+  for (uint32_t t = 0; c->scratch_floats && t < c->pool.n; t++)
+    c->scratch[t] = xmalloc((size_t)c->scratch_floats * sizeof(float));
   return c;
 }
 
+uint32_t cpu_threads(const CpuProgram *c) { return c->pool.n; }
+size_t cpu_planned_bytes(const CpuProgram *c) { return c->arena_bytes; }
+
 void cpu_free(CpuProgram *c) {
   if (!c) return;
-  for (uint32_t i = 0; i < c->nslots; i++) val_free(&c->consts[i]);
-  free(c->consts);
+  pool_stop(c);
+  for (uint32_t i = 0; c->slots && i < c->nslots; i++)
+    if (c->slots[i].owned) free(c->vals[i].p);
+  if (c->scratch)
+    for (uint32_t t = 0; t < c->pool.n; t++) free(c->scratch[t]);
+  free(c->scratch);
+  free(c->arena);
+  free(c->vals);
+  free(c->slots);
   free(c->base);
   free(c->ops);
+  free(c->argbase);
+  free(c->argstart);
+  free(c->opslot);
   free(c->in_param);
   free(c->out_slot);
+  free(c->out_root);
+  free(c->out_direct);
   free(c);
+}
+
+/* ---- weight updates ---- */
+
+bool cpu_reload_weights(CpuProgram *c, Diag *d) {
+  bool ok = true;
+  for (uint32_t s = 0; s < c->nslots; s++) {
+    if (c->slots[s].kind != SK_CONST || c->slots[s].weight < 0) continue;
+    const OrionWeight *w = orion_weight(c->prog, c->fn, (uint32_t)c->slots[s].weight);
+    const Val *v = &c->vals[s];
+    size_t es = w->dtype == MIL_DT_FP16 ? 2 : w->dtype == MIL_DT_INT8 || w->dtype == MIL_DT_UINT8 ? 1 : 4;
+    if (w->size != (uint64_t)v->n * es || (v->st == ST_H16 && w->dtype != MIL_DT_FP16)) {
+      diag_error(d, c->f->stmts[w->stmt].loc, "weight '%s' changed its size or type; reloading needs a new plan",
+                 w->name);
+      ok = false;
+      continue;
+    }
+    const_from_weight(c, s, w);
+  }
+  return ok;
+}
+
+bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d) {
+  for (uint32_t s = 0; s < c->nslots; s++) {
+    if (c->slots[s].kind != SK_CONST || c->slots[s].weight < 0) continue;
+    const OrionWeight *w = orion_weight(c->prog, c->fn, (uint32_t)c->slots[s].weight);
+    if (strcmp(w->name, const_name)) continue;
+    Val *v = &c->vals[s];
+    if (!is_float(v->dt)) {
+      diag_error(d, (SrcSpan){0}, "weight '%s' is %s; only fp16 and fp32 weights can be set", const_name,
+                 mil_dtype_name(v->dt));
+      return false;
+    }
+    if (dtype != MIL_DT_FP16 && dtype != MIL_DT_FP32) {
+      diag_error(d, (SrcSpan){0}, "weight '%s': data of type %s; give fp16 or fp32", const_name, mil_dtype_name(dtype));
+      return false;
+    }
+    size_t es = dtype == MIL_DT_FP16 ? 2 : 4;
+    if (bytes != (size_t)v->n * es) {
+      diag_error(d, (SrcSpan){0}, "weight '%s' has %lld elements (%zu bytes of %s) but %zu bytes were given",
+                 const_name, (long long)v->n, (size_t)v->n * es, mil_dtype_name(dtype), bytes);
+      return false;
+    }
+    const unsigned char *p = data;
+    if (v->st == ST_H16) {
+      uint16_t *h = const_owned(c, s, 2);
+      if (dtype == MIL_DT_FP16) memcpy(h, data, bytes);
+      else
+        for (int64_t i = 0; i < v->n; i++) {
+          float f;
+          memcpy(&f, p + 4 * i, 4);
+          h[i] = fp16_from_float(f);
+        }
+      return true;
+    }
+    float *o = const_owned(c, s, 4);
+    if (dtype == MIL_DT_FP16) {
+      h2f(o, data, v->n);
+      return true;
+    }
+    for (int64_t i = 0; i < v->n; i++) {
+      float f;
+      memcpy(&f, p + 4 * i, 4);
+      o[i] = v->dt == MIL_DT_FP16 ? fp16_to_float(fp16_from_float(f)) : f;
+    }
+    return true;
+  }
+  diag_error(d, (SrcSpan){0}, "function '%s' has no BLOBFILE weight '%s'", c->f->name, const_name);
+  return false;
 }
 
 /* ---- running ---- */
 
-static bool input_val(const CpuProgram *c, uint32_t i, const CpuTensor *t, Val *v, Diag *d) {
-  const MilVar *pv = &c->f->params[c->in_param[i]];
-  const MilType *ty = &pv->type;
+static bool tensor_matches(const CpuTensor *t, const MilType *ty) {
   bool same = t->dtype == ty->dtype && t->rank == ty->rank && (t->data || !elements(ty->dims, ty->rank));
   for (uint32_t k = 0; same && k < ty->rank; k++) same = t->dims[k] == ty->dims[k];
-  if (!same) {
-    StrBuf sb;
-    sb_init(&sb);
-    mil_type_print(ty, &sb);
-    diag_error(d, pv->loc, "input %u ('%s') must be %s with data", i, pv->name, sb.data);
-    sb_free(&sb);
-    return false;
-  }
-  val_alloc(v, ty);
-  for (int64_t k = 0; k < v->n; k++) {
-    switch (t->dtype) {
-    case MIL_DT_FP16: v->d[k] = (double)fp16_to_float(((const uint16_t *)t->data)[k]); break;
-    case MIL_DT_FP32: v->d[k] = (double)((const float *)t->data)[k]; break;
-    case MIL_DT_INT32: v->d[k] = ((const int32_t *)t->data)[k]; break;
-    default: v->d[k] = ((const bool *)t->data)[k] ? 1 : 0; break;
-    }
-  }
-  return true;
+  return same;
 }
 
-static void output_tensor(const Val *v, CpuTensor *t) {
-  t->dtype = v->dt;
-  t->rank = v->rank;
-  memcpy(t->dims, v->dims, sizeof t->dims);
-  size_t es = cpu_dtype_size(v->dt);
-  t->data = xcalloc(v->n ? (size_t)v->n : 1, es);
-  for (int64_t k = 0; k < v->n; k++) {
-    switch (v->dt) {
-    case MIL_DT_FP16: ((uint16_t *)t->data)[k] = fp16_from_double(v->d[k]); break;
-    case MIL_DT_FP32: ((float *)t->data)[k] = (float)v->d[k]; break;
-    case MIL_DT_INT32: ((int32_t *)t->data)[k] = (int32_t)fmax(fmin(to_index(v->d[k]), 2147483647.0), -2147483648.0); break;
-    default: ((bool *)t->data)[k] = v->d[k] != 0; break;
+static void type_error(Diag *d, SrcSpan loc, const char *what, uint32_t i, const char *name, const MilType *ty) {
+  StrBuf sb;
+  sb_init(&sb);
+  mil_type_print(ty, &sb);
+  diag_error(d, loc, "%s %u ('%s') must be %s with data", what, i, name, sb.data);
+  sb_free(&sb);
+}
+
+static void round_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  round16((float *)arg + lo, hi - lo);
+}
+
+static void output_convert(const Val *v, const CpuTensor *t) {
+  size_t n = (size_t)v->n;
+  switch (t->dtype) {
+  case MIL_DT_FP32:
+    for (size_t k = 0; k < n; k++) ((float *)t->data)[k] = (float)ld(v, (int64_t)k);
+    break;
+  case MIL_DT_FP16:
+    if (v->st == ST_H16) memcpy(t->data, v->p, n * 2);
+    else
+      for (size_t k = 0; k < n; k++) ((uint16_t *)t->data)[k] = fp16_from_float((float)ld(v, (int64_t)k));
+    break;
+  case MIL_DT_INT32:
+    for (size_t k = 0; k < n; k++) ((int32_t *)t->data)[k] = sat32(ld(v, (int64_t)k));
+    break;
+  default:
+    for (size_t k = 0; k < n; k++) ((bool *)t->data)[k] = ld(v, (int64_t)k) != 0;
+    break;
+  }
+}
+
+bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
+  const MilFunc *f = c->f;
+  bool ok = true;
+  for (uint32_t i = 0; i < c->nin; i++) {
+    const MilVar *pv = &f->params[c->in_param[i]];
+    if (!tensor_matches(&inputs[i], &pv->type)) {
+      type_error(d, pv->loc, "input", i, pv->name, &pv->type);
+      ok = false;
     }
   }
+  for (uint32_t i = 0; i < c->nout; i++) {
+    const Val *v = &c->vals[c->out_slot[i]];
+    MilType ty = {.kind = MIL_TYPE_TENSOR, .dtype = v->dt, .rank = v->rank};
+    memcpy(ty.dims, v->dims, sizeof ty.dims);
+    if (!tensor_matches(&outputs[i], &ty)) {
+      type_error(d, f->loc, "output", i, orion_output(c->prog, c->fn, i)->mil_name, &ty);
+      ok = false;
+    }
+  }
+  if (!ok) return false;
+  /* Point every planned value at its buffer, the inputs at the caller's data. */
+  for (uint32_t s = 0; s < c->nslots; s++)
+    if (c->slots[s].off >= 0) c->vals[s].p = c->arena + c->slots[s].off;
+  for (uint32_t i = 0; i < c->nin; i++) {
+    Val *v = &c->vals[c->in_param[i]];
+    const CpuTensor *t = &inputs[i];
+    if (v->dt == MIL_DT_FP32 || v->dt == MIL_DT_INT32) v->p = t->data;
+    else if (v->dt == MIL_DT_FP16) h2f(v->p, t->data, v->n);
+    else
+      for (int64_t k = 0; k < v->n; k++) ((int32_t *)v->p)[k] = ((const bool *)t->data)[k] ? 1 : 0;
+  }
+  for (uint32_t i = 0; i < c->nout; i++)
+    if (c->out_direct[i]) c->vals[c->out_root[i]].p = outputs[i].data;
+  Ctx x = {.c = c, .vals = c->vals, .d = d};
+  for (uint32_t si = 0; ok && si < f->nstmts; si++) {
+    const MilStmt *s = &f->stmts[si];
+    if (!c->ops[si]) continue; /* const: prepared */
+    Val *out = &c->vals[c->base[si]];
+    x.s = s;
+    x.si = si;
+    ok = c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
+    if (!ok || c->mode != CPU_NUMERICS_ANE || c->ops[si] == &view_entry) continue;
+    for (uint32_t k = 0; k < s->nresults; k++)
+      if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
+  }
+  for (uint32_t i = 0; ok && i < c->nout; i++)
+    if (!c->out_direct[i]) output_convert(&c->vals[c->out_slot[i]], &outputs[i]);
+  return ok;
 }
 
 bool cpu_run(CpuProgram *c, const CpuTensor *inputs, CpuTensor *outputs, Diag *d) {
-  const MilFunc *f = c->f;
-  for (uint32_t i = 0; i < c->nout; i++) memset(&outputs[i], 0, sizeof outputs[i]);
-  Val *slots = xcalloc(c->nslots ? c->nslots : 1, sizeof *slots);
-  bool ok = true;
-  for (uint32_t i = 0; ok && i < c->nin; i++) ok = input_val(c, i, &inputs[i], &slots[c->in_param[i]], d);
-  Ctx x = {.c = c, .slots = slots, .d = d};
-  for (uint32_t si = 0; ok && si < f->nstmts; si++) {
-    const MilStmt *s = &f->stmts[si];
-    Val *out = &slots[c->base[si]];
-    if (!c->ops[si]) { /* const: share the prepared value */
-      out[0] = c->consts[c->base[si]];
-      out[0].owned = false;
-      continue;
-    }
-    for (uint32_t k = 0; k < s->nresults; k++) val_alloc(&out[k], &s->results[k].type);
-    x.s = s;
-    x.ntmp = 0;
-    ok = c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
-    for (uint32_t k = 0; ok && k < s->nresults; k++) round_result(c, &out[k]);
-    for (uint32_t k = 0; k < x.ntmp; k++) val_free(&x.tmp[k]);
+  for (uint32_t i = 0; i < c->nout; i++) {
+    const Val *v = &c->vals[c->out_slot[i]];
+    outputs[i] = (CpuTensor){.dtype = v->dt, .rank = v->rank};
+    memcpy(outputs[i].dims, v->dims, sizeof outputs[i].dims);
+    outputs[i].data = alloc_elems(v->n, cpu_dtype_size(v->dt));
   }
-  for (uint32_t i = 0; ok && i < c->nout; i++) output_tensor(&slots[c->out_slot[i]], &outputs[i]);
-  for (uint32_t i = 0; i < c->nslots; i++) val_free(&slots[i]);
-  free(slots);
-  return ok;
+  if (cpu_run_into(c, inputs, outputs, d)) return true;
+  for (uint32_t i = 0; i < c->nout; i++) cpu_tensor_free(&outputs[i]);
+  return false;
 }
 
 void cpu_tensor_free(CpuTensor *t) {

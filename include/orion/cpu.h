@@ -1,27 +1,39 @@
 /*
- * The CPU reference backend: an interpreter that executes one function of a
- * loaded MIL program (orion_open) on the CPU, statement by statement.
- *
- * This is the first increment: every result is allocated as its op runs;
- * matmul, linear and 1x1 conv run on OpenBLAS sgemm (threaded by OpenBLAS,
- * OPENBLAS_NUM_THREADS limits it), the other ops are plain loops.
+ * The CPU reference backend: executes one function of a loaded MIL program
+ * (orion_open) on the CPU, fast enough for real models.
  *
  * Preparing (cpu_prepare) checks the whole function once: every op must be
- * one the interpreter knows (otherwise `FILE:LINE:COL: error: op 'X' is not
- * supported by the CPU backend`), every value must have a fixed shape, and
- * every const (inline literal or BLOBFILE weight) is converted once.
- * Running (cpu_run) takes the inputs in the order orion_input() lists them
- * and returns freshly allocated outputs in the order orion_output() lists.
+ * one the backend knows (otherwise `FILE:LINE:COL: error: op 'X' is not
+ * supported by the CPU backend`), every value must have a fixed shape. It
+ * then plans the run: every const (inline literal or BLOBFILE weight) is
+ * converted once, or read in place from the weight file's mapping (fp32 and
+ * int32 weights, and fp16 weights that only feed linear/conv, which are
+ * converted panel by panel inside the matrix product); reshape and identity
+ * are views; every other value gets a slice of one buffer, laid out from the
+ * values' lifetimes so that values alive at the same time never overlap. A
+ * pool of worker threads (one per core) is started. Running allocates
+ * nothing (except what cpu_run returns): cpu_run_into reads fp32/int32
+ * inputs in the caller's buffers and has the op that computes an fp32/int32
+ * output write it straight into the caller's buffer.
  *
  * Numerics. Every op computes from its operands' values at least at fp32
- * precision (sgemm accumulates in fp32, the loops in double) and its result
- * is then rounded:
+ * precision (sgemm accumulates in fp32, the other kernels in fp32 or double)
+ * and its result is then rounded:
  *   CPU_NUMERICS_FP32: float results to fp32, whatever their declared float
  *     dtype (an fp16-declared tensor holds fp32 values; an explicit cast to
  *     fp16 still rounds, as converting is what the op is for);
  *   CPU_NUMERICS_ANE: fp16-declared results to fp16 (nearest even, overflow
  *     to +-inf) after every op, fp32-declared results to fp32.
- * int32 results are exact; bool results are 0 or 1.
+ * int32 results are exact (saturated to the int32 range); bool results are
+ * 0 or 1. Results do not depend on the number of threads: work is split into
+ * pieces of a fixed size, each computed the same way by whichever thread
+ * takes it.
+ *
+ * Threads. A CpuProgram runs one run at a time (its planned buffers belong
+ * to it); separate CpuPrograms may run concurrently. cpu_prepare sets
+ * OpenBLAS to one thread for the whole process (the backend splits each
+ * matrix product over its own pool, which measured faster than OpenBLAS's
+ * threads and keeps results independent of the thread count).
  */
 #ifndef ORION_CPU_H
 #define ORION_CPU_H
@@ -30,9 +42,16 @@
 
 typedef enum CpuNumerics { CPU_NUMERICS_ANE, CPU_NUMERICS_FP32 } CpuNumerics;
 
+typedef struct CpuOptions {
+  CpuNumerics numerics;
+  /* Threads running the program, the caller's included. 0: the value of the
+   * environment variable ORION_CPU_THREADS if set, else the online cores. */
+  uint32_t threads;
+} CpuOptions;
+
 /* A dense row-major tensor at the API boundary. Element storage by dtype:
  * MIL_DT_FP16 uint16_t (IEEE binary16 bits), MIL_DT_FP32 float,
- * MIL_DT_INT32 int32_t, MIL_DT_BOOL bool. */
+ * MIL_DT_INT32 int32_t, MIL_DT_BOOL bool; data aligned for that type. */
 typedef struct CpuTensor {
   MilDType dtype;
   uint32_t rank;
@@ -43,20 +62,54 @@ typedef struct CpuTensor {
 typedef struct CpuProgram CpuProgram;
 
 /* Prepares function fn of p (which must outlive the result) for execution.
- * Returns NULL after reporting every problem through d. */
+ * Returns NULL after reporting every problem through d. cpu_prepare is
+ * cpu_prepare_with {mode, threads 0}. */
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d);
+CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d);
 
 /* Runs the prepared function. `inputs` holds orion_input_count() tensors in
- * orion_input() order, each of exactly the declared dtype and shape.
- * On success fills `outputs` (orion_output_count() entries, in orion_output()
- * order; free each with cpu_tensor_free) and returns true; on failure reports
- * through d (at the MIL statement when one is to blame) and leaves every
+ * orion_input() order, each of exactly the declared dtype and shape; fp32
+ * and int32 inputs are read in place (they must not change during the run).
+ * `outputs` holds orion_output_count() caller tensors in orion_output()
+ * order, each of exactly the declared dtype and shape, with data the caller
+ * owns (not overlapping any input); fp32 and int32 outputs are written by
+ * the op that computes them, others converted into them at the end.
+ * Returns false after reporting through d (at the MIL statement when one is
+ * to blame); the outputs' contents are then unspecified. */
+bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d);
+
+/* The same, returning freshly allocated outputs: on success fills `outputs`
+ * (free each with cpu_tensor_free) and returns true; on failure leaves every
  * output zeroed. */
 bool cpu_run(CpuProgram *c, const CpuTensor *inputs, CpuTensor *outputs, Diag *d);
 
+/* Weight updates without re-planning (the plan and buffers stay).
+ *
+ * cpu_reload_weights: after the BLOBFILE weights of the loaded program
+ * changed in place (the loader re-mapped the weight file and updated the
+ * `data` pointers orion_weight() returns; sizes and dtypes are unchanged),
+ * re-reads every BLOBFILE const from those pointers, dropping values set
+ * with cpu_set_weight. False (reported through d) if a weight's size or
+ * dtype changed.
+ *
+ * cpu_set_weight: replaces the value of the BLOBFILE const named const_name
+ * (the const's result name, as orion_weight()'s `name`) with `bytes` bytes
+ * of fp16 or fp32 data (dtype MIL_DT_FP16 or MIL_DT_FP32), converted to the
+ * const's declared dtype (fp32 to fp16 rounds to nearest even). The data is
+ * copied; the mapping is never written. False (reported through d) for an
+ * unknown name, a const that is not a float BLOBFILE, another dtype, or a
+ * byte size other than the const's elements times the dtype's size. */
+bool cpu_reload_weights(CpuProgram *c, Diag *d);
+bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d);
+
+/* The number of threads the program runs on. */
+uint32_t cpu_threads(const CpuProgram *c);
+/* Bytes of the planned buffer holding every intermediate value. */
+size_t cpu_planned_bytes(const CpuProgram *c);
+
 /* Frees a tensor's data that cpu_run allocated and zeroes it; NULL is fine. */
 void cpu_tensor_free(CpuTensor *t);
-/* Frees a prepared program; NULL is fine. */
+/* Frees a prepared program (and stops its threads); NULL is fine. */
 void cpu_free(CpuProgram *c);
 
 /* Bytes of one element of a dtype the API accepts (fp16, fp32, int32, bool); 0 otherwise. */
