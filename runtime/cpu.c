@@ -653,6 +653,81 @@ static inline double tanh_d(double v) {
   return v < 0 ? -r : r;
 }
 
+/* The same functions four doubles at a time (AVX2 and FMA, when the CPU
+ * has them; chosen once at prepare). The fused multiply-adds make the
+ * doubles differ from exp_d's in the last bits, far below float's
+ * precision; each element is computed the same way whatever thread runs it. */
+static bool have_avx2;
+
+#if HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+
+AVX2 static inline __m256d exp4(__m256d x) {
+  const __m256d shift = _mm256_set1_pd(0x1.8p52);
+  __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
+  __m256d xc = _mm256_min_pd(_mm256_max_pd(x, _mm256_set1_pd(-708.0)), _mm256_set1_pd(708.0));
+  __m256d t = _mm256_fmadd_pd(xc, _mm256_set1_pd(1.4426950408889634), shift);
+  __m256d k = _mm256_sub_pd(t, shift);
+  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(0x1.62e42feep-1), xc);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(0x1.a39ef35793c76p-33), r);
+  __m256d p = _mm256_set1_pd(1.0 / 39916800);
+  static const double c[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
+                             1.0 / 24,      1.0 / 6,      0.5,          1.0,          1.0};
+  for (int i = 0; i < 11; i++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[i]));
+  __m256i kb = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(shift));
+  __m256d scale = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(kb, _mm256_set1_epi64x(1023)), 52));
+  return _mm256_blendv_pd(_mm256_mul_pd(p, scale), x, nan);
+}
+
+AVX2 static inline __m256d tanh4(__m256d v) {
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  __m256d a = _mm256_andnot_pd(sign, v);
+  __m256d e = exp4(_mm256_mul_pd(a, _mm256_set1_pd(-2.0)));
+  __m256d one = _mm256_set1_pd(1.0);
+  __m256d big = _mm256_div_pd(_mm256_sub_pd(one, e), _mm256_add_pd(one, e));
+  __m256d a2 = _mm256_mul_pd(a, a);
+  __m256d small = _mm256_fmadd_pd(_mm256_mul_pd(a, a2), _mm256_fmadd_pd(a2, _mm256_set1_pd(2.0 / 15), _mm256_set1_pd(-1.0 / 3)), a);
+  __m256d r = _mm256_blendv_pd(big, small, _mm256_cmp_pd(a, _mm256_set1_pd(1e-3), _CMP_LT_OQ));
+  r = _mm256_or_pd(r, _mm256_and_pd(v, sign));
+  return _mm256_blendv_pd(r, v, _mm256_cmp_pd(v, v, _CMP_UNORD_Q));
+}
+
+enum { V_TANH, V_EXP, V_GELU_TANH };
+
+/* o[i] = f(a[i]) for i < n - n % 4; returns how many were done. */
+AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(a + i)), r;
+    if (f == V_TANH) r = tanh4(v);
+    else if (f == V_EXP) r = exp4(v);
+    else {
+      __m256d v3 = _mm256_mul_pd(_mm256_mul_pd(v, v), v);
+      __m256d in = _mm256_mul_pd(_mm256_set1_pd(0.7978845608028654), _mm256_fmadd_pd(v3, _mm256_set1_pd(0.044715), v));
+      r = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), v), _mm256_add_pd(_mm256_set1_pd(1.0), tanh4(in)));
+    }
+    _mm_storeu_ps(o + i, _mm256_cvtpd_ps(r));
+  }
+  return i;
+}
+
+/* softmax of one contiguous row given its max: sum of exps in double, then
+ * each exp over the sum, rounded once. */
+AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double mx) {
+  __m256d m = _mm256_set1_pd(mx), acc = _mm256_setzero_pd();
+  int64_t k = 0;
+  for (; k + 4 <= len; k += 4) acc = _mm256_add_pd(acc, exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m)));
+  double part[4];
+  _mm256_storeu_pd(part, acc);
+  double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  for (int64_t q = k; q < len; q++) sum += exp_d((double)in[q] - mx);
+  __m256d sv = _mm256_set1_pd(sum);
+  for (k = 0; k + 4 <= len; k += 4)
+    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_div_pd(exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m)), sv)));
+  for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) / sum);
+}
+#endif
+
 /* ---- element-wise ---- */
 
 enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP };
@@ -698,14 +773,22 @@ static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       for (int64_t i = lo; i < hi; i++) o[i] = fabsf(a[i]);
       return;
     case U_TANH:
-      for (int64_t i = lo; i < hi; i++) o[i] = (float)tanh_d((double)a[i]);
+    case U_EXP: {
+      int64_t i = lo;
+#if HAVE_X86
+      if (have_avx2) i += unary_avx2(j->code == U_TANH ? V_TANH : V_EXP, a + lo, o + lo, hi - lo);
+#endif
+      for (; i < hi; i++) o[i] = (float)(j->code == U_TANH ? tanh_d((double)a[i]) : exp_d((double)a[i]));
       return;
-    case U_EXP:
-      for (int64_t i = lo; i < hi; i++) o[i] = (float)exp_d((double)a[i]);
+    }
+    default: {
+      int64_t i = lo;
+#if HAVE_X86
+      if (have_avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a + lo, o + lo, hi - lo);
+#endif
+      for (; i < hi; i++) o[i] = (float)unary_one(j, (double)a[i]);
       return;
-    default:
-      for (int64_t i = lo; i < hi; i++) o[i] = (float)unary_one(j, (double)a[i]);
-      return;
+    }
     }
   }
   for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
@@ -941,6 +1024,12 @@ static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
         mx = v > mx ? v : mx;
       }
       if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
+#if HAVE_X86
+      if (have_avx2 && post == 1) {
+        softmax_row_avx2(in, o, len, (double)mx);
+        continue;
+      }
+#endif
       double sum = 0;
       for (int64_t k = 0; k < len; k++) sum += exp_d((double)in[k * post] - (double)mx);
       /* Each exp again rather than kept: the result is the double quotient rounded once. */
@@ -1979,6 +2068,7 @@ CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d)
 CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d) {
 #if HAVE_X86
   have_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  have_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
   CpuProgram *c = xcalloc(1, sizeof *c);
   c->prog = p;
