@@ -93,8 +93,19 @@ void blob_writer_init(BlobWriter *w) {
   put_u32(w->data + 4, BLOB_VERSION);
 }
 
+void blob_writer_init_fixed(BlobWriter *w, uint8_t *data, size_t cap) {
+  if (cap < BLOB_HEADER_SIZE) ice("weight file buffer of %zu bytes", cap);
+  memset(w, 0, sizeof *w);
+  w->data = data;
+  w->cap = cap;
+  w->fixed = true;
+  memset(data, 0, BLOB_HEADER_SIZE);
+  w->len = BLOB_HEADER_SIZE;
+  put_u32(w->data + 4, BLOB_VERSION);
+}
+
 void blob_writer_free(BlobWriter *w) {
-  free(w->data);
+  if (!w->fixed) free(w->data);
   free(w->hashes);
   free(w->offsets);
   memset(w, 0, sizeof *w);
@@ -140,6 +151,7 @@ static void table_reserve(BlobWriter *w) {
 
 static void reserve_bytes(BlobWriter *w, size_t need) {
   if (need <= w->cap) return;
+  if (w->fixed) ice("weight file needs %zu bytes, more than the %zu reserved", need, w->cap);
   size_t cap = w->cap;
   while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
   w->data = xrealloc(w->data, cap);
@@ -175,7 +187,7 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
   put_u32(rec + META_DTYPE, (uint32_t)dtype);
   put_u64(rec + META_SIZE, nbytes);
   put_u64(rec + META_OFFSET, meta + BLOB_METADATA_SIZE);
-  memcpy(rec + BLOB_METADATA_SIZE, bytes, nbytes);
+  if (bytes != rec + BLOB_METADATA_SIZE) memcpy(rec + BLOB_METADATA_SIZE, bytes, nbytes);
   w->len = end;
   put_u32(w->data, ++w->count);
 
@@ -185,6 +197,13 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
     w->table_used++;
   }
   return meta;
+}
+
+uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {
+  uint64_t data = align64(w->len) + BLOB_METADATA_SIZE;
+  if (nbytes > SIZE_MAX - data) ice("weight file too large (%u blobs, %zu bytes)", w->count, w->len);
+  reserve_bytes(w, (size_t)data + nbytes);
+  return w->data + data;
 }
 
 /* ---- reader ------------------------------------------------------------ */

@@ -299,20 +299,29 @@ static void emit_decl(Emitter *e, IrValueId v) {
     return;
   }
   size_t nbytes = 0;
-  void *bytes = val->kind == VK_PARAM ? e->opt->load_param(e->opt->load_ctx, e->m, v, &nbytes) : const_bytes(e->m, v, &nbytes);
-  if (!bytes) {
-    e->ok = false;
-    sb_puts(e->out, "<error>)];\n");
-    return;
+  uint64_t offset;
+  if (val->kind == VK_PARAM && e->opt->add_param) {
+    if (!e->opt->add_param(e->opt->load_ctx, e->m, v, e->blobs, bd, &offset, &nbytes)) {
+      e->ok = false;
+      sb_puts(e->out, "<error>)];\n");
+      return;
+    }
+  } else {
+    void *bytes = val->kind == VK_PARAM ? e->opt->load_param(e->opt->load_ctx, e->m, v, &nbytes) : const_bytes(e->m, v, &nbytes);
+    if (!bytes) {
+      e->ok = false;
+      sb_puts(e->out, "<error>)];\n");
+      return;
+    }
+    if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    offset = blob_writer_add(e->blobs, bd, bytes, nbytes);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (e->opt->blob_ms)
+      *e->opt->blob_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    free(bytes);
   }
-  if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  uint64_t offset = blob_writer_add(e->blobs, bd, bytes, nbytes);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (e->opt->blob_ms)
-    *e->opt->blob_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-  free(bytes);
   put_type(e, &val->type);
   sb_putc(e->out, '(');
   put_blobfile(e, offset);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,10 +43,35 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* The weight file while the emitter fills it: mapped, with its full pages
+ * handed to the disk as soon as they are final, so that the fsync at the end
+ * waits only for the tail instead of the whole file. */
+typedef struct WeightFile {
+  int fd;
+  uint8_t *map;
+  size_t size;    /* bytes reserved on disk and mapped */
+  size_t flushed; /* writeback was started for the bytes before this */
+} WeightFile;
+
+/* Bytes of a page (the unit of writeback); the header page is left out of
+ * early writeback since every new blob rewrites its count. */
+#define WRITEBACK_PAGE 4096u
+
+static void start_writeback(WeightFile *f, size_t len) {
+  size_t end = len & ~(size_t)(WRITEBACK_PAGE - 1); /* the last partial page may still change */
+  if (end <= f->flushed) return;
+#ifdef SYNC_FILE_RANGE_WRITE
+  /* Advice to start writing: errors show up again at the final fsync. */
+  (void)sync_file_range(f->fd, (off_t)f->flushed, (off_t)(end - f->flushed), SYNC_FILE_RANGE_WRITE);
+#endif
+  f->flushed = end;
+}
+
 typedef struct LoadCtx {
   const WeightLoadOptions *opt;
   Diag *d;
-  double ms; /* time spent producing weight bytes */
+  double ms;        /* time spent producing weight bytes */
+  WeightFile *file; /* set when weights go straight into the file */
 } LoadCtx;
 
 static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
@@ -54,6 +80,25 @@ static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
   void *p = weights_materialize(m, v, c->opt, c->d, nbytes);
   c->ms += now_ms() - t0;
   return p;
+}
+
+/* Materializes a param where its blob goes in the mapped file (no copy), then
+ * lays out its record; a duplicate's bytes are simply overwritten later. */
+static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, BlobDType dtype, uint64_t *offset,
+                      size_t *nbytes) {
+  LoadCtx *c = ctx;
+  double t0 = now_ms();
+  const IrType *t = &ir_value(m, v)->type;
+  size_t size = (size_t)(ir_type_elements(t) * ir_dtype_size(t->dtype));
+  uint8_t *dst = blob_writer_stage(blobs, size);
+  bool ok = weights_materialize_into(m, v, c->opt, c->d, dst, size);
+  if (ok) {
+    *offset = blob_writer_add(blobs, dtype, dst, size);
+    *nbytes = size;
+    start_writeback(c->file, blobs->len);
+  }
+  c->ms += now_ms() - t0;
+  return ok;
 }
 
 typedef struct Emitted {
@@ -70,23 +115,36 @@ static void emitted_free(Emitted *e) {
   blob_writer_free(&e->blobs);
 }
 
-static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d) {
+/* An upper bound on the weight file's size: every param and const of every
+ * live function as a blob (only larger float consts become blobs). */
+static uint64_t weight_file_bound(IrModule *m) {
+  uint64_t total = BLOB_HEADER_SIZE;
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    if (m->funcs[f].dead) continue;
+    for (uint32_t i = 0; i < m->funcs[f].ndecls; i++) {
+      const IrType *t = &ir_value(m, m->funcs[f].decls[i])->type;
+      total = ((total + 63) & ~(uint64_t)63) + BLOB_METADATA_SIZE + ir_type_elements(t) * ir_dtype_size(t->dtype);
+    }
+  }
+  return total;
+}
+
+/* Emits every live function; weights go into `file` when it is set, else
+ * into memory. */
+static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightFile *file, Diag *d) {
   memset(e, 0, sizeof *e);
-  blob_writer_init(&e->blobs);
+  if (file) blob_writer_init_fixed(&e->blobs, file->map, file->size);
+  else {
+    blob_writer_init(&e->blobs);
+    blob_writer_reserve(&e->blobs, (size_t)weight_file_bound(m)); /* no growing copies */
+  }
   e->blobs.keep_duplicates = opt->keep_duplicate_weights;
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
-  LoadCtx ctx = {&opt->weights, d, 0};
+  LoadCtx ctx = {&opt->weights, d, 0, file};
   double blob_ms = 0;
-  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .load_ctx = &ctx, .blob_ms = &blob_ms};
-  /* The weight file's size is known from the params: reserve it once. */
-  uint64_t total = BLOB_HEADER_SIZE;
-  for (IrValueId v = 1; v < m->nvalues; v++) {
-    IrValue *val = ir_value(m, v);
-    if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead) continue;
-    total = ((total + 63) & ~(uint64_t)63) + BLOB_METADATA_SIZE + ir_type_elements(&val->type) * ir_dtype_size(val->type.dtype);
-  }
-  blob_writer_reserve(&e->blobs, (size_t)total);
+  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = file ? add_param : NULL,
+                       .load_ctx = &ctx, .blob_ms = &blob_ms};
   bool ok = true;
   double t0 = now_ms();
   for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
@@ -105,7 +163,7 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, Diag *d
 
 bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d) {
   Emitted e;
-  bool ok = emit_all(m, opt, &e, d);
+  bool ok = emit_all(m, opt, &e, NULL, d);
   for (uint32_t i = 0; ok && i < e.n; i++) {
     if (e.n > 1) sb_printf(out, "%s// function %s\n", i ? "\n" : "", e.info[i].name);
     sb_putn(out, e.texts[i].data, e.texts[i].len);
@@ -299,24 +357,58 @@ static bool check_target(const char *path, bool *exists, Diag *d) {
   return true;
 }
 
+/* Creates the weight file at `path`, with its blocks allocated (so that
+ * filling the mapping cannot fail for want of space) and mapped. Returns
+ * false with errno set; a file system that cannot do this leaves *mapped
+ * false, and the weights are then written from memory. */
+static bool weight_file_open(const char *path, size_t size, WeightFile *f, bool *mapped) {
+  *mapped = false;
+  f->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (f->fd < 0) return false;
+  int rc = posix_fallocate(f->fd, 0, (off_t)size);
+  if (rc == EOPNOTSUPP || rc == EINVAL) return true;
+  if (rc != 0) {
+    errno = rc;
+    return false;
+  }
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
+  if (p == MAP_FAILED) return ftruncate(f->fd, 0) == 0;
+  f->map = p;
+  f->size = size;
+  f->flushed = WRITEBACK_PAGE;
+  *mapped = true;
+  return true;
+}
+
+/* Cuts the file to what was used and waits for it to reach the disk. */
+static bool weight_file_finish(WeightFile *f, size_t len) {
+  return ftruncate(f->fd, (off_t)len) == 0 && fsync(f->fd) == 0;
+}
+
+static bool write_all(int fd, const uint8_t *p, size_t len) {
+  while (len) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return true;
+}
+
 bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d) {
   bool exists;
   if (!check_target(path, &exists, d)) return false;
-  Emitted e;
-  if (!emit_all(m, opt, &e, d)) {
-    emitted_free(&e);
-    return false;
-  }
-  size_t mlen;
-  double t0 = now_ms();
-  char *manifest = build_manifest(m, opt, &e, &mlen);
-  double t1 = now_ms();
-  if (opt->stats) opt->stats->manifest_ms = t1 - t0;
   size_t plen = strlen(path);
   char *tmp = xmalloc(plen + 32), *sub = xmalloc(plen + 64);
   snprintf(tmp, plen + 32, "%s.tmp-XXXXXX", path);
   const char *err = NULL;
-  bool ok = false;
+  bool ok = false, emit_ran = false, mapped = false;
+  char *manifest = NULL;
+  Emitted e;
+  WeightFile wf = {.fd = -1};
   if (!mkdtemp(tmp)) {
     err = strerror(errno);
     goto out_nodir;
@@ -326,8 +418,26 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     err = strerror(errno);
     goto out;
   }
+  /* The weights are generated straight into the (temporary) weight file,
+   * which starts going to the disk while later weights are still made. */
   snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_WEIGHTS);
-  if (!write_file_atomic(sub, e.blobs.data ? (const void *)e.blobs.data : "", e.blobs.len, &err)) goto out;
+  uint64_t bound = weight_file_bound(m);
+  if (bound > SIZE_MAX || !weight_file_open(sub, (size_t)bound, &wf, &mapped)) {
+    err = bound > SIZE_MAX ? "the weights do not fit in memory" : strerror(errno);
+    goto out;
+  }
+  emit_ran = true;
+  if (!emit_all(m, opt, &e, mapped ? &wf : NULL, d)) goto out_quiet; /* the emitter reported why */
+  size_t mlen;
+  double t0 = now_ms();
+  manifest = build_manifest(m, opt, &e, &mlen);
+  double t1 = now_ms();
+  if (opt->stats) opt->stats->manifest_ms = t1 - t0;
+  if (mapped ? !weight_file_finish(&wf, e.blobs.len)
+             : !write_all(wf.fd, e.blobs.data, e.blobs.len) || fsync(wf.fd) != 0) {
+    err = strerror(errno);
+    goto out;
+  }
   for (uint32_t i = 0; i < e.n; i++) {
     char *mp = arena_printf(&m->arena, "%s/%s", tmp, mil_file_name(m, &e, i));
     if (!write_file_atomic(mp, e.texts[i].data, e.texts[i].len, &err)) goto out;
@@ -359,12 +469,19 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     free(parent);
   }
 out:
-  remove_tree(tmp); /* the temporary, or after a swap the old package */
-out_nodir:
   if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s': %s", path, err ? err : "unknown error");
+out_quiet:
+  if (emit_ran) emitted_free(&e);
+  if (wf.map) munmap(wf.map, wf.size);
+  if (wf.fd >= 0) close(wf.fd);
+  remove_tree(tmp); /* the temporary, or after a swap the old package */
   free(tmp);
   free(sub);
   free(manifest);
-  emitted_free(&e);
   return ok;
+out_nodir:
+  diag_error(d, (SrcSpan){0}, "cannot write the package '%s': %s", path, err ? err : "unknown error");
+  free(tmp);
+  free(sub);
+  return false;
 }

@@ -956,26 +956,43 @@ static bool materialize_file(Out *o, IrModule *m) {
 
 /* ---- entry ---------------------------------------------------------------------- */
 
-void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, size_t *nbytes) {
+/* The param's element count and byte size, or false after reporting. */
+static bool param_size(IrModule *m, IrValueId param, Diag *d, uint64_t *n, size_t *size) {
   const IrValue *p = ir_value(m, param);
   if (p->kind != VK_PARAM || p->dead) ice("weights_materialize on '%s', which is not a live param", p->name);
   IrDType dt = p->type.dtype;
   if (dt <= DT_INVALID || dt >= DT_COUNT) ice("param '%s' has no dtype", p->name);
-  uint64_t n = ir_type_elements(&p->type);
-  if (n > IR_MAX_ELEMENTS) {
+  *n = ir_type_elements(&p->type);
+  if (*n > IR_MAX_ELEMENTS) {
     diag_error(d, p->loc, "weight '%s' has %llu elements, more than the limit of 2^31", p->name,
-               (unsigned long long)n);
-    return NULL;
+               (unsigned long long)*n);
+    return false;
   }
-  Out o = {.param = p, .d = d, .dtype = dt, .clamp = opt && opt->clamp_fp16, .n = n};
-  size_t size = (size_t)n * ir_dtype_size(dt);
-  o.data = xmalloc(size);
+  *size = (size_t)*n * ir_dtype_size(dt);
+  return true;
+}
+
+bool weights_materialize_into(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, void *dst,
+                              size_t nbytes) {
+  uint64_t n;
+  size_t size;
+  if (!param_size(m, param, d, &n, &size)) return false;
+  const IrValue *p = ir_value(m, param);
+  if (size != nbytes) ice("weight '%s' needs %zu bytes, not %zu", p->name, size, nbytes);
+  Out o = {.param = p, .d = d, .dtype = p->type.dtype, .clamp = opt && opt->clamp_fp16, .n = n, .data = dst};
   bool file = p->src.kind == SRC_SAFETENSORS || p->src.kind == SRC_NPY;
-  bool ok = file ? materialize_file(&o, m) : materialize_init(&o);
-  if (!ok) {
-    free(o.data);
+  return file ? materialize_file(&o, m) : materialize_init(&o);
+}
+
+void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, size_t *nbytes) {
+  uint64_t n;
+  size_t size;
+  if (!param_size(m, param, d, &n, &size)) return NULL;
+  void *data = xmalloc(size);
+  if (!weights_materialize_into(m, param, opt, d, data, size)) {
+    free(data);
     return NULL;
   }
   *nbytes = size;
-  return o.data;
+  return data;
 }

@@ -188,6 +188,38 @@ Test(blob_writer, dedup_survives_table_growth) {
   blob_writer_free(&w);
 }
 
+/* Blobs staged in place in a fixed buffer (as the package writer does in a
+ * mapped file) give the same bytes as blobs copied in; a staged duplicate
+ * leaves nothing behind, its place taken by the next blob. */
+Test(blob_writer, staged_in_a_fixed_buffer_like_copied) {
+  static const uint8_t blobs[][12] = {
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+      {9, 9, 9},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, /* a duplicate of the first */
+      {7, 7, 7, 7, 7, 7, 7},
+  };
+  static const size_t sizes[] = {12, 3, 12, 7};
+  BlobWriter copied, staged;
+  blob_writer_init(&copied);
+  size_t cap = 64 + 4 * (64 + 64); /* room for every record, as the package writer reserves */
+  uint8_t *buf = malloc(cap);
+  cr_assert_not_null(buf);
+  memset(buf, 0xAA, cap); /* not zeroed: the writer must write every byte it keeps */
+  blob_writer_init_fixed(&staged, buf, cap);
+  for (size_t i = 0; i < 4; i++) {
+    uint64_t want = blob_writer_add(&copied, BLOB_UINT8, blobs[i], sizes[i]);
+    uint8_t *place = blob_writer_stage(&staged, sizes[i]);
+    memcpy(place, blobs[i], sizes[i]);
+    cr_assert_eq(blob_writer_add(&staged, BLOB_UINT8, place, sizes[i]), want, "blob %zu", i);
+  }
+  cr_assert_eq(staged.len, copied.len);
+  cr_assert_eq(staged.count, 3);
+  cr_assert(memcmp(staged.data, copied.data, copied.len) == 0);
+  blob_writer_free(&staged); /* leaves the caller's buffer alone */
+  blob_writer_free(&copied);
+  free(buf);
+}
+
 /* ---- reader ---------------------------------------------------------------- */
 
 typedef struct Walked {

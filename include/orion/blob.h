@@ -32,6 +32,7 @@ size_t blob_dtype_size(uint32_t code);      /* 0 if unknown or sub-byte */
 typedef struct BlobWriter {
   uint8_t *data;
   size_t len, cap;
+  bool fixed; /* data is the caller's (e.g. a mapped file): never grown or freed */
   uint32_t count;
   /* Store every blob, even one equal to an earlier blob (so that each can be
    * patched on its own later); false by default: identical blobs stored once. */
@@ -43,11 +44,18 @@ typedef struct BlobWriter {
 } BlobWriter;
 
 void blob_writer_init(BlobWriter *w);
+/* A writer over the caller's `cap` bytes at data (zeroed or not; a mapped
+ * file, say), which it fills from the start and never grows or frees. */
+void blob_writer_init_fixed(BlobWriter *w, uint8_t *data, size_t cap);
 void blob_writer_free(BlobWriter *w);
 /* Makes room for a file of `total` bytes up front (avoids growing copies). */
 void blob_writer_reserve(BlobWriter *w, size_t total);
 /* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
+/* Where the data of a next blob of nbytes would go. Filling that place and
+ * passing it to blob_writer_add saves the copy; if the blob turns out to be
+ * a duplicate, the place is simply reused by the next one. */
+uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes);
 
 /* A view of a weight file (bytes owned by the caller, e.g. a mapping). */
 typedef struct BlobFile {

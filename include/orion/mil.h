@@ -19,6 +19,12 @@ const char *mil_program_version(MilTarget t);
 /* Supplies the bytes of a param in its IR dtype (malloc'd; the emitter frees
  * them); NULL after reporting an error. */
 typedef void *(*MilParamLoader)(void *ctx, IrModule *m, IrValueId param, size_t *nbytes);
+/* Optional, used for params instead of a MilParamLoader: puts the param's
+ * bytes into `blobs` itself (for example materialized straight into a mapped
+ * weight file through blob_writer_stage), setting its record offset and byte
+ * count; returns false after reporting. ctx is MilEmitOptions.load_ctx. */
+typedef bool (*MilParamAdder)(void *ctx, IrModule *m, IrValueId param, BlobWriter *blobs, BlobDType dtype,
+                              uint64_t *offset, size_t *nbytes);
 
 /* One function input or output as bound on the device. */
 typedef struct MilBinding {
@@ -51,6 +57,7 @@ typedef struct MilEmitOptions {
   MilTarget target;
   const char *weight_path; /* in the MIL text; default "@model_path/weights/weight.bin" */
   MilParamLoader load_param;
+  MilParamAdder add_param; /* optional; see above */
   void *load_ctx;
   double *blob_ms; /* optional: time spent laying out blobs is added here */
 } MilEmitOptions;

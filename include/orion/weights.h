@@ -68,6 +68,11 @@ typedef struct WeightLoadOptions {
  * opt->clamp_fp16. Problems are reported at the param's location naming it.
  * Returns a malloc'd buffer of *nbytes bytes, or NULL after reporting. */
 void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, size_t *nbytes);
+/* The same into dst, which holds exactly the param's nbytes (for example the
+ * place in a mapped weight file where it goes). On failure dst may hold part
+ * of the data. */
+bool weights_materialize_into(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, void *dst,
+                              size_t nbytes);
 
 /* The values in double, before rounding to a dtype, of elements first ..
  * first+count-1 (first even) of a uniform or normal source, exactly as
