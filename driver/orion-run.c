@@ -25,6 +25,7 @@ typedef struct Options {
   const char *program;
   const char *function;
   const char *output_dir;
+  const char *adapter;
   const char *input_names[MAX_BINDINGS];
   const char *input_files[MAX_BINDINGS];
   uint32_t ninputs;
@@ -46,6 +47,9 @@ static void usage(FILE *out) {
         "  --input NAME=FILE.npy  an input, by its .oir name (repeat for each input);\n"
         "                         fp32 data is accepted for fp16 inputs and converted\n"
         "  --output-dir DIR       where outputs are written as NAME.npy (default .)\n"
+        "  --adapter FILE         a LoRA adapter (safetensors, PEFT names: MODULE.lora_A/B)\n"
+        "                         for a program compiled with orionc --lora; LoRA inputs it\n"
+        "                         does not cover, or all without --adapter, get zeros\n"
         "  --function NAME        the function to run (default: the first)\n"
         "  --numerics=MODE        ane (default: fp16 storage, each op's result rounded\n"
         "                         to fp16, overflow to inf) or fp32\n"
@@ -86,6 +90,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       name[eq - v] = 0;
       o->input_names[o->ninputs] = name;
       o->input_files[o->ninputs++] = eq + 1;
+    } else if (!strcmp(a, "--adapter") || !strncmp(a, "--adapter=", 10)) {
+      const char *v = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
+      if (!v || !*v) return usage_error("%s needs a file", a);
+      if (o->adapter) return usage_error("%s", "only one --adapter");
+      o->adapter = v;
     } else if (!strcmp(a, "--output-dir") || !strcmp(a, "--function")) {
       if (++i >= argc) return usage_error("%s needs a value", a);
       if (a[2] == 'o') o->output_dir = argv[i];
@@ -283,11 +292,22 @@ int main(int argc, char **argv) {
         ok = false;
       }
   }
+  bool bound[MAX_BINDINGS] = {false};
+  if (o.adapter && !orion_run_bind_adapter(p, fn, o.adapter, inputs, bound, &d)) goto done;
   for (uint32_t i = 0; i < nin; i++) {
     const OrionTensorInfo *info = orion_input(p, fn, i);
     const char *file = NULL;
+    if (bound[i]) {
+      for (uint32_t k = 0; k < o.ninputs; k++)
+        if (!strcmp(o.input_names[k], info->name)) {
+          diag_error(&d, (SrcSpan){0}, "input '%s' is given both by --input and by the adapter", info->name);
+          ok = false;
+        }
+      continue;
+    }
     for (uint32_t k = 0; k < o.ninputs; k++)
       if (!strcmp(o.input_names[k], info->name)) file = o.input_files[k];
+    if (!file && orion_run_is_lora_input(info->name)) continue; /* zeros below */
     if (!file) {
       StrBuf shape;
       sb_init(&shape);
@@ -301,6 +321,7 @@ int main(int argc, char **argv) {
     if (ok && !load_input(info, file, &inputs[i], &d)) ok = false;
   }
   if (!ok) goto done;
+  orion_run_zero_lora_inputs(p, fn, inputs, bound);
 
   if (o.simulate && !check_ane(o.program, p, fn, &d)) goto done;
   cpu = cpu_prepare(p, fn, o.numerics, &d);

@@ -5,6 +5,7 @@
 #ifndef ORION_RUN_H
 #define ORION_RUN_H
 
+#include "orion/cpu.h"
 #include "orion/patch.h"
 
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
@@ -16,5 +17,15 @@ int orion_run_patch(int argc, char **argv);
  * computes bit-identical outputs on random inputs. */
 bool orion_run_verify_patch(const char *package, const char *source, const char *const *files,
                             const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d);
+
+/* LoRA adapters as inputs (orion-run --adapter). An input named
+ * "<module>.lora_A" or "<module>.lora_B" is one that orionc --lora made. */
+bool orion_run_is_lora_input(const char *name);
+/* Binds the tensors of a PEFT-style safetensors adapter to function fn's LoRA
+ * inputs (allocating inputs[i].data, marking bound[i]); every tensor must find
+ * its input with the same shape. */
+bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d);
+/* Zeros for the LoRA inputs still unbound: the base model's outputs. */
+void orion_run_zero_lora_inputs(OrionProgram *p, uint32_t fn, CpuTensor *inputs, bool *bound);
 
 #endif

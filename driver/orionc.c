@@ -41,6 +41,8 @@ typedef struct Options {
   uint32_t noverrides;
   /* The options that shape the package, recorded in its manifest so that
    * `orion-run patch --verify` can compile the same program again. */
+  LoraSpec lora[32];
+  char *lora_patterns[32];
   const char *compile_args[128];
   uint32_t ncompile_args;
   MilTarget target;
@@ -79,6 +81,12 @@ static void usage(FILE *out) {
         "  --time-passes        print the time spent in each pass\n"
         "  --load-pass=LIB.so   load passes from a plugin (see docs/writing-a-pass.md)\n"
         "  --fp16-range-guard   clip fp16 results that can overflow (for training)\n"
+        "  --lora=PATTERN:RANK[:ALPHA]\n"
+        "                       LoRA adapters as inputs: every linear layer whose weight\n"
+        "                       (or module: the name without .weight) matches the glob\n"
+        "                       PATTERN gets fp16 inputs MODULE.lora_A [RANK, in] and\n"
+        "                       MODULE.lora_B [out, RANK] (PEFT's layout), adding\n"
+        "                       ALPHA/RANK * x A^T B^T (ALPHA defaults to RANK); repeatable\n"
         "  --allow=ANE0NN       compile even though the program violates this ANE constraint\n"
         "                       (the violations are reported as warnings); repeatable\n"
         "  --no-lint            do not check the legalized program against the constraint table\n"
@@ -185,6 +193,25 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->pm.verify_each = true;
     } else if (!strcmp(a, "--time-passes")) {
       o->pm.time_passes = true;
+    } else if (!strncmp(a, "--lora=", 7)) {
+      const char *v = a + 7, *colon = strchr(v, ':');
+      if (o->pm.pass_options.nlora >= 32) return usage_error("%s", "too many --lora options (limit is 32)");
+      char *end = NULL;
+      long rank = colon ? strtol(colon + 1, &end, 10) : 0;
+      double alpha = (double)rank;
+      if (end && *end == ':') {
+        char *aend;
+        alpha = strtod(end + 1, &aend);
+        if (aend == end + 1 || *aend || !(alpha > 0) || alpha > 1e6) return usage_error("invalid LoRA alpha in '%s'", a);
+        end = aend;
+      }
+      if (!colon || colon == v || !end || *end || rank < 1 || rank > 4096)
+        return usage_error("'%s' is not --lora=PATTERN:RANK[:ALPHA] (RANK from 1 to 4096)", a);
+      uint32_t k = o->pm.pass_options.nlora++;
+      o->lora_patterns[k] = strndup(v, (size_t)(colon - v));
+      o->lora[k] = (LoraSpec){.pattern = o->lora_patterns[k], .rank = (uint32_t)rank, .alpha = alpha};
+      o->pm.pass_options.lora = o->lora;
+      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--fp16-range-guard")) {
       o->pm.pass_options.fp16_range_guard = true;
       record_arg(o, a, NULL);
@@ -520,6 +547,7 @@ int main(int argc, char **argv) {
 done:
   for (uint32_t i = 0; i < o.ncompile_args; i++) free((void *)(uintptr_t)o.compile_args[i]);
   for (uint32_t i = 0; i < o.noverrides; i++) free((void *)(uintptr_t)o.override_names[i]);
+  for (uint32_t i = 0; i < o.pm.pass_options.nlora; i++) free(o.lora_patterns[i]);
   free(summary);
   free(package_path);
   sb_free(&text);

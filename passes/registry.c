@@ -9,6 +9,8 @@
 static const PassInfo builtin[] = {
     {"inline", "expand every call into its caller, giving each instance its own weights", 0,
      ANALYSIS_TYPES | ANALYSIS_SRAM | ANALYSIS_BINDINGS, pass_inline},
+    {"lora", "linear layers matching --lora get adapter inputs A, B: y + alpha/r * (x A^T) B^T (only with --lora)",
+     ANALYSIS_TYPES | ANALYSIS_INLINED, ANALYSIS_TYPES | ANALYSIS_SRAM | ANALYSIS_BINDINGS, pass_lora},
     {"decompose-attention", "sdpa -> matmul, scale, additive mask, softmax, matmul (the ANE ignores sdpa masks)",
      ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_decompose_attention},
     {"lower-rms-norm", "rms_norm -> mul, reduce_mean, add, rsqrt, mul (MIL has no RMS norm)", ANALYSIS_TYPES,

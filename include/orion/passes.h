@@ -47,9 +47,20 @@ const PassInfo *pass_at(uint32_t i);
 /* Registers an out-of-tree pass; false if the name is taken or invalid. */
 bool pass_register(const PassInfo *info, Diag *d);
 
+/* One --lora=PATTERN:RANK[:ALPHA]: linear layers whose weight (or module,
+ * the weight's name without ".weight") matches the fnmatch pattern get
+ * adapter inputs of that rank, scaled by alpha / rank. */
+typedef struct LoraSpec {
+  const char *pattern;
+  uint32_t rank;
+  double alpha;
+} LoraSpec;
+
 struct PassOptions {
   uint32_t target_sram_bytes; /* SRAM budget of the target (0: default) */
   bool fp16_range_guard;      /* insert clamps where values can overflow fp16 */
+  const LoraSpec *lora;       /* adapters as inputs (the lora pass) */
+  uint32_t nlora;
 };
 
 typedef struct PassManagerOptions {
@@ -92,5 +103,6 @@ bool pass_fold_layout(IrModule *m, PassCtx *ctx);
 bool pass_sram_annotate(IrModule *m, PassCtx *ctx);
 bool pass_io_legalize(IrModule *m, PassCtx *ctx);
 bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx);
+bool pass_lora(IrModule *m, PassCtx *ctx);
 
 #endif

@@ -1,0 +1,134 @@
+/*
+ * orion-run --adapter: binds a LoRA adapter (safetensors, PEFT naming) to the
+ * inputs that `orionc --lora` gave a program. PEFT stores
+ * "base_model.model.<module>.lora_A.weight" [r, in] and "...lora_B.weight"
+ * [out, r]; the program's inputs are "<module>.lora_A" and "<module>.lora_B"
+ * in the same layout, so binding is a lookup and a conversion to fp16.
+ * LoRA inputs the adapter does not cover get zeros: the base model.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion-run.h"
+#include "orion/fp16.h"
+
+bool orion_run_is_lora_input(const char *name) {
+  size_t n = strlen(name);
+  return n > 7 && (!strcmp(name + n - 7, ".lora_A") || !strcmp(name + n - 7, ".lora_B"));
+}
+
+/* "base_model.model.h.0.attn.c_attn.lora_A.default.weight" -> "h.0.attn.c_attn.lora_A". */
+static char *input_name_of(const char *key) {
+  static const char *const prefixes[] = {"base_model.model.", "base_model."};
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+    if (!strncmp(key, prefixes[i], strlen(prefixes[i]))) {
+      key += strlen(prefixes[i]);
+      break;
+    }
+  char *s = xstrdup(key);
+  size_t n = strlen(s);
+  if (n > 7 && !strcmp(s + n - 7, ".weight")) s[n -= 7] = 0;
+  if (n > 8 && !strcmp(s + n - 8, ".default")) s[n -= 8] = 0;
+  return s;
+}
+
+static bool to_fp16(const PatchTensor *t, uint16_t *out, uint64_t n, Diag *d) {
+  for (uint64_t i = 0; i < n; i++) {
+    const uint8_t *p = (const uint8_t *)t->data;
+    float v;
+    switch (t->dtype) {
+    case WF_F16: {
+      memcpy(&out[i], p + 2 * i, 2);
+      v = fp16_to_float(out[i]);
+      break;
+    }
+    case WF_BF16: {
+      uint16_t b;
+      memcpy(&b, p + 2 * i, 2);
+      v = bf16_to_float(b);
+      out[i] = fp16_from_float(v);
+      break;
+    }
+    case WF_F32: {
+      memcpy(&v, p + 4 * i, 4);
+      out[i] = fp16_from_float(v);
+      break;
+    }
+    default: {
+      double x;
+      memcpy(&x, p + 8 * i, 8);
+      v = (float)x;
+      out[i] = fp16_from_double(x);
+      break;
+    }
+    }
+    if ((out[i] & 0x7C00u) == 0x7C00u) {
+      diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' has %s at index %llu, which fp16 cannot hold", t->origin,
+                 t->name, isnan(v) ? "NaN" : "a value", (unsigned long long)i);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d) {
+  PatchSet set = {0};
+  bool ok = patch_set_add_safetensors(&set, file, d);
+  uint32_t nin = orion_input_count(p, fn);
+  for (uint32_t k = 0; ok && k < set.n; k++) {
+    const PatchTensor *t = &set.tensors[k];
+    char *name = input_name_of(t->name);
+    uint32_t i = 0;
+    while (i < nin && strcmp(orion_input(p, fn, i)->name, name)) i++;
+    if (i == nin || !orion_run_is_lora_input(name)) {
+      diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' has no LoRA input '%s' in the program (compile with "
+                 "orionc --lora=PATTERN:RANK for the layers it adapts)", file, t->name, name);
+      ok = false;
+    } else if (bound[i]) {
+      diag_error(d, (SrcSpan){0}, "%s: input '%s' is given twice (by '%s' and before)", file, name, t->name);
+      ok = false;
+    } else {
+      const OrionTensorInfo *info = orion_input(p, fn, i);
+      bool same = t->rank == info->rank && (t->dtype == WF_F16 || t->dtype == WF_F32 || t->dtype == WF_BF16 || t->dtype == WF_F64);
+      for (uint32_t r = 0; same && r < t->rank; r++) same = t->dims[r] == info->dims[r];
+      if (!same) {
+        StrBuf got, want;
+        sb_init(&got);
+        sb_init(&want);
+        for (uint32_t r = 0; r < t->rank; r++) sb_printf(&got, "%s%lld", r ? "," : "", (long long)t->dims[r]);
+        for (uint32_t r = 0; r < info->rank; r++) sb_printf(&want, "%s%lld", r ? "," : "", (long long)info->dims[r]);
+        diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' is %s[%s], but input '%s' is fp16[%s]%s", file, t->name,
+                   weight_file_dtype_name(t->dtype), got.data, name, want.data,
+                   t->rank == 2 && info->rank == 2 ? " (a different rank r needs a compile with that rank)" : "");
+        sb_free(&got);
+        sb_free(&want);
+        ok = false;
+      } else {
+        uint64_t n = info->bytes / 2;
+        uint16_t *data = xmalloc(n ? (size_t)info->bytes : 2);
+        if (to_fp16(t, data, n, d)) {
+          inputs[i] = (CpuTensor){.dtype = MIL_DT_FP16, .rank = info->rank, .data = data};
+          memcpy(inputs[i].dims, info->dims, sizeof(int64_t) * info->rank);
+          bound[i] = true;
+        } else {
+          free(data);
+          ok = false;
+        }
+      }
+    }
+    free(name);
+  }
+  patch_set_free(&set);
+  return ok;
+}
+
+void orion_run_zero_lora_inputs(OrionProgram *p, uint32_t fn, CpuTensor *inputs, bool *bound) {
+  for (uint32_t i = 0; i < orion_input_count(p, fn); i++) {
+    const OrionTensorInfo *info = orion_input(p, fn, i);
+    if (bound[i] || !orion_run_is_lora_input(info->name)) continue;
+    inputs[i] = (CpuTensor){.dtype = info->dtype, .rank = info->rank, .data = xcalloc(info->bytes ? info->bytes : 1, 1)};
+    memcpy(inputs[i].dims, info->dims, sizeof(int64_t) * info->rank);
+    bound[i] = true;
+  }
+}
