@@ -336,7 +336,7 @@ static bool sync_dir(const char *path) {
 }
 
 /* What may be replaced: nothing there, or a directory holding a manifest. */
-static bool check_target(const char *path, bool *exists, Diag *d) {
+bool package_check_target(const char *path, bool *exists, Diag *d) {
   struct stat st;
   *exists = false;
   if (lstat(path, &st) != 0) return true;
@@ -398,9 +398,29 @@ static bool write_all(int fd, const uint8_t *p, size_t len) {
   return true;
 }
 
+bool package_install(const char *tmp, const char *path, bool exists, const char **err) {
+  size_t n = strlen(tmp) + sizeof "/weights";
+  char *sub = xmalloc(n);
+  snprintf(sub, n, "%s/weights", tmp);
+  bool ok = chmod(tmp, 0755) == 0 && sync_dir(sub) && sync_dir(tmp);
+  free(sub);
+  /* An existing package is swapped atomically and ends up at tmp, for the caller to remove. */
+  if (ok) ok = exists ? renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0 : rename(tmp, path) == 0;
+  if (!ok) {
+    *err = strerror(errno);
+    return false;
+  }
+  /* The rename itself must reach the disk too. */
+  char *parent = xstrdup(path), *slash = strrchr(parent, '/');
+  if (slash) *(slash == parent ? slash + 1 : slash) = 0;
+  sync_dir(slash ? parent : ".");
+  free(parent);
+  return true;
+}
+
 bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d) {
   bool exists;
-  if (!check_target(path, &exists, d)) return false;
+  if (!package_check_target(path, &exists, d)) return false;
   size_t plen = strlen(path);
   char *tmp = xmalloc(plen + 32), *sub = xmalloc(plen + 64);
   snprintf(tmp, plen + 32, "%s.tmp-XXXXXX", path);
@@ -444,30 +464,9 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   }
   snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_MANIFEST);
   if (!write_file_atomic(sub, manifest, mlen, &err)) goto out;
-  snprintf(sub, plen + 64, "%s/weights", tmp);
-  if (chmod(tmp, 0755) != 0 || !sync_dir(sub) || !sync_dir(tmp)) {
-    err = strerror(errno);
-    goto out;
-  }
-  if (exists) {
-    /* Swap atomically; the old package ends up at tmp and is removed. */
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0) {
-      err = strerror(errno);
-      goto out;
-    }
-  } else if (rename(tmp, path) != 0) {
-    err = strerror(errno);
-    goto out;
-  }
+  if (!package_install(tmp, path, exists, &err)) goto out;
   ok = true;
   if (opt->stats) opt->stats->write_ms = now_ms() - t1;
-  /* The rename itself must reach the disk too. */
-  {
-    char *parent = xstrdup(path), *slash = strrchr(parent, '/');
-    if (slash) *(slash == parent ? slash + 1 : slash) = 0;
-    sync_dir(slash ? parent : ".");
-    free(parent);
-  }
 out:
   if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s': %s", path, err ? err : "unknown error");
 out_quiet:

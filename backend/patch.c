@@ -665,7 +665,8 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     diag_error(d, (SrcSpan){0}, "%s: %s", wpath, size != pkg.weights_size ? "its size differs from the manifest's" : berr);
     goto out;
   }
-  if (!validate(&pkg, &bf, t, n, opt, &targets, &nt, d) || diag_has_errors(d)) goto out;
+  uint32_t errors_before = d->nerrors; /* the caller's Diag may hold earlier errors */
+  if (!validate(&pkg, &bf, t, n, opt, &targets, &nt, d) || d->nerrors > errors_before) goto out;
 
   /* The new file image: a private copy-on-write mapping of the old one, so
    * only the pages that change are copied. */

@@ -82,6 +82,7 @@ static bool run_orionc(const Package *pkg, const char *source, const char *out, 
     else sb_printf(&sb, "--weights-override=%s", files[i]);
     argv[argc++] = sb.data;
   }
+  argv[argc++] = xstrdup("--no-cache"); /* a fresh compile, not a copy */
   argv[argc++] = xstrdup("-o");
   argv[argc++] = xstrdup(out);
   argv[argc++] = xstrdup(source);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "orion/cache.h"
 #include "orion/constraints.h"
 #include "orion/frontend.h"
 #include "orion/package.h"
@@ -37,6 +38,8 @@ typedef struct Options {
   bool verbose;
   bool clamp_fp16;
   bool no_dedup;
+  bool no_cache;
+  const char *cache_dir;
   const char *override_files[64], *override_names[64]; /* --weights-override, --weight-override */
   uint32_t noverrides;
   /* The options that shape the package, recorded in its manifest so that
@@ -105,6 +108,13 @@ static void usage(FILE *out) {
         "                       the same for one weight from a .npy file\n"
         "  --no-dedup           store every weight separately, even identical ones, so each\n"
         "                       can be patched on its own (orion-run patch, training)\n"
+        "  --cache-dir=DIR      the compile cache (default: $ORION_CACHE_DIR, else\n"
+        "                       $XDG_CACHE_HOME/orion or ~/.cache/orion); a package whose\n"
+        "                       graph, options, source and weight files are unchanged is\n"
+        "                       copied from there instead of written again; at most\n"
+        "                       $ORION_CACHE_MAX_BYTES (default 4 GiB), least recently used\n"
+        "                       entries go first\n"
+        "  --no-cache           neither read nor fill the compile cache\n"
         "  --time               print the time of each phase\n"
         "  -v                   print progress\n"
         "  -Werror              treat warnings as errors\n"
@@ -234,6 +244,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->summary = true;
     } else if (!strcmp(a, "--no-weight-check")) {
       o->check_weights = false;
+    } else if (!strcmp(a, "--no-cache")) {
+      o->no_cache = true;
+    } else if (!strncmp(a, "--cache-dir=", 12)) {
+      if (!a[12]) return usage_error("%s needs a directory", a);
+      o->cache_dir = a + 12;
     } else if (!strcmp(a, "--no-dedup")) {
       o->no_dedup = true;
       record_arg(o, a, NULL);
@@ -519,9 +534,37 @@ int main(int argc, char **argv) {
                 stats.weights_ms, (unsigned long long)stats.weight_bytes, stats.mil_ms);
     } else {
       package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
+      char *cache_dir = o.no_cache ? NULL : o.cache_dir ? xstrdup(o.cache_dir) : compile_cache_default_dir();
+      char key[COMPILE_CACHE_KEY_LEN + 1];
+      bool served = false;
+      if (cache_dir) {
+        compile_cache_key(m, &po, o.plugins, o.nplugins, key);
+        served = compile_cache_fetch(cache_dir, key, package_path, &d);
+        phase(&clock, "cache lookup");
+      }
+      if (served) {
+        if (o.time_phases) fprintf(stderr, "orionc:   served from the compile cache (%s/%s.anepkg)\n", cache_dir, key);
+        progress(&o, "wrote %s (copied from the compile cache)", package_path);
+        free(cache_dir);
+        goto written;
+      }
+      if (diag_has_errors(&d)) {
+        free(cache_dir);
+        goto done;
+      }
       progress(&o, "writing %s", package_path);
-      if (!package_write(m, package_path, &po, &d)) goto done;
+      if (!package_write(m, package_path, &po, &d)) {
+        free(cache_dir);
+        goto done;
+      }
       phase(&clock, "package");
+      if (cache_dir) {
+        const char *max = getenv("ORION_CACHE_MAX_BYTES");
+        uint64_t limit = max && *max ? strtoull(max, NULL, 10) : COMPILE_CACHE_DEFAULT_MAX_BYTES;
+        if (!compile_cache_store(cache_dir, key, package_path, limit)) progress(&o, "not stored in the compile cache %s", cache_dir);
+        phase(&clock, "cache store");
+      }
+      free(cache_dir);
       if (o.time_phases)
         fprintf(stderr,
                 "orionc:   weights        %9.2f ms (%llu bytes)\norionc:   mil text       %9.2f ms\n"
@@ -530,6 +573,7 @@ int main(int argc, char **argv) {
       progress(&o, "wrote %s", package_path);
     }
   }
+written:
   if (diag_has_errors(&d)) goto done;
   if (o.emit == EMIT_OIR || o.emit == EMIT_MIL || o.emit == EMIT_DOT) {
     const char *err;

@@ -36,7 +36,7 @@ static const char *const program2 =
     "  return r;\n"
     "}\n";
 
-static char dir[64], pkg[128];
+static char dir[64], pkg[160];
 
 static void compile_with(const char *text) {
   Parsed p;
@@ -195,4 +195,55 @@ Test(patch, journal_integrity) {
   j[8] = 2; /* any change breaks the checksum */
   cr_assert_not(patch_journal_valid(j, sizeof j));
   cr_assert_not(patch_journal_valid(j, 7));
+}
+
+Test(program_cache, hits_by_content_and_evicts_the_least_recently_used, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  /* Three packages: pkg, a copy of it under another path (same content), and two others. */
+  char copy[160], other[160], third[160], cmd[512];
+  snprintf(copy, sizeof copy, "%s/copy.anepkg", dir);
+  snprintf(other, sizeof other, "%s/other.anepkg", dir);
+  snprintf(third, sizeof third, "%s/third.anepkg", dir);
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", pkg, copy);
+  cr_assert_eq(system(cmd), 0);
+  char saved[160];
+  memcpy(saved, pkg, sizeof saved);
+  snprintf(pkg, sizeof pkg, "%s", other);
+  compile_with(program2);
+  snprintf(pkg, sizeof pkg, "%s", third);
+  compile_with("func main(x: fp16[1,4]) {\n  y = relu(x);\n  return y;\n}\n");
+  memcpy(pkg, saved, sizeof saved);
+
+  OrionProgramCache *cache = orion_program_cache_new(2);
+  OrionProgram *a = orion_program_cache_acquire(cache, pkg, NULL, &c.d);
+  cr_assert_not_null(a, "%s", c.text.data);
+  OrionProgram *a2 = orion_program_cache_acquire(cache, copy, NULL, &c.d);
+  cr_assert_eq(a2, a, "the same content under another path is the same program");
+  orion_program_cache_release(cache, a);
+  orion_program_cache_release(cache, a2);
+  OrionProgram *b = orion_program_cache_acquire(cache, other, NULL, &c.d);
+  cr_assert_not_null(b, "%s", c.text.data);
+  cr_assert_neq(b, a);
+  /* Full, and b is held: the third program evicts a, the least recently used free one. */
+  OrionProgram *t = orion_program_cache_acquire(cache, third, NULL, &c.d);
+  cr_assert_not_null(t, "%s", c.text.data);
+  OrionProgramCacheStats s = orion_program_cache_stats(cache);
+  cr_assert_eq(s.hits, 1);
+  cr_assert_eq(s.misses, 3);
+  cr_assert_eq(s.evictions, 1);
+  cr_assert_eq(s.resident, 2);
+  /* Both resident programs are held: nothing can be loaded. */
+  cr_assert_null(orion_program_cache_acquire(cache, pkg, NULL, &c.d));
+  cr_assert(strstr(c.text.data, "all 2 resident programs are in use"), "%s", c.text.data);
+  /* A patched package is another program. */
+  orion_program_cache_release(cache, t);
+  const float bias[4] = {1, 1, 1, 1};
+  PatchTensor pt = f32_tensor("b", bias, 1, 4, 0);
+  cr_assert(package_patch(other, &pt, 1, NULL, &c.d), "%s", c.text.data);
+  OrionProgram *b2 = orion_program_cache_acquire(cache, other, NULL, &c.d);
+  cr_assert_not_null(b2, "%s", c.text.data);
+  cr_assert_neq(b2, b);
+  orion_program_cache_free(cache);
+  ctx_close(&c);
 }

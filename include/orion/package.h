@@ -50,6 +50,14 @@ typedef struct PackageOptions {
  * place (an existing package is replaced only on success). */
 bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d);
 
+/* Whether `path` may receive a package: nothing is there (*exists false), or
+ * a package is (*exists true); anything else is reported. */
+bool package_check_target(const char *path, bool *exists, Diag *d);
+/* Puts the complete package directory `tmp` (beside path) in place: synced,
+ * then renamed, or atomically exchanged with the existing package, which is
+ * then at `tmp` for the caller to remove. */
+bool package_install(const char *tmp, const char *path, bool exists, const char **err);
+
 /* Emits the MIL of every live function to `out` (weights are still laid out,
  * in memory, so offsets are the ones a package would have). */
 bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d);

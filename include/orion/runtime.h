@@ -107,4 +107,33 @@ uint64_t orion_weights_generation(const OrionProgram *p);
  * opt->verify_checksums, a checksum does not match. */
 bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *changed, Diag *d);
 
+/* ---- resident programs ----
+ *
+ * A cache of loaded packages keyed by content (the manifest's MIL and weight
+ * checksums, target, compiler), bounded like the ANE's resident programs
+ * (about 100-128 per process), evicting the least recently used program that
+ * is not held. Acquiring a package whose content is already loaded, under
+ * any path, returns the loaded program; a patched package (new weights
+ * checksum) is a new program. Programs belong to the cache: release them,
+ * never orion_close them. */
+
+#define ORION_DEFAULT_RESIDENT_PROGRAMS 100
+
+typedef struct OrionProgramCache OrionProgramCache;
+typedef struct OrionProgramCacheStats {
+  uint64_t hits, misses, evictions;
+  uint32_t resident;
+} OrionProgramCacheStats;
+
+/* capacity 0 = ORION_DEFAULT_RESIDENT_PROGRAMS. */
+OrionProgramCache *orion_program_cache_new(uint32_t capacity);
+/* Closes every program; NULL is fine. */
+void orion_program_cache_free(OrionProgramCache *c);
+/* The loaded program for the package at path (opened on a miss); NULL after
+ * reporting, also when every resident program is held. */
+OrionProgram *orion_program_cache_acquire(OrionProgramCache *c, const char *path, const OrionOpenOptions *opt,
+                                          Diag *d);
+void orion_program_cache_release(OrionProgramCache *c, OrionProgram *p);
+OrionProgramCacheStats orion_program_cache_stats(const OrionProgramCache *c);
+
 #endif
