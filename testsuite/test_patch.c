@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "orion/cpu.h"
 #include "orion/fp16.h"
 #include "orion/passes.h"
 #include "orion/patch.h"
@@ -245,5 +246,47 @@ Test(program_cache, hits_by_content_and_evicts_the_least_recently_used, .init = 
   cr_assert_not_null(b2, "%s", c.text.data);
   cr_assert_neq(b2, b);
   orion_program_cache_free(cache);
+  ctx_close(&c);
+}
+
+/* h = x W^T + b, run on the CPU backend. */
+static void run_cpu(CpuProgram *cpu, const uint16_t *x, uint16_t *h) {
+  Diag d;
+  SourceSet s;
+  srcset_init(&s);
+  diag_init(&d, &s);
+  CpuTensor in = {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 64}, .data = (void *)(uintptr_t)x};
+  CpuTensor out = {0};
+  cr_assert(cpu_run(cpu, &in, &out, &d));
+  memcpy(h, out.data, 4 * sizeof *h);
+  cpu_tensor_free(&out);
+  srcset_free(&s);
+}
+
+Test(patch, the_cpu_backend_computes_with_reloaded_weights, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  OrionProgram *p = orion_open(pkg, NULL, &c.d);
+  cr_assert_not_null(p, "%s", c.text.data);
+  CpuProgram *cpu = cpu_prepare(p, 0, CPU_NUMERICS_ANE, &c.d);
+  cr_assert_not_null(cpu, "%s", c.text.data);
+  uint16_t x[64], h[4];
+  for (int i = 0; i < 64; i++) x[i] = i == 0 ? 0x4000 : 0; /* x = [2, 0, ...] */
+  run_cpu(cpu, x, h);
+  cr_assert_eq(h[0], 0x3C00); /* 2 * 0.5 + 0 */
+  /* New bias from memory through the package, then reload: 2 * 0.5 + 3 = 4. */
+  const float b[4] = {3, 3, 3, 3};
+  PatchTensor t = f32_tensor("b", b, 1, 4, 0);
+  cr_assert(package_patch(pkg, &t, 1, NULL, &c.d), "%s", c.text.data);
+  run_cpu(cpu, x, h);
+  cr_assert_eq(h[0], 0x3C00, "the prepared program keeps its weights until reloaded");
+  bool changed;
+  cr_assert(orion_reload_weights(p, NULL, &changed, &c.d), "%s", c.text.data);
+  cr_assert(cpu_reload_weights(cpu, &c.d), "%s", c.text.data);
+  run_cpu(cpu, x, h);
+  cr_assert_eq(h[0], 0x4400);
+  cr_assert_eq(h[3], 0x4400);
+  cpu_free(cpu);
+  orion_close(p);
   ctx_close(&c);
 }
