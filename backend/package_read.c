@@ -5,6 +5,11 @@
  * MIL and weight-file checksums, and each weight's blob record.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <stdlib.h>
@@ -311,13 +316,37 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   return ok;
 }
 
+/* A read-only mapping of a whole file (weight files are large: no copy). */
+static bool map_whole(const char *path, const uint8_t **data, size_t *len, const char **err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *err = strerror(errno);
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  *len = (size_t)st.st_size;
+  void *p = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (*len && p == MAP_FAILED) {
+    *err = strerror(errno);
+    return false;
+  }
+  *data = p;
+  return true;
+}
+
+static void unmap_whole(const uint8_t *data, size_t len) {
+  if (len) munmap((void *)(uintptr_t)data, len);
+}
+
 static bool hash_file(const char *path, char hex[17], uint64_t *size, const char **err) {
-  char *data;
+  const uint8_t *data;
   size_t len;
-  if (!read_file(path, SIZE_MAX / 2, &data, &len, err)) return false;
+  if (!map_whole(path, &data, &len, err)) return false;
   xxh64_hex(data, len, hex);
   *size = len;
-  free(data);
+  unmap_whole(data, len);
   return true;
 }
 
@@ -342,21 +371,22 @@ bool package_verify(const Package *pkg, Diag *d) {
   }
   p.len = 0;
   sb_printf(&p, "%s/%s", pkg->path, PACKAGE_WEIGHTS);
-  char *data = NULL;
+  const uint8_t *data = NULL;
   size_t len = 0;
-  if (!read_file(p.data, SIZE_MAX / 2, &data, &len, &err)) {
+  if (!map_whole(p.data, &data, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
     sb_free(&p);
     return false;
   }
   xxh64_hex(data, len, hex);
-  if (len != pkg->weights_size || strcmp(hex, pkg->weights_xxh64)) {
+  bool whole_ok = len == pkg->weights_size && !strcmp(hex, pkg->weights_xxh64);
+  if (!whole_ok) {
     diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
     ok = false;
   }
   BlobFile bf;
   char berr[256];
-  if (len && !blob_file_open(&bf, (const uint8_t *)data, len, berr, sizeof berr)) {
+  if (len && !blob_file_open(&bf, data, len, berr, sizeof berr)) {
     diag_error(d, (SrcSpan){0}, "%s: %s", p.data, berr);
     ok = false;
   } else {
@@ -371,6 +401,8 @@ bool package_verify(const Package *pkg, Diag *d) {
           ok = false;
           continue;
         }
+        /* The whole file as written covers every weight; after a mismatch these name the culprits. */
+        if (whole_ok) continue;
         xxh64_hex(data + info.data_offset, (size_t)info.size, hex);
         if (strcmp(hex, w->xxh64)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s' fails its checksum", p.data, w->name);
@@ -378,7 +410,7 @@ bool package_verify(const Package *pkg, Diag *d) {
         }
       }
   }
-  free(data);
+  unmap_whole(data, len);
   sb_free(&p);
   return ok;
 }

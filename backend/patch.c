@@ -361,8 +361,11 @@ static double source_value(const PatchTensor *t, uint64_t i) {
   }
 }
 
-/* The bytes weight w gets from tensor t, or NULL after reporting why not. */
-static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOptions *opt, Diag *d) {
+/* The bytes weight w gets from tensor t, or NULL after reporting why not;
+ * *owned tells whether they were converted into a new buffer (else they are
+ * t's own data). */
+static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOptions *opt, bool *owned,
+                              Diag *d) {
   uint64_t n = w->bytes / ir_dtype_size(w->dtype);
   bool same_int = (w->dtype == DT_INT32 && t->dtype == WF_I32) || (w->dtype == DT_INT8 && t->dtype == WF_I8) ||
                   (w->dtype == DT_UINT8 && t->dtype == WF_U8);
@@ -373,9 +376,11 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
     return NULL;
   }
   if (t->nbytes != n * weight_file_dtype_size(t->dtype)) ice("patch tensor '%s' has %llu bytes", t->name, (unsigned long long)t->nbytes);
-  uint8_t *out = xmalloc(w->bytes ? (size_t)w->bytes : 1);
-  if (same_int || (w->dtype == DT_FP16 && t->dtype == WF_F16) || (w->dtype == DT_FP32 && t->dtype == WF_F32)) {
-    memcpy(out, t->data, (size_t)w->bytes);
+  bool as_is = same_int || (w->dtype == DT_FP16 && t->dtype == WF_F16) || (w->dtype == DT_FP32 && t->dtype == WF_F32);
+  uint8_t *out = as_is ? (uint8_t *)(uintptr_t)t->data : xmalloc(w->bytes ? (size_t)w->bytes : 1);
+  *owned = !as_is;
+  if (as_is) {
+    /* The data is used where it is: the caller's buffer or the mapped file. */
   } else if (w->dtype == DT_FP32) {
     for (uint64_t i = 0; i < n; i++) {
       float f = (float)source_value(t, i);
@@ -392,7 +397,7 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
                      "%s: weight '%s' has the value %.9g at index %llu, beyond fp16's range (largest is 65504; "
                      "--clamp-fp16 clamps)",
                      t->origin, w->name, v, (unsigned long long)i);
-          free(out);
+          if (*owned) free(out);
           return NULL;
         }
         h = v > 0 ? 0x7BFFu : 0xFBFFu;
@@ -423,7 +428,7 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
       else
         diag_error(d, (SrcSpan){0}, "%s: weight '%s' has the value %.17g at index %llu, which %s cannot hold", t->origin,
                    w->name, v, (unsigned long long)i, pkg_dtype_name(w->dtype));
-      free(out);
+      if (*owned) free(out);
       return NULL;
     }
   }
@@ -433,7 +438,8 @@ static uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOpt
 typedef struct Target {
   const PkgTensor *w;   /* first manifest entry of this storage */
   uint64_t data_offset; /* of the bytes in weight.bin */
-  uint8_t *bytes;       /* new bytes, or NULL when no tensor names this storage */
+  const uint8_t *bytes; /* new bytes, or NULL when no tensor names this storage */
+  bool owned;           /* bytes were converted into a buffer of ours */
   const PatchTensor *by;
 } Target;
 
@@ -469,14 +475,14 @@ static void set_text(xmlNodePtr n, const char *text) {
 
 /* The manifest after the patch: new per-weight and whole-file checksums and
  * the next generation. The package was read from this text, so every node is there. */
-static char *updated_manifest(const char *text, size_t len, const Package *pkg, const uint8_t *image, uint64_t size,
+static char *updated_manifest(const char *text, size_t len, const Package *pkg, uint64_t file_hash,
                               const Target *targets, uint32_t nt, uint64_t generation, size_t *out_len) {
   xmlDocPtr doc = xmlReadMemory(text, (int)len, PACKAGE_MANIFEST, NULL,
                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS);
   if (!doc) ice("manifest parsed once but not twice");
   xmlNodePtr root = next_elem(xmlDocGetRootElement(doc)->children);
   char hex[17], num[32];
-  xxh64_hex(image, (size_t)size, hex);
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash);
   set_text(dict_value(root, "WeightsXXH64"), hex);
   snprintf(num, sizeof num, "%llu", (unsigned long long)generation);
   set_text(dict_value(root, "WeightsGeneration"), num);
@@ -491,7 +497,7 @@ static char *updated_manifest(const char *text, size_t len, const Package *pkg, 
       uint32_t j = 0;
       while (j < nt && targets[j].w->offset != t->offset) j++;
       if (j == nt || !targets[j].bytes) continue; /* unchanged: so is its checksum */
-      xxh64_hex(image + targets[j].data_offset, (size_t)t->bytes, hex);
+      xxh64_hex(targets[j].bytes, (size_t)t->bytes, hex);
       set_text(dict_value(w, "XXH64"), hex);
     }
   }
@@ -566,7 +572,8 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
       ok = false;
       continue;
     }
-    uint8_t *bytes = convert(&t[i], w, opt, d);
+    bool owned = false;
+    const uint8_t *bytes = convert(&t[i], w, opt, &owned, d);
     if (!bytes) {
       ok = false;
       continue;
@@ -579,10 +586,11 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
                    t[i].origin, t[i].name, targets[j].by->name, targets[j].by->origin);
         ok = false;
       }
-      free(bytes);
+      if (owned) free((void *)(uintptr_t)bytes);
       continue;
     }
     targets[j].bytes = bytes;
+    targets[j].owned = owned;
     targets[j].by = &t[i];
   }
   /* A blob stored once for several identical weights changes for all or none. */
@@ -637,6 +645,11 @@ static bool map_file(const char *path, int flags, uint8_t **base, size_t *len, i
   return true;
 }
 
+static int by_offset(const void *a, const void *b) {
+  const Region *x = a, *y = b;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
 bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d) {
   static const PatchOptions defaults = {0};
   if (!opt) opt = &defaults;
@@ -655,7 +668,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   Target *targets = NULL;
   uint32_t nt = 0;
   bool ok = false;
-  if (!read_file(mpath, SIZE_MAX / 2, &mtext, &mlen, &err) || !map_file(wpath, 1, &image, &size, &fd, &err)) {
+  if (!read_file(mpath, SIZE_MAX / 2, &mtext, &mlen, &err) || !map_file(wpath, 0, &image, &size, &fd, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
     goto out;
   }
@@ -668,37 +681,55 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   uint32_t errors_before = d->nerrors; /* the caller's Diag may hold earlier errors */
   if (!validate(&pkg, &bf, t, n, opt, &targets, &nt, d) || d->nerrors > errors_before) goto out;
 
-  /* The new file image: a private copy-on-write mapping of the old one, so
-   * only the pages that change are copied. */
+  /* The new file is the old one with the changed blobs' data replaced: a
+   * list of regions in file order, never a copy of the file in memory. */
   Region *regions = xcalloc(nt ? nt : 1, sizeof *regions);
   uint32_t nr = 0;
   uint64_t changed = 0;
   for (uint32_t j = 0; j < nt; j++) {
     if (!targets[j].bytes || !memcmp(image + targets[j].data_offset, targets[j].bytes, (size_t)targets[j].w->bytes)) continue;
-    memcpy(image + targets[j].data_offset, targets[j].bytes, (size_t)targets[j].w->bytes);
-    regions[nr++] = (Region){targets[j].data_offset, targets[j].w->bytes, image + targets[j].data_offset};
+    regions[nr++] = (Region){targets[j].data_offset, targets[j].w->bytes, targets[j].bytes};
     changed += targets[j].w->bytes;
   }
+  qsort(regions, nr, sizeof *regions, by_offset);
+  /* Its pieces: unchanged stretches from the mapping, new data from the regions. */
+  const uint8_t **parts = xcalloc(2 * nr + 1, sizeof *parts);
+  uint64_t *lens = xcalloc(2 * nr + 1, sizeof *lens);
+  uint32_t np = 0;
+  Xxh64State hs;
+  xxh64_init(&hs, 0);
+  uint64_t at = 0;
+  for (uint32_t r = 0; r <= nr; r++) {
+    uint64_t end = r < nr ? regions[r].offset : size;
+    parts[np] = image + at;
+    lens[np++] = end - at;
+    if (r < nr) {
+      parts[np] = regions[r].data;
+      lens[np++] = regions[r].len;
+      at = end + regions[r].len;
+    }
+  }
+  for (uint32_t i = 0; i < np; i++) xxh64_update(&hs, parts[i], (size_t)lens[i]);
   double t1 = now_ms();
   if (nr == 0) { /* every value is already there: nothing to write, the generation stays */
     if (opt->stats)
       *opt->stats = (PatchStats){.tensors = n, .generation = pkg.weights_generation, .validate_ms = t1 - t0};
     free(regions);
+    free(parts);
+    free(lens);
     ok = true;
     goto out;
   }
   uint64_t generation = pkg.weights_generation + 1;
   size_t new_mlen;
-  char *new_manifest = updated_manifest(mtext, mlen, &pkg, image, size, targets, nt, generation, &new_mlen);
+  char *new_manifest = updated_manifest(mtext, mlen, &pkg, xxh64_digest(&hs), targets, nt, generation, &new_mlen);
   /* Most of the file new: write it once as a shadow copy instead of twice. */
   bool shadow = changed * 2 > size;
   Journal j = {.mode = shadow ? MODE_SHADOW : MODE_REGIONS, .generation = generation, .manifest = new_manifest,
                .manifest_len = new_mlen, .regions = regions, .nregions = shadow ? 0 : nr};
   ok = true;
   if (shadow) {
-    const uint8_t *parts[1] = {image};
-    uint64_t lens[1] = {size};
-    ok = write_new_file(path, SHADOW_NAME, parts, lens, 1);
+    ok = write_new_file(path, SHADOW_NAME, parts, lens, np);
     if (!ok) err = strerror(errno);
   }
   ok = ok && journal_write(path, &j);
@@ -722,8 +753,11 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   }
   free(new_manifest);
   free(regions);
+  free(parts);
+  free(lens);
 out:
-  for (uint32_t i = 0; i < nt; i++) free(targets[i].bytes);
+  for (uint32_t i = 0; i < nt; i++)
+    if (targets[i].owned) free((void *)(uintptr_t)targets[i].bytes);
   free(targets);
   if (image) munmap(image, size);
   if (fd >= 0) close(fd);

@@ -39,28 +39,8 @@ static uint64_t merge(uint64_t acc, uint64_t val) {
   return acc * P1 + P4;
 }
 
-uint64_t xxh64(const void *data, size_t len, uint64_t seed) {
-  const uint8_t *p = data, *end = p + len;
-  uint64_t h;
-  if (len >= 32) {
-    uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-    const uint8_t *limit = end - 32;
-    do {
-      v1 = round64(v1, read64(p));
-      v2 = round64(v2, read64(p + 8));
-      v3 = round64(v3, read64(p + 16));
-      v4 = round64(v4, read64(p + 24));
-      p += 32;
-    } while (p <= limit);
-    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-    h = merge(h, v1);
-    h = merge(h, v2);
-    h = merge(h, v3);
-    h = merge(h, v4);
-  } else {
-    h = seed + P5;
-  }
-  h += (uint64_t)len;
+/* The last (len mod 32) bytes and the final mix, shared by both forms. */
+static uint64_t finish(uint64_t h, const uint8_t *p, const uint8_t *end) {
   for (; p + 8 <= end; p += 8) {
     h ^= round64(0, read64(p));
     h = rotl(h, 27) * P1 + P4;
@@ -80,6 +60,63 @@ uint64_t xxh64(const void *data, size_t len, uint64_t seed) {
   h *= P3;
   h ^= h >> 32;
   return h;
+}
+
+static void stripes(uint64_t v[4], const uint8_t *p, size_t n) { /* n is a multiple of 32 */
+  for (const uint8_t *end = p + n; p < end; p += 32) {
+    v[0] = round64(v[0], read64(p));
+    v[1] = round64(v[1], read64(p + 8));
+    v[2] = round64(v[2], read64(p + 16));
+    v[3] = round64(v[3], read64(p + 24));
+  }
+}
+
+static uint64_t converge(const uint64_t v[4]) {
+  uint64_t h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+  for (int i = 0; i < 4; i++) h = merge(h, v[i]);
+  return h;
+}
+
+uint64_t xxh64(const void *data, size_t len, uint64_t seed) {
+  const uint8_t *p = data;
+  uint64_t h;
+  if (len >= 32) {
+    uint64_t v[4] = {seed + P1 + P2, seed + P2, seed, seed - P1};
+    stripes(v, p, len & ~(size_t)31);
+    h = converge(v);
+    p += len & ~(size_t)31;
+  } else {
+    h = seed + P5;
+  }
+  return finish(h + (uint64_t)len, p, (const uint8_t *)data + len);
+}
+
+void xxh64_init(Xxh64State *s, uint64_t seed) {
+  *s = (Xxh64State){.v = {seed + P1 + P2, seed + P2, seed, seed - P1}, .seed = seed};
+}
+
+void xxh64_update(Xxh64State *s, const void *data, size_t len) {
+  const uint8_t *p = data;
+  s->total += len;
+  if (s->nbuf) { /* complete the buffered stripe first */
+    size_t k = 32 - s->nbuf < len ? 32 - s->nbuf : len;
+    memcpy(s->buf + s->nbuf, p, k);
+    s->nbuf += (uint32_t)k;
+    p += k;
+    len -= k;
+    if (s->nbuf < 32) return;
+    stripes(s->v, s->buf, 32);
+    s->nbuf = 0;
+  }
+  size_t whole = len & ~(size_t)31;
+  stripes(s->v, p, whole);
+  memcpy(s->buf, p + whole, len - whole);
+  s->nbuf = (uint32_t)(len - whole);
+}
+
+uint64_t xxh64_digest(const Xxh64State *s) {
+  uint64_t h = s->total >= 32 ? converge(s->v) : s->seed + P5;
+  return finish(h + s->total, s->buf, s->buf + s->nbuf);
 }
 
 void xxh64_hex(const void *data, size_t len, char hex[17]) {

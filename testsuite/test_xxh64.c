@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "orion/support.h"
 #include "orion/xxh64.h"
 
 static void check(const void *data, size_t len, const char *want) {
@@ -62,4 +63,20 @@ Test(xxh64, unaligned_input_gives_the_same_hash) {
   cr_assert_eq(h, xxh64(copy, 200, 0));
   cr_assert_neq(h, xxh64(copy, 199, 0));
   cr_assert_neq(h, xxh64(copy, 200, 1), "the seed matters");
+}
+
+Test(xxh64, streaming_in_any_pieces_equals_one_shot) {
+  uint8_t buf[1000];
+  uint64_t st = 5;
+  for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)(splitmix64(&st) >> 56);
+  static const size_t lens[] = {0, 1, 7, 31, 32, 33, 64, 95, 100, 999, 1000};
+  static const size_t pieces[] = {1, 3, 8, 31, 32, 33, 100};
+  for (size_t a = 0; a < sizeof lens / sizeof *lens; a++)
+    for (size_t b = 0; b < sizeof pieces / sizeof *pieces; b++) {
+      Xxh64State s;
+      xxh64_init(&s, 9);
+      for (size_t at = 0; at < lens[a]; at += pieces[b])
+        xxh64_update(&s, buf + at, lens[a] - at < pieces[b] ? lens[a] - at : pieces[b]);
+      cr_assert_eq(xxh64_digest(&s), xxh64(buf, lens[a], 9), "length %zu in pieces of %zu", lens[a], pieces[b]);
+    }
 }
