@@ -594,23 +594,24 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
     targets[j].by = &t[i];
   }
   /* A blob stored once for several identical weights changes for all or none. */
+  const PkgTensor **named = xcalloc(n ? n : 1, sizeof *named); /* the weight each tensor names */
+  for (uint32_t m = 0; ok && m < n; m++) named[m] = find_weight(pkg, t[m].name);
   for (uint32_t j = 0; ok && j < nt; j++) {
-    if (!targets[j].bytes || !memcmp(targets[j].bytes, bf->data + targets[j].data_offset, (size_t)targets[j].w->bytes))
-      continue;
+    if (!targets[j].bytes) continue;
     const char *first = NULL;
     uint32_t others = 0;
     for (uint32_t i = 0; i < pkg->nfunctions; i++)
       for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
         const PkgTensor *w = &pkg->functions[i].weights[k];
-        bool named = false;
-        for (uint32_t m = 0; m < n && !named; m++) {
-          const PkgTensor *x = find_weight(pkg, t[m].name);
-          named = x && !strcmp(x->name, w->name);
-        }
-        if (w->offset != targets[j].w->offset || named) continue;
+        if (w->offset != targets[j].w->offset) continue;
+        bool is_named = false;
+        for (uint32_t m = 0; m < n && !is_named; m++) is_named = named[m] && !strcmp(named[m]->name, w->name);
+        if (is_named) continue;
         if (!first) first = w->name;
         else others++;
       }
+    /* Sharers that keep their value anyway are fine. */
+    if (first && !memcmp(targets[j].bytes, bf->data + targets[j].data_offset, (size_t)targets[j].w->bytes)) first = NULL;
     if (first) {
       char more[64] = "";
       if (others) snprintf(more, sizeof more, " and %u other weight%s", others, others == 1 ? "" : "s");
@@ -621,6 +622,7 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
       ok = false;
     }
   }
+  free(named);
   *targets_out = targets;
   *ntargets = nt;
   return ok;
