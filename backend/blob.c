@@ -329,3 +329,43 @@ bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, co
                 f->count, seen);
   return true;
 }
+
+bool blob_file_layout(const BlobFile *f, uint64_t *layout_hash, uint64_t **records, uint32_t *nrecords, char *err,
+                      size_t errlen) {
+  Xxh64State h;
+  xxh64_init(&h, 0);
+  xxh64_update(&h, f->data, BLOB_HEADER_SIZE);
+  uint64_t *recs = xcalloc(f->count ? f->count : 1, sizeof *recs);
+  uint64_t at = BLOB_HEADER_SIZE;
+  for (uint32_t i = 0; i < f->count; i++) {
+    BlobInfo info;
+    if (!blob_file_read(f, at, &info, err, errlen)) {
+      free(recs);
+      return false;
+    }
+    if (info.offset_unusual) {
+      free(recs);
+      return fail(err, errlen, "blob at offset %" PRIu64 " does not have its data right after its record", at);
+    }
+    recs[i] = at;
+    /* The record, then (after the data) the padding up to the next one. */
+    xxh64_update(&h, f->data + at, BLOB_METADATA_SIZE);
+    uint64_t end = info.data_offset + info.size;
+    uint64_t next = i + 1 < f->count ? (end + 63) & ~(uint64_t)63 : end;
+    if (next > f->len) {
+      free(recs);
+      return fail(err, errlen, "blob %" PRIu32 " of %" PRIu32 " ends past the file", i + 1, f->count);
+    }
+    xxh64_update(&h, f->data + end, (size_t)(next - end));
+    at = next;
+  }
+  if (at != f->len) {
+    free(recs);
+    return fail(err, errlen, "weight file has %zu bytes after its last blob", (size_t)(f->len - at));
+  }
+  *layout_hash = xxh64_digest(&h);
+  if (records) *records = recs;
+  else free(recs);
+  if (nrecords) *nrecords = f->count;
+  return true;
+}

@@ -252,8 +252,15 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   add_string(root, "SourceSHA256", hex);
   add_string(root, "WeightsFile", PACKAGE_WEIGHTS);
   char xx[17];
-  xxh64_hex(e->blobs.data, e->blobs.len, xx);
-  add_string(root, "WeightsXXH64", xx);
+  /* Everything but the blobs' data, which the weights' own checksums cover. */
+  BlobFile bf;
+  uint64_t layout = 0;
+  char berr[160];
+  if (!blob_file_open(&bf, e->blobs.data, e->blobs.len, berr, sizeof berr) ||
+      !blob_file_layout(&bf, &layout, NULL, NULL, berr, sizeof berr))
+    ice("the weight file just written does not walk: %s", berr);
+  snprintf(xx, sizeof xx, "%016llx", (unsigned long long)layout);
+  add_string(root, "WeightsLayoutXXH64", xx);
   add_int(root, "WeightsSize", e->blobs.len);
   add_int(root, "WeightsGeneration", 0);
   uint64_t min_surface = target_info(opt->target)->min_surface_bytes;

@@ -241,7 +241,7 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
     char *wf = get_string(&r, dict, "WeightsFile", "the manifest");
     if (r.ok && strcmp(wf, PACKAGE_WEIGHTS)) fail(&r, "manifest: 'WeightsFile' must be '%s'", PACKAGE_WEIGHTS);
     free(wf);
-    get_hash(&r, dict, "WeightsXXH64", "the manifest", pkg->weights_xxh64, 16);
+    get_hash(&r, dict, "WeightsLayoutXXH64", "the manifest", pkg->weights_layout_xxh64, 16);
     pkg->weights_size = get_uint(&r, dict, "WeightsSize", "the manifest", UINT64_MAX);
     pkg->weights_generation = get_uint(&r, dict, "WeightsGeneration", "the manifest", UINT64_MAX);
     pkg->min_surface_bytes = get_uint(&r, dict, "MinimumSurfaceBytes", "the manifest", UINT32_MAX);
@@ -378,18 +378,39 @@ bool package_verify(const Package *pkg, Diag *d) {
     sb_free(&p);
     return false;
   }
-  xxh64_hex(data, len, hex);
-  bool whole_ok = len == pkg->weights_size && !strcmp(hex, pkg->weights_xxh64);
-  if (!whole_ok) {
-    diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
-    ok = false;
-  }
+  /* The layout checksum covers every byte but the blobs' data; each weight's
+   * own checksum covers its data, and every blob must belong to a weight. */
   BlobFile bf;
   char berr[256];
-  if (len && !blob_file_open(&bf, data, len, berr, sizeof berr)) {
+  uint64_t layout = 0, *records = NULL;
+  uint32_t nrecords = 0;
+  bool opened = blob_file_open(&bf, data, len, berr, sizeof berr);
+  if (!opened) {
     diag_error(d, (SrcSpan){0}, "%s: %s", p.data, berr);
     ok = false;
+  } else if (len != pkg->weights_size || !blob_file_layout(&bf, &layout, &records, &nrecords, berr, sizeof berr)) {
+    diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
+    ok = false;
   } else {
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)layout);
+    if (strcmp(hex, pkg->weights_layout_xxh64)) {
+      diag_error(d, (SrcSpan){0}, "%s: checksum mismatch (the file changed since it was written)", p.data);
+      ok = false;
+    }
+    for (uint32_t r = 0; r < nrecords; r++) {
+      bool described = false;
+      for (uint32_t i = 0; i < pkg->nfunctions && !described; i++)
+        for (uint32_t k = 0; k < pkg->functions[i].nweights && !described; k++)
+          described = pkg->functions[i].weights[k].offset == records[r];
+      if (!described) {
+        diag_error(d, (SrcSpan){0}, "%s: the blob at offset %llu belongs to no weight of the manifest", p.data,
+                   (unsigned long long)records[r]);
+        ok = false;
+      }
+    }
+  }
+  free(records);
+  if (opened) {
     static const uint32_t codes[DT_COUNT] = {[DT_FP16] = BLOB_FP16, [DT_FP32] = BLOB_FP32, [DT_INT32] = BLOB_INT32,
                                              [DT_INT8] = BLOB_INT8, [DT_UINT8] = BLOB_UINT8};
     for (uint32_t i = 0; i < pkg->nfunctions; i++)
@@ -401,8 +422,6 @@ bool package_verify(const Package *pkg, Diag *d) {
           ok = false;
           continue;
         }
-        /* The whole file as written covers every weight; after a mismatch these name the culprits. */
-        if (whole_ok) continue;
         xxh64_hex(data + info.data_offset, (size_t)info.size, hex);
         if (strcmp(hex, w->xxh64)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s' fails its checksum", p.data, w->name);

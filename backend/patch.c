@@ -475,15 +475,14 @@ static void set_text(xmlNodePtr n, const char *text) {
 
 /* The manifest after the patch: new per-weight and whole-file checksums and
  * the next generation. The package was read from this text, so every node is there. */
-static char *updated_manifest(const char *text, size_t len, const Package *pkg, uint64_t file_hash,
-                              const Target *targets, uint32_t nt, uint64_t generation, size_t *out_len) {
+static char *updated_manifest(const char *text, size_t len, const Package *pkg, const Target *targets, uint32_t nt,
+                              uint64_t generation, size_t *out_len) {
   xmlDocPtr doc = xmlReadMemory(text, (int)len, PACKAGE_MANIFEST, NULL,
                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS);
   if (!doc) ice("manifest parsed once but not twice");
   xmlNodePtr root = next_elem(xmlDocGetRootElement(doc)->children);
   char hex[17], num[32];
-  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)file_hash);
-  set_text(dict_value(root, "WeightsXXH64"), hex);
+  /* WeightsLayoutXXH64 stays: a patch changes only blobs' data. */
   snprintf(num, sizeof num, "%llu", (unsigned long long)generation);
   set_text(dict_value(root, "WeightsGeneration"), num);
   xmlNodePtr funcs = dict_value(root, "Functions");
@@ -694,12 +693,10 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     changed += targets[j].w->bytes;
   }
   qsort(regions, nr, sizeof *regions, by_offset);
-  /* Its pieces: unchanged stretches from the mapping, new data from the regions. */
+  /* Its pieces (for a shadow copy): unchanged stretches from the mapping, new data from the regions. */
   const uint8_t **parts = xcalloc(2 * nr + 1, sizeof *parts);
   uint64_t *lens = xcalloc(2 * nr + 1, sizeof *lens);
   uint32_t np = 0;
-  Xxh64State hs;
-  xxh64_init(&hs, 0);
   uint64_t at = 0;
   for (uint32_t r = 0; r <= nr; r++) {
     uint64_t end = r < nr ? regions[r].offset : size;
@@ -711,7 +708,6 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
       at = end + regions[r].len;
     }
   }
-  for (uint32_t i = 0; i < np; i++) xxh64_update(&hs, parts[i], (size_t)lens[i]);
   double t1 = now_ms();
   if (nr == 0) { /* every value is already there: nothing to write, the generation stays */
     if (opt->stats)
@@ -724,7 +720,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   }
   uint64_t generation = pkg.weights_generation + 1;
   size_t new_mlen;
-  char *new_manifest = updated_manifest(mtext, mlen, &pkg, xxh64_digest(&hs), targets, nt, generation, &new_mlen);
+  char *new_manifest = updated_manifest(mtext, mlen, &pkg, targets, nt, generation, &new_mlen);
   /* Most of the file new: write it once as a shadow copy instead of twice. */
   bool shadow = changed * 2 > size;
   Journal j = {.mode = shadow ? MODE_SHADOW : MODE_REGIONS, .generation = generation, .manifest = new_manifest,

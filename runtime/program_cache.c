@@ -48,10 +48,12 @@ static bool content_key(const char *path, char key[65], Diag *d) {
   if (!package_read(path, &pkg, d)) return false;
   StrBuf sb;
   sb_init(&sb);
-  sb_printf(&sb, "%s\n%s\n%s\n%s\n%llu\n", pkg.compiler_version, pkg.target, pkg.program_version, pkg.weights_xxh64,
-            (unsigned long long)pkg.weights_size);
-  for (uint32_t i = 0; i < pkg.nfunctions; i++)
+  sb_printf(&sb, "%s\n%s\n%s\n%s\n%llu\n", pkg.compiler_version, pkg.target, pkg.program_version,
+            pkg.weights_layout_xxh64, (unsigned long long)pkg.weights_size);
+  for (uint32_t i = 0; i < pkg.nfunctions; i++) {
     sb_printf(&sb, "%s %s %s\n", pkg.functions[i].name, pkg.functions[i].mil_file, pkg.functions[i].mil_xxh64);
+    for (uint32_t k = 0; k < pkg.functions[i].nweights; k++) sb_printf(&sb, "%s\n", pkg.functions[i].weights[k].xxh64);
+  }
   sha256_hex(sb.data, sb.len, key);
   sb_free(&sb);
   package_free(&pkg);

@@ -79,6 +79,15 @@ bool blob_file_open(BlobFile *f, const uint8_t *data, size_t len, char *err, siz
 bool blob_file_read(const BlobFile *f, uint64_t offset, BlobInfo *out, char *err, size_t errlen);
 /* Like blob_file_read, and also checks the dtype and byte size a MIL tensor
  * type expects. */
+/* Walks every blob of the file in order (the canonical layout: records at
+ * 64-byte boundaries, each followed by its data, nothing after the last) and
+ * hashes everything but the blobs' data: the header, each record and the
+ * padding after it. That is the part of the file a weight update never
+ * changes; each blob's data has a checksum of its own in the manifest.
+ * Optionally returns the record offsets (caller frees) and their count. */
+bool blob_file_layout(const BlobFile *f, uint64_t *layout_hash, uint64_t **records, uint32_t *nrecords, char *err,
+                      size_t errlen);
+
 bool blob_file_read_expect(const BlobFile *f, uint64_t offset, uint32_t dtype, uint64_t nbytes, BlobInfo *out,
                            char *err, size_t errlen);
 /* Walks every record from offset 64 with the align-64 rule; calls fn for each
