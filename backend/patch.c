@@ -361,6 +361,36 @@ static double source_value(const PatchTensor *t, uint64_t i) {
   }
 }
 
+static bool all_finite(const uint8_t *p, uint64_t n, bool fp16) {
+  unsigned special = 0;
+  if (fp16) {
+    /* Four values per 64-bit word: a lane is special when its exponent bits
+     * are all set, i.e. when (h & 0x7C00) ^ 0x7C00 is zero (the classic
+     * zero-lane test on the xor). */
+    const uint64_t exp = 0x7C007C007C007C00ull, ones = 0x0001000100010001ull, highs = 0x8000800080008000ull;
+    uint64_t any = 0, i = 0;
+    for (; i + 4 <= n; i += 4) {
+      uint64_t x;
+      memcpy(&x, p + 2 * i, 8);
+      uint64_t t = (x & exp) ^ exp;
+      any |= (t - ones) & ~t & highs;
+    }
+    special = any != 0;
+    for (; i < n; i++) {
+      uint16_t h;
+      memcpy(&h, p + 2 * i, 2);
+      special |= (h & 0x7C00u) == 0x7C00u;
+    }
+  } else {
+    for (uint64_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, p + 4 * i, 4);
+      special |= (u & 0x7F800000u) == 0x7F800000u;
+    }
+  }
+  return !special;
+}
+
 /* The bytes weight w gets from tensor t, or NULL after reporting why not;
  * *owned tells whether they were converted into a new buffer (else they are
  * t's own data). */
@@ -409,7 +439,9 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
       diag_warning(d, (SrcSpan){0}, "%s: weight '%s': %llu values beyond fp16's range clamped to +-65504", t->origin,
                    w->name, (unsigned long long)clamped);
   }
-  /* NaN and infinity are checked on the result, whatever the source. */
+  /* NaN and infinity are checked on the result, whatever the source: a
+   * branch-free scan first, the element-wise search only to name one. */
+  if (is_float && all_finite(out, n, w->dtype == DT_FP16)) return out;
   for (uint64_t i = 0; i < n && is_float; i++) {
     bool bad;
     if (w->dtype == DT_FP16) {

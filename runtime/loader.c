@@ -67,6 +67,7 @@ struct OrionProgram {
   bool is_package;
   uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
   char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
+  Package manifest;      /* as verified at open or at the last reload (packages) */
 };
 
 /* The state of one orion_open call. */
@@ -507,7 +508,7 @@ static void open_package(Loader *L, const char *path, const OrionOpenOptions *op
     io_from_manifest(L, lf, pf);
     load_weights(L, lf);
   }
-  package_free(&pkg);
+  p->manifest = pkg; /* kept: reloads verify only what changed since */
 }
 
 static void open_bare(Loader *L, const char *path) {
@@ -588,6 +589,7 @@ void orion_close(OrionProgram *p) {
   for (uint32_t i = 0; i < p->nprograms; i++) mil_program_free(p->programs[i]);
   free(p->programs);
   free(p->root);
+  package_free(&p->manifest);
   arena_free(&p->arena);
   free(p);
 }
@@ -702,14 +704,19 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
       package_free(&pkg);
       return false;
     }
-    if (opt->verify_checksums && !package_verify(&pkg, d)) {
+    if (opt->verify_checksums && !package_verify_since(&pkg, &p->manifest, d)) {
       package_free(&pkg);
       return false;
     }
   }
   bool ok = true;
   for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = remap(p, &p->maps[i], d);
-  if (ok && p->is_package) p->generation = pkg.weights_generation;
+  if (ok && p->is_package) {
+    p->generation = pkg.weights_generation;
+    package_free(&p->manifest);
+    p->manifest = pkg;
+    memset(&pkg, 0, sizeof pkg);
+  }
   if (ok && changed) *changed = true;
   package_free(&pkg);
   return ok;

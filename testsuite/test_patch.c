@@ -290,3 +290,26 @@ Test(patch, the_cpu_backend_computes_with_reloaded_weights, .init = setup, .fini
   orion_close(p);
   ctx_close(&c);
 }
+
+/* The finite check reads fp16 four at a time, then the rest one by one: a NaN
+ * or an infinity anywhere is found and named. */
+Test(patch, non_finite_fp16_found_at_every_position, .init = setup, .fini = teardown) {
+  static const int at[] = {0, 1, 2, 3, 4, 5, 127, 252, 254, 255};
+  for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+    Ctx c;
+    ctx_open(&c);
+    uint16_t w[256];
+    for (int k = 0; k < 256; k++) w[k] = 0x3800;
+    w[at[i]] = i % 2 ? 0x7C00 : 0xFE01; /* +inf, or a NaN */
+    PatchTensor t = {.name = "w", .origin = "memory", .dtype = WF_F16, .rank = 2, .dims = {4, 64}, .data = w,
+                     .nbytes = sizeof w};
+    cr_assert_not(package_patch(pkg, &t, 1, NULL, &c.d));
+    char want[160];
+    if (i % 2)
+      snprintf(want, sizeof want, "test: error: memory: weight 'w' has the value inf at index %d, which fp16 cannot hold\n", at[i]);
+    else
+      snprintf(want, sizeof want, "test: error: memory: weight 'w' has NaN at index %d\n", at[i]);
+    cr_assert_str_eq(c.text.data, want);
+    ctx_close(&c);
+  }
+}

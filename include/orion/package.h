@@ -117,6 +117,11 @@ bool package_read(const char *path, Package *pkg, Diag *d);
 /* Checks the files against the manifest: MIL and weight checksums, the blob
  * file's records for every weight (dtype, size). */
 bool package_verify(const Package *pkg, Diag *d);
+/* package_verify for a package verified before as `before` (read from the
+ * same path), of which only the weights could have changed: the MIL files,
+ * the layout and the weights whose checksums differ from before are checked,
+ * the others were. */
+bool package_verify_since(const Package *pkg, const Package *before, Diag *d);
 void package_free(Package *pkg);
 
 #endif
