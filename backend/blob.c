@@ -330,42 +330,39 @@ bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, co
   return true;
 }
 
+typedef struct LayoutWalk {
+  const BlobFile *f;
+  Xxh64State h;
+  uint64_t data_end; /* where the previous blob's data ended */
+  uint64_t *records;
+  uint32_t n, cap;
+  bool canonical;
+} LayoutWalk;
+
+/* The bytes between the previous blob's data and this record (padding), then the record. */
+static bool layout_record(void *ctx, uint64_t offset, const BlobInfo *info) {
+  LayoutWalk *w = ctx;
+  if (info->offset_unusual) w->canonical = false;
+  xxh64_update(&w->h, w->f->data + w->data_end, (size_t)(offset - w->data_end));
+  xxh64_update(&w->h, w->f->data + offset, BLOB_METADATA_SIZE);
+  w->data_end = info->data_offset + info->size;
+  xgrow((void **)&w->records, sizeof *w->records, &w->cap, w->n + 1);
+  w->records[w->n++] = offset;
+  return true;
+}
+
 bool blob_file_layout(const BlobFile *f, uint64_t *layout_hash, uint64_t **records, uint32_t *nrecords, char *err,
                       size_t errlen) {
-  Xxh64State h;
-  xxh64_init(&h, 0);
-  xxh64_update(&h, f->data, BLOB_HEADER_SIZE);
-  uint64_t *recs = xcalloc(f->count ? f->count : 1, sizeof *recs);
-  uint64_t at = BLOB_HEADER_SIZE;
-  for (uint32_t i = 0; i < f->count; i++) {
-    BlobInfo info;
-    if (!blob_file_read(f, at, &info, err, errlen)) {
-      free(recs);
-      return false;
-    }
-    if (info.offset_unusual) {
-      free(recs);
-      return fail(err, errlen, "blob at offset %" PRIu64 " does not have its data right after its record", at);
-    }
-    recs[i] = at;
-    /* The record, then (after the data) the padding up to the next one. */
-    xxh64_update(&h, f->data + at, BLOB_METADATA_SIZE);
-    uint64_t end = info.data_offset + info.size;
-    uint64_t next = i + 1 < f->count ? (end + 63) & ~(uint64_t)63 : end;
-    if (next > f->len) {
-      free(recs);
-      return fail(err, errlen, "blob %" PRIu32 " of %" PRIu32 " ends past the file", i + 1, f->count);
-    }
-    xxh64_update(&h, f->data + end, (size_t)(next - end));
-    at = next;
-  }
-  if (at != f->len) {
-    free(recs);
-    return fail(err, errlen, "weight file has %zu bytes after its last blob", (size_t)(f->len - at));
-  }
-  *layout_hash = xxh64_digest(&h);
-  if (records) *records = recs;
-  else free(recs);
-  if (nrecords) *nrecords = f->count;
-  return true;
+  LayoutWalk w = {.f = f, .data_end = BLOB_HEADER_SIZE, .canonical = true};
+  xxh64_init(&w.h, 0);
+  xxh64_update(&w.h, f->data, BLOB_HEADER_SIZE);
+  bool ok = blob_file_walk(f, layout_record, &w, err, errlen);
+  if (ok && !w.canonical) ok = fail(err, errlen, "a blob does not have its data right after its record");
+  else if (ok && w.data_end != f->len)
+    ok = fail(err, errlen, "weight file has %zu bytes after its last blob", (size_t)(f->len - w.data_end));
+  if (ok) *layout_hash = xxh64_digest(&w.h);
+  if (ok && records) *records = w.records;
+  else free(w.records);
+  if (nrecords) *nrecords = ok ? w.n : 0;
+  return ok;
 }

@@ -133,6 +133,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!walked) check_failure(err);
   else if (wk.n != f.count) abort();
 
+  /* The layout checksum needs a clean walk, and then finds the same records. */
+  uint64_t layout, *records = NULL;
+  uint32_t nrecords = 0;
+  memset(err, 0, sizeof err);
+  if (blob_file_layout(&f, &layout, &records, &nrecords, err, sizeof err)) {
+    if (!walked || nrecords != wk.n) abort();
+    for (uint32_t i = 0; i < nrecords && i < MAX_WALKED; i++)
+      if (records[i] != wk.offsets[i]) abort();
+    free(records);
+  } else {
+    check_failure(err);
+  }
+
   /* Offsets chosen by the input: the reserved u64s of the header, and their
    * neighbours on the 64-byte grid, with a fixed and an input-chosen tensor. */
   uint32_t dtype = data[8] % 18;
