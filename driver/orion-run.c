@@ -34,6 +34,8 @@ typedef struct Options {
   bool verify;
   bool verbose;
   bool simulate; /* report what would fail on the ANE before running */
+  bool check_finite;
+  bool profile;
 } Options;
 
 static void usage(FILE *out) {
@@ -55,6 +57,12 @@ static void usage(FILE *out) {
         "                         to fp16, overflow to inf) or fp32\n"
         "  --backend=B            cpu (default) or ane (macOS only)\n"
         "  --repeat N             run N times and print the time per run\n"
+        "  --check-finite         stop at the first inf or NaN an op produces (or an input\n"
+        "                         holds): an error naming the op, its MIL statement, the\n"
+        "                         value and the element (ane numerics show fp16 overflow)\n"
+        "  --profile              time every op; after the runs, print the time per op\n"
+        "                         kind and the 10 slowest statements to stderr (use\n"
+        "                         --repeat N for stable figures)\n"
         "  --no-verify            do not verify the package's checksums\n"
         "  --no-ane-checks        run even if the program would fail on the ANE (by default\n"
         "                         ops it rejects, unequal or too small I/O surfaces and\n"
@@ -115,6 +123,10 @@ static int parse_options(int argc, char **argv, Options *o) {
       long n = ++i < argc ? strtol(argv[i], &end, 10) : 0;
       if (i >= argc || *end || n < 1 || n > 1000000) return usage_error("%s needs a count from 1 to 1000000", a);
       o->repeat = (uint32_t)n;
+    } else if (!strcmp(a, "--check-finite")) {
+      o->check_finite = true;
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = true;
     } else if (!strcmp(a, "--no-ane-checks")) {
       o->simulate = false;
     } else if (!strcmp(a, "--no-verify")) {
@@ -231,6 +243,65 @@ static bool check_ane(const char *path, OrionProgram *p, uint32_t fn, Diag *d) {
   return true;
 }
 
+static int by_ms_desc(const void *a, const void *b) {
+  double x = (*(const CpuStmtTime *const *)a)->ms, y = (*(const CpuStmtTime *const *)b)->ms;
+  if (x != y) return x < y ? 1 : -1;
+  uint32_t i = (*(const CpuStmtTime *const *)a)->stmt, j = (*(const CpuStmtTime *const *)b)->stmt;
+  return i < j ? -1 : i > j;
+}
+
+typedef struct OpKind {
+  const char *op;
+  uint32_t count;
+  double ms;
+} OpKind;
+
+static int kind_by_ms_desc(const void *a, const void *b) {
+  const OpKind *x = a, *y = b;
+  if (x->ms != y->ms) return x->ms < y->ms ? 1 : -1;
+  return strcmp(x->op, y->op);
+}
+
+/* --profile: every op kind (statements, total time, share) and the 10
+ * slowest statements with their place in the MIL, to stderr. */
+static void print_profile(const CpuProgram *cpu, SourceSet *sources, uint32_t runs) {
+  uint32_t n = cpu_profile_count(cpu);
+  const CpuStmtTime **order = xcalloc(n + 1, sizeof *order);
+  OpKind *kinds = xcalloc(n + 1, sizeof *kinds);
+  uint32_t nk = 0;
+  double total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const CpuStmtTime *e = cpu_profile_stmt(cpu, i);
+    order[i] = e;
+    total += e->ms;
+    uint32_t k = 0;
+    while (k < nk && strcmp(kinds[k].op, e->op)) k++;
+    if (k == nk) kinds[nk++] = (OpKind){.op = e->op};
+    kinds[k].count++;
+    kinds[k].ms += e->ms;
+  }
+  qsort(kinds, nk, sizeof *kinds, kind_by_ms_desc);
+  qsort(order, n, sizeof *order, by_ms_desc);
+  fprintf(stderr, "orion-run: profile of %u run%s, %.3f ms in ops (%.3f ms per run)\n", runs, runs == 1 ? "" : "s",
+          total, total / runs);
+  fprintf(stderr, "  %-30s %6s %12s %7s\n", "op", "count", "total ms", "share");
+  for (uint32_t k = 0; k < nk; k++)
+    fprintf(stderr, "  %-30s %6u %12.3f %6.1f%%\n", kinds[k].op, kinds[k].count, kinds[k].ms,
+            total > 0 ? 100 * kinds[k].ms / total : 0.0);
+  uint32_t top = n < 10 ? n : 10;
+  fprintf(stderr, "  slowest statements:\n");
+  for (uint32_t i = 0; i < top; i++) {
+    const CpuStmtTime *e = order[i];
+    uint32_t line = 0, col = 0;
+    const SourceFile *sf = e->loc.file ? srcset_get(sources, e->loc.file) : NULL;
+    if (sf) srcset_linecol(sources, e->loc.file, e->loc.start, &line, &col);
+    fprintf(stderr, "  %12.3f ms %6.1f%%  %s:%u:%u  %s '%s'\n", e->ms, total > 0 ? 100 * e->ms / total : 0.0,
+            sf ? sf->name : "?", line, col, e->op, e->name);
+  }
+  free(order);
+  free(kinds);
+}
+
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -324,7 +395,8 @@ int main(int argc, char **argv) {
   orion_run_zero_lora_inputs(p, fn, inputs, bound);
 
   if (o.simulate && !check_ane(o.program, p, fn, &d)) goto done;
-  cpu = cpu_prepare(p, fn, o.numerics, &d);
+  CpuOptions co = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile};
+  cpu = cpu_prepare_with(p, fn, &co, &d);
   if (!cpu) goto done;
   double best = 0, total = 0;
   for (uint32_t r = 0; r < o.repeat; r++) {
@@ -337,6 +409,7 @@ int main(int argc, char **argv) {
   }
   if (o.repeat > 1)
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
+  if (o.profile) print_profile(cpu, &sources, o.repeat);
 
   struct stat st;
   if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -53,6 +53,13 @@
  * A piece of matmul is one matrix of the batch. Integer operands and other
  * convs use plain loops.
  *
+ * Attention (scaled_dot_product_attention) works one query row per piece, in
+ * double, its scores in the thread's scratch; convolutions other than the
+ * pointwise one (1-D, 2-D and 3-D alike, as 3-D) one output channel of one
+ * batch item per piece. constexpr_* ops are evaluated at prepare (and again
+ * by cpu_reload_weights) into consts. Options: check_finite scans each float
+ * result after its rounding; profile reads the clock around each statement.
+ *
  * Transcendental functions (exp, tanh, sigmoid, silu, gelu, softmax) use an
  * exp evaluated in double to about 1e-15 relative, so the float results are
  * those of the correctly rounded functions except in rare near-ties.
@@ -67,6 +74,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -161,8 +169,12 @@ struct CpuProgram {
   bool *out_direct;      /* per API output: written by its op into the caller's buffer */
   Pool pool;
   Worker *workers;
-  float **scratch;       /* per thread: panel of converted fp16 weights */
+  float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
   int64_t scratch_floats;
+  bool check_finite;
+  CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
+  uint32_t nprof;
+  uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
 };
 
 /* The state of one statement's execution. */
@@ -396,6 +408,12 @@ static bool dtype_held(MilDType t) {
 
 static bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
 
+/* Consts may also hold the small integer types that constexpr_* ops take
+ * (quantized data, zero points), stored as int32 like int32 values. */
+static bool dtype_const_ok(MilDType t) {
+  return dtype_held(t) || t == MIL_DT_INT8 || t == MIL_DT_UINT8 || t == MIL_DT_INT16 || t == MIL_DT_UINT16;
+}
+
 size_t cpu_dtype_size(MilDType t) {
   switch (t) {
   case MIL_DT_FP16: return 2;
@@ -488,7 +506,7 @@ static bool literal_val(const MilLiteral *l, Val *v, const char **why) {
     v->str = l->strings[0];
     return true;
   }
-  if (!dtype_held(t->dtype)) return *why = "has an element type the CPU backend does not hold", false;
+  if (!dtype_const_ok(t->dtype)) return *why = "has an element type the CPU backend does not hold", false;
   for (uint32_t i = 0; i < t->rank; i++)
     if (t->dims[i] < 0) return *why = "has an unknown dimension", false;
   if (l->payload != MIL_PAYLOAD_INLINE) return *why = "has no inline data", false;
@@ -730,7 +748,7 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
 
 /* ---- element-wise ---- */
 
-enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP };
+enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP, U_NOT };
 
 typedef struct UnaryJob {
   int code, gelu;
@@ -755,6 +773,7 @@ static double unary_one(const UnaryJob *j, double v) {
   case U_RSQRT: return 1 / sqrt(v + j->eps);
   case U_ABS: return fabs(v);
   case U_CLIP: return fmin(fmax(v, j->lo), j->hi);
+  case U_NOT: return v == 0;
   default: return v; /* identity */
   }
 }
@@ -817,12 +836,18 @@ static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
   }
   if (!ok) return false;
   if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
+  if (code == U_NOT && (a->dt != MIL_DT_BOOL || out->dt != MIL_DT_BOOL))
+    return fail(x, "takes and returns bool, not %s and %s", mil_dtype_name(a->dt), mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
   par_for(x->c, out->n, GRAIN, unary_task, &j);
   return true;
 }
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN };
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, /* comparisons, bool results: */ B_EQ, B_NE, B_LT, B_LE, B_GT,
+       B_GE, /* bool operands and results: */ B_AND, B_OR, B_XOR };
+
+static bool is_compare(int code) { return code >= B_EQ && code <= B_GE; }
+static bool is_logical(int code) { return code >= B_AND; }
 
 /* One broadcast element-wise op over a collapsed shape: rows of `inner`
  * output elements, operand a (b) advancing by sa (sb) along a row and
@@ -846,7 +871,33 @@ static double bin_one(int code, double u, double v, bool integer) {
   case B_DIV: return integer ? (v == 0 ? 0 : trunc(u / v)) : u / v;
   case B_POW: return pow(u, v);
   case B_MAX: return isnan(u) || isnan(v) ? (double)NAN : fmax(u, v);
-  default: return isnan(u) || isnan(v) ? (double)NAN : fmin(u, v);
+  case B_MIN: return isnan(u) || isnan(v) ? (double)NAN : fmin(u, v);
+  /* IEEE comparisons, as NumPy's: NaN is unequal to everything. */
+  case B_EQ: return u == v;
+  case B_NE: return u != v;
+  case B_LT: return u < v;
+  case B_LE: return u <= v;
+  case B_GT: return u > v;
+  case B_GE: return u >= v;
+  case B_AND: return u != 0 && v != 0;
+  case B_OR: return u != 0 || v != 0;
+  default: return (u != 0) != (v != 0); /* xor */
+  }
+}
+
+/* A comparison of float rows into bool (0/1 int32) results. */
+#define CMP_LOOP(OP)                                                                                                   \
+  for (int64_t i = 0; i < n; i++) o[i] = a[i * sa] OP b[i * sb]
+
+static void cmp_row(int code, const float *restrict a, int64_t sa, const float *restrict b, int64_t sb,
+                    int32_t *restrict o, int64_t n) {
+  switch (code) {
+  case B_EQ: CMP_LOOP(==); break;
+  case B_NE: CMP_LOOP(!=); break;
+  case B_LT: CMP_LOOP(<); break;
+  case B_LE: CMP_LOOP(<=); break;
+  case B_GT: CMP_LOOP(>); break;
+  default: CMP_LOOP(>=); break;
   }
 }
 
@@ -907,6 +958,10 @@ static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       bin_row(j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, fp(j->o) + oo, n);
       continue;
     }
+    if (is_compare(j->code) && j->a->st == ST_F32 && j->b->st == ST_F32) {
+      cmp_row(j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, (int32_t *)j->o->p + oo, n);
+      continue;
+    }
     for (int64_t i = 0; i < n; i++)
       st(j->o, oo + i, bin_one(j->code, ld(j->a, oa + i * j->sa), ld(j->b, ob + i * j->sb), integer));
   }
@@ -938,6 +993,13 @@ static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
   const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
   if (!ok) return false;
   if (a->st == ST_STR || b->st == ST_STR) return fail(x, "operands must be tensors");
+  if (is_compare(code) && out->dt != MIL_DT_BOOL)
+    return fail(x, "returns bool, but the result is declared %s", mil_dtype_name(out->dt));
+  if (is_logical(code) && (a->dt != MIL_DT_BOOL || b->dt != MIL_DT_BOOL || out->dt != MIL_DT_BOOL))
+    return fail(x, "takes and returns bool, not %s and %s into %s", mil_dtype_name(a->dt), mil_dtype_name(b->dt),
+                mil_dtype_name(out->dt));
+  if (!is_compare(code) && !is_logical(code) && out->dt == MIL_DT_BOOL)
+    return fail(x, "does not return bool");
   BinJob j = {.code = code, .a = a, .b = b, .o = out};
   if (!bcast_strides(x, a, out, j.ast) || !bcast_strides(x, b, out, j.bst)) return false;
   if (out->n == 0) return true;
@@ -1417,6 +1479,49 @@ static bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* slice_by_size: x[begin[i] : begin[i] + size[i]] per dimension; a negative
+ * begin counts from the end, size -1 takes the rest. begin and size may be
+ * runtime values, so a slice out of range is an error at run time. */
+static bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  int64_t beg[MIL_MAX_RANK], size[MIL_MAX_RANK], dims[MIL_MAX_RANK], st_[MIL_MAX_RANK];
+  uint32_t nb, ns;
+  if (ok && (!find_arg(x->s, "begin") || !find_arg(x->s, "size"))) return fail(x, "needs begin and size");
+  ints_arg(x, "begin", beg, MIL_MAX_RANK, &nb, &ok);
+  ints_arg(x, "size", size, MIL_MAX_RANK, &ns, &ok);
+  if (!ok) return false;
+  if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
+  uint32_t r = a->rank;
+  if (nb != r || ns != r) return fail(x, "begin and size need %u entries each (they have %u and %u)", r, nb, ns);
+  for (uint32_t i = 0; i < r; i++) {
+    int64_t D = a->dims[i], b = beg[i] < 0 && beg[i] >= -D ? beg[i] + D : beg[i];
+    if (b < 0 || b > D)
+      return fail(x, "begin %lld is out of range for dimension %u of size %lld", (long long)beg[i], i, (long long)D);
+    if (size[i] == -1) size[i] = D - b;
+    if (size[i] < 0 || size[i] > D - b)
+      return fail(x, "size %lld from begin %lld does not fit dimension %u of size %lld", (long long)size[i],
+                  (long long)beg[i], i, (long long)D);
+    beg[i] = b;
+    dims[i] = size[i];
+  }
+  if (!expect_shape(x, out, dims, r) || !same_class(x, a, out)) return false;
+  if (a->st == ST_H16) return fail(x, "fp16 weights are not sliced in place"); /* the plan prevents this */
+  strides_of(a->dims, r, st_);
+  int64_t base = 0;
+  for (uint32_t i = 0; i < r; i++) base += beg[i] * st_[i];
+  const uint32_t *in = u32(a);
+  uint32_t *o = u32(out);
+  if (r == 0) {
+    o[0] = in[0];
+    return true;
+  }
+  int64_t len = dims[r - 1], rows = len ? out->n / len : 0;
+  for (int64_t i = 0; i < rows; i++) memcpy(o + i * len, in + base + offset_at(i, dims, r - 1, st_), (size_t)len * 4);
+  return true;
+}
+
 static bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code;
   bool ok = true;
@@ -1715,82 +1820,196 @@ static bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
-/* conv with 1 or 2 spatial dims (a 1-D conv is a 2-D one of height 1). */
+/* scaled_dot_product_attention (iOS18): softmax(Q K^T / sqrt(E) + M) V over
+ * the last two dims (batch dims equal). A bool mask keeps a score where it is
+ * true (-inf elsewhere), a float mask is added. One item is one query row,
+ * computed in double with its scores in the thread's scratch (planned at
+ * prepare) and rounded once; a row whose every score is masked is NaN, as
+ * softmax over nothing but -inf is. */
+typedef struct SdpaJob {
+  const CpuProgram *c;
+  const Val *q, *k, *v, *m;
+  Val *o;
+  int64_t L, S, E, EV;
+  double scale;
+  uint32_t srank;                                    /* the scores' rank (q's) */
+  int64_t sdims[MIL_MAX_RANK], mst[MIL_MAX_RANK];    /* the scores' shape; the mask's strides in it */
+} SdpaJob;
+
+static void sdpa_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const SdpaJob *j = arg;
+  double *sc = (double *)(void *)j->c->scratch[tid];
+  int64_t S = j->S, E = j->E, EV = j->EV;
+  bool mbool = j->m && j->m->dt == MIL_DT_BOOL;
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t b = row / j->L;
+    const float *q = fp(j->q) + row * E, *k = fp(j->k) + b * S * E, *v = fp(j->v) + b * S * EV;
+    double mx = -HUGE_VAL;
+    bool nan = false;
+    for (int64_t s = 0; s < S; s++) {
+      double dot = 0;
+      for (int64_t e = 0; e < E; e++) dot += (double)q[e] * (double)k[s * E + e];
+      double t = dot * j->scale;
+      if (j->m) {
+        double mv = ld(j->m, offset_at(row * S + s, j->sdims, j->srank, j->mst));
+        t = mbool ? (mv != 0 ? t : -HUGE_VAL) : t + mv;
+      }
+      sc[s] = t;
+      nan |= isnan(t);
+      mx = t > mx ? t : mx;
+    }
+    if (nan || mx == -HUGE_VAL || mx == HUGE_VAL) mx = NAN; /* the whole row is NaN */
+    double sum = 0;
+    for (int64_t s = 0; s < S; s++) sum += sc[s] = sc[s] == -HUGE_VAL && mx == mx ? 0 : exp_d(sc[s] - mx);
+    for (int64_t ev = 0; ev < EV; ev++) {
+      double acc = 0;
+      for (int64_t s = 0; s < S; s++) acc += sc[s] * (double)v[s * EV + ev];
+      st(j->o, row * EV + ev, acc / sum);
+    }
+  }
+}
+
+static bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *q = req_arg(x, "query", &ok), *k = req_arg(x, "key", &ok), *v = req_arg(x, "value", &ok);
+  const Val *m = opt_arg(x, "attn_mask", &ok);
+  if (!ok) return false;
+  if (q->st != ST_F32 || k->st != ST_F32 || v->st != ST_F32 || out->st != ST_F32)
+    return fail(x, "query, key, value and the result must be fp16 or fp32");
+  uint32_t r = q->rank;
+  if (r < 3 || k->rank != r || v->rank != r)
+    return fail(x, "query, key and value must have the same rank, 3 or more (they have %u, %u and %u)", q->rank,
+                k->rank, v->rank);
+  for (uint32_t i = 0; i + 2 < r; i++)
+    if (k->dims[i] != q->dims[i] || v->dims[i] != q->dims[i])
+      return fail(x, "query, key and value differ in batch dimension %u", i);
+  SdpaJob j = {.c = x->c, .q = q, .k = k, .v = v, .m = m, .o = out, .L = q->dims[r - 2], .S = k->dims[r - 2],
+               .E = q->dims[r - 1], .EV = v->dims[r - 1], .srank = r};
+  if (k->dims[r - 1] != j.E) return fail(x, "key has %lld features per row but query %lld", (long long)k->dims[r - 1], (long long)j.E);
+  if (v->dims[r - 2] != j.S) return fail(x, "value has %lld rows but key %lld", (long long)v->dims[r - 2], (long long)j.S);
+  int64_t dims[MIL_MAX_RANK];
+  memcpy(dims, q->dims, sizeof dims);
+  dims[r - 1] = j.EV;
+  if (!expect_shape(x, out, dims, r)) return false;
+  if (m) {
+    if (m->st == ST_STR || (m->dt != MIL_DT_BOOL && !is_float(m->dt))) return fail(x, "attn_mask must be bool, fp16 or fp32");
+    Val sv = {.rank = r};
+    memcpy(sv.dims, q->dims, sizeof sv.dims);
+    sv.dims[r - 1] = j.S;
+    if (!bcast_strides(x, m, &sv, j.mst)) return false;
+    memcpy(j.sdims, sv.dims, sizeof j.sdims);
+  }
+  j.scale = j.E > 0 ? 1 / sqrt((double)j.E) : 1;
+  if (2 * j.S > x->c->scratch_floats) return fail(x, "no scratch planned for %lld keys", (long long)j.S); /* prepare plans it */
+  int64_t rows = j.EV ? out->n / j.EV : 0; /* batch x L query rows */
+  int64_t per = j.S * (j.E + j.EV) + 1;
+  par_for(x->c, rows, (GRAIN + per - 1) / per, sdpa_task, &j);
+  return true;
+}
+
+/* conv with 1, 2 or 3 spatial dims, all as 3-D ones (a 2-D conv has depth 1,
+ * a 1-D one depth and height 1). Outside the pointwise case, one item is one
+ * output channel of one batch item, summed in double in a fixed order. */
+typedef struct ConvJob {
+  const Val *a, *w, *b;
+  Val *o;
+  int64_t C, O, CG, OG;
+  int64_t D[3], K[3], OD[3], st[3], dl[3], before[3];
+} ConvJob;
+
+static void conv_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const ConvJob *j = arg;
+  const int64_t *D = j->D, *K = j->K, *OD = j->OD;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / j->O, o = it % j->O, g = o / j->OG;
+    for (int64_t oz = 0; oz < OD[0]; oz++)
+      for (int64_t oy = 0; oy < OD[1]; oy++)
+        for (int64_t ox = 0; ox < OD[2]; ox++) {
+          double s = j->b ? ld(j->b, o) : 0;
+          for (int64_t c = 0; c < j->CG; c++)
+            for (int64_t kz = 0; kz < K[0]; kz++) {
+              int64_t iz = oz * j->st[0] - j->before[0] + kz * j->dl[0];
+              if (iz < 0 || iz >= D[0]) continue;
+              for (int64_t ky = 0; ky < K[1]; ky++) {
+                int64_t iy = oy * j->st[1] - j->before[1] + ky * j->dl[1];
+                if (iy < 0 || iy >= D[1]) continue;
+                int64_t ibase = (((nn * j->C + g * j->CG + c) * D[0] + iz) * D[1] + iy) * D[2];
+                int64_t wbase = (((o * j->CG + c) * K[0] + kz) * K[1] + ky) * K[2];
+                for (int64_t kx = 0; kx < K[2]; kx++) {
+                  int64_t ix = ox * j->st[2] - j->before[2] + kx * j->dl[2];
+                  if (ix < 0 || ix >= D[2]) continue;
+                  s += ld(j->a, ibase + ix) * ld(j->w, wbase + kx);
+                }
+              }
+            }
+          st(j->o, (((nn * j->O + o) * OD[0] + oz) * OD[1] + oy) * OD[2] + ox, s);
+        }
+  }
+}
+
 static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
   if (!ok) return false;
-  if (a->rank < 3 || a->rank > 4 || w->rank != a->rank)
-    return fail(x, "only 1-D and 2-D convolutions are supported (x and weight of rank 3 or 4)");
-  uint32_t S = a->rank - 2;
-  int64_t str[2] = {1, 1}, dil[2] = {1, 1}, tmp[4] = {0};
+  if (a->rank < 3 || a->rank > 5 || w->rank != a->rank)
+    return fail(x, "x and weight must both have rank 3, 4 or 5 (a 1-D, 2-D or 3-D convolution)");
+  uint32_t S = a->rank - 2, lead = 3 - S; /* spatial dims, and the unit dims put before them */
+  ConvJob j = {.a = a, .w = w, .b = b, .o = out, .D = {1, 1, 1}, .K = {1, 1, 1}, .st = {1, 1, 1}, .dl = {1, 1, 1}};
+  int64_t tmp[6] = {0}, total[3] = {0, 0, 0};
   uint32_t n;
-  if (ints_arg(x, "strides", tmp, 2, &n, &ok) && n == S) memcpy(str, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, "strides", tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
   else if (ok && n) return fail(x, "strides needs %u entries", S);
-  if (ints_arg(x, "dilations", tmp, 2, &n, &ok) && n == S) memcpy(dil, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, "dilations", tmp, 3, &n, &ok) && n == S) memcpy(j.dl + lead, tmp, S * sizeof(int64_t));
   else if (ok && n) return fail(x, "dilations needs %u entries", S);
   int64_t groups = to_index(scalar_arg(x, "groups", 1, &ok));
   const char *pt = string_arg(x, "pad_type", "valid", &ok);
-  bool has_pad = ints_arg(x, "pad", tmp, 4, &n, &ok);
+  bool has_pad = ints_arg(x, "pad", tmp, 6, &n, &ok);
   if (!ok) return false;
   int64_t N = a->dims[0], C = a->dims[1], O = w->dims[0], CG = w->dims[1];
-  int64_t D[2] = {S == 2 ? a->dims[2] : 1, a->dims[a->rank - 1]}, Kd[2] = {S == 2 ? w->dims[2] : 1, w->dims[w->rank - 1]};
-  int64_t st2[2] = {S == 2 ? str[0] : 1, str[S - 1]}, dl2[2] = {S == 2 ? dil[0] : 1, dil[S - 1]};
-  int64_t before[2] = {0, 0}, total[2] = {0, 0};
+  for (uint32_t i = 0; i < S; i++) j.D[lead + i] = a->dims[2 + i], j.K[lead + i] = w->dims[2 + i];
   if (groups < 1 || C % groups || O % groups || CG != C / groups)
     return fail(x, "groups %lld does not fit %lld input channels and a weight of %lld per group", (long long)groups,
                 (long long)C, (long long)CG);
   if (b && b->n != O) return fail(x, "bias must have %lld elements", (long long)O);
-  for (uint32_t i = 0; i < 2; i++) {
-    if (st2[i] < 1 || dl2[i] < 1) return fail(x, "strides and dilations must be positive");
-    int64_t ek = (Kd[i] - 1) * dl2[i] + 1;
-    uint32_t si = S == 2 ? i : 0; /* index into the MIL pad list */
-    if (!strcmp(pt, "valid")) continue;
-    if (!strcmp(pt, "custom")) {
-      if (!has_pad || n != 2 * S) return fail(x, "pad_type custom needs pad with %u entries", 2 * S);
-      if (S == 1 && i == 0) continue;
-      before[i] = tmp[2 * si], total[i] = tmp[2 * si] + tmp[2 * si + 1];
-    } else if (!strcmp(pt, "same") || !strcmp(pt, "same_lower")) {
-      int64_t outd = (D[i] + st2[i] - 1) / st2[i], p = outd * st2[i] - D[i] + ek - st2[i];
+  bool custom = !strcmp(pt, "custom"), same = !strcmp(pt, "same"), lower = !strcmp(pt, "same_lower");
+  if (!custom && !same && !lower && strcmp(pt, "valid")) return fail(x, "unknown pad_type '%s'", pt);
+  if (custom && (!has_pad || n != 2 * S)) return fail(x, "pad_type custom needs pad with %u entries", 2 * S);
+  for (uint32_t i = 0; i < 3; i++) {
+    if (j.st[i] < 1 || j.dl[i] < 1) return fail(x, "strides and dilations must be positive");
+    int64_t ek = (j.K[i] - 1) * j.dl[i] + 1;
+    if (i < lead) continue;
+    uint32_t si = i - lead; /* index into the MIL pad list */
+    if (custom) {
+      if (tmp[2 * si] < 0 || tmp[2 * si + 1] < 0) return fail(x, "pad entries must not be negative");
+      j.before[i] = tmp[2 * si], total[i] = tmp[2 * si] + tmp[2 * si + 1];
+    } else if (same || lower) {
+      int64_t outd = (j.D[i] + j.st[i] - 1) / j.st[i], p = outd * j.st[i] - j.D[i] + ek - j.st[i];
       total[i] = p > 0 ? p : 0;
-      before[i] = !strcmp(pt, "same") ? total[i] / 2 : total[i] - total[i] / 2;
-    } else {
-      return fail(x, "unknown pad_type '%s'", pt);
+      j.before[i] = same ? total[i] / 2 : total[i] - total[i] / 2;
     }
   }
-  int64_t OD[2];
-  for (uint32_t i = 0; i < 2; i++) OD[i] = (D[i] + total[i] - ((Kd[i] - 1) * dl2[i] + 1)) / st2[i] + 1;
-  int64_t dims[4] = {N, O, OD[0], OD[1]};
-  if (S == 1) dims[2] = OD[1];
+  int64_t dims[5] = {N, O};
+  for (uint32_t i = 0; i < 3; i++) {
+    j.OD[i] = (j.D[i] + total[i] - ((j.K[i] - 1) * j.dl[i] + 1)) / j.st[i] + 1;
+    if (i >= lead) dims[2 + i - lead] = j.OD[i];
+  }
   if (!expect_shape(x, out, dims, a->rank)) return false;
-  int64_t OG = O / groups;
-  if (groups == 1 && Kd[0] == 1 && Kd[1] == 1 && st2[0] == 1 && st2[1] == 1 && total[0] == 0 && total[1] == 0 &&
-      out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) && (!b || b->st != ST_STR)) {
+  bool pointwise = true;
+  for (uint32_t i = 0; i < 3; i++) pointwise = pointwise && j.K[i] == 1 && j.st[i] == 1 && total[i] == 0;
+  if (groups == 1 && pointwise && out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) &&
+      (!b || b->st != ST_STR)) {
     /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
-    WJob j = {.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = D[0] * D[1]};
-    wgemm(x, &j, N);
+    WJob wj = {.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = j.D[0] * j.D[1] * j.D[2]};
+    wgemm(x, &wj, N);
     return true;
   }
-  for (int64_t nn = 0; nn < N; nn++)
-    for (int64_t o = 0; o < O; o++) {
-      int64_t g = o / OG;
-      for (int64_t oy = 0; oy < OD[0]; oy++)
-        for (int64_t ox = 0; ox < OD[1]; ox++) {
-          double s = b ? ld(b, o) : 0;
-          for (int64_t c = 0; c < CG; c++)
-            for (int64_t ky = 0; ky < Kd[0]; ky++) {
-              int64_t iy = oy * st2[0] - before[0] + ky * dl2[0];
-              if (iy < 0 || iy >= D[0]) continue;
-              for (int64_t kx = 0; kx < Kd[1]; kx++) {
-                int64_t ix = ox * st2[1] - before[1] + kx * dl2[1];
-                if (ix < 0 || ix >= D[1]) continue;
-                s += ld(a, ((nn * C + g * CG + c) * D[0] + iy) * D[1] + ix) * ld(w, ((o * CG + c) * Kd[0] + ky) * Kd[1] + kx);
-              }
-            }
-          st(out, ((nn * O + o) * OD[0] + oy) * OD[1] + ox, s);
-        }
-    }
+  if (out->n == 0) return true;
+  j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
+  int64_t per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;
+  par_for(x->c, N * O, (GRAIN + per - 1) / per, conv_task, &j);
   return true;
 }
 
@@ -1816,6 +2035,16 @@ static const OpEntry op_table[] = {
     {"pow", k_binary, B_POW},
     {"maximum", k_binary, B_MAX},
     {"minimum", k_binary, B_MIN},
+    {"equal", k_binary, B_EQ},
+    {"not_equal", k_binary, B_NE},
+    {"less", k_binary, B_LT},
+    {"less_equal", k_binary, B_LE},
+    {"greater", k_binary, B_GT},
+    {"greater_equal", k_binary, B_GE},
+    {"logical_and", k_binary, B_AND},
+    {"logical_or", k_binary, B_OR},
+    {"logical_xor", k_binary, B_XOR},
+    {"logical_not", k_unary, U_NOT},
     {"select", k_select, 0},
     {"cast", k_cast, 0},
     {"softmax", k_softmax, 0},
@@ -1826,10 +2055,12 @@ static const OpEntry op_table[] = {
     {"reshape", k_copy, 0},
     {"transpose", k_transpose, 0},
     {"slice_by_index", k_slice, 0},
+    {"slice_by_size", k_slice_size, 0},
     {"split", k_split, 0},
     {"concat", k_concat, 0},
     {"gather", k_gather, 0},
     {"matmul", k_matmul, 0},
+    {"scaled_dot_product_attention", k_sdpa, 0},
     {"linear", k_linear, 0},
     {"conv", k_conv, 0},
 };
@@ -1845,7 +2076,9 @@ static const OpEntry *find_op(const char *name) {
 /* ---- preparing ---- */
 
 static bool check_type(Diag *d, const MilType *t, SrcSpan loc, const char *what, const char *name, bool allow_string) {
-  if (t->kind != MIL_TYPE_TENSOR || !(dtype_held(t->dtype) || (allow_string && t->dtype == MIL_DT_STRING))) {
+  /* allow_string: a const's result, which may also be a small integer type */
+  if (t->kind != MIL_TYPE_TENSOR ||
+      !(dtype_held(t->dtype) || (allow_string && (t->dtype == MIL_DT_STRING || dtype_const_ok(t->dtype))))) {
     StrBuf sb;
     sb_init(&sb);
     mil_type_print(t, &sb);
@@ -1963,6 +2196,219 @@ static bool prepare_const(CpuProgram *c, uint32_t si, Diag *d) {
   return true;
 }
 
+/* ---- constexpr_* ops: evaluated at prepare (and on reload) like consts ----
+ *
+ * Their inputs are constants, written as attributes (the iOS16/17 form, with
+ * a BLOBFILE for the data) or as arguments naming consts or literals (the
+ * iOS18 form). Each result is computed in double and rounded once to its
+ * declared dtype, as the op defines it (NumPy's astype to the scale's dtype). */
+
+typedef struct CxIn {
+  MilDType dt;
+  uint32_t rank;
+  int64_t dims[MIL_MAX_RANK];
+  int64_t n;
+  const Val *v;          /* a const's value (an argument), or */
+  const MilLiteral *lit; /* an inline attribute, or */
+  const OrionWeight *w;  /* a BLOBFILE attribute */
+  const char *str;       /* a string, whichever form */
+} CxIn;
+
+static double cx_ld(const CxIn *in, int64_t i) {
+  if (in->v) return ld(in->v, i);
+  if (in->lit) {
+    const MilLiteral *l = in->lit;
+    uint64_t k = l->count == 1 ? 0 : (uint64_t)i;
+    return l->floats ? l->floats[k] : l->ints ? (double)l->ints[k] : l->bools ? (l->bools[k] ? 1.0 : 0.0) : 0.0;
+  }
+  const unsigned char *p = in->w->data;
+  switch (in->w->dtype) {
+  case MIL_DT_FP16: {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return (double)fp16_to_float(h);
+  }
+  case MIL_DT_FP32: {
+    float f;
+    memcpy(&f, p + 4 * i, 4);
+    return (double)f;
+  }
+  case MIL_DT_INT32: {
+    int32_t k;
+    memcpy(&k, p + 4 * i, 4);
+    return k;
+  }
+  case MIL_DT_INT8: return (int8_t)p[i];
+  default: return p[i]; /* uint8 */
+  }
+}
+
+/* Input `name` of constexpr statement x->s: an argument (which must be a
+ * const) or an attribute. False (reported when required) if absent or bad. */
+static bool cx_input(Ctx *x, const char *name, bool required, CxIn *in) {
+  const CpuProgram *c = x->c;
+  memset(in, 0, sizeof *in);
+  const MilArg *a = find_arg(x->s, name);
+  if (a) {
+    if (a->is_list || a->nitems != 1) return fail(x, "argument '%s' must be a single value", name);
+    uint32_t slot = c->opslot[c->argstart[c->argbase[x->si] + (uint32_t)(a - x->s->args)]];
+    uint8_t kind = c->slots[slot].kind;
+    if (kind != SK_CONST && kind != SK_STR) return fail(x, "argument '%s' must be a constant", name);
+    const Val *v = &c->vals[slot];
+    if (kind == SK_STR) in->str = v->str;
+    else in->v = v;
+    in->dt = v->dt, in->rank = v->rank, in->n = v->n;
+    memcpy(in->dims, v->dims, sizeof in->dims);
+    return true;
+  }
+  const MilAttr *at = mil_find_attr(x->s->attrs, x->s->nattrs, name);
+  if (!at || !at->value) return required ? fail(x, "missing input '%s'", name) : false;
+  const MilLiteral *l = at->value;
+  const MilType *t = &l->type;
+  if (t->kind != MIL_TYPE_TENSOR) return fail(x, "input '%s' is not a tensor", name);
+  in->dt = t->dtype, in->rank = t->rank, in->n = elements(t->dims, t->rank);
+  memcpy(in->dims, t->dims, sizeof in->dims);
+  if (l->payload == MIL_PAYLOAD_BLOB) {
+    for (uint32_t i = 0; i < orion_weight_count(c->prog, c->fn); i++) {
+      const OrionWeight *w = orion_weight(c->prog, c->fn, i);
+      if (w->stmt == x->si && !strcmp(w->attr, name)) in->w = w;
+    }
+    if (!in->w) return fail(x, "the BLOBFILE of input '%s' was not loaded", name);
+    return true;
+  }
+  if (l->payload != MIL_PAYLOAD_INLINE) return fail(x, "input '%s' has no value", name);
+  if (t->dtype == MIL_DT_STRING) {
+    if (l->count != 1 || !l->strings) return fail(x, "input '%s' must be one string", name);
+    in->str = l->strings[0];
+    return true;
+  }
+  if (!dtype_const_ok(t->dtype)) return fail(x, "input '%s' has the unsupported element type %s", name, mil_dtype_name(t->dtype));
+  if (l->count != (uint64_t)in->n && l->count != 1) return fail(x, "input '%s' has the wrong number of elements", name);
+  in->lit = l;
+  return true;
+}
+
+static bool cx_numeric(Ctx *x, const char *name, const CxIn *in) {
+  if (in->str) return fail(x, "input '%s' must be a tensor, not a string", name);
+  return true;
+}
+
+/* Stores r as element i of the constexpr result v, rounded to its dtype. */
+static void cx_st(Val *v, int64_t i, double r) {
+  st(v, i, v->dt == MIL_DT_FP16 ? (double)fp16_to_float(fp16_from_double(r)) : r);
+}
+
+/* The element of a per-axis parameter p (a scalar, or a vector along `axis`)
+ * for element i of a tensor of dims. */
+static int64_t along(const CxIn *p, int64_t i, const int64_t *dims, uint32_t rank, uint32_t axis) {
+  if (p->n == 1) return 0;
+  return (i / elements(dims + axis + 1, rank - axis - 1)) % dims[axis];
+}
+
+/* constexpr_affine_dequantize (iOS16): scale * (quantized_data - zero_point),
+ * scale and zero_point scalars or vectors along axis. */
+static bool cx_affine(Ctx *x, Val *out) {
+  CxIn q, zp, sc, ax;
+  if (!cx_input(x, "quantized_data", true, &q) || !cx_input(x, "zero_point", true, &zp) ||
+      !cx_input(x, "scale", true, &sc) || !cx_input(x, "axis", true, &ax) || !cx_numeric(x, "quantized_data", &q) ||
+      !cx_numeric(x, "zero_point", &zp) || !cx_numeric(x, "scale", &sc) || !cx_numeric(x, "axis", &ax))
+    return false;
+  if (q.dt != MIL_DT_INT8 && q.dt != MIL_DT_UINT8)
+    return fail(x, "quantized_data must be int8 or uint8, not %s", mil_dtype_name(q.dt));
+  if (sc.dt != out->dt) return fail(x, "scale is %s but the result is declared %s", mil_dtype_name(sc.dt), mil_dtype_name(out->dt));
+  if (ax.n != 1) return fail(x, "axis must be a scalar");
+  uint32_t axis = 0;
+  if (!norm_axis(x, to_index(cx_ld(&ax, 0)), q.rank, &axis) || !expect_shape(x, out, q.dims, q.rank)) return false;
+  const CxIn *p[2] = {&sc, &zp};
+  for (int k = 0; k < 2; k++)
+    if (p[k]->rank > 1 || (p[k]->rank == 1 && p[k]->n != q.dims[axis]))
+      return fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", k ? "zero_point" : "scale",
+                  (long long)q.dims[axis], axis);
+  for (int64_t i = 0; i < out->n; i++) {
+    double zv = cx_ld(&zp, along(&zp, i, q.dims, q.rank, axis)), sv = cx_ld(&sc, along(&sc, i, q.dims, q.rank, axis));
+    cx_st(out, i, sv * (cx_ld(&q, i) - zv));
+  }
+  return true;
+}
+
+/* constexpr_cast (iOS16): source_val converted to output_dtype. */
+static bool cx_cast(Ctx *x, Val *out) {
+  CxIn src, to;
+  if (!cx_input(x, "source_val", true, &src) || !cx_input(x, "output_dtype", true, &to) ||
+      !cx_numeric(x, "source_val", &src))
+    return false;
+  if (!to.str) return fail(x, "output_dtype must be a string");
+  if (mil_dtype_from_name(to.str, strlen(to.str)) != out->dt)
+    return fail(x, "casts to '%s' but the result is declared %s", to.str, mil_dtype_name(out->dt));
+  if (!expect_shape(x, out, src.dims, src.rank)) return false;
+  for (int64_t i = 0; i < out->n; i++) cx_st(out, i, cx_ld(&src, i));
+  return true;
+}
+
+/* constexpr_blockwise_shift_scale (iOS18): scale * (data - offset), scale and
+ * offset of data's rank with each dim dividing data's: one value per block. */
+static bool cx_blockwise(Ctx *x, Val *out) {
+  CxIn data, sc, off;
+  if (!cx_input(x, "data", true, &data) || !cx_input(x, "scale", true, &sc) || !cx_numeric(x, "data", &data) ||
+      !cx_numeric(x, "scale", &sc))
+    return false;
+  bool has_off = find_arg(x->s, "offset") || mil_find_attr(x->s->attrs, x->s->nattrs, "offset");
+  if (has_off && (!cx_input(x, "offset", true, &off) || !cx_numeric(x, "offset", &off))) return false;
+  if (sc.dt != out->dt) return fail(x, "scale is %s but the result is declared %s", mil_dtype_name(sc.dt), mil_dtype_name(out->dt));
+  if (!expect_shape(x, out, data.dims, data.rank)) return false;
+  int64_t blk[MIL_MAX_RANK], sst[MIL_MAX_RANK];
+  if (sc.rank != data.rank || (has_off && (off.rank != sc.rank || off.n != sc.n)))
+    return fail(x, "scale (and offset) must have the rank of data, %u", data.rank);
+  for (uint32_t i = 0; i < data.rank; i++) {
+    if (sc.dims[i] < 1 || data.dims[i] % sc.dims[i] || (has_off && off.dims[i] != sc.dims[i]))
+      return fail(x, "dimension %u of scale (%lld) does not divide data's (%lld)", i, (long long)sc.dims[i],
+                  (long long)data.dims[i]);
+    blk[i] = data.dims[i] / sc.dims[i];
+  }
+  strides_of(sc.dims, sc.rank, sst);
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t rem = i, k = 0;
+    for (uint32_t d = data.rank; d-- > 0;) {
+      k += (rem % data.dims[d]) / blk[d] * sst[d];
+      rem /= data.dims[d];
+    }
+    cx_st(out, i, cx_ld(&sc, k) * (cx_ld(&data, i) - (has_off ? cx_ld(&off, k) : 0)));
+  }
+  return true;
+}
+
+typedef bool (*CxFn)(Ctx *x, Val *out);
+
+static const struct {
+  const char *name;
+  CxFn fn;
+} cx_table[] = {
+    {"constexpr_affine_dequantize", cx_affine},
+    {"constexpr_cast", cx_cast},
+    {"constexpr_blockwise_shift_scale", cx_blockwise},
+};
+
+static CxFn find_cx(const char *name) {
+  for (size_t i = 0; i < sizeof cx_table / sizeof cx_table[0]; i++)
+    if (!strcmp(cx_table[i].name, name)) return cx_table[i].fn;
+  return NULL;
+}
+
+/* Evaluates every constexpr statement, in order (one may use another's result). */
+static bool eval_constexprs(CpuProgram *c, Diag *d) {
+  bool ok = true;
+  for (uint32_t si = 0; si < c->f->nstmts; si++) {
+    const MilStmt *s = &c->f->stmts[si];
+    if (c->ops[si] || strncmp(s->op, "constexpr_", 10)) continue;
+    uint32_t slot = c->base[si];
+    const_owned(c, slot, 4);
+    Ctx x = {.c = c, .vals = c->vals, .d = d, .s = s, .si = si};
+    if (s->nresults != 1) ok = fail(&x, "must have one result");
+    else ok = find_cx(s->op)(&x, &c->vals[slot]) && ok;
+  }
+  return ok;
+}
+
 static uint32_t root_of(const CpuProgram *c, uint32_t s) {
   while (c->slots[s].kind == SK_VIEW) s = c->slots[s].src;
   return s;
@@ -2075,6 +2521,7 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   c->fn = fn;
   c->f = orion_function_mil(p, fn);
   c->mode = opt->numerics;
+  c->check_finite = opt->check_finite;
   const MilFunc *f = c->f;
   bool ok = true;
   if (orion_function_has_dynamic_shapes(p, fn)) {
@@ -2148,6 +2595,11 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
       ok = ok && types_ok && prepare_const(c, i, d);
       continue;
     }
+    if (!strncmp(s->op, "constexpr_", 10) && find_cx(s->op)) {
+      c->slots[c->base[i]].kind = SK_CONST; /* evaluated once the consts are read */
+      ok = ok && types_ok;
+      continue;
+    }
     if (!(c->ops[i] = find_op(s->op))) {
       diag_error(d, s->op_loc, "op '%s' is not supported by the CPU backend", s->op);
       ok = false;
@@ -2203,6 +2655,19 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   for (uint32_t s = 0; s < c->nslots; s++)
     if (c->slots[s].kind == SK_CONST && c->slots[s].weight >= 0)
       const_from_weight(c, s, orion_weight(p, fn, (uint32_t)c->slots[s].weight));
+  if (!eval_constexprs(c, d)) {
+    cpu_free(c);
+    return NULL;
+  }
+  /* sdpa keeps one row of scores per thread, as doubles in the scratch. */
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    const MilArg *ka = find_arg(&f->stmts[si], "key");
+    if (c->ops[si] && !strcmp(f->stmts[si].op, "scaled_dot_product_attention") && ka && ka->nitems == 1) {
+      const Val *k = &c->vals[c->opslot[c->argstart[c->argbase[si] + (uint32_t)(ka - f->stmts[si].args)]]];
+      int64_t need = k->rank >= 2 ? 2 * k->dims[k->rank - 2] : 0;
+      if (need > c->scratch_floats) c->scratch_floats = need;
+    }
+  }
   for (uint32_t i = 0; i < c->nout; i++) {
     uint32_t r = root_of(c, c->out_slot[i]);
     c->out_root[i] = r;
@@ -2214,6 +2679,16 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   c->arena_bytes = plan_buffers(c);
   c->arena = aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
   if (!c->arena) c->arena = xmalloc(c->arena_bytes ? c->arena_bytes : 64);
+  if (opt->profile) {
+    c->prof = xcalloc(f->nstmts + 1, sizeof *c->prof);
+    c->prof_of = xcalloc(f->nstmts + 1, sizeof *c->prof_of);
+    for (uint32_t si = 0; si < f->nstmts; si++) {
+      const MilStmt *s = &f->stmts[si];
+      c->prof_of[si] = c->ops[si] ? c->nprof : UINT32_MAX;
+      if (c->ops[si])
+        c->prof[c->nprof++] = (CpuStmtTime){.stmt = si, .op = s->op, .name = s->results[0].name, .loc = s->op_loc};
+    }
+  }
   openblas_set_num_threads(1);
   pool_start(c, thread_count(opt));
   c->scratch = xcalloc(c->pool.n, sizeof *c->scratch);
@@ -2223,6 +2698,12 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
 }
 
 uint32_t cpu_threads(const CpuProgram *c) { return c->pool.n; }
+uint32_t cpu_profile_count(const CpuProgram *c) { return c->nprof; }
+const CpuStmtTime *cpu_profile_stmt(const CpuProgram *c, uint32_t i) { return i < c->nprof ? &c->prof[i] : NULL; }
+
+void cpu_profile_reset(CpuProgram *c) {
+  for (uint32_t i = 0; i < c->nprof; i++) c->prof[i].runs = 0, c->prof[i].ms = 0;
+}
 size_t cpu_planned_bytes(const CpuProgram *c) { return c->arena_bytes; }
 
 void cpu_free(CpuProgram *c) {
@@ -2245,6 +2726,8 @@ void cpu_free(CpuProgram *c) {
   free(c->out_slot);
   free(c->out_root);
   free(c->out_direct);
+  free(c->prof);
+  free(c->prof_of);
   free(c);
 }
 
@@ -2265,7 +2748,7 @@ bool cpu_reload_weights(CpuProgram *c, Diag *d) {
     }
     const_from_weight(c, s, w);
   }
-  return ok;
+  return ok && eval_constexprs(c, d);
 }
 
 bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d) {
@@ -2358,6 +2841,27 @@ static void output_convert(const Val *v, const CpuTensor *t) {
   }
 }
 
+/* check_finite: the first element of a float value that is inf or NaN, -1 if none. */
+static int64_t first_nonfinite(const Val *v) {
+  if (v->st != ST_F32) return -1;
+  const float *p = fp(v);
+  for (int64_t i = 0; i < v->n; i++)
+    if (!isfinite(p[i])) return i;
+  return -1;
+}
+
+static void describe_nonfinite(StrBuf *sb, const Val *v, int64_t at) {
+  float e = fp(v)[at];
+  sb_printf(sb, "is %s at element %lld (index [", isnan(e) ? "NaN" : e > 0 ? "inf" : "-inf", (long long)at);
+  int64_t idx[MIL_MAX_RANK], rem = at;
+  for (uint32_t i = v->rank; i-- > 0;) {
+    idx[i] = v->dims[i] ? rem % v->dims[i] : 0;
+    rem = v->dims[i] ? rem / v->dims[i] : 0;
+  }
+  for (uint32_t i = 0; i < v->rank; i++) sb_printf(sb, "%s%lld", i ? ", " : "", (long long)idx[i]);
+  sb_printf(sb, "]), the first non-finite value of the run");
+}
+
 bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
   const MilFunc *f = c->f;
   bool ok = true;
@@ -2391,6 +2895,17 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
   }
   for (uint32_t i = 0; i < c->nout; i++)
     if (c->out_direct[i]) c->vals[c->out_root[i]].p = outputs[i].data;
+  for (uint32_t i = 0; c->check_finite && i < c->nin; i++) {
+    const MilVar *pv = &f->params[c->in_param[i]];
+    int64_t at = first_nonfinite(&c->vals[c->in_param[i]]);
+    if (at < 0) continue;
+    StrBuf sb;
+    sb_init(&sb);
+    describe_nonfinite(&sb, &c->vals[c->in_param[i]], at);
+    diag_error(d, pv->loc, "input '%s' %s", pv->name, sb.data);
+    sb_free(&sb);
+    ok = false;
+  }
   Ctx x = {.c = c, .vals = c->vals, .d = d};
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     const MilStmt *s = &f->stmts[si];
@@ -2398,10 +2913,29 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
     Val *out = &c->vals[c->base[si]];
     x.s = s;
     x.si = si;
+    struct timespec t0;
+    if (c->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
     ok = c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
-    if (!ok || c->mode != CPU_NUMERICS_ANE || c->ops[si] == &view_entry) continue;
-    for (uint32_t k = 0; k < s->nresults; k++)
-      if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
+    if (ok && c->mode == CPU_NUMERICS_ANE && c->ops[si] != &view_entry)
+      for (uint32_t k = 0; k < s->nresults; k++)
+        if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
+    if (c->prof) {
+      struct timespec t1;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      CpuStmtTime *e = &c->prof[c->prof_of[si]];
+      e->runs++;
+      e->ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    }
+    /* A view shows its operand's elements, which were checked where they were made. */
+    for (uint32_t k = 0; ok && c->check_finite && c->ops[si] != &view_entry && k < s->nresults; k++) {
+      int64_t at = first_nonfinite(&out[k]);
+      if (at < 0) continue;
+      StrBuf sb;
+      sb_init(&sb);
+      describe_nonfinite(&sb, &out[k], at);
+      ok = fail(&x, "result '%s' %s", s->results[k].name, sb.data);
+      sb_free(&sb);
+    }
   }
   for (uint32_t i = 0; ok && i < c->nout; i++)
     if (!c->out_direct[i]) output_convert(&c->vals[c->out_slot[i]], &outputs[i]);

@@ -6,7 +6,8 @@
  * one the backend knows (otherwise `FILE:LINE:COL: error: op 'X' is not
  * supported by the CPU backend`), every value must have a fixed shape. It
  * then plans the run: every const (inline literal or BLOBFILE weight) is
- * converted once, or read in place from the weight file's mapping (fp32 and
+ * converted once, every constexpr_* op (affine_dequantize, cast,
+ * blockwise_shift_scale) evaluated once into a const, or read in place from the weight file's mapping (fp32 and
  * int32 weights, and fp16 weights that only feed linear/conv, which are
  * converted panel by panel inside the matrix product); reshape and identity
  * are views; every other value gets a slice of one buffer, laid out from the
@@ -47,6 +48,17 @@ typedef struct CpuOptions {
   /* Threads running the program, the caller's included. 0: the value of the
    * environment variable ORION_CPU_THREADS if set, else the online cores. */
   uint32_t threads;
+  /* Fail a run at the first non-finite value (inf or NaN): each fp16/fp32
+   * input, then each float result of every statement (after its rounding in
+   * ANE mode), is scanned in order; the first non-finite element is
+   * reported as an error at the statement (or the parameter), naming the op,
+   * the value and the element's index, and the run returns false. Constants
+   * are not checked (a mask of -inf is often written on purpose; an op that
+   * copies it into its result is reported). Off: nothing is scanned. */
+  bool check_finite;
+  /* Time every statement of every run (see cpu_profile_count). Off: no clock
+   * is read. */
+  bool profile;
 } CpuOptions;
 
 /* A dense row-major tensor at the API boundary. Element storage by dtype:
@@ -101,6 +113,26 @@ bool cpu_run(CpuProgram *c, const CpuTensor *inputs, CpuTensor *outputs, Diag *d
  * byte size other than the const's elements times the dtype's size. */
 bool cpu_reload_weights(CpuProgram *c, Diag *d);
 bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d);
+
+/* Profiling (CpuOptions.profile): the time each statement took, summed
+ * over the runs since cpu_prepare_with or the last cpu_profile_reset. The
+ * entries are the function's statements other than consts and constexpr_*
+ * ops (evaluated at prepare), in statement order. */
+typedef struct CpuStmtTime {
+  uint32_t stmt;    /* index into the MilFunc's statements */
+  const char *op;   /* the op, e.g. "linear" */
+  const char *name; /* its first result */
+  SrcSpan loc;      /* the op in the MIL file (in the Diag's SourceSet used to open the program) */
+  uint64_t runs;    /* how many times it ran */
+  double ms;        /* milliseconds in total, its fp16 rounding in ANE mode included */
+} CpuStmtTime;
+
+/* Entries: 0 when the program was prepared without profiling. */
+uint32_t cpu_profile_count(const CpuProgram *c);
+/* Entry i (< cpu_profile_count), NULL past the end. */
+const CpuStmtTime *cpu_profile_stmt(const CpuProgram *c, uint32_t i);
+/* Zeroes every entry's runs and time. */
+void cpu_profile_reset(CpuProgram *c);
 
 /* The number of threads the program runs on. */
 uint32_t cpu_threads(const CpuProgram *c);

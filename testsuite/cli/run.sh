@@ -82,8 +82,28 @@ awk '/<key>SurfaceBytes<\/key>/ { n++ } { if (n == 4 && /<integer>49152<\/intege
 check ane-surfaces 1 "$run" "$tmp/two.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/out_dir"
 contains ane-surfaces "[ANE002]"
 
+# --check-finite: x * x with x = 300 overflows fp16 (90000 > 65504) in ane numerics; the error names the op,
+# its MIL statement, the value and the element. fp32 numerics get further: exp(90000) is inf.
+printf 'func main(x: fp16[4]) {\n  r = relu(x);\n  y = mul(r, r);\n  e = exp(y);\n  return e;\n}\n' >"$tmp/o.oir"
+check compile-overflow 0 "$orionc" --no-lint -o "$tmp/o.anepkg" "$tmp/o.oir"
+npy4 '<f4' '\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x96\x43\x00\x00\x40\xc0' "$tmp/big.npy" # 1, 2, 300, -3
+check check-finite 1 "$run" --check-finite "$tmp/o.anepkg" --input "x=$tmp/big.npy" --output-dir "$tmp/out_dir"
+contains check-finite "$tmp/o.anepkg/model.mil:6:31: error: mul: result 'y' is inf at element 2 (index [2]), the first non-finite value of the run"
+check check-finite-fp32 1 "$run" --check-finite --numerics=fp32 "$tmp/o.anepkg" --input "x=$tmp/big.npy" --output-dir "$tmp/out_dir"
+contains check-finite-fp32 "model.mil:7:31: error: exp: result 'e' is inf at element 2 (index [2])"
+check no-check-finite 0 "$run" "$tmp/o.anepkg" --input "x=$tmp/big.npy" --output-dir "$tmp/out_dir"
+
+# --profile: every op kind of the program and its statements, after the runs.
+check profile 0 "$run" --profile --repeat 3 "$tmp/o.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/out_dir"
+contains profile "orion-run: profile of 3 runs"
+for op in relu mul exp; do contains profile-$op "  $op  "; done
+contains profile-slowest "slowest statements:"
+contains profile-line "$tmp/o.anepkg/model.mil:6:31  mul 'y'"
+
 # Usage.
 check help 0 "$run" --help
+contains help-check-finite "  --check-finite "
+contains help-profile "  --profile "
 contains help "usage: orion-run [options] PROGRAM --input NAME=FILE.npy ..."
 check ane-backend 2 "$run" --backend=ane "$tmp/f.anepkg"
 contains ane-backend "orion-run: error: the ane backend is only available on macOS"
