@@ -2806,6 +2806,15 @@ bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const
     }
     return true;
   }
+  for (uint32_t i = 0; i < orion_weight_count(c->prog, c->fn); i++) {
+    const OrionWeight *w = orion_weight(c->prog, c->fn, i);
+    if (!strcmp(w->name, const_name)) {
+      /* its value is computed from this data at prepare; setting the result alone would be overwritten on reload */
+      diag_error(d, (SrcSpan){0}, "weight '%s' is the '%s' of a %s; it can be reloaded but not set", const_name, w->attr,
+                 c->f->stmts[w->stmt].op);
+      return false;
+    }
+  }
   diag_error(d, (SrcSpan){0}, "function '%s' has no BLOBFILE weight '%s'", c->f->name, const_name);
   return false;
 }

@@ -1257,6 +1257,9 @@ Test(cpu, constexpr_affine_dequantize_blobfile) {
     }
     cpu_tensor_free(&out);
   }
+  cr_assert_not(cpu_set_weight(l.c, "W", MIL_DT_FP16, x, sizeof x, &l.d));
+  cr_assert_not_null(strstr(l.diags.data, "weight 'W' is the 'quantized_data' of a constexpr_affine_dequantize; it can be reloaded but not set"),
+                     "%s", l.diags.data);
   unload(&l);
   cleanup();
 }
