@@ -18,6 +18,7 @@
 #include "orion/package.h"
 #include "orion/sha256.h"
 #include "orion/xxh64.h"
+#include "plist_util.h"
 
 /* Size limits on what a manifest may describe. */
 #define MAX_MANIFEST_BYTES (64u * 1024u * 1024u)
@@ -44,33 +45,11 @@ static void fail(Reader *r, const char *fmt, ...) {
   r->ok = false;
 }
 
-static bool is_elem(xmlNodePtr n, const char *name) {
-  return n && n->type == XML_ELEMENT_NODE && !strcmp((const char *)n->name, name);
-}
-
-static xmlNodePtr next_elem(xmlNodePtr n) {
-  while (n && n->type != XML_ELEMENT_NODE) n = n->next;
-  return n;
-}
-
-/* The value element following <key>name</key> in a dict, or NULL. */
-static xmlNodePtr dict_get(xmlNodePtr dict, const char *name) {
-  for (xmlNodePtr k = next_elem(dict->children); k; k = next_elem(k->next)) {
-    xmlNodePtr v = next_elem(k->next);
-    if (!is_elem(k, "key") || !v) return NULL;
-    xmlChar *text = xmlNodeGetContent(k);
-    bool match = text && !strcmp((const char *)text, name);
-    xmlFree(text);
-    if (match) return v;
-    k = v;
-  }
-  return NULL;
-}
 
 static xmlNodePtr need(Reader *r, xmlNodePtr dict, const char *key, const char *kind, const char *where) {
-  xmlNodePtr v = dict ? dict_get(dict, key) : NULL;
+  xmlNodePtr v = dict ? plist_dict_get(dict, key) : NULL;
   if (!v) fail(r, "manifest: %s has no '%s'", where, key);
-  else if (!is_elem(v, kind)) fail(r, "manifest: '%s' of %s must be <%s>", key, where, kind);
+  else if (!plist_is_elem(v, kind)) fail(r, "manifest: '%s' of %s must be <%s>", key, where, kind);
   else return v;
   return NULL;
 }
@@ -118,14 +97,14 @@ static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const
   free(dt);
   xmlNodePtr shape = need(r, dict, "Shape", "array", where);
   uint64_t elements = 1;
-  for (xmlNodePtr n = shape ? next_elem(shape->children) : NULL; n && r->ok; n = next_elem(n->next)) {
+  for (xmlNodePtr n = shape ? plist_next_elem(shape->children) : NULL; n && r->ok; n = plist_next_elem(n->next)) {
     if (t->rank >= IR_MAX_RANK) {
       fail(r, "manifest: %s '%s' has rank above %d", where, t->name, IR_MAX_RANK);
       break;
     }
     xmlChar *s = xmlNodeGetContent(n);
     char *end = NULL;
-    long long v = is_elem(n, "integer") && s ? strtoll((const char *)s, &end, 10) : -1;
+    long long v = plist_is_elem(n, "integer") && s ? strtoll((const char *)s, &end, 10) : -1;
     bool bad = v <= 0 || !end || *end;
     xmlFree(s);
     if (bad || __builtin_mul_overflow(elements, (uint64_t)v, &elements) || elements > IR_MAX_ELEMENTS) {
@@ -152,15 +131,15 @@ static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool
   *count = 0;
   if (!arr) return NULL;
   uint32_t n = 0;
-  for (xmlNodePtr c = next_elem(arr->children); c; c = next_elem(c->next)) n++;
+  for (xmlNodePtr c = plist_next_elem(arr->children); c; c = plist_next_elem(c->next)) n++;
   if (n > MAX_PKG_TENSORS) {
     fail(r, "manifest: too many %s (limit is %u)", key, MAX_PKG_TENSORS);
     return NULL;
   }
   PkgTensor *t = xcalloc(n ? n : 1, sizeof *t);
   const char *where = !strcmp(key, "Inputs") ? "input" : !strcmp(key, "Outputs") ? "output" : "weight";
-  for (xmlNodePtr c = next_elem(arr->children); c && r->ok; c = next_elem(c->next)) {
-    if (!is_elem(c, "dict")) fail(r, "manifest: entries of '%s' must be <dict>", key);
+  for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
+    if (!plist_is_elem(c, "dict")) fail(r, "manifest: entries of '%s' must be <dict>", key);
     else read_tensor(r, c, &t[(*count)++], io, where);
   }
   if (io && r->ok) { /* bindings are a permutation */
@@ -176,34 +155,34 @@ static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool
 
 /* Optional "OutputGroups": each part must name an output of the function. */
 static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
-  xmlNodePtr arr = dict_get(dict, "OutputGroups");
+  xmlNodePtr arr = plist_dict_get(dict, "OutputGroups");
   if (!arr || !r->ok) return;
-  if (!is_elem(arr, "array")) {
+  if (!plist_is_elem(arr, "array")) {
     fail(r, "manifest: 'OutputGroups' of a function must be <array>");
     return;
   }
   uint32_t n = 0;
-  for (xmlNodePtr c = next_elem(arr->children); c; c = next_elem(c->next)) n++;
+  for (xmlNodePtr c = plist_next_elem(arr->children); c; c = plist_next_elem(c->next)) n++;
   if (n > f->noutputs) {
     fail(r, "manifest: function '%s' has more output groups than outputs", f->name);
     return;
   }
   f->groups = xcalloc(n ? n : 1, sizeof *f->groups);
-  for (xmlNodePtr c = next_elem(arr->children); c && r->ok; c = next_elem(c->next)) {
+  for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
     PkgGroup *g = &f->groups[f->ngroups++];
     g->name = get_string(r, c, "Name", "an output group");
     g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", IR_MAX_RANK - 1);
     xmlNodePtr parts = need(r, c, "Parts", "array", "an output group");
     uint32_t np = 0;
-    for (xmlNodePtr p = parts ? next_elem(parts->children) : NULL; p; p = next_elem(p->next)) np++;
+    for (xmlNodePtr p = parts ? plist_next_elem(parts->children) : NULL; p; p = plist_next_elem(p->next)) np++;
     if (!r->ok) break;
     if (np < 1 || np > f->noutputs) {
       fail(r, "manifest: output group '%s' has %u parts", g->name, np);
       break;
     }
     g->parts = xcalloc(np, sizeof *g->parts);
-    for (xmlNodePtr p = next_elem(parts->children); p && r->ok; p = next_elem(p->next)) {
-      xmlChar *t = is_elem(p, "string") ? xmlNodeGetContent(p) : NULL;
+    for (xmlNodePtr p = plist_next_elem(parts->children); p && r->ok; p = plist_next_elem(p->next)) {
+      xmlChar *t = plist_is_elem(p, "string") ? xmlNodeGetContent(p) : NULL;
       char *part = xstrdup(t ? (const char *)t : "");
       xmlFree(t);
       g->parts[g->nparts++] = part;
@@ -224,9 +203,9 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
   /* No entity expansion, no DTD loading, no network. */
   xmlDocPtr doc = xmlReadMemory(text, (int)len, name, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
   xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
-  xmlNodePtr dict = root && is_elem(root, "plist") ? next_elem(root->children) : NULL;
+  xmlNodePtr dict = root && plist_is_elem(root, "plist") ? plist_next_elem(root->children) : NULL;
   if (!doc) fail(&r, "manifest is not well-formed XML");
-  else if (!is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
+  else if (!plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
   if (r.ok) {
     pkg->format_version = (uint32_t)get_uint(&r, dict, "FormatVersion", "the manifest", UINT32_MAX);
     if (r.ok && pkg->format_version != PACKAGE_FORMAT_VERSION)
@@ -249,11 +228,11 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
     if (r.ok && !mil_target_from_name(pkg->target, &t)) fail(&r, "manifest: unknown target '%s'", pkg->target);
     xmlNodePtr funcs = need(&r, dict, "Functions", "array", "the manifest");
     uint32_t nf = 0;
-    for (xmlNodePtr c = funcs ? next_elem(funcs->children) : NULL; c; c = next_elem(c->next)) nf++;
+    for (xmlNodePtr c = funcs ? plist_next_elem(funcs->children) : NULL; c; c = plist_next_elem(c->next)) nf++;
     if (r.ok && (nf == 0 || nf > MAX_PKG_FUNCTIONS)) fail(&r, "manifest: a package holds 1 to %u functions, not %u", MAX_PKG_FUNCTIONS, nf);
     pkg->functions = xcalloc(nf ? nf : 1, sizeof *pkg->functions);
-    for (xmlNodePtr c = funcs ? next_elem(funcs->children) : NULL; c && r.ok; c = next_elem(c->next)) {
-      if (!is_elem(c, "dict")) {
+    for (xmlNodePtr c = funcs ? plist_next_elem(funcs->children) : NULL; c && r.ok; c = plist_next_elem(c->next)) {
+      if (!plist_is_elem(c, "dict")) {
         fail(&r, "manifest: entries of 'Functions' must be <dict>");
         break;
       }
@@ -270,10 +249,10 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       read_groups(&r, c, f);
     }
     /* Optional: packages from before it was recorded lack it. */
-    xmlNodePtr args = dict_get(dict, "CompileArguments");
-    if (args && !is_elem(args, "array")) fail(&r, "manifest: 'CompileArguments' must be an <array>");
-    for (xmlNodePtr c = args ? next_elem(args->children) : NULL; c && r.ok; c = next_elem(c->next)) {
-      if (!is_elem(c, "string") || pkg->ncompile_args >= 1024) {
+    xmlNodePtr args = plist_dict_get(dict, "CompileArguments");
+    if (args && !plist_is_elem(args, "array")) fail(&r, "manifest: 'CompileArguments' must be an <array>");
+    for (xmlNodePtr c = args ? plist_next_elem(args->children) : NULL; c && r.ok; c = plist_next_elem(c->next)) {
+      if (!plist_is_elem(c, "string") || pkg->ncompile_args >= 1024) {
         fail(&r, "manifest: 'CompileArguments' holds up to 1024 <string> entries");
         break;
       }
@@ -284,9 +263,9 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
     }
     xmlNodePtr lint = need(&r, dict, "Lint", "dict", "the manifest");
     if (lint) {
-      xmlNodePtr checked = dict_get(lint, "Checked");
-      pkg->lint_checked = is_elem(checked, "true");
-      if (r.ok && !is_elem(checked, "true") && !is_elem(checked, "false")) fail(&r, "manifest: 'Checked' of 'Lint' must be <true/> or <false/>");
+      xmlNodePtr checked = plist_dict_get(lint, "Checked");
+      pkg->lint_checked = plist_is_elem(checked, "true");
+      if (r.ok && !plist_is_elem(checked, "true") && !plist_is_elem(checked, "false")) fail(&r, "manifest: 'Checked' of 'Lint' must be <true/> or <false/>");
       pkg->lint_errors = (uint32_t)get_uint(&r, lint, "Errors", "'Lint'", UINT32_MAX);
       pkg->lint_warnings = (uint32_t)get_uint(&r, lint, "Warnings", "'Lint'", UINT32_MAX);
     }

@@ -33,6 +33,7 @@
 #include "orion/blob.h"
 #include "orion/fp16.h"
 #include "orion/xxh64.h"
+#include "plist_util.h"
 
 #define JOURNAL_MAGIC "ORIONJ01"
 #define JOURNAL_NAME "weights/weight.bin.journal"
@@ -477,29 +478,6 @@ typedef struct Target {
 
 /* ---- the manifest ---------------------------------------------------------------- */
 
-static bool is_elem(xmlNodePtr n, const char *name) {
-  return n && n->type == XML_ELEMENT_NODE && !strcmp((const char *)n->name, name);
-}
-
-static xmlNodePtr next_elem(xmlNodePtr n) {
-  while (n && n->type != XML_ELEMENT_NODE) n = n->next;
-  return n;
-}
-
-static xmlNodePtr dict_value(xmlNodePtr dict, const char *key) {
-  for (xmlNodePtr k = next_elem(dict ? dict->children : NULL); k; k = next_elem(k->next)) {
-    xmlNodePtr v = next_elem(k->next);
-    if (!v) return NULL;
-    if (is_elem(k, "key")) {
-      xmlChar *s = xmlNodeGetContent(k);
-      bool match = s && !strcmp((const char *)s, key);
-      xmlFree(s);
-      if (match) return v;
-    }
-    k = v;
-  }
-  return NULL;
-}
 
 static void set_text(xmlNodePtr n, const char *text) {
   if (n) xmlNodeSetContent(n, (const xmlChar *)text);
@@ -512,24 +490,24 @@ static char *updated_manifest(const char *text, size_t len, const Package *pkg, 
   xmlDocPtr doc = xmlReadMemory(text, (int)len, PACKAGE_MANIFEST, NULL,
                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_NOBLANKS);
   if (!doc) ice("manifest parsed once but not twice");
-  xmlNodePtr root = next_elem(xmlDocGetRootElement(doc)->children);
+  xmlNodePtr root = plist_next_elem(xmlDocGetRootElement(doc)->children);
   char hex[17], num[32];
   /* WeightsLayoutXXH64 stays: a patch changes only blobs' data. */
   snprintf(num, sizeof num, "%llu", (unsigned long long)generation);
-  set_text(dict_value(root, "WeightsGeneration"), num);
-  xmlNodePtr funcs = dict_value(root, "Functions");
+  set_text(plist_dict_get(root, "WeightsGeneration"), num);
+  xmlNodePtr funcs = plist_dict_get(root, "Functions");
   uint32_t fi = 0;
-  for (xmlNodePtr f = next_elem(funcs ? funcs->children : NULL); f && fi < pkg->nfunctions; f = next_elem(f->next), fi++) {
+  for (xmlNodePtr f = plist_next_elem(funcs ? funcs->children : NULL); f && fi < pkg->nfunctions; f = plist_next_elem(f->next), fi++) {
     const PkgFunction *pf = &pkg->functions[fi];
-    xmlNodePtr ws = dict_value(f, "Weights");
+    xmlNodePtr ws = plist_dict_get(f, "Weights");
     uint32_t wi = 0;
-    for (xmlNodePtr w = next_elem(ws ? ws->children : NULL); w && wi < pf->nweights; w = next_elem(w->next), wi++) {
+    for (xmlNodePtr w = plist_next_elem(ws ? ws->children : NULL); w && wi < pf->nweights; w = plist_next_elem(w->next), wi++) {
       const PkgTensor *t = &pf->weights[wi];
       uint32_t j = 0;
       while (j < nt && targets[j].w->offset != t->offset) j++;
       if (j == nt || !targets[j].bytes) continue; /* unchanged: so is its checksum */
       xxh64_hex(targets[j].bytes, (size_t)t->bytes, hex);
-      set_text(dict_value(w, "XXH64"), hex);
+      set_text(plist_dict_get(w, "XXH64"), hex);
     }
   }
   xmlChar *buf = NULL;

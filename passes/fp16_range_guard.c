@@ -39,17 +39,7 @@ bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx) {
     ir_op_set_attr_float(m, clip, "max", 65504.0);
     IrValueId g = ir_op(m, clip)->results[0];
     /* Every use but the clip's own moves to the clipped value. */
-    IrValue *rv = ir_value(m, r);
-    for (uint32_t i = 0; i < rv->nuses;) {
-      IrUse u = rv->uses[i];
-      if (u.op == clip) {
-        i++;
-        continue;
-      }
-      if (u.op) ir_op_set_input(m, u.op, u.index, g);
-      else ir_func_set_output(m, f, u.index, g);
-      rv = ir_value(m, r);
-    }
+    pass_replace_uses_except(m, f, r, g, clip);
     ctx->changed = true;
   }
   return true;

@@ -85,17 +85,7 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     pass_reinfer(m, add);
     IrValueId sum = ir_op(m, add)->results[0];
     /* Every user of the linear's result, outputs included, now reads the sum. */
-    IrValue *ov = ir_value(m, out);
-    for (uint32_t i = 0; i < ov->nuses;) {
-      IrUse u = ov->uses[i];
-      if (u.op == add) {
-        i++;
-        continue;
-      }
-      if (u.op) ir_op_set_input(m, u.op, u.index, sum);
-      else ir_func_set_output(m, f, u.index, sum);
-      ov = ir_value(m, out);
-    }
+    pass_replace_uses_except(m, f, out, sum, add);
     ctx->changed = true;
   }
   for (uint32_t i = 0; i < o->nlora; i++)

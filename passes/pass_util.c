@@ -119,3 +119,17 @@ void pass_snapshot_done(PassSnapshot *s) {
   s->ids = NULL;
   s->i = s->n + 1; /* ends the loop */
 }
+
+void pass_replace_uses_except(IrModule *m, IrFuncId f, IrValueId old, IrValueId repl, IrOpId keep) {
+  IrValue *ov = ir_value(m, old);
+  for (uint32_t i = 0; i < ov->nuses;) {
+    IrUse u = ov->uses[i];
+    if (u.op == keep) {
+      i++;
+      continue;
+    }
+    if (u.op) ir_op_set_input(m, u.op, u.index, repl);
+    else ir_func_set_output(m, f, u.index, repl);
+    ov = ir_value(m, old); /* the use list changed (and may have moved) */
+  }
+}

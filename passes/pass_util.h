@@ -18,6 +18,9 @@ IrValueId pass_op1(IrModule *m, IrOpId anchor, IrOpKind kind, const IrValueId *i
 /* Replaces every use of `old` (the result of `op`) by `repl`, erases op and
  * gives repl old's name, so a lowered op's result keeps the user's name. */
 void pass_replace_op(IrModule *m, IrOpId op, IrValueId old, IrValueId repl);
+/* Every use of `old` (operands and function outputs) but those of op `keep`
+ * now reads `repl`: for inserting an op after a value that consumes it. */
+void pass_replace_uses_except(IrModule *m, IrFuncId f, IrValueId old, IrValueId repl, IrOpId keep);
 /* Infers an op's result types again, quietly (after its attributes changed). */
 void pass_reinfer(IrModule *m, IrOpId op);
 /* Sets an attribute on the op defining v and infers v's type again (pass_op1

@@ -7,22 +7,9 @@
 set -u
 orionc=$(realpath "$1")
 make_st="python3 $(realpath "$2")"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
+. "$(dirname "$0")/lib.sh"
 export ORION_CACHE_DIR="$tmp/cache"
 unset ORION_CACHE_MAX_BYTES
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { # check NAME STATUS CMD...   (output in $tmp/out)
-  local name=$1 want=$2
-  shift 2
-  "$@" >out 2>&1
-  local got=$?
-  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want"; cat out; fi
-}
 served() { if grep -q "served from the compile cache" out; then pass; else fail "$1: not served from the cache"; cat out; fi; }
 compiled() { if grep -q "served from the compile cache" out; then fail "$1: served from the cache"; else pass; fi; }
 same_tree() { if diff -r "$2" "$3" >/dev/null; then pass; else fail "$1: $2 differs from $3"; fi; }
@@ -84,5 +71,4 @@ sed 's/seed=1/seed=3/' m.oir >m3.oir
 ORION_CACHE_MAX_BYTES=9000 "$orionc" -o h1.anepkg m3.oir >/dev/null 2>&1
 if [ "$(entries)" -le 2 ]; then pass; else fail "eviction: $(entries) entries left of $n"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -10,27 +10,7 @@ orionc=$(realpath "$1")
 run=$(realpath "$2")
 make_st="python3 $(realpath "$3")"
 root=$(realpath "$4")
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { # check NAME STATUS CMD...   (output in $tmp/out)
-  local name=$1 want=$2
-  shift 2
-  "$@" >out 2>&1
-  local got=$?
-  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want"; cat out; fi
-}
-contains() { if grep -qF -- "$2" out; then pass; else fail "$1: output lacks '$2'"; cat out; fi; }
-same_bytes() { if cmp -s "$2" "$3"; then pass; else fail "$1: $2 differs from $3"; fi; }
-npy16() { # npy16 SHAPE ESCAPES FILE
-  local dict="{'descr': '<f2', 'fortran_order': False, 'shape': $1, }"
-  local pad=$((128 - 10 - ${#dict} - 1))
-  { printf '\x93NUMPY\x01\x00\x76\x00'; printf '%s' "$dict"; printf "%${pad}s" ''; printf '\n'; printf "$2"; } >"$3"
-}
+. "$(dirname "$0")/lib.sh"
 
 # y = x W^T with W = 0.25 everywhere: x = [1, 2, 3, 4] gives 2.5 in each column.
 cat >l.oir <<'EOF'
@@ -106,5 +86,4 @@ check gpt2-run-base 0 "$run" g.anepkg --input x=gx.npy --output-dir g1
 check gpt2-run-lora 0 "$run" gl.anepkg --input x=gx.npy --output-dir g2
 same_bytes gpt2-no-adapter g1/hidden.npy g2/hidden.npy
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -9,29 +9,8 @@ orionc=$(realpath "$1")
 run=$(realpath "$2")
 inspect=$(realpath "$3")
 make_st="python3 $(realpath "$4")"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { # check NAME STATUS CMD...   (output in $tmp/out)
-  local name=$1 want=$2
-  shift 2
-  "$@" >out 2>&1
-  local got=$?
-  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want"; cat out; fi
-}
-contains() { if grep -qF -- "$2" out; then pass; else fail "$1: output lacks '$2'"; cat out; fi; }
-same_bytes() { if cmp -s "$2" "$3"; then pass; else fail "$1: $2 differs from $3"; fi; }
+. "$(dirname "$0")/lib.sh"
 snapshot() { cat "$1/Manifest.plist" "$1/weights/weight.bin" | cksum; }
-# A .npy v1 file of fp16 values: shape text, then the bytes as printf escapes.
-npy16() { # npy16 SHAPE ESCAPES FILE
-  local dict="{'descr': '<f2', 'fortran_order': False, 'shape': $1, }"
-  local pad=$((128 - 10 - ${#dict} - 1))
-  { printf '\x93NUMPY\x01\x00\x76\x00'; printf '%s' "$dict"; printf "%${pad}s" ''; printf '\n'; printf "$2"; } >"$3"
-}
 
 # z = linear(x, w, b) + c. b and c are both zeros: stored once unless --no-dedup.
 cat >m.oir <<'EOF'
@@ -176,5 +155,4 @@ else
   fail "recover: no kill left a journal"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
