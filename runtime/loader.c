@@ -688,6 +688,17 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
   OrionOpenOptions defaults = ORION_OPEN_OPTIONS_DEFAULT;
   if (!opt) opt = &defaults;
   if (changed) *changed = false;
+  switch (opt->reload) {
+  case ORION_RELOAD_AUTO:
+  case ORION_RELOAD_REMAP: break;
+  case ORION_RELOAD_INPUTS: return true; /* nothing is baked in: the caller binds the new weights */
+  case ORION_RELOAD_RELOAD_FILES:
+  case ORION_RELOAD_RECOMPILE:
+    diag_error(d, (SrcSpan){0}, "reloading weights by %s needs the ANE backend, which runs only on macOS; the CPU "
+               "backend remaps (ORION_RELOAD_REMAP)", opt->reload == ORION_RELOAD_RECOMPILE ? "recompiling" :
+               "loading the compiled program again");
+    return false;
+  }
   Package pkg = {0};
   if (p->is_package) {
     bool recovered;

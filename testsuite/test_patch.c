@@ -313,3 +313,31 @@ Test(patch, non_finite_fp16_found_at_every_position, .init = setup, .fini = tear
     ctx_close(&c);
   }
 }
+
+/* The strategies for backends that bake weights in are part of the API; this
+ * runtime says which it can carry out. */
+Test(patch, reload_strategies, .init = setup, .fini = teardown) {
+  Ctx c;
+  ctx_open(&c);
+  OrionProgram *p = orion_open(pkg, NULL, &c.d);
+  cr_assert_not_null(p, "%s", c.text.data);
+  const float b[4] = {2, 2, 2, 2};
+  PatchTensor t = f32_tensor("b", b, 1, 4, 0);
+  cr_assert(package_patch(pkg, &t, 1, NULL, &c.d), "%s", c.text.data);
+  bool changed = true;
+  OrionOpenOptions inputs = {.verify_checksums = true, .reload = ORION_RELOAD_INPUTS};
+  cr_assert(orion_reload_weights(p, &inputs, &changed, &c.d));
+  cr_assert_not(changed);
+  cr_assert_eq(orion_weights_generation(p), 0, "nothing reloaded");
+  OrionOpenOptions files = {.verify_checksums = true, .reload = ORION_RELOAD_RELOAD_FILES};
+  cr_assert_not(orion_reload_weights(p, &files, &changed, &c.d));
+  cr_assert_str_eq(c.text.data, "test: error: reloading weights by loading the compiled program again needs the ANE "
+                                "backend, which runs only on macOS; the CPU backend remaps (ORION_RELOAD_REMAP)\n");
+  OrionOpenOptions remap = {.verify_checksums = true, .reload = ORION_RELOAD_REMAP};
+  cr_assert(orion_reload_weights(p, &remap, &changed, &c.d));
+  cr_assert(changed);
+  cr_assert_eq(orion_weights_generation(p), 1);
+  cr_assert_eq(weight_data(p, "b")[0], 0x4000);
+  orion_close(p);
+  ctx_close(&c);
+}

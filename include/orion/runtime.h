@@ -19,14 +19,30 @@
 
 typedef struct OrionProgram OrionProgram;
 
+/* How a loaded program takes new weights after its package was patched
+ * (orion_reload_weights). The CPU backend reads weights from memory and
+ * remaps; the ANE bakes them into its compiled program, so its backend
+ * reloads the compiled program from the patched files (the reference
+ * system's unload -> patch -> reload), or compiles again where a device
+ * refuses that, or — for programs compiled with their weights as inputs,
+ * like LoRA adapters — binds new buffers and reloads nothing. */
+typedef enum OrionReloadStrategy {
+  ORION_RELOAD_AUTO,         /* the backend's best: REMAP on the CPU, RELOAD_FILES on the ANE */
+  ORION_RELOAD_REMAP,        /* map the patched weight file again; backends read weights in place */
+  ORION_RELOAD_RELOAD_FILES, /* ANE: unload and load the compiled program from the patched package */
+  ORION_RELOAD_RECOMPILE,    /* ANE: compile the package's MIL with the patched weights again */
+  ORION_RELOAD_INPUTS,       /* weights compiled as inputs: the caller binds new buffers */
+} OrionReloadStrategy;
+
 typedef struct OrionOpenOptions {
   /* Verify a package's checksums (MIL files, weight file, each weight's data)
    * before loading. Ignored for bare directories, which have none. */
   bool verify_checksums;
+  OrionReloadStrategy reload; /* what orion_reload_weights does (AUTO by default) */
 } OrionOpenOptions;
 
 /* The defaults orion_open() uses when given NULL options. */
-#define ORION_OPEN_OPTIONS_DEFAULT ((OrionOpenOptions){.verify_checksums = true})
+#define ORION_OPEN_OPTIONS_DEFAULT ((OrionOpenOptions){.verify_checksums = true, .reload = ORION_RELOAD_AUTO})
 
 /* A function input or output. */
 typedef struct OrionTensorInfo {
@@ -100,7 +116,10 @@ const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i);
 uint64_t orion_weights_generation(const OrionProgram *p);
 
 /* Reloads the weights if the package's generation changed since open (or
- * since the last reload); for a bare directory, always. *changed (may be
+ * since the last reload); for a bare directory, always. opt->reload selects
+ * the strategy: this runtime (the CPU backend) carries out AUTO and REMAP;
+ * RELOAD_FILES and RECOMPILE need the ANE backend (macOS) and are reported as
+ * such here; INPUTS reloads nothing (changed stays false). *changed (may be
  * NULL) tells whether anything was reloaded. Completes an interrupted
  * update first. Fails, leaving the program as it was, if the MIL or the blob
  * layout changed (a recompile: open the package again) or, with
