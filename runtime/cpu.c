@@ -749,7 +749,7 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
 
 /* ---- element-wise ---- */
 
-enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP, U_NOT };
+enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP, U_NOT, U_FLOOR };
 
 typedef struct UnaryJob {
   int code, gelu;
@@ -775,6 +775,7 @@ static double unary_one(const UnaryJob *j, double v) {
   case U_ABS: return fabs(v);
   case U_CLIP: return fmin(fmax(v, j->lo), j->hi);
   case U_NOT: return v == 0;
+  case U_FLOOR: return floor(v);
   default: return v; /* identity */
   }
 }
@@ -844,7 +845,7 @@ static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, /* comparisons, bool results: */ B_EQ, B_NE, B_LT, B_LE, B_GT,
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_FDIV, /* comparisons, bool results: */ B_EQ, B_NE, B_LT, B_LE, B_GT,
        B_GE, /* bool operands and results: */ B_AND, B_OR, B_XOR };
 
 static bool is_compare(int code) { return code >= B_EQ && code <= B_GE; }
@@ -873,6 +874,10 @@ static double bin_one(int code, double u, double v, bool integer) {
   case B_POW: return pow(u, v);
   case B_MAX: return isnan(u) || isnan(v) ? (double)NAN : fmax(u, v);
   case B_MIN: return isnan(u) || isnan(v) ? (double)NAN : fmin(u, v);
+  /* floor_div rounds toward -inf. The double quotient of two floats is never
+   * rounded across an integer, so its floor is the exact one. Integer x // 0
+   * is 0, as integer real_div. */
+  case B_FDIV: return integer ? (v == 0 ? 0 : floor(u / v)) : floor(u / v);
   /* IEEE comparisons, as NumPy's: NaN is unequal to everything. */
   case B_EQ: return u == v;
   case B_NE: return u != v;
@@ -938,6 +943,7 @@ static void bin_row(int code, const float *restrict a, int64_t sa, const float *
   case B_SUB: BIN_LOOP(u - v); break;
   case B_MUL: BIN_LOOP(u * v); break;
   case B_DIV: BIN_LOOP(u / v); break;
+  case B_FDIV: BIN_LOOP((float)floor((double)u / (double)v)); break;
   case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;
   case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : v); break;
   default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : v); break;
@@ -1633,6 +1639,541 @@ static bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* ---- more shape ops: expand_dims, squeeze, stack, tile, pad, shape, range_1d, gather_along_axis ---- */
+
+/* Copies n elements from a (from element ai) to out (from oi); the plan
+ * gives these ops no fp16 weight (ST_H16 only feeds linear and conv). */
+static bool copy_from(Ctx *x, const Val *a) {
+  if (a->st == ST_H16) return fail(x, "fp16 weights are not copied in place"); /* the plan prevents this */
+  if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
+  return true;
+}
+
+/* expand_dims(x, axes): size-1 dims inserted at the sorted positions axes
+ * name in the result (negative ones count from the result's end). */
+static bool k_expand_dims(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  int64_t axes[MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  if (!ok) return false;
+  if (!given || n == 0) return fail(x, "missing argument 'axes'");
+  if (!copy_from(x, a)) return false;
+  uint32_t rank = a->rank + n;
+  if (rank > MIL_MAX_RANK) return fail(x, "the result has too many dimensions");
+  bool ins[MIL_MAX_RANK] = {false};
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t p = 0;
+    if (!norm_axis(x, axes[i], rank, &p)) return false;
+    if (ins[p]) return fail(x, "axis %lld is listed twice", (long long)axes[i]);
+    ins[p] = true;
+  }
+  int64_t dims[MIL_MAX_RANK];
+  for (uint32_t i = 0, k = 0; i < rank; i++) dims[i] = ins[i] ? 1 : a->dims[k++];
+  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
+  memcpy(out->p, a->p, (size_t)a->n * 4);
+  return true;
+}
+
+/* squeeze(x, axes?): removes the listed size-1 dims (a listed dim of
+ * another size stays, as coremltools does); without axes, every size-1 dim. */
+static bool k_squeeze(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  int64_t axes[MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  if (!ok || !copy_from(x, a)) return false;
+  bool drop[MIL_MAX_RANK] = {false};
+  for (uint32_t i = 0; i < a->rank; i++) drop[i] = !given && a->dims[i] == 1;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t p = 0;
+    if (!norm_axis(x, axes[i], a->rank, &p)) return false;
+    drop[p] = a->dims[p] == 1;
+  }
+  int64_t dims[MIL_MAX_RANK] = {0};
+  uint32_t rank = 0;
+  for (uint32_t i = 0; i < a->rank; i++)
+    if (!drop[i]) dims[rank++] = a->dims[i];
+  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
+  memcpy(out->p, a->p, (size_t)a->n * 4);
+  return true;
+}
+
+/* stack(values, axis): a new dim of size N at axis (in [-(r+1), r]). */
+static bool k_stack(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const MilArg *va = find_arg(x->s, "values");
+  if (!va || va->nitems == 0) return fail(x, "missing argument 'values'");
+  if (!find_arg(x->s, "axis")) return fail(x, "missing argument 'axis'");
+  double axis_d = scalar_arg(x, "axis", 0, &ok);
+  if (!ok) return false;
+  const Val *v0 = item(x, va, 0);
+  uint32_t nv = va->nitems, ax = 0;
+  if (v0->rank + 1 > MIL_MAX_RANK) return fail(x, "the result has too many dimensions");
+  if (!norm_axis(x, to_index(axis_d), v0->rank + 1, &ax)) return false;
+  for (uint32_t j = 0; j < nv; j++) {
+    const Val *v = item(x, va, j);
+    bool same = v->rank == v0->rank && v->st != ST_STR && v->st != ST_H16;
+    for (uint32_t i = 0; same && i < v0->rank; i++) same = v->dims[i] == v0->dims[i];
+    if (!same) return fail(x, "value %u does not have the shape of the first value", j);
+    if (v->st != out->st) return fail(x, "value %u is %s but the result is declared %s", j, mil_dtype_name(v->dt), mil_dtype_name(out->dt));
+  }
+  int64_t dims[MIL_MAX_RANK];
+  for (uint32_t i = 0, k = 0; i <= v0->rank; i++) dims[i] = i == ax ? nv : v0->dims[k++];
+  if (!expect_shape(x, out, dims, v0->rank + 1)) return false;
+  int64_t pre = elements(v0->dims, ax), post = elements(v0->dims + ax, v0->rank - ax);
+  for (int64_t p = 0; p < pre; p++)
+    for (uint32_t j = 0; j < nv; j++)
+      memcpy(u32(out) + (p * nv + j) * post, u32(item(x, va, j)) + p * post, (size_t)post * 4);
+  return true;
+}
+
+/* tile(x, reps): the result's element at index i is x's at i mod x.shape. */
+static bool k_tile(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  int64_t reps[MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "reps", reps, MIL_MAX_RANK, &n, &ok);
+  if (!ok) return false;
+  if (!given) return fail(x, "missing argument 'reps'");
+  if (!copy_from(x, a)) return false;
+  if (n != a->rank) return fail(x, "reps has %u entries for rank %u", n, a->rank);
+  int64_t dims[MIL_MAX_RANK], ist[MIL_MAX_RANK];
+  for (uint32_t i = 0; i < n; i++) {
+    if (reps[i] < 1 || reps[i] > INT32_MAX) return fail(x, "reps entries must be positive (entry %u is %lld)", i, (long long)reps[i]);
+    dims[i] = a->dims[i] * reps[i];
+  }
+  if (!expect_shape(x, out, dims, n) || !same_class(x, a, out)) return false;
+  strides_of(a->dims, n, ist);
+  const uint32_t *in = u32(a);
+  uint32_t *o = u32(out);
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t rem = i, off = 0;
+    for (uint32_t d = n; d-- > 0;) {
+      off += (rem % dims[d]) % a->dims[d] * ist[d];
+      rem /= dims[d];
+    }
+    o[i] = in[off];
+  }
+  return true;
+}
+
+/* The source index along one padded dim of size D for position p (which is
+ * `before` past the start) in each mode; -1 for the constant. */
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE };
+
+static int64_t pad_source(int mode, int64_t p, int64_t D) {
+  if (p >= 0 && p < D) return p;
+  if (mode == PAD_CONSTANT) return -1;
+  if (mode == PAD_REPLICATE) return p < 0 ? 0 : D - 1;
+  return p < 0 ? -p : 2 * (D - 1) - p; /* reflect: the edge is not repeated; pad < D is checked */
+}
+
+/* pad(x, pad, mode?, constant_val?): pad[2i], pad[2i+1] elements before and
+ * after the i-th of the last len(pad)/2 dims. */
+static bool k_pad(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  int64_t pads[2 * MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "pad", pads, 2 * MIL_MAX_RANK, &n, &ok);
+  const char *ms = string_arg(x, "mode", "constant", &ok);
+  double cval = scalar_arg(x, "constant_val", 0, &ok);
+  if (!ok) return false;
+  if (!given) return fail(x, "missing argument 'pad'");
+  if (!copy_from(x, a)) return false;
+  int mode = !strcmp(ms, "constant") ? PAD_CONSTANT : !strcmp(ms, "reflect") ? PAD_REFLECT
+             : !strcmp(ms, "replicate") ? PAD_REPLICATE : -1;
+  if (mode < 0) return fail(x, "unknown mode '%s' (constant, reflect or replicate)", ms);
+  if (n % 2 || n / 2 > a->rank) return fail(x, "pad needs an even number of entries, at most %u", 2 * a->rank);
+  int64_t before[MIL_MAX_RANK] = {0}, dims[MIL_MAX_RANK];
+  uint32_t first = a->rank - n / 2;
+  for (uint32_t i = 0; i < a->rank; i++) {
+    dims[i] = a->dims[i];
+    if (i < first) continue;
+    int64_t b = pads[2 * (i - first)], e = pads[2 * (i - first) + 1];
+    if (b < 0 || e < 0 || b > INT32_MAX || e > INT32_MAX) return fail(x, "pad entries must not be negative");
+    if (mode == PAD_REFLECT && (b >= a->dims[i] || e >= a->dims[i]))
+      return fail(x, "reflect padding of dimension %u needs pads below its size %lld", i, (long long)a->dims[i]);
+    if (mode == PAD_REPLICATE && a->dims[i] == 0 && b + e > 0)
+      return fail(x, "replicate padding of the empty dimension %u", i);
+    before[i] = b;
+    dims[i] += b + e;
+  }
+  if (!expect_shape(x, out, dims, a->rank) || !same_class(x, a, out)) return false;
+  int64_t ist[MIL_MAX_RANK];
+  strides_of(a->dims, a->rank, ist);
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t rem = i, off = 0;
+    bool inside = true;
+    for (uint32_t d = a->rank; d-- > 0;) {
+      int64_t s = pad_source(mode, rem % dims[d] - before[d], a->dims[d]);
+      rem /= dims[d];
+      if (s < 0) inside = false;
+      else off += s * ist[d];
+    }
+    if (inside) u32(out)[i] = u32(a)[off];
+    else st(out, i, cval);
+  }
+  return true;
+}
+
+/* shape(x): x's dims as an int32 vector. */
+static bool k_shape(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  if (!ok) return false;
+  if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
+  if (out->dt != MIL_DT_INT32) return fail(x, "returns int32, but the result is declared %s", mil_dtype_name(out->dt));
+  int64_t dims[1] = {a->rank};
+  if (!expect_shape(x, out, dims, 1)) return false;
+  for (uint32_t i = 0; i < a->rank; i++) st(out, i, (double)a->dims[i]);
+  return true;
+}
+
+/* range_1d(end, start, step): start, start + step, ... up to end
+ * (excluded), ceil((end - start) / step) elements as NumPy's arange. The
+ * declared length must match, as the shape is fixed at prepare. */
+static bool k_range(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  if (!find_arg(x->s, "start") || !find_arg(x->s, "end") || !find_arg(x->s, "step"))
+    return fail(x, "needs start, end and step");
+  double s0 = scalar_arg(x, "start", 0, &ok), e = scalar_arg(x, "end", 0, &ok), sp = scalar_arg(x, "step", 0, &ok);
+  if (!ok) return false;
+  if (!(sp != 0) || !isfinite(s0) || !isfinite(e) || !isfinite(sp))
+    return fail(x, "start, end and step must be finite and step not 0");
+  double cnt = ceil((e - s0) / sp);
+  int64_t len = cnt > 0 ? to_index(cnt) : 0;
+  int64_t dims[1] = {len};
+  if (!expect_shape(x, out, dims, 1)) return false;
+  for (int64_t i = 0; i < len; i++) st(out, i, s0 + (double)i * sp);
+  return true;
+}
+
+/* gather_along_axis(x, indices, axis?=0): torch.gather, out[..., j, ...] =
+ * x[..., indices[..., j, ...], ...]; indices has x's rank and its dims
+ * except at axis. Negative indices wrap before iOS17, as in gather. */
+static bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
+  double axis_d = scalar_arg(x, "axis", 0, &ok);
+  uint32_t ax = 0;
+  if (!ok || !copy_from(x, a) || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
+  if (ind->st != ST_I32 || ind->dt == MIL_DT_BOOL) return fail(x, "indices must be integers");
+  bool same = ind->rank == a->rank;
+  for (uint32_t i = 0; same && i < a->rank; i++) same = i == ax || ind->dims[i] == a->dims[i];
+  if (!same) return fail(x, "indices must have the rank of x and its dims except at axis %u", ax);
+  if (!expect_shape(x, out, ind->dims, ind->rank) || !same_class(x, a, out)) return false;
+  int64_t len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1), il = ind->dims[ax];
+  bool wrap = x->c->f->ios < 17;
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t k = ((const int32_t *)ind->p)[i];
+    if (k < 0 && wrap) k += len;
+    if (k < 0 || k >= len)
+      return fail(x, "index %lld is out of range for dimension %u of size %lld", (long long)((const int32_t *)ind->p)[i], ax,
+                  (long long)len);
+    int64_t p = i / (il * post), q = i % post;
+    u32(out)[i] = u32(a)[(p * len + k) * post + q];
+  }
+  return true;
+}
+
+/* ---- indices of extremes: reduce_argmax, reduce_argmin, topk ---- */
+
+/* An order of two elements for argmax (want_max) or argmin, as NumPy's:
+ * NaN beats everything (the first NaN wins), and ties keep the first. */
+static bool beats(double v, double best, bool want_max) {
+  if (isnan(best)) return false;
+  if (isnan(v)) return true;
+  return want_max ? v > best : v < best;
+}
+
+typedef struct ArgJob {
+  const Val *a;
+  Val *o;
+  int64_t len, post;
+  bool want_max;
+} ArgJob;
+
+static void arg_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const ArgJob *j = arg;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t base = i / j->post * j->len * j->post + i % j->post, best = 0;
+    double bv = ld(j->a, base);
+    for (int64_t k = 1; k < j->len; k++) {
+      double v = ld(j->a, base + k * j->post);
+      if (beats(v, bv, j->want_max)) bv = v, best = k;
+    }
+    ((int32_t *)j->o->p)[i] = (int32_t)best;
+  }
+}
+
+/* reduce_argmax / reduce_argmin(x, axis?=-1, keep_dims?=false,
+ * output_dtype?="int32"): int32 indices. */
+static bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  double axis_d = scalar_arg(x, "axis", -1, &ok);
+  bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
+  const char *odt = string_arg(x, "output_dtype", "int32", &ok);
+  uint32_t ax = 0;
+  if (!ok) return false;
+  if (a->st == ST_STR) return fail(x, "argument 'x' must be a tensor");
+  if (strcmp(odt, "int32")) return fail(x, "output_dtype '%s' is not supported (only int32)", odt);
+  if (out->dt != MIL_DT_INT32) return fail(x, "returns int32, but the result is declared %s", mil_dtype_name(out->dt));
+  if (!norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
+  if (a->dims[ax] == 0) return fail(x, "dimension %u is empty", ax);
+  if (a->dims[ax] > INT32_MAX) return fail(x, "dimension %u is too long for int32 indices", ax);
+  int64_t dims[MIL_MAX_RANK] = {0};
+  uint32_t rank = 0;
+  for (uint32_t i = 0; i < a->rank; i++)
+    if (i != ax || keep) dims[rank++] = i == ax ? 1 : a->dims[i];
+  if (!expect_shape(x, out, dims, rank)) return false;
+  ArgJob j = {.a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
+              .want_max = code == 1};
+  par_for(x->c, out->n, (GRAIN + j.len - 1) / j.len, arg_task, &j);
+  return true;
+}
+
+/* topk(x, k?=1, axis?=-1, ascending?=false, sort?=true, return_indices?=true):
+ * the k largest (smallest when ascending) along axis and their int32
+ * indices, in order; equal values keep their order (a stable sort), NaN
+ * counts as the largest. sort=false returns the same (sorted) order, which
+ * is one of the orders it allows. */
+typedef struct TopkJob {
+  const Val *a;
+  Val *vo, *io;
+  int64_t len, post, k;
+  bool asc;
+} TopkJob;
+
+static void topk_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const TopkJob *j = arg;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t pre = i / j->post, q = i % j->post, base = pre * j->len * j->post + q;
+    /* selection of the k best, each the first best not yet taken: O(k len), fine for the small k of decoders */
+    for (int64_t r = 0; r < j->k; r++) {
+      int64_t best = -1;
+      double bv = 0;
+      for (int64_t m = 0; m < j->len; m++) {
+        double v = ld(j->a, base + m * j->post);
+        bool taken = false;
+        for (int64_t t = 0; t < r && !taken; t++)
+          taken = ((const int32_t *)j->io->p)[(pre * j->k + t) * j->post + q] == m;
+        if (taken) continue;
+        if (best < 0 || beats(v, bv, !j->asc)) best = m, bv = v;
+      }
+      int64_t o = (pre * j->k + r) * j->post + q;
+      ((int32_t *)j->io->p)[o] = (int32_t)best;
+      st(j->vo, o, bv);
+    }
+  }
+}
+
+static bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  double kd = scalar_arg(x, "k", 1, &ok), axis_d = scalar_arg(x, "axis", -1, &ok);
+  bool asc = scalar_arg(x, "ascending", 0, &ok) != 0;
+  bool ret_ind = scalar_arg(x, "return_indices", 1, &ok) != 0;
+  (void)scalar_arg(x, "sort", 1, &ok);
+  uint32_t ax = 0;
+  if (!ok || !copy_from(x, a) || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
+  if (!ret_ind) return fail(x, "return_indices = false is not supported");
+  if (nout != 2) return fail(x, "must have two results (values and indices)");
+  int64_t k = to_index(kd);
+  if (k < 1 || k > a->dims[ax] || a->dims[ax] > INT32_MAX)
+    return fail(x, "k %g is out of range for dimension %u of size %lld", kd, ax, (long long)a->dims[ax]);
+  int64_t dims[MIL_MAX_RANK];
+  memcpy(dims, a->dims, sizeof dims);
+  dims[ax] = k;
+  if (!expect_shape(x, &out[0], dims, a->rank) || !expect_shape(x, &out[1], dims, a->rank) ||
+      !same_class(x, a, &out[0]))
+    return false;
+  if (out[1].dt != MIL_DT_INT32) return fail(x, "the indices are int32, but the result is declared %s", mil_dtype_name(out[1].dt));
+  TopkJob j = {.a = a, .vo = &out[0], .io = &out[1], .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
+               .k = k, .asc = asc};
+  int64_t lines = out[0].n / k, per = k * j.len + 1;
+  par_for(x->c, lines, (GRAIN + per - 1) / per, topk_task, &j);
+  return true;
+}
+
+/* ---- pooling ---- */
+
+/* max_pool / avg_pool over 1, 2 or 3 spatial dims, all as 3-D (as conv).
+ * One item is one channel of one batch item. avg_pool divides by the
+ * window's elements inside x and its explicit padding (the part of a
+ * ceil_mode window beyond the padding never counts), or with
+ * exclude_padding_from_average by those inside x only. */
+typedef struct PoolJob {
+  const Val *a;
+  Val *o;
+  bool avg, exclude;
+  int64_t D[3], K[3], OD[3], st[3], before[3], after[3];
+} PoolJob;
+
+static void pool_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const PoolJob *j = arg;
+  const int64_t *D = j->D, *K = j->K, *OD = j->OD;
+  int64_t in_sz = D[0] * D[1] * D[2], out_sz = OD[0] * OD[1] * OD[2];
+  for (int64_t it = lo; it < hi; it++)
+    for (int64_t oz = 0; oz < OD[0]; oz++)
+      for (int64_t oy = 0; oy < OD[1]; oy++)
+        for (int64_t ox = 0; ox < OD[2]; ox++) {
+          int64_t o[3] = {oz, oy, ox}, lo_[3], hi_[3], cnt = 1;
+          for (int d = 0; d < 3; d++) {
+            int64_t s = o[d] * j->st[d] - j->before[d], e = s + K[d];
+            int64_t ps = s < -j->before[d] ? -j->before[d] : s, pe = e > D[d] + j->after[d] ? D[d] + j->after[d] : e;
+            lo_[d] = s < 0 ? 0 : s;
+            hi_[d] = e > D[d] ? D[d] : e;
+            cnt *= j->exclude ? (hi_[d] > lo_[d] ? hi_[d] - lo_[d] : 0) : (pe > ps ? pe - ps : 0);
+          }
+          double r = j->avg ? 0 : -HUGE_VAL;
+          for (int64_t z = lo_[0]; z < hi_[0]; z++)
+            for (int64_t y = lo_[1]; y < hi_[1]; y++)
+              for (int64_t xx = lo_[2]; xx < hi_[2]; xx++) {
+                double v = ld(j->a, it * in_sz + (z * D[1] + y) * D[2] + xx);
+                if (j->avg) r += v;
+                else r = isnan(r) || isnan(v) ? (double)NAN : fmax(r, v);
+              }
+          if (j->avg) r = cnt > 0 ? r / (double)cnt : 0;
+          st(j->o, it * out_sz + (oz * OD[1] + oy) * OD[2] + ox, r);
+        }
+}
+
+static bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  if (!ok) return false;
+  if (a->st != ST_F32 || a->rank < 3 || a->rank > 5)
+    return fail(x, "x must be an fp16 or fp32 tensor of rank 3, 4 or 5 (a 1-D, 2-D or 3-D pool)");
+  uint32_t S = a->rank - 2, lead = 3 - S, n;
+  PoolJob j = {.a = a, .o = out, .avg = code == 1, .D = {1, 1, 1}, .K = {1, 1, 1}, .st = {1, 1, 1}};
+  int64_t tmp[6] = {0};
+  if (!ints_arg(x, "kernel_sizes", tmp, 3, &n, &ok) || n != S) return ok ? fail(x, "kernel_sizes needs %u entries", S) : false;
+  memcpy(j.K + lead, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, "strides", tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
+  else if (ok && n) return fail(x, "strides needs %u entries", S);
+  const char *pt = string_arg(x, "pad_type", NULL, &ok);
+  bool has_pad = ints_arg(x, "pad", tmp, 6, &n, &ok);
+  bool ceil_mode = scalar_arg(x, "ceil_mode", 0, &ok) != 0;
+  j.exclude = scalar_arg(x, "exclude_padding_from_average", 0, &ok) != 0;
+  if (!ok) return false;
+  if (!pt) return fail(x, "missing argument 'pad_type'");
+  bool custom = !strcmp(pt, "custom"), same = !strcmp(pt, "same"), lower = !strcmp(pt, "same_lower");
+  if (!custom && !same && !lower && strcmp(pt, "valid")) return fail(x, "unknown pad_type '%s'", pt);
+  if (custom && (!has_pad || n != 2 * S)) return fail(x, "pad_type custom needs pad with %u entries", 2 * S);
+  if (ceil_mode && (same || lower)) return fail(x, "ceil_mode needs pad_type valid or custom");
+  for (uint32_t i = 0; i < 3; i++) {
+    if (i >= lead) j.D[i] = a->dims[2 + i - lead];
+    if (j.K[i] < 1 || j.st[i] < 1) return fail(x, "kernel_sizes and strides must be positive");
+    if (i < lead) continue;
+    uint32_t si = i - lead;
+    if (custom) {
+      if (tmp[2 * si] < 0 || tmp[2 * si + 1] < 0 || tmp[2 * si] > INT32_MAX || tmp[2 * si + 1] > INT32_MAX)
+        return fail(x, "pad entries must not be negative");
+      if (ceil_mode && tmp[2 * si] != tmp[2 * si + 1]) return fail(x, "ceil_mode needs symmetric padding");
+      j.before[i] = tmp[2 * si], j.after[i] = tmp[2 * si + 1];
+    } else if (same || lower) {
+      int64_t outd = (j.D[i] + j.st[i] - 1) / j.st[i], p = outd * j.st[i] - j.D[i] + j.K[i] - j.st[i];
+      p = p > 0 ? p : 0;
+      j.before[i] = same ? p / 2 : p - p / 2;
+      j.after[i] = p - j.before[i];
+    }
+  }
+  int64_t dims[5] = {a->dims[0], a->dims[1]};
+  for (uint32_t i = 0; i < 3; i++) {
+    int64_t span = j.D[i] + j.before[i] + j.after[i] - j.K[i];
+    if (span < 0) return fail(x, "the kernel is larger than the padded input");
+    j.OD[i] = (ceil_mode ? (span + j.st[i] - 1) / j.st[i] : span / j.st[i]) + 1;
+    /* PyTorch's rule: the last window must start inside x or its leading padding */
+    if (ceil_mode && (j.OD[i] - 1) * j.st[i] >= j.D[i] + j.before[i]) j.OD[i]--;
+    if (i >= lead) dims[2 + i - lead] = j.OD[i];
+  }
+  if (!expect_shape(x, out, dims, a->rank)) return false;
+  if (out->n == 0) return true;
+  int64_t per = out->n / (a->dims[0] * a->dims[1]) * j.K[0] * j.K[1] * j.K[2] + 1;
+  par_for(x->c, a->dims[0] * a->dims[1], (GRAIN + per - 1) / per, pool_task, &j);
+  return true;
+}
+
+/* ---- quantize and dequantize (iOS17) ---- */
+
+/* A per-axis parameter (scale or zero_point): a scalar, or a vector of the
+ * elements of x's dimension `axis` (which must then be given). */
+static bool qparam(Ctx *x, const char *name, const Val *p, const Val *a, bool has_axis, uint32_t axis) {
+  if (p->st == ST_STR) return fail(x, "argument '%s' must be a tensor", name);
+  if (p->rank == 0 || (p->rank == 1 && p->n == 1 && !has_axis)) return true;
+  if (p->rank != 1 || !has_axis || p->n != a->dims[axis])
+    return fail(x, "%s must be a scalar, or a vector of the %lld elements of dimension %u with axis given", name,
+                has_axis ? (long long)a->dims[axis] : 0LL, axis);
+  return true;
+}
+
+/* quantize(input, scale, zero_point?, axis?, output_dtype):
+ * clip(round(input / scale) + zero_point) into int8 or uint8, rounding half
+ * to even (NumPy's around, which coremltools uses). The quotient is taken in
+ * double (coremltools divides in the input's dtype; a difference needs a
+ * quotient within an fp16 ulp of a half-integer). NaN is an error.
+ * dequantize(input, scale, zero_point?, axis?): scale * (input - zero_point). */
+static bool k_quant(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  bool ok = true, de = code == 1;
+  const Val *a = req_arg(x, "input", &ok), *sc = req_arg(x, "scale", &ok), *zp = opt_arg(x, "zero_point", &ok);
+  double axis_d = scalar_arg(x, "axis", 0, &ok);
+  bool has_axis = find_arg(x->s, "axis") != NULL;
+  const char *odt = de ? NULL : string_arg(x, "output_dtype", NULL, &ok);
+  if (!ok) return false;
+  if (!de && !odt) return fail(x, "missing argument 'output_dtype'");
+  if (a->st == ST_STR) return fail(x, "argument 'input' must be a tensor");
+  uint32_t axis = 0;
+  if (has_axis && !norm_axis(x, to_index(axis_d), a->rank, &axis)) return false;
+  if (!qparam(x, "scale", sc, a, has_axis, axis) || (zp && !qparam(x, "zero_point", zp, a, has_axis, axis))) return false;
+  MilDType q = de ? a->dt : mil_dtype_from_name(odt, strlen(odt));
+  if (q != MIL_DT_INT8 && q != MIL_DT_UINT8)
+    return fail(x, de ? "input must be int8 or uint8, not %s" : "output_dtype must be int8 or uint8, not '%s'",
+                de ? mil_dtype_name(a->dt) : odt);
+  if (!de && !is_float(a->dt)) return fail(x, "input must be fp16 or fp32, not %s", mil_dtype_name(a->dt));
+  if (zp && zp->dt != q) return fail(x, "zero_point is %s but the quantized type is %s", mil_dtype_name(zp->dt), mil_dtype_name(q));
+  if (!is_float(sc->dt)) return fail(x, "scale must be fp16 or fp32");
+  if (de ? out->dt != sc->dt : out->dt != q)
+    return fail(x, "the result is declared %s but the op returns %s", mil_dtype_name(out->dt),
+                mil_dtype_name(de ? sc->dt : q));
+  if (!de && a->dt != sc->dt) return fail(x, "scale is %s but input is %s", mil_dtype_name(sc->dt), mil_dtype_name(a->dt));
+  if (!expect_shape(x, out, a->dims, a->rank)) return false;
+  double qlo = q == MIL_DT_INT8 ? -128 : 0, qhi = q == MIL_DT_INT8 ? 127 : 255;
+  int64_t post = has_axis ? elements(a->dims + axis + 1, a->rank - axis - 1) : 1, len = has_axis ? a->dims[axis] : 1;
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t k = (i / post) % len;
+    double s = ld(sc, sc->n == 1 ? 0 : k), z = zp ? ld(zp, zp->n == 1 ? 0 : k) : 0, v = ld(a, i);
+    if (de) {
+      st(out, i, s * (v - z));
+      continue;
+    }
+    double r = nearbyint(v / s) + z; /* the default rounding mode: half to even */
+    if (isnan(r)) return fail(x, "element %lld quantizes to NaN (input %g, scale %g)", (long long)i, v, s);
+    st(out, i, r < qlo ? qlo : r > qhi ? qhi : r);
+  }
+  return true;
+}
+
 /* ---- linear algebra ---- */
 
 #define PANEL 128  /* output channels per piece of linear / conv */
@@ -2046,6 +2587,8 @@ static const OpEntry op_table[] = {
     {"logical_or", k_binary, B_OR},
     {"logical_xor", k_binary, B_XOR},
     {"logical_not", k_unary, U_NOT},
+    {"floor", k_unary, U_FLOOR},
+    {"floor_div", k_binary, B_FDIV},
     {"select", k_select, 0},
     {"cast", k_cast, 0},
     {"softmax", k_softmax, 0},
@@ -2060,6 +2603,21 @@ static const OpEntry op_table[] = {
     {"split", k_split, 0},
     {"concat", k_concat, 0},
     {"gather", k_gather, 0},
+    {"gather_along_axis", k_gather_axis, 0},
+    {"expand_dims", k_expand_dims, 0},
+    {"squeeze", k_squeeze, 0},
+    {"stack", k_stack, 0},
+    {"tile", k_tile, 0},
+    {"pad", k_pad, 0},
+    {"shape", k_shape, 0},
+    {"range_1d", k_range, 0},
+    {"reduce_argmax", k_argreduce, 1},
+    {"reduce_argmin", k_argreduce, 0},
+    {"topk", k_topk, 0},
+    {"max_pool", k_pool, 0},
+    {"avg_pool", k_pool, 1},
+    {"quantize", k_quant, 0},
+    {"dequantize", k_quant, 1},
     {"matmul", k_matmul, 0},
     {"scaled_dot_product_attention", k_sdpa, 0},
     {"linear", k_linear, 0},
@@ -2575,7 +3133,10 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
     bool is_const = !strcmp(s->op, "const");
     bool types_ok = true;
     for (uint32_t k = 0; types_ok && k < s->nresults; k++) {
-      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const);
+      /* quantize returns int8/uint8 (held as int32, like the small integer consts) */
+      bool small_int = !strcmp(s->op, "quantize") &&
+                       (s->results[k].type.dtype == MIL_DT_INT8 || s->results[k].type.dtype == MIL_DT_UINT8);
+      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const || small_int);
       if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
       c->slots[c->base[i] + k].kind = SK_RESULT;
     }
@@ -2656,6 +3217,12 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
     }
     const MilOperand *r = &f->returns[k];
     c->out_slot[i] = r->def_stmt == MIL_DEF_PARAM ? r->def_index : c->base[r->def_stmt] + r->def_index;
+    if (!dtype_held(c->vals[c->out_slot[i]].dt)) { /* an int8 quantize result, or a const of a small type */
+      diag_error(d, f->loc, "output '%s' is %s, which the CPU backend does not return", name,
+                 mil_dtype_name(c->vals[c->out_slot[i]].dt));
+      ok = false;
+      break;
+    }
   }
   if (!ok) {
     cpu_free(c);

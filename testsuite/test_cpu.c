@@ -1352,3 +1352,278 @@ Test(cpu, profile_times_every_statement) {
   unload(&l);
   cleanup();
 }
+
+/* ---- reduce_argmax/argmin, quantize/dequantize, pooling, and the shape ops of the corpus ---- */
+
+#define S_(n) "string(\"" n "\")"
+
+/* Expects the program in dir to fail (at prepare or run) with `msg` at the
+ * first occurrence of `at` (the op's name and its parenthesis) in `mil`. */
+static void expect_error_at(const char *mil, const char *at, const CpuTensor *in, uint32_t nout, const char *msg) {
+  const char *p = strstr(mil, at);
+  cr_assert_not_null(p, "'%s' is not in the program", at);
+  uint32_t line = 1, col = 1;
+  for (const char *s = mil; s < p; s++) {
+    if (*s == '\n') line++, col = 1;
+    else col++;
+  }
+  char want[512];
+  snprintf(want, sizeof want, "%u:%u: error: %s", line, col, msg);
+  expect_error(in, nout, want);
+}
+
+/* Writes mil as the bare program, and expects the error. */
+static void bare_error(const char *mil, const char *at, const CpuTensor *in, const char *msg) {
+  write_bare(mil);
+  expect_error_at(mil, at, in, 1, msg);
+  cleanup();
+}
+
+/* Asserts t has dtype dt, the dims given and exactly the values want. */
+static void expect_values(const CpuTensor *t, MilDType dt, uint32_t rank, const int64_t *dims, const double *want,
+                          const char *what) {
+  cr_assert_eq(t->dtype, dt, "%s: dtype", what);
+  cr_assert_eq(t->rank, rank, "%s: rank %u", what, t->rank);
+  for (uint32_t i = 0; i < rank; i++) cr_assert_eq(t->dims[i], dims[i], "%s: dim %u", what, i);
+  int64_t n = prod(dims, rank);
+  for (int64_t i = 0; i < n; i++) {
+    double g = cpu_elem(t, (uint64_t)i);
+    cr_assert(g == want[i] || (isnan(g) && isnan(want[i])), "%s[%lld] = %g, want %g", what, (long long)i, g, want[i]);
+  }
+}
+
+Test(cpu, argmax_argmin_by_hand) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [2, 3]> x) {\n"
+             "        tensor<int32, [2]> a1 = reduce_argmax(x = x)[name = " S_("a1") "];\n"
+             "        tensor<int32, [1, 3]> a2 = reduce_argmin(axis = int32(0), keep_dims = bool(true), x = x)[name = " S_("a2") "];\n"
+             "        tensor<int32, [2, 1]> a3 = reduce_argmin(axis = int32(-1), keep_dims = bool(true), output_dtype = " S_("int32") ", x = x)[name = " S_("a3") "];\n"
+             "        tensor<int32, []> a4 = reduce_argmax(axis = int32(0), x = tensor<int32, [4]>([3, 9, 9, -1]))[name = " S_("a4") "];\n"
+             "    } -> (a1, a2, a3, a4);\n}\n");
+  /* Ties keep the first index; NaN wins both (NumPy's argmax and argmin). */
+  float x[6] = {1, 5, 5, 7, NAN, -2};
+  CpuTensor in = f32_tensor(x, 2, (int64_t[]){2, 3}), out[4];
+  run_twice(CPU_NUMERICS_ANE, &in, out, 4);
+  expect_values(&out[0], MIL_DT_INT32, 1, (int64_t[]){2}, (double[]){1, 1}, "a1");
+  expect_values(&out[1], MIL_DT_INT32, 2, (int64_t[]){1, 3}, (double[]){0, 1, 1}, "a2");
+  expect_values(&out[2], MIL_DT_INT32, 2, (int64_t[]){2, 1}, (double[]){0, 1}, "a3");
+  expect_values(&out[3], MIL_DT_INT32, 0, NULL, (double[]){1}, "a4");
+  for (int i = 0; i < 4; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+  float x4[4] = {0};
+  CpuTensor in4 = f32_tensor(x4, 2, (int64_t[]){2, 2});
+  bare_error(MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 2]> x) {\n"
+                      "        tensor<fp32, [2]> y = reduce_argmax(x = x)[name = " S_("y") "];\n    } -> (y);\n}\n",
+             "reduce_argmax(", &in4, "reduce_argmax: returns int32, but the result is declared fp32");
+  bare_error(MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 2]> x) {\n"
+                      "        tensor<int32, [2]> y = reduce_argmin(axis = int32(2), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n",
+             "reduce_argmin(", &in4, "reduce_argmin: axis 2 is out of range for rank 2");
+  bare_error(MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 2]> x) {\n"
+                      "        tensor<int32, [2]> y = reduce_argmax(output_dtype = " S_("uint16") ", x = x)[name = " S_("y") "];\n    } -> (y);\n}\n",
+             "reduce_argmax(", &in4, "reduce_argmax: output_dtype 'uint16' is not supported (only int32)");
+  bare_error(MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 2]> x) {\n"
+                      "        tensor<int32, [2, 1]> y = reduce_argmax(x = x)[name = " S_("y") "];\n    } -> (y);\n}\n",
+             "reduce_argmax(", &in4, "reduce_argmax: the result shape is [2] but the statement declares [2, 1]");
+}
+
+Test(cpu, argmax_argmin_against_reference) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [5, 37, 6]> x) {\n"
+             "        tensor<int32, [5, 6]> a = reduce_argmax(axis = int32(1), x = x)[name = " S_("a") "];\n"
+             "        tensor<int32, [1, 37, 6]> b = reduce_argmin(axis = int32(-3), keep_dims = bool(true), x = x)[name = " S_("b") "];\n"
+             "    } -> (a, b);\n}\n");
+  static float x[5 * 37 * 6];
+  fill_random(x, 5 * 37 * 6, 7, true); /* coarse: many ties */
+  CpuTensor in = f32_tensor(x, 3, (int64_t[]){5, 37, 6}), out[2];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 2);
+  for (int i = 0; i < 5; i++)
+    for (int k = 0; k < 6; k++) {
+      int best = 0;
+      for (int j = 1; j < 37; j++)
+        if (x[(i * 37 + j) * 6 + k] > x[(i * 37 + best) * 6 + k]) best = j;
+      cr_assert_eq(((int32_t *)out[0].data)[i * 6 + k], best, "a[%d, %d]", i, k);
+    }
+  for (int j = 0; j < 37; j++)
+    for (int k = 0; k < 6; k++) {
+      int best = 0;
+      for (int i = 1; i < 5; i++)
+        if (x[(i * 37 + j) * 6 + k] < x[(best * 37 + j) * 6 + k]) best = i;
+      cr_assert_eq(((int32_t *)out[1].data)[j * 6 + k], best, "b[%d, %d]", j, k);
+    }
+  for (int i = 0; i < 2; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+}
+
+Test(cpu, quantize_dequantize_by_hand) {
+  const char *mil =
+      MIL_HEAD
+      "    func main<ios18>(tensor<fp32, [6]> x) {\n"
+      "        tensor<int8, [6]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = fp32(0x1p-1), zero_point = int8(3))[name = " S_("q") "];\n"
+      "        tensor<fp32, [6]> d = dequantize(input = q, scale = fp32(0x1p-1), zero_point = int8(3))[name = " S_("d") "];\n"
+      "        tensor<int8, [6]> q2 = quantize(input = x, output_dtype = " S_("int8") ", scale = fp32(0x1p-1))[name = " S_("q2") "];\n"
+      "        tensor<fp32, [6]> d2 = dequantize(input = q2, scale = fp32(0x1p-1))[name = " S_("d2") "];\n"
+      "        tensor<int32, [2]> shp = const()[name = " S_("shp") ", val = tensor<int32, [2]>([2, 3])];\n"
+      "        tensor<fp32, [2, 3]> r = reshape(shape = shp, x = x)[name = " S_("r") "];\n"
+      "        tensor<fp32, [3]> sc = const()[name = " S_("sc") ", val = tensor<fp32, [3]>([1, 2, 4])];\n"
+      "        tensor<uint8, [3]> zp = const()[name = " S_("zp") ", val = tensor<uint8, [3]>([10, 0, 128])];\n"
+      "        tensor<uint8, [2, 3]> q3 = quantize(axis = int32(-1), input = r, output_dtype = " S_("uint8") ", scale = sc, zero_point = zp)[name = " S_("q3") "];\n"
+      "        tensor<fp32, [2, 3]> d3 = dequantize(axis = int32(1), input = q3, scale = sc, zero_point = zp)[name = " S_("d3") "];\n"
+      "    } -> (d, d2, d3);\n}\n";
+  write_bare(mil);
+  /* x / 0.5 = 0.5, 1.5, -0.5, 200, -200, 12: halves round to even, then the zero point, then the int8 clip. */
+  float x[6] = {0.25f, 0.75f, -0.25f, 100, -100, 6};
+  CpuTensor in = f32_tensor(x, 1, (int64_t[]){6}), out[3];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 3);
+  expect_values(&out[0], MIL_DT_FP32, 1, (int64_t[]){6}, (double[]){0, 1, 0, 62, -65.5, 6}, "d");
+  expect_values(&out[1], MIL_DT_FP32, 1, (int64_t[]){6}, (double[]){0, 1, 0, 63.5, -64, 6}, "d2");
+  /* per column: 0.25/1 -> 0, 100/1 -> 100; 0.75/2 -> 0, -100/2 -> clip at 0 - 0; -0.25/4 -> 0, 6/4 = 1.5 -> 2 */
+  expect_values(&out[2], MIL_DT_FP32, 2, (int64_t[]){2, 3}, (double[]){0, 0, 0, 100, 0, 8}, "d3");
+  for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  x[1] = NAN;
+  expect_error_at(mil, "quantize(", &in, 3, "quantize: element 1 quantizes to NaN (input nan, scale 0.5)");
+  cleanup();
+  float x2[2] = {0};
+  CpuTensor in2 = f32_tensor(x2, 1, (int64_t[]){2});
+  const char *head = MIL_HEAD "    func main<ios18>(tensor<fp32, [2]> x) {\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int16") ", scale = fp32(1))[name = " S_("q") "];\n"
+           "        tensor<fp32, [2]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "quantize(", &in2, "quantize: output_dtype must be int8 or uint8, not 'int16'");
+  snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = fp32(1), zero_point = uint8(0))[name = " S_("q") "];\n"
+           "        tensor<fp32, [2]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "quantize(", &in2, "quantize: zero_point is uint8 but the quantized type is int8");
+  snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = tensor<fp32, [2]>([1, 2]))[name = " S_("q") "];\n"
+           "        tensor<fp32, [2]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "quantize(", &in2, "quantize: scale must be a scalar, or a vector of the 0 elements of dimension 0 with axis given");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2]> y = dequantize(input = x, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "dequantize(", &in2, "dequantize: input must be int8 or uint8, not fp32");
+  snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = fp32(1))[name = " S_("q") "];\n    } -> (q);\n}\n", head);
+  write_bare(buf);
+  expect_error_at(buf, "main<", &in2, 1, "output 'q' is int8, which the CPU backend does not return");
+  cleanup();
+}
+
+Test(cpu, quantize_against_reference) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [7, 33, 5]> x) {\n"
+             "        tensor<fp32, [33]> sc = const()[name = " S_("sc") ", val = tensor<fp32, [33]>([0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5, 1, 0.0625, 0.125, 0.25, 0.5])];\n"
+             "        tensor<int8, [33]> zp = const()[name = " S_("zp") ", val = tensor<int8, [33]>([0, 1, -1, 5, -7, 0, 1, -1, 5, -7, 0, 1, -1, 5, -7, 0, 1, -1, 5, -7, 0, 1, -1, 5, -7, 0, 1, -1, 5, -7, 0, 1, -1])];\n"
+             "        tensor<int8, [7, 33, 5]> q = quantize(axis = int32(1), input = x, output_dtype = " S_("int8") ", scale = sc, zero_point = zp)[name = " S_("q") "];\n"
+             "        tensor<fp32, [7, 33, 5]> y = dequantize(axis = int32(-2), input = q, scale = sc, zero_point = zp)[name = " S_("y") "];\n"
+             "    } -> (y);\n}\n");
+  static float x[7 * 33 * 5];
+  fill_random(x, 7 * 33 * 5, 11, true); /* coarse: multiples of 1/8, so many exact halves */
+  for (int i = 0; i < 7 * 33 * 5; i += 13) x[i] *= 40; /* some beyond the int8 range */
+  CpuTensor in = f32_tensor(x, 3, (int64_t[]){7, 33, 5}), out;
+  run_twice(CPU_NUMERICS_FP32, &in, &out, 1);
+  static const double scs[5] = {0.125, 0.25, 0.5, 1, 0.0625};
+  static const int zps[5] = {0, 1, -1, 5, -7};
+  for (int i = 0; i < 7 * 33 * 5; i++) {
+    int c = i / 5 % 33;
+    double s = scs[c % 5], t = (double)x[i] / s, fl = floor(t);
+    /* round half to even, written out */
+    double r = t - fl < 0.5 ? fl : t - fl > 0.5 ? fl + 1 : fmod(fl, 2) == 0 ? fl : fl + 1;
+    r += zps[c % 5];
+    r = r < -128 ? -128 : r > 127 ? 127 : r;
+    double want = s * (r - zps[c % 5]);
+    cr_assert(out_f32(&out)[i] == (float)want, "y[%d] = %g, want %g (x %g)", i, (double)out_f32(&out)[i], want, (double)x[i]);
+  }
+  cpu_tensor_free(&out);
+  cleanup();
+}
+
+Test(cpu, pooling_by_hand) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [16]> x) {\n"
+             "        tensor<int32, [4]> shp = const()[name = " S_("shp") ", val = tensor<int32, [4]>([1, 1, 4, 4])];\n"
+             "        tensor<fp32, [1, 1, 4, 4]> r = reshape(shape = shp, x = x)[name = " S_("r") "];\n"
+             "        tensor<fp32, [1, 1, 2, 2]> p1 = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("valid") ", strides = tensor<int32, [2]>([2, 2]), x = r)[name = " S_("p1") "];\n"
+             "        tensor<fp32, [1, 1, 4, 4]> p2 = avg_pool(exclude_padding_from_average = bool(false), kernel_sizes = tensor<int32, [2]>([3, 3]), pad = tensor<int32, [4]>([1, 1, 1, 1]), pad_type = " S_("custom") ", x = r)[name = " S_("p2") "];\n"
+             "        tensor<fp32, [1, 1, 4, 4]> p3 = avg_pool(exclude_padding_from_average = bool(true), kernel_sizes = tensor<int32, [2]>([3, 3]), pad = tensor<int32, [4]>([1, 1, 1, 1]), pad_type = " S_("custom") ", x = r)[name = " S_("p3") "];\n"
+             "        tensor<fp32, [1, 1, 2, 2]> p4 = max_pool(ceil_mode = bool(true), kernel_sizes = tensor<int32, [2]>([3, 3]), pad_type = " S_("valid") ", strides = tensor<int32, [2]>([2, 2]), x = r)[name = " S_("p4") "];\n"
+             "        tensor<fp32, [1, 1, 2, 2]> p5 = avg_pool(ceil_mode = bool(true), kernel_sizes = tensor<int32, [2]>([3, 3]), pad_type = " S_("valid") ", strides = tensor<int32, [2]>([2, 2]), x = r)[name = " S_("p5") "];\n"
+             "        tensor<fp32, [1, 1, 4, 4]> p6 = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("same") ", x = r)[name = " S_("p6") "];\n"
+             "        tensor<int32, [3]> shp1 = const()[name = " S_("shp1") ", val = tensor<int32, [3]>([1, 2, 8])];\n"
+             "        tensor<fp32, [1, 2, 8]> r1 = reshape(shape = shp1, x = x)[name = " S_("r1") "];\n"
+             "        tensor<fp32, [1, 2, 2]> p7 = max_pool(kernel_sizes = tensor<int32, [1]>([3]), pad_type = " S_("valid") ", strides = tensor<int32, [1]>([3]), x = r1)[name = " S_("p7") "];\n"
+             "        tensor<fp32, [1, 2, 3]> p8 = avg_pool(kernel_sizes = tensor<int32, [1]>([2]), pad_type = " S_("same_lower") ", strides = tensor<int32, [1]>([3]), x = r1)[name = " S_("p8") "];\n"
+             "    } -> (p1, p2, p3, p4, p5, p6, p7, p8);\n}\n");
+  float x[16];
+  for (int i = 0; i < 16; i++) x[i] = (float)i;
+  CpuTensor in = f32_tensor(x, 1, (int64_t[]){16}), out[8];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 8);
+  const int64_t d22[4] = {1, 1, 2, 2}, d44[4] = {1, 1, 4, 4};
+  expect_values(&out[0], MIL_DT_FP32, 4, d22, (double[]){5, 7, 13, 15}, "p1");
+  /* 3x3 windows padded by 1: the padding counts (a corner is 10 / 9), or not (10 / 4). */
+  expect_values(&out[1], MIL_DT_FP32, 4, d44,
+                (double[]){(float)(10 / 9.), 2, (float)(24 / 9.), 2, 3, 5, 6, (float)(39 / 9.), (float)(51 / 9.), 9, 10, 7,
+                           (float)(42 / 9.), (float)(66 / 9.), 8, (float)(50 / 9.)},
+                "p2");
+  expect_values(&out[2], MIL_DT_FP32, 4, d44,
+                (double[]){2.5, 3, 4, 4.5, 4.5, 5, 6, 6.5, 8.5, 9, 10, 10.5, 10.5, 11, 12, 12.5}, "p3");
+  /* ceil_mode: the windows at 2 overhang; max ignores, avg divides by what is inside. */
+  expect_values(&out[3], MIL_DT_FP32, 4, d22, (double[]){10, 11, 14, 15}, "p4");
+  expect_values(&out[4], MIL_DT_FP32, 4, d22, (double[]){5, 6.5, 11, 12.5}, "p5");
+  /* same, kernel 2: one extra row and column after */
+  expect_values(&out[5], MIL_DT_FP32, 4, d44, (double[]){5, 6, 7, 7, 9, 10, 11, 11, 13, 14, 15, 15, 13, 14, 15, 15}, "p6");
+  expect_values(&out[6], MIL_DT_FP32, 3, (int64_t[]){1, 2, 2}, (double[]){2, 5, 10, 13}, "p7");
+  /* same_lower, kernel 2 stride 3 over 8: 3 outputs, padding 3*3 - 8 + 2 - 3 = 0 */
+  expect_values(&out[7], MIL_DT_FP32, 3, (int64_t[]){1, 2, 3}, (double[]){0.5, 3.5, 6.5, 8.5, 11.5, 14.5}, "p8");
+  for (int i = 0; i < 8; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+  float x4[16] = {0};
+  CpuTensor in4 = f32_tensor(x4, 4, (int64_t[]){1, 1, 4, 4});
+  const char *head = MIL_HEAD "    func main<ios18>(tensor<fp32, [1, 1, 4, 4]> x) {\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 2, 2]> y = max_pool(kernel_sizes = tensor<int32, [3]>([2, 2, 2]), pad_type = " S_("valid") ", x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "max_pool(", &in4, "max_pool: kernel_sizes needs 2 entries");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 2, 2]> y = avg_pool(ceil_mode = bool(true), kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("same") ", x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "avg_pool(", &in4, "avg_pool: ceil_mode needs pad_type valid or custom");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 3, 3]> y = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("valid") ", strides = tensor<int32, [2]>([2, 2]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "max_pool(", &in4, "max_pool: the result shape is [1, 1, 2, 2] but the statement declares [1, 1, 3, 3]");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 2, 2]> y = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "max_pool(", &in4, "max_pool: missing argument 'pad_type'");
+}
+
+/* Naive pooling of x [N, C, H, W] (kernel kh x kw, strides sh sw, padding
+ * t, l before and the output size given): max, or the average over the
+ * window's positions inside the padded input (excl: inside x only). */
+static double pool_ref(const float *x, int64_t H, int64_t W, int64_t nc, int64_t oy, int64_t ox, int kh, int kw, int sh,
+                       int sw, int t, int l, int avg, int excl) {
+  double r = avg ? 0 : -HUGE_VAL;
+  int cnt = 0;
+  for (int dy = 0; dy < kh; dy++)
+    for (int dx = 0; dx < kw; dx++) {
+      int64_t y = oy * sh - t + dy, xx = ox * sw - l + dx;
+      bool inside = y >= 0 && y < H && xx >= 0 && xx < W;
+      if (!excl || inside) cnt++;
+      if (!inside) continue;
+      double v = x[(nc * H + y) * W + xx];
+      r = avg ? r + v : (v > r ? v : r);
+    }
+  return avg ? r / cnt : r;
+}
+
+Test(cpu, pooling_against_reference) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [2, 3, 9, 11]> x) {\n"
+             "        tensor<fp32, [2, 3, 4, 4]> a = max_pool(kernel_sizes = tensor<int32, [2]>([3, 2]), pad = tensor<int32, [4]>([1, 0, 1, 1]), pad_type = " S_("custom") ", strides = tensor<int32, [2]>([2, 3]), x = x)[name = " S_("a") "];\n"
+             "        tensor<fp32, [2, 3, 4, 4]> b = avg_pool(kernel_sizes = tensor<int32, [2]>([3, 2]), pad = tensor<int32, [4]>([1, 0, 1, 1]), pad_type = " S_("custom") ", strides = tensor<int32, [2]>([2, 3]), x = x)[name = " S_("b") "];\n"
+             "        tensor<fp32, [2, 3, 4, 4]> c = avg_pool(exclude_padding_from_average = bool(true), kernel_sizes = tensor<int32, [2]>([3, 2]), pad = tensor<int32, [4]>([1, 0, 1, 1]), pad_type = " S_("custom") ", strides = tensor<int32, [2]>([2, 3]), x = x)[name = " S_("c") "];\n"
+             "    } -> (a, b, c);\n}\n");
+  static float x[2 * 3 * 9 * 11];
+  fill_random(x, 2 * 3 * 9 * 11, 5, false);
+  CpuTensor in = f32_tensor(x, 4, (int64_t[]){2, 3, 9, 11}), out[3];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 3);
+  for (int k = 0; k < 3; k++)
+    for (int64_t nc = 0; nc < 6; nc++)
+      for (int64_t oy = 0; oy < 4; oy++)
+        for (int64_t ox = 0; ox < 4; ox++) {
+          double want = pool_ref(x, 9, 11, nc, oy, ox, 3, 2, 2, 3, 1, 1, k > 0, k == 2);
+          float got = out_f32(&out[k])[(nc * 4 + oy) * 4 + ox];
+          cr_assert(fabs((double)got - want) <= 1e-6 * fmax(1, fabs(want)), "output %d [%lld, %lld, %lld]: %g, want %g", k,
+                    (long long)nc, (long long)oy, (long long)ox, (double)got, want);
+        }
+  for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+}

@@ -405,9 +405,84 @@ def c_argmax(rng):
     save(os.path.join(d, "out.score.npy"), np.array([8.0], np.float32))
 
 
+def c_int8_quant(rng):
+    # W0, W1 = constexpr_affine_dequantize(int8 blobs at 64 and 4224, scale 1/8, zero point 0);
+    # c0 = conv(x, W0); q0 = quantize(c0, scale 1/8, int8); dq0 = dequantize(q0, scale 1/8);
+    # c1 = conv(dq0, W1). quantize is clip(round(c0 / scale) + zero_point) with NumPy's
+    # around (half to even), as coremltools' iOS17 quantize defines it. x is on a 1/8 grid and
+    # W0 an integer over 8, so c0 is a multiple of 1/64 held exactly in fp16 wherever it is not clipped
+    # (|c0| < 16): both numerics modes see the same c0, and the ties (c0 / scale = k + 1/2)
+    # really are ties; the asserts below make sure ties and clipping both happen.
+    d = corpus_dir("ane_maderix_int8_constexpr_quant")
+    x = rng.integers(-16, 17, size=(1, 64, 8, 8)) / 8.0
+    q_w0 = rng.integers(-8, 9, size=(64, 64, 1, 1)).astype(np.int8)
+    q_w1 = rng.integers(-128, 128, size=(64, 64, 1, 1)).astype(np.int8)
+    offs = write_blob_file(os.path.join(d, "weights", "weight.bin"), [q_w0, q_w1])
+    assert offs == [64, 4224], offs
+    w0, w1 = q_w0.astype(np.float64) / 8, q_w1.astype(np.float64) / 8
+    c0 = conv1x1(x, w0)
+    t = c0 / 0.125
+    assert np.any(np.abs(t - np.floor(t) - 0.5) == 0) and np.any(np.abs(t) > 128)
+    q0 = np.clip(np.around(t), -128, 127)
+    c1 = conv1x1(q0 * 0.125, w1)
+    save(os.path.join(d, "in.x.npy"), x.astype(np.float16))
+    save(os.path.join(d, "out.c1.npy"), c1.astype(np.float32))
+
+
+def mil_consts(path):
+    """The inline fp32/int32 consts of a MIL file, by name, as float64 arrays
+    of their declared shapes (hex floats read with float.fromhex)."""
+    import re
+    out = {}
+    pat = re.compile(r"tensor<(fp32|int32), \[([0-9, ]*)\]> (\w+) = const\(\)\[val = tensor<\w+, \[[0-9, ]*\]>\(([^)]*)\)\]")
+    with open(path) as f:
+        for m in pat.finditer(f.read()):
+            dims = [int(v) for v in m.group(2).split(",") if v.strip()]
+            nums = [v for v in re.split(r"[\[\], ]+", m.group(4)) if v]
+            vals = [float.fromhex(v) if "0x" in v else float(v) for v in nums]
+            out[m.group(3)] = np.array(vals, np.float64).reshape(dims)
+    return out
+
+
+def conv2d_same(x, w):
+    """conv of [1, Ci, H, W] with [Co, Ci, K, K] (K odd), stride 1, zero padding keeping H, W."""
+    k = w.shape[2]
+    h, wd = x.shape[2], x.shape[3]
+    xp = np.pad(x, ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
+    out = np.zeros((1, w.shape[0], h, wd))
+    for dy in range(k):
+        for dx in range(k):
+            out += np.einsum("oi,bihw->bohw", w[:, :, dy, dx], xp[:, :, dy:dy + h, dx:dx + wd])
+    return out
+
+
+def max_pool2d(x, k):
+    """Max over k x k windows with stride k, no padding, floor of the size."""
+    b, c, h, w = x.shape
+    oh, ow = h // k, w // k
+    return x[:, :, :oh * k, :ow * k].reshape(b, c, oh, k, ow, k).max(axis=(3, 5))
+
+
+def c_mnist(rng):
+    # conv 5x5 same (8) + bias, relu, max_pool 2x2/2, conv 5x5 same (16) + bias, relu,
+    # max_pool 3x3/3 (14 -> 4), reshape [1, 256], matmul [256, 10], + bias; all fp32, the
+    # weights being the MIL's own inline hex floats, read here from the corpus file.
+    d = corpus_dir("coremlc_v1_3_inline_args_mnist_ios16")
+    mil = os.path.join(HERE, "..", "..", "..", "shared", "corpus", "mil", "coremlc_v1_3_inline_args_mnist_ios16.mil")
+    p = mil_consts(mil)
+    x = rng.random((1, 1, 28, 28)).astype(np.float32)
+    h = np.maximum(conv2d_same(x.astype(np.float64), p["Parameter5"]) + p["Parameter6"], 0)
+    h = max_pool2d(h, 2)
+    h = np.maximum(conv2d_same(h, p["Parameter87"]) + p["Parameter88"], 0)
+    h = max_pool2d(h, 3).reshape(1, 256)
+    y = h @ p["Parameter193"].reshape(256, 10) + p["Parameter194"]
+    save(os.path.join(d, "in.Input3.npy"), x)
+    save(os.path.join(d, "out.Plus214_Output_0.npy"), y.astype(np.float32))
+
+
 def main():
     for make in (tiny_mlp, gpt2_block, llama_block, c_add_model, c_conv_fp32io, c_qkv,
-                 c_sdpa_fwd_taps, c_layernorm_linear_gelu, c_sdpa_op_blobmask, c_argmax):
+                 c_sdpa_fwd_taps, c_layernorm_linear_gelu, c_sdpa_op_blobmask, c_argmax, c_int8_quant, c_mnist):
         # Each fixture has its own generator, so adding one changes no other.
         make(np.random.default_rng(zlib.crc32(make.__name__.encode())))
         print("made", make.__name__)
