@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "orion/package.h"
+#include "orion/patch.h"
 
 static void usage(FILE *out) {
   fputs("usage: orion-inspect [options] PACKAGE.anepkg\n"
@@ -76,6 +77,10 @@ int main(int argc, char **argv) {
          pkg.target, pkg.program_version, pkg.source_name);
   printf("  weights %s: %llu bytes, generation %llu\n", PACKAGE_WEIGHTS, (unsigned long long)pkg.weights_size,
          (unsigned long long)pkg.weights_generation);
+  /* Inspecting changes nothing: an interrupted update is shown, not completed. */
+  if (package_has_journal(path))
+    printf("  an interrupted weight update is pending (weights/weight.bin.journal): this is the state before it;\n"
+           "  opening the package or 'orion-run patch --recover' completes it\n");
   printf("  minimum surface %llu bytes; lint %s (%u errors, %u warnings)\n", (unsigned long long)pkg.min_surface_bytes,
          pkg.lint_checked ? "checked" : "not run", pkg.lint_errors, pkg.lint_warnings);
   for (uint32_t i = 0; i < pkg.nfunctions; i++) {

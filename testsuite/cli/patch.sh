@@ -147,6 +147,9 @@ for k in $(seq 1 60); do
   [ -e r.anepkg/weights/weight.bin.journal ] && break
 done
 if [ -e r.anepkg/weights/weight.bin.journal ]; then
+  check pending 0 "$inspect" r.anepkg
+  contains pending "an interrupted weight update is pending (weights/weight.bin.journal)"
+  contains pending "generation 0"
   check recover 0 "$run" patch r.anepkg --recover
   contains recover "r.anepkg: completed an interrupted weight update"
   check recovered 0 "$inspect" r.anepkg
