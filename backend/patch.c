@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -295,7 +296,36 @@ static void remove_leftovers(const char *pkg) {
   }
 }
 
+/* One updater at a time per package, and no recovery while an update is
+ * under way (it would take the update's files for leftovers): an exclusive
+ * flock on the package directory, held for the whole update. Returns the
+ * descriptor to close, or -1 after reporting. */
+static int lock_package(const char *path, Diag *d) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    diag_error(d, (SrcSpan){0}, "cannot open the package '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    diag_error(d, (SrcSpan){0}, "cannot lock the package '%s': %s", path, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static bool recover_locked(const char *path, bool *did_recover, Diag *d);
+
 bool package_recover(const char *path, bool *did_recover, Diag *d) {
+  int lock = lock_package(path, d);
+  if (lock < 0) return false;
+  bool ok = recover_locked(path, did_recover, d);
+  close(lock);
+  return ok;
+}
+
+static bool recover_locked(const char *path, bool *did_recover, Diag *d) {
   if (did_recover) *did_recover = false;
   char *jp = pkg_path(path, JOURNAL_NAME);
   char *text = NULL;
@@ -666,9 +696,13 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   if (!opt) opt = &defaults;
   fault_init();
   double t0 = now_ms();
-  if (!package_recover(path, NULL, d)) return false;
+  int lock = lock_package(path, d);
+  if (lock < 0) return false;
   Package pkg;
-  if (!package_read(path, &pkg, d)) return false;
+  if (!recover_locked(path, NULL, d) || !package_read(path, &pkg, d)) {
+    close(lock);
+    return false;
+  }
   char *mpath = pkg_path(path, PACKAGE_MANIFEST), *wpath = pkg_path(path, PACKAGE_WEIGHTS);
   char *mtext = NULL;
   size_t mlen = 0;
@@ -773,6 +807,7 @@ out:
   free(mpath);
   free(wpath);
   package_free(&pkg);
+  close(lock);
   return ok;
 }
 

@@ -140,6 +140,21 @@ npy16 '(1, 64)' "$(for i in $(seq 64); do printf '\\x00\\x3c'; done)" x64.npy
 $make_st all.safetensors w=F32:4x64:seed=5 b=F32:4:seed=6 c=F32:4:seed=7
 crash_test crash-shadow wide.anepkg x64.npy all.safetensors
 # An interrupted patch is completed by `orion-run patch --recover` too.
+# Two updates at once (and readers meanwhile) take turns: both land, one after the other, and the package
+# verifies with generation 2 and the weights of whichever went second.
+$make_st all2.safetensors w=F32:4x64:seed=8 b=F32:4:seed=9 c=F32:4:seed=10
+for round in 1 2 3; do
+  rm -rf cc.anepkg && cp -r wide.anepkg cc.anepkg
+  "$run" patch cc.anepkg --weights all.safetensors >p1.out 2>&1 &
+  first=$!
+  "$run" patch cc.anepkg --weights all2.safetensors >p2.out 2>&1 &
+  second=$!
+  "$inspect" cc.anepkg >/dev/null 2>&1
+  wait $first && wait $second || { fail "concurrent: a patch failed"; cat p1.out p2.out; }
+  check concurrent-inspect 0 "$inspect" cc.anepkg
+  contains concurrent-inspect "generation 2"
+done
+
 # The first step at which a kill leaves a committed journal behind:
 for k in $(seq 1 60); do
   rm -rf r.anepkg && cp -r wide.anepkg r.anepkg
