@@ -836,8 +836,8 @@ static void expect_error(const CpuTensor *in, uint32_t nout, const char *want) {
   CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = 1};
   load_opts(&l, &o);
   if (l.c) {
-    CpuTensor out[8];
-    cr_assert_leq(nout, 8);
+    CpuTensor out[16];
+    cr_assert_leq(nout, 16);
     cr_assert_not(cpu_run(l.c, in, out, &l.d), "the run succeeded; wanted %s", want);
   }
   char full[512];
@@ -1625,5 +1625,195 @@ Test(cpu, pooling_against_reference) {
                     (long long)nc, (long long)oy, (long long)ox, (double)got, want);
         }
   for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+}
+
+Test(cpu, shape_ops_by_hand) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [6]> x) {\n"
+             "        tensor<int32, [2]> shp = const()[name = " S_("shp") ", val = tensor<int32, [2]>([2, 3])];\n"
+             "        tensor<fp32, [2, 3]> r = reshape(shape = shp, x = x)[name = " S_("r") "];\n"
+             "        tensor<fp32, [1, 2, 3, 1]> e = expand_dims(axes = tensor<int32, [2]>([0, -1]), x = r)[name = " S_("e") "];\n"
+             "        tensor<fp32, [2, 3]> sq = squeeze(x = e)[name = " S_("sq") "];\n"
+             "        tensor<fp32, [2, 3, 1]> sq2 = squeeze(axes = tensor<int32, [1]>([0]), x = e)[name = " S_("sq2") "];\n"
+             "        tensor<fp32, [1, 2, 3, 1]> sq3 = squeeze(axes = tensor<int32, [1]>([1]), x = e)[name = " S_("sq3") "];\n"
+             "        tensor<fp32, [2, 3]> c = const()[name = " S_("c") ", val = tensor<fp32, [2, 3]>([10, 11, 12, 13, 14, 15])];\n"
+             "        tensor<fp32, [2, 2, 3]> sk = stack(axis = int32(1), values = (r, c))[name = " S_("sk") "];\n"
+             "        tensor<fp32, [2, 3, 2]> sk2 = stack(axis = int32(-1), values = (r, c))[name = " S_("sk2") "];\n"
+             "        tensor<fp32, [4, 3]> t = tile(reps = tensor<int32, [2]>([2, 1]), x = r)[name = " S_("t") "];\n"
+             "        tensor<fp32, [2, 6]> t2 = tile(reps = tensor<int32, [2]>([1, 2]), x = r)[name = " S_("t2") "];\n"
+             "        tensor<fp32, [3, 6]> pc = pad(constant_val = fp32(9), mode = " S_("constant") ", pad = tensor<int32, [4]>([1, 0, 2, 1]), x = r)[name = " S_("pc") "];\n"
+             "        tensor<fp32, [2, 6]> pr = pad(mode = " S_("reflect") ", pad = tensor<int32, [2]>([2, 1]), x = r)[name = " S_("pr") "];\n"
+             "        tensor<fp32, [4, 6]> pe = pad(mode = " S_("replicate") ", pad = tensor<int32, [4]>([1, 1, 1, 2]), x = r)[name = " S_("pe") "];\n"
+             "        tensor<int32, [4]> sh = shape(x = e)[name = " S_("sh") "];\n"
+             "        tensor<int32, [3]> rg = range_1d(end = int32(11), start = int32(2), step = int32(3))[name = " S_("rg") "];\n"
+             "        tensor<fp32, [4]> rgf = range_1d(end = fp32(-1), start = fp32(1), step = fp32(-0x1p-1))[name = " S_("rgf") "];\n"
+             "    } -> (e, sq, sq2, sq3, sk, sk2, t, t2, pc, pr, pe, sh, rg, rgf);\n}\n");
+  float x[6] = {0, 1, 2, 3, 4, 5};
+  CpuTensor in = f32_tensor(x, 1, (int64_t[]){6}), out[14];
+  run_twice(CPU_NUMERICS_ANE, &in, out, 14);
+  const double r[6] = {0, 1, 2, 3, 4, 5};
+  expect_values(&out[0], MIL_DT_FP32, 4, (int64_t[]){1, 2, 3, 1}, r, "e");
+  expect_values(&out[1], MIL_DT_FP32, 2, (int64_t[]){2, 3}, r, "sq");
+  expect_values(&out[2], MIL_DT_FP32, 3, (int64_t[]){2, 3, 1}, r, "sq2");
+  expect_values(&out[3], MIL_DT_FP32, 4, (int64_t[]){1, 2, 3, 1}, r, "sq3"); /* a listed dim of size 2 stays */
+  expect_values(&out[4], MIL_DT_FP32, 3, (int64_t[]){2, 2, 3}, (double[]){0, 1, 2, 10, 11, 12, 3, 4, 5, 13, 14, 15}, "sk");
+  expect_values(&out[5], MIL_DT_FP32, 3, (int64_t[]){2, 3, 2}, (double[]){0, 10, 1, 11, 2, 12, 3, 13, 4, 14, 5, 15}, "sk2");
+  expect_values(&out[6], MIL_DT_FP32, 2, (int64_t[]){4, 3}, (double[]){0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}, "t");
+  expect_values(&out[7], MIL_DT_FP32, 2, (int64_t[]){2, 6}, (double[]){0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5}, "t2");
+  expect_values(&out[8], MIL_DT_FP32, 2, (int64_t[]){3, 6},
+                (double[]){9, 9, 9, 9, 9, 9, 9, 9, 0, 1, 2, 9, 9, 9, 3, 4, 5, 9}, "pc");
+  expect_values(&out[9], MIL_DT_FP32, 2, (int64_t[]){2, 6}, (double[]){2, 1, 0, 1, 2, 1, 5, 4, 3, 4, 5, 4}, "pr");
+  expect_values(&out[10], MIL_DT_FP32, 2, (int64_t[]){4, 6},
+                (double[]){0, 0, 1, 2, 2, 2, 0, 0, 1, 2, 2, 2, 3, 3, 4, 5, 5, 5, 3, 3, 4, 5, 5, 5}, "pe");
+  expect_values(&out[11], MIL_DT_INT32, 1, (int64_t[]){4}, (double[]){1, 2, 3, 1}, "sh");
+  expect_values(&out[12], MIL_DT_INT32, 1, (int64_t[]){3}, (double[]){2, 5, 8}, "rg");
+  expect_values(&out[13], MIL_DT_FP32, 1, (int64_t[]){4}, (double[]){1, 0.5, 0, -0.5}, "rgf");
+  for (int i = 0; i < 14; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+  float x6[6] = {0};
+  CpuTensor in6 = f32_tensor(x6, 2, (int64_t[]){2, 3});
+  const char *head = MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 3]> x) {\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 2, 3]> y = expand_dims(axes = tensor<int32, [2]>([0, -4]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "expand_dims(", &in6, "expand_dims: axis -4 is listed twice");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 2]> z = reshape(shape = tensor<int32, [2]>([3, 2]), x = x)[name = " S_("z") "];\n"
+           "        tensor<fp32, [2, 2, 3]> y = stack(axis = int32(0), values = (x, z))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "stack(", &in6, "stack: value 1 does not have the shape of the first value");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [4, 3]> y = tile(reps = tensor<int32, [1]>([2]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "tile(", &in6, "tile: reps has 1 entries for rank 2");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2, 7]> y = pad(mode = " S_("reflect") ", pad = tensor<int32, [2]>([3, 1]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "pad(", &in6, "pad: reflect padding of dimension 1 needs pads below its size 3");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2, 5]> y = pad(mode = " S_("wrap") ", pad = tensor<int32, [2]>([1, 1]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "pad(", &in6, "pad: unknown mode 'wrap' (constant, reflect or replicate)");
+  snprintf(buf, sizeof buf, "%s        tensor<int32, [4]> y = range_1d(end = int32(11), start = int32(2), step = int32(3))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "range_1d(", &in6, "range_1d: the result shape is [3] but the statement declares [4]");
+  snprintf(buf, sizeof buf, "%s        tensor<int32, [0]> y = range_1d(end = int32(11), start = int32(2), step = int32(0))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "range_1d(", &in6, "range_1d: start, end and step must be finite and step not 0");
+}
+
+Test(cpu, index_ops_by_hand) {
+  const char *mil =
+      MIL_HEAD
+      "    func main<ios18>(tensor<fp32, [6]> x, tensor<int32, [2, 2]> gi) {\n"
+      "        tensor<int32, [2]> shp = const()[name = " S_("shp") ", val = tensor<int32, [2]>([2, 3])];\n"
+      "        tensor<fp32, [2, 3]> r = reshape(shape = shp, x = x)[name = " S_("r") "];\n"
+      "        tensor<fp32, [2, 2]> ga = gather_along_axis(axis = int32(1), indices = gi, x = r)[name = " S_("ga") "];\n"
+      "        tensor<fp32, [1, 3]> ga0 = gather_along_axis(indices = tensor<int32, [1, 3]>([1, 0, 1]), x = r)[name = " S_("ga0") "];\n"
+      "        tensor<fp32, [6]> y = sub(x = x, y = fp32(0x1.4p+1))[name = " S_("y") "];\n"
+      "        tensor<fp32, [6]> fl = floor(x = y)[name = " S_("fl") "];\n"
+      "        tensor<fp32, [6]> fd = floor_div(x = y, y = fp32(-2))[name = " S_("fd") "];\n"
+      "        tensor<int32, [4]> fdi = floor_div(x = tensor<int32, [4]>([7, -7, 7, -7]), y = tensor<int32, [4]>([2, 2, -2, -2]))[name = " S_("fdi") "];\n"
+      "        tensor<fp32, [2, 4]> v = const()[name = " S_("v") ", val = tensor<fp32, [2, 4]>([3, 1, 3, 2, -1, 5, 0, 5])];\n"
+      "        tensor<fp32, [2, 2]> tv, tensor<int32, [2, 2]> ti = topk(k = int32(2), x = v)[name = " S_("tk") "];\n"
+      "        tensor<fp32, [2, 2]> av, tensor<int32, [2, 2]> ai = topk(ascending = bool(true), axis = int32(-1), k = int32(2), x = v)[name = " S_("ak") "];\n"
+      "        tensor<fp32, [1, 4]> cv, tensor<int32, [1, 4]> ci = topk(axis = int32(0), x = v)[name = " S_("ck") "];\n"
+      "    } -> (ga, ga0, fl, fd, fdi, tv, ti, av, ai, cv, ci);\n}\n";
+  write_bare(mil);
+  float x[6] = {0, 1, 2, 3, 4, 5};
+  int32_t gi[4] = {2, 0, 1, 1};
+  CpuTensor in[2] = {f32_tensor(x, 1, (int64_t[]){6}), {.dtype = MIL_DT_INT32, .rank = 2, .dims = {2, 2}, .data = gi}};
+  CpuTensor out[11];
+  run_twice(CPU_NUMERICS_FP32, in, out, 11);
+  expect_values(&out[0], MIL_DT_FP32, 2, (int64_t[]){2, 2}, (double[]){2, 0, 4, 4}, "ga");
+  expect_values(&out[1], MIL_DT_FP32, 2, (int64_t[]){1, 3}, (double[]){3, 1, 5}, "ga0");
+  expect_values(&out[2], MIL_DT_FP32, 1, (int64_t[]){6}, (double[]){-3, -2, -1, 0, 1, 2}, "fl");
+  /* (x - 2.5) / -2 = 1.25, 0.75, 0.25, -0.25, -0.75, -1.25, toward -inf */
+  expect_values(&out[3], MIL_DT_FP32, 1, (int64_t[]){6}, (double[]){1, 0, 0, -1, -1, -2}, "fd");
+  expect_values(&out[4], MIL_DT_INT32, 1, (int64_t[]){4}, (double[]){3, -4, -4, 3}, "fdi");
+  /* equal values keep their order */
+  expect_values(&out[5], MIL_DT_FP32, 2, (int64_t[]){2, 2}, (double[]){3, 3, 5, 5}, "tv");
+  expect_values(&out[6], MIL_DT_INT32, 2, (int64_t[]){2, 2}, (double[]){0, 2, 1, 3}, "ti");
+  expect_values(&out[7], MIL_DT_FP32, 2, (int64_t[]){2, 2}, (double[]){1, 2, -1, 0}, "av");
+  expect_values(&out[8], MIL_DT_INT32, 2, (int64_t[]){2, 2}, (double[]){1, 3, 0, 2}, "ai");
+  expect_values(&out[9], MIL_DT_FP32, 2, (int64_t[]){1, 4}, (double[]){3, 5, 3, 5}, "cv");
+  expect_values(&out[10], MIL_DT_INT32, 2, (int64_t[]){1, 4}, (double[]){0, 1, 0, 1}, "ci");
+  for (int i = 0; i < 11; i++) cpu_tensor_free(&out[i]);
+  /* the indices are a runtime value: out of range (iOS17 on, negative too) is an error of the run */
+  gi[1] = 3;
+  expect_error_at(mil, "gather_along_axis(", in, 11, "gather_along_axis: index 3 is out of range for dimension 1 of size 3");
+  gi[1] = -1;
+  expect_error_at(mil, "gather_along_axis(", in, 11, "gather_along_axis: index -1 is out of range for dimension 1 of size 3");
+  cleanup();
+  float x6[6] = {0};
+  CpuTensor in6 = f32_tensor(x6, 2, (int64_t[]){2, 3});
+  const char *head = MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 3]> x) {\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2, 5]> v, tensor<int32, [2, 5]> i = topk(k = int32(5), x = x)[name = " S_("t") "];\n    } -> (v, i);\n}\n", head);
+  bare_error(buf, "topk(", &in6, "topk: k 5 is out of range for dimension 1 of size 3");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2, 3]> y = gather_along_axis(axis = int32(0), indices = tensor<int32, [2]>([0, 1]), x = x)[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "gather_along_axis(", &in6, "gather_along_axis: indices must have the rank of x and its dims except at axis 0");
+}
+
+/* x's element for padded position p of a dim of size D in each mode (-1: the constant), written naively. */
+static int64_t pad_src_ref(const char *mode, int64_t p, int64_t D) {
+  if (p >= 0 && p < D) return p;
+  if (!strcmp(mode, "constant")) return -1;
+  if (!strcmp(mode, "replicate")) return p < 0 ? 0 : D - 1;
+  int64_t q = p;
+  while (q < 0 || q >= D) q = q < 0 ? -q : 2 * D - 2 - q; /* mirror at the edges, edge not repeated */
+  return q;
+}
+
+Test(cpu, shape_and_index_ops_against_reference) {
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [3, 7, 9]> x, tensor<int32, [3, 4, 9]> gi) {\n"
+             "        tensor<fp32, [3, 10, 13]> pc = pad(constant_val = fp32(-7), pad = tensor<int32, [4]>([2, 1, 0, 4]), x = x)[name = " S_("pc") "];\n"
+             "        tensor<fp32, [3, 13, 17]> pr = pad(mode = " S_("reflect") ", pad = tensor<int32, [4]>([6, 0, 3, 5]), x = x)[name = " S_("pr") "];\n"
+             "        tensor<fp32, [5, 15, 10]> pe = pad(mode = " S_("replicate") ", pad = tensor<int32, [6]>([1, 1, 8, 0, 0, 1]), x = x)[name = " S_("pe") "];\n"
+             "        tensor<fp32, [6, 7, 27]> t = tile(reps = tensor<int32, [3]>([2, 1, 3]), x = x)[name = " S_("t") "];\n"
+             "        tensor<fp32, [3, 4, 9]> g = gather_along_axis(axis = int32(-2), indices = gi, x = x)[name = " S_("g") "];\n"
+             "        tensor<fp32, [3, 7, 5]> tv, tensor<int32, [3, 7, 5]> ti = topk(k = int32(5), x = x)[name = " S_("tk") "];\n"
+             "        tensor<fp32, [3, 7, 9]> fd = floor_div(x = x, y = fp32(0x1.99999ap-4))[name = " S_("fd") "];\n"
+             "    } -> (pc, pr, pe, t, g, tv, ti, fd);\n}\n");
+  static float x[3 * 7 * 9];
+  static int32_t gi[3 * 4 * 9];
+  fill_random(x, 3 * 7 * 9, 21, true); /* coarse: ties for topk */
+  for (int i = 0; i < 3 * 4 * 9; i++) gi[i] = (int32_t)((i * 7919u + 13u) % 7u);
+  CpuTensor in[2] = {f32_tensor(x, 3, (int64_t[]){3, 7, 9}), {.dtype = MIL_DT_INT32, .rank = 3, .dims = {3, 4, 9}, .data = gi}};
+  CpuTensor out[8];
+  run_twice(CPU_NUMERICS_FP32, in, out, 8);
+  const int64_t xd[3] = {3, 7, 9};
+  struct {
+    const char *mode;
+    int64_t before[3], dims[3];
+  } pads[3] = {{"constant", {0, 2, 0}, {3, 10, 13}}, {"reflect", {0, 6, 3}, {3, 13, 17}}, {"replicate", {1, 8, 0}, {5, 15, 10}}};
+  for (int k = 0; k < 3; k++)
+    for (int64_t i = 0; i < prod(pads[k].dims, 3); i++) {
+      int64_t c[3] = {i / (pads[k].dims[1] * pads[k].dims[2]), i / pads[k].dims[2] % pads[k].dims[1], i % pads[k].dims[2]}, s[3];
+      bool constant = false;
+      for (int d = 0; d < 3; d++) {
+        s[d] = pad_src_ref(pads[k].mode, c[d] - pads[k].before[d], xd[d]);
+        constant = constant || s[d] < 0;
+      }
+      float want = constant ? -7.0f : x[(s[0] * 7 + s[1]) * 9 + s[2]];
+      cr_assert(out_f32(&out[k])[i] == want, "%s [%lld]", pads[k].mode, (long long)i);
+    }
+  for (int a = 0; a < 6; a++)
+    for (int b = 0; b < 7; b++)
+      for (int c = 0; c < 27; c++) cr_assert(out_f32(&out[3])[(a * 7 + b) * 27 + c] == x[((a % 3) * 7 + b) * 9 + c % 9]);
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 4; b++)
+      for (int c = 0; c < 9; c++)
+        cr_assert(out_f32(&out[4])[(a * 4 + b) * 9 + c] == x[(a * 7 + gi[(a * 4 + b) * 9 + c]) * 9 + c]);
+  /* topk: a stable descending sort of each row of 9, first 5 kept (insertion sort here) */
+  for (int row = 0; row < 21; row++) {
+    int idx[9];
+    for (int m = 0; m < 9; m++) {
+      int p = m;
+      while (p > 0 && x[row * 9 + idx[p - 1]] < x[row * 9 + m]) idx[p] = idx[p - 1], p--;
+      idx[p] = m;
+    }
+    for (int r = 0; r < 5; r++) {
+      cr_assert_eq(((int32_t *)out[6].data)[row * 5 + r], idx[r], "ti row %d rank %d", row, r);
+      cr_assert(out_f32(&out[5])[row * 5 + r] == x[row * 9 + idx[r]]);
+    }
+  }
+  /* floor_div by 0.1f: n with n * y <= x < (n + 1) * y (products exact in double) */
+  for (int i = 0; i < 3 * 7 * 9; i++) {
+    double n = (double)out_f32(&out[7])[i], y = (double)0x1.99999ap-4f;
+    cr_assert(n == floor(n) && n * y <= (double)x[i] && (double)x[i] < (n + 1) * y, "fd[%d] = %g for %g", i, n, (double)x[i]);
+  }
+  for (int i = 0; i < 8; i++) cpu_tensor_free(&out[i]);
   cleanup();
 }
