@@ -1049,13 +1049,22 @@ static bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
   MilDType t = mil_dtype_from_name(to, strlen(to));
   if (t != out->dt) return fail(x, "casts to '%s' but the result is declared %s", to, mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
+  double lo = -2147483648.0, hi = 2147483647.0;
+  if (t == MIL_DT_INT8) lo = -128, hi = 127;
+  if (t == MIL_DT_UINT8) lo = 0, hi = 255;
+  if (t == MIL_DT_INT16) lo = -32768, hi = 32767;
+  if (t == MIL_DT_UINT16) lo = 0, hi = 65535;
   for (int64_t i = 0; i < out->n; i++) {
     double v = ld(a, i);
     switch (t) {
     case MIL_DT_INT32:
-      /* NumPy astype truncates toward zero; NaN and out-of-range values are left undefined there, an error here. */
-      if (isnan(v) || trunc(v) < -2147483648.0 || trunc(v) > 2147483647.0)
-        return fail(x, "cast of %g to int32 is out of range", v);
+    case MIL_DT_INT8:
+    case MIL_DT_UINT8:
+    case MIL_DT_INT16:
+    case MIL_DT_UINT16:
+      /* NumPy astype truncates toward zero; NaN and out-of-range values are left undefined (or wrap) there, an
+       * error here. */
+      if (isnan(v) || trunc(v) < lo || trunc(v) > hi) return fail(x, "cast of %g to %s is out of range", v, to);
       st(out, i, trunc(v));
       break;
     case MIL_DT_BOOL: st(out, i, v != 0); break;
@@ -1992,6 +2001,7 @@ static bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
   bool asc = scalar_arg(x, "ascending", 0, &ok) != 0;
   bool ret_ind = scalar_arg(x, "return_indices", 1, &ok) != 0;
   (void)scalar_arg(x, "sort", 1, &ok);
+  const char *idt = string_arg(x, "output_indices_dtype", "int32", &ok);
   uint32_t ax = 0;
   if (!ok || !copy_from(x, a) || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   if (!ret_ind) return fail(x, "return_indices = false is not supported");
@@ -2005,7 +2015,10 @@ static bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!expect_shape(x, &out[0], dims, a->rank) || !expect_shape(x, &out[1], dims, a->rank) ||
       !same_class(x, a, &out[0]))
     return false;
-  if (out[1].dt != MIL_DT_INT32) return fail(x, "the indices are int32, but the result is declared %s", mil_dtype_name(out[1].dt));
+  MilDType it = mil_dtype_from_name(idt, strlen(idt));
+  if (it != MIL_DT_INT32 && it != MIL_DT_UINT16) return fail(x, "output_indices_dtype must be int32 or uint16, not '%s'", idt);
+  if (out[1].dt != it) return fail(x, "the indices are %s, but the result is declared %s", idt, mil_dtype_name(out[1].dt));
+  if (it == MIL_DT_UINT16 && a->dims[ax] > 65536) return fail(x, "dimension %u is too long for uint16 indices", ax);
   TopkJob j = {.a = a, .vo = &out[0], .io = &out[1], .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
                .k = k, .asc = asc};
   int64_t lines = out[0].n / k, per = k * j.len + 1;
@@ -3133,9 +3146,11 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
     bool is_const = !strcmp(s->op, "const");
     bool types_ok = true;
     for (uint32_t k = 0; types_ok && k < s->nresults; k++) {
-      /* quantize returns int8/uint8 (held as int32, like the small integer consts) */
-      bool small_int = !strcmp(s->op, "quantize") &&
-                       (s->results[k].type.dtype == MIL_DT_INT8 || s->results[k].type.dtype == MIL_DT_UINT8);
+      /* quantize, cast and topk's indices may be int8/uint8/int16/uint16 (held as int32, like the small integer
+       * consts; each op checks the declared dtype) */
+      MilDType rdt = s->results[k].type.dtype;
+      bool small_int = (!strcmp(s->op, "quantize") || !strcmp(s->op, "cast") || !strcmp(s->op, "topk")) &&
+                       (rdt == MIL_DT_INT8 || rdt == MIL_DT_UINT8 || rdt == MIL_DT_INT16 || rdt == MIL_DT_UINT16);
       types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const || small_int);
       if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
       c->slots[c->base[i] + k].kind = SK_RESULT;

@@ -1817,3 +1817,39 @@ Test(cpu, shape_and_index_ops_against_reference) {
   for (int i = 0; i < 8; i++) cpu_tensor_free(&out[i]);
   cleanup();
 }
+
+Test(cpu, small_integer_casts_and_uint16_topk_indices) {
+  const char *mil =
+      MIL_HEAD
+      "    func main<ios17>(tensor<fp32, [4]> x) {\n"
+      "        tensor<int16, [4]> a = cast(dtype = " S_("int16") ", x = x)[name = " S_("a") "];\n"
+      "        tensor<int32, [4]> b = cast(dtype = " S_("int32") ", x = a)[name = " S_("b") "];\n"
+      "        tensor<fp32, [2]> v, tensor<uint16, [2]> i = topk(k = int32(2), output_indices_dtype = " S_("uint16") ", x = x)[name = " S_("t") "];\n"
+      "        tensor<int32, [2]> j = cast(dtype = " S_("int32") ", x = i)[name = " S_("j") "];\n"
+      "        tensor<int16, [1]> gi = cast(dtype = " S_("int16") ", x = tensor<int32, [1]>([3]))[name = " S_("gi") "];\n"
+      "        tensor<fp32, [1]> g = gather_along_axis(axis = int32(0), indices = gi, x = x)[name = " S_("g") "];\n"
+      "        tensor<uint8, [4]> u = cast(dtype = " S_("uint8") ", x = x)[name = " S_("u") "];\n"
+      "        tensor<fp32, [4]> f = cast(dtype = " S_("fp32") ", x = u)[name = " S_("f") "];\n"
+      "    } -> (b, v, j, g, f);\n}\n";
+  write_bare(mil);
+  float x[4] = {3.75f, 200, 0, 7.5f};
+  CpuTensor in = f32_tensor(x, 1, (int64_t[]){4}), out[5];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 5);
+  expect_values(&out[0], MIL_DT_INT32, 1, (int64_t[]){4}, (double[]){3, 200, 0, 7}, "b");
+  expect_values(&out[1], MIL_DT_FP32, 1, (int64_t[]){2}, (double[]){200, 7.5}, "v");
+  expect_values(&out[2], MIL_DT_INT32, 1, (int64_t[]){2}, (double[]){1, 3}, "j");
+  expect_values(&out[3], MIL_DT_FP32, 1, (int64_t[]){1}, (double[]){7.5}, "g");
+  expect_values(&out[4], MIL_DT_FP32, 1, (int64_t[]){4}, (double[]){3, 200, 0, 7}, "f");
+  for (int i = 0; i < 5; i++) cpu_tensor_free(&out[i]);
+  x[1] = 300; /* beyond uint8 */
+  expect_error_at(mil, "cast(dtype = " S_("uint8"), &in, 5, "cast: cast of 300 to uint8 is out of range");
+  x[1] = -40000; /* beyond int16 */
+  expect_error_at(mil, "cast(", &in, 5, "cast: cast of -40000 to int16 is out of range");
+  cleanup();
+  float x2[2] = {0};
+  CpuTensor in2 = f32_tensor(x2, 1, (int64_t[]){2});
+  bare_error(MIL_HEAD "    func main<ios17>(tensor<fp32, [2]> x) {\n"
+                      "        tensor<fp32, [1]> v, tensor<int32, [1]> i = topk(output_indices_dtype = " S_("uint16") ", x = x)[name = " S_("t") "];\n"
+                      "    } -> (v, i);\n}\n",
+             "topk(", &in2, "topk: the indices are uint16, but the result is declared int32");
+}

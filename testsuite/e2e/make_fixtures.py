@@ -480,9 +480,47 @@ def c_mnist(rng):
     save(os.path.join(d, "out.Plus214_Output_0.npy"), y.astype(np.float32))
 
 
+def c_joint_topk(rng):
+    # A transducer joint: enc = linear(x_enc), pred = linear(x_dec), relu(enc + pred), logits =
+    # linear(., W2, b2) over 1027 tokens; token_id = reduce_argmax, token_prob = softmax gathered at
+    # token_id (gather_along_axis), top 64 logits and ids (topk, uint16 ids cast to int32). The
+    # bias b2 spreads the logits 0.1 apart (a shuffled ramp, the top 65 in [0, 6.4] where fp16's step
+    # is at most 1/256) and W2 moves them a little, so that the ranking of the top 65 has gaps no
+    # fp16 rounding can close (asserted): the ids must be equal in both numerics modes.
+    d = corpus_dir("coremlc_joint_softmax_topk_ios17")
+    x_dec = f16(rng.standard_normal((1, 640, 1)))
+    x_enc = f16(rng.standard_normal((1, 512, 1)))
+    # The weight matrices are sparse (one entry in 32 nonzero) so that the 2.8 MB file compresses
+    # in git; the linear ops themselves are tested densely elsewhere.
+    def sparse(shape, std):
+        return f16(rng.standard_normal(shape) * std * (rng.random(shape) < 1 / 32))
+
+    we, be = sparse((640, 512), 0.11), f16(rng.standard_normal(640) * 0.1)
+    wp, bp = sparse((640, 640), 0.11), f16(rng.standard_normal(640) * 0.1)
+    w2 = sparse((1027, 640), 0.006)
+    b2 = f16(rng.permutation((np.arange(1027) - 1027 + 65) * 0.1))
+    offs = write_blob_file(os.path.join(d, "weights", "weight.bin"),
+                           [t.astype(np.float16) for t in (we, be, wp, bp, w2, b2)])
+    assert offs == [64, 655488, 656832, 1476096, 1477440, 2792064], offs
+    h = np.maximum(x_enc[0, :, 0] @ we.T + be + x_dec[0, :, 0] @ wp.T + bp, 0)
+    logits = h @ w2.T + b2
+    order = np.argsort(-logits, kind="stable")
+    gaps = -np.diff(logits[order[:65]])
+    assert gaps.min() > 0.01, gaps.min()
+    token = int(order[0])
+    probs = softmax(logits)
+    save(os.path.join(d, "in.decoder_step.npy"), x_dec.astype(np.float32))
+    save(os.path.join(d, "in.encoder_step.npy"), x_enc.astype(np.float32))
+    save(os.path.join(d, "out.token_id.npy"), np.array([[[token]]], np.int32))
+    save(os.path.join(d, "out.token_prob.npy"), np.array([[[probs[token]]]], np.float32))
+    save(os.path.join(d, "out.top_k_ids.npy"), order[:64].reshape(1, 1, 1, 64).astype(np.int32))
+    save(os.path.join(d, "out.top_k_logits.npy"), logits[order[:64]].reshape(1, 1, 1, 64).astype(np.float32))
+
+
 def main():
     for make in (tiny_mlp, gpt2_block, llama_block, c_add_model, c_conv_fp32io, c_qkv,
-                 c_sdpa_fwd_taps, c_layernorm_linear_gelu, c_sdpa_op_blobmask, c_argmax, c_int8_quant, c_mnist):
+                 c_sdpa_fwd_taps, c_layernorm_linear_gelu, c_sdpa_op_blobmask, c_argmax, c_int8_quant, c_mnist,
+                 c_joint_topk):
         # Each fixture has its own generator, so adding one changes no other.
         make(np.random.default_rng(zlib.crc32(make.__name__.encode())))
         print("made", make.__name__)
