@@ -2187,6 +2187,128 @@ static bool k_quant(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* ---- lstm ---- */
+
+/* One LSTM step, one item per (batch row, hidden unit): the four gate sums
+ * (weights in the ifoz order: input, forget, output, cell) in double, then
+ * c and h of that unit. h is read from hp (the previous step's, a separate
+ * buffer) and written to hn; c belongs to the item, updated in place. */
+enum { ACT_SIGMOID, ACT_TANH, ACT_RELU, ACT_LINEAR };
+
+typedef struct LstmJob {
+  const Val *x, *wih, *whh, *b, *peep;
+  const float *hp;
+  float *hn, *c;
+  int64_t B, NI, H, t;
+  int ra, ca, ha; /* recurrent, cell and output activations */
+} LstmJob;
+
+static double lstm_act(int a, double v) {
+  switch (a) {
+  case ACT_SIGMOID: return 1 / (1 + exp_d(-v));
+  case ACT_TANH: return tanh_d(v);
+  case ACT_RELU: return v > 0 ? v : 0;
+  default: return v;
+  }
+}
+
+static void lstm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const LstmJob *j = arg;
+  int64_t H = j->H, NI = j->NI;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t bb = it / H, u = it % H;
+    int64_t xo = (j->t * j->B + bb) * NI;
+    double g[4];
+    for (int k = 0; k < 4; k++) {
+      int64_t row = k * H + u;
+      double s = j->b ? ld(j->b, row) : 0;
+      for (int64_t i = 0; i < NI; i++) s += ld(j->wih, row * NI + i) * ld(j->x, xo + i);
+      for (int64_t m = 0; m < H; m++) s += ld(j->whh, row * H + m) * (double)j->hp[bb * H + m];
+      g[k] = s;
+    }
+    double c0 = (double)j->c[it];
+    double pi = j->peep ? ld(j->peep, u) : 0, pf = j->peep ? ld(j->peep, H + u) : 0, po = j->peep ? ld(j->peep, 2 * H + u) : 0;
+    double ig = lstm_act(j->ra, g[0] + pi * c0), fg = lstm_act(j->ra, g[1] + pf * c0), z = lstm_act(j->ca, g[3]);
+    double c1 = fg * c0 + ig * z;
+    double og = lstm_act(j->ra, g[2] + po * c1);
+    j->c[it] = (float)c1;
+    j->hn[it] = (float)(og * lstm_act(j->ha, c1));
+  }
+}
+
+static bool act_arg(Ctx *x, const char *name, const char *dflt, int *out) {
+  bool ok = true;
+  const char *s = string_arg(x, name, dflt, &ok);
+  if (!ok) return false;
+  if (!strcmp(s, "sigmoid")) *out = ACT_SIGMOID;
+  else if (!strcmp(s, "tanh")) *out = ACT_TANH;
+  else if (!strcmp(s, "relu")) *out = ACT_RELU;
+  else if (!strcmp(s, "linear")) *out = ACT_LINEAR;
+  else return fail(x, "%s '%s' is not supported (sigmoid, tanh, relu or linear)", name, s);
+  return true;
+}
+
+/* lstm(x [s, b, I], initial_h [b, H], initial_c [b, H], weight_ih [4H, I],
+ * weight_hh [4H, H], bias? [4H], peephole? [3H], direction?, output_sequence?,
+ * recurrent_activation?, cell_activation?, activation?): forward direction,
+ * no clip. The state is carried in fp32 from step to step (results are
+ * rounded in ANE mode once, after the op). Results: the hidden states of
+ * every step [s, b, H] (output_sequence) or of the last [1, b, H], and the
+ * last h and c [b, H]. */
+static bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code;
+  bool ok = true;
+  const Val *xs = req_arg(x, "x", &ok), *h0 = req_arg(x, "initial_h", &ok), *c0 = req_arg(x, "initial_c", &ok);
+  const Val *wih = req_arg(x, "weight_ih", &ok), *whh = req_arg(x, "weight_hh", &ok);
+  const Val *b = opt_arg(x, "bias", &ok), *peep = opt_arg(x, "peephole", &ok);
+  const char *dir = string_arg(x, "direction", "forward", &ok);
+  bool seq = scalar_arg(x, "output_sequence", 0, &ok) != 0;
+  LstmJob j = {.x = xs, .wih = wih, .whh = whh, .b = b, .peep = peep};
+  if (!ok || !act_arg(x, "recurrent_activation", "sigmoid", &j.ra) || !act_arg(x, "cell_activation", "tanh", &j.ca) ||
+      !act_arg(x, "activation", "tanh", &j.ha))
+    return false;
+  if (strcmp(dir, "forward"))
+    return fail(x, "direction '%s' is not supported yet (only forward)", dir);
+  if (find_arg(x->s, "clip")) return fail(x, "clip is not supported yet");
+  if (nout != 3) return fail(x, "must have three results (the output, h and c)");
+  const Val *all[7] = {xs, h0, c0, wih, whh, b, peep};
+  for (int k = 0; k < 7; k++)
+    if (all[k] && (all[k]->st == ST_STR || !is_float(all[k]->dt)))
+      return fail(x, "x, the states, weights, bias and peephole must be fp16 or fp32");
+  if (xs->rank != 3 || whh->rank != 2 || wih->rank != 2)
+    return fail(x, "x must have rank 3 and the weights rank 2");
+  int64_t S = xs->dims[0], B = xs->dims[1], NI = xs->dims[2], H = whh->dims[1];
+  if (whh->dims[0] != 4 * H || wih->dims[0] != 4 * H || wih->dims[1] != NI)
+    return fail(x, "weight_ih must be [4H, %lld] and weight_hh [4H, H] (H = %lld)", (long long)NI, (long long)H);
+  if ((b && (b->rank != 1 || b->n != 4 * H)) || (peep && (peep->rank != 1 || peep->n != 3 * H)))
+    return fail(x, "bias must have 4H = %lld elements and peephole 3H = %lld", (long long)(4 * H), (long long)(3 * H));
+  int64_t sd[2] = {B, H};
+  if (h0->rank != 2 || h0->dims[0] != B || h0->dims[1] != H || c0->rank != 2 || c0->dims[0] != B || c0->dims[1] != H)
+    return fail(x, "initial_h and initial_c must be [%lld, %lld]", (long long)B, (long long)H);
+  if (S < 1) return fail(x, "the sequence is empty");
+  int64_t od[3] = {seq ? S : 1, B, H};
+  if (!expect_shape(x, &out[0], od, 3) || !expect_shape(x, &out[1], sd, 2) || !expect_shape(x, &out[2], sd, 2)) return false;
+  for (int k = 0; k < 3; k++)
+    if (out[k].st != ST_F32) return fail(x, "result %d must be fp16 or fp32", k);
+  j.B = B, j.NI = NI, j.H = H, j.c = fp(&out[2]);
+  int64_t n = B * H;
+  for (int64_t i = 0; i < n; i++) j.c[i] = (float)ld(c0, i), fp(&out[1])[i] = (float)ld(h0, i);
+  /* h ping-pongs: with output_sequence each step writes its row of out[0];
+   * otherwise between out[0] and out[1]. Step 0 reads initial_h, copied into out[1]. */
+  const float *prev = fp(&out[1]);
+  int64_t per = 4 * (NI + H) + 1;
+  for (int64_t t = 0; t < S; t++) {
+    float *next = seq ? fp(&out[0]) + t * n : t % 2 == 0 ? fp(&out[0]) : fp(&out[1]);
+    j.t = t, j.hp = prev, j.hn = next;
+    par_for(x->c, n, (GRAIN + per - 1) / per, lstm_task, &j);
+    prev = next;
+  }
+  if (prev != fp(&out[1])) memcpy(fp(&out[1]), prev, (size_t)n * sizeof(float));
+  if (!seq && prev != fp(&out[0])) memcpy(fp(&out[0]), prev, (size_t)n * sizeof(float));
+  return true;
+}
+
 /* ---- linear algebra ---- */
 
 #define PANEL 128  /* output channels per piece of linear / conv */
@@ -2631,6 +2753,7 @@ static const OpEntry op_table[] = {
     {"avg_pool", k_pool, 1},
     {"quantize", k_quant, 0},
     {"dequantize", k_quant, 1},
+    {"lstm", k_lstm, 0},
     {"matmul", k_matmul, 0},
     {"scaled_dot_product_attention", k_sdpa, 0},
     {"linear", k_linear, 0},

@@ -1853,3 +1853,122 @@ Test(cpu, small_integer_casts_and_uint16_topk_indices) {
                       "    } -> (v, i);\n}\n",
              "topk(", &in2, "topk: the indices are uint16, but the result is declared int32");
 }
+
+Test(cpu, lstm_by_hand) {
+  write_bare(MIL_HEAD
+             "    func main<ios17>(tensor<fp32, [2, 1, 1]> x, tensor<fp32, [1, 1]> h0, tensor<fp32, [1, 1]> c0) {\n"
+             "        tensor<fp32, [4, 1]> wi = const()[name = " S_("wi") ", val = tensor<fp32, [4, 1]>([0.5, 1, 0.25, 2])];\n"
+             "        tensor<fp32, [4, 1]> wh = const()[name = " S_("wh") ", val = tensor<fp32, [4, 1]>([1, 0, 2, -1])];\n"
+             "        tensor<fp32, [4]> b = const()[name = " S_("b") ", val = tensor<fp32, [4]>([0, 0.5, 0, 0])];\n"
+             "        tensor<fp32, [2, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(activation = " S_("linear") ", bias = b, cell_activation = " S_("linear") ", initial_c = c0, initial_h = h0, output_sequence = bool(true), recurrent_activation = " S_("linear") ", weight_hh = wh, weight_ih = wi, x = x)[name = " S_("l") "];\n"
+             "        tensor<fp32, [3]> p = const()[name = " S_("p") ", val = tensor<fp32, [3]>([0.5, -0.5, 1])];\n"
+             "        tensor<fp32, [1, 1, 1]> y2, tensor<fp32, [1, 1]> h2, tensor<fp32, [1, 1]> c2 = lstm(initial_c = c0, initial_h = h0, peephole = p, weight_hh = wh, weight_ih = wi, x = x)[name = " S_("l2") "];\n"
+             "    } -> (y, h, c, y2, h2, c2);\n}\n");
+  float x[2] = {1, 2}, h0[1] = {0.5f}, c0[1] = {1};
+  CpuTensor in[3] = {f32_tensor(x, 3, (int64_t[]){2, 1, 1}), f32_tensor(h0, 2, (int64_t[]){1, 1}), f32_tensor(c0, 2, (int64_t[]){1, 1})};
+  CpuTensor out[6];
+  run_twice(CPU_NUMERICS_FP32, in, out, 6);
+  /* Linear activations, gates ifoz. Step 0 (x 1, h 0.5, c 1): i 1, f 1.5, o 1.25, z 1.5, c 3, h 3.75.
+   * Step 1 (x 2, h 3.75, c 3): i 4.75, f 2.5, o 8, z 0.25, c 8.6875, h 69.5. */
+  expect_values(&out[0], MIL_DT_FP32, 3, (int64_t[]){2, 1, 1}, (double[]){3.75, 69.5}, "y");
+  expect_values(&out[1], MIL_DT_FP32, 2, (int64_t[]){1, 1}, (double[]){69.5}, "h");
+  expect_values(&out[2], MIL_DT_FP32, 2, (int64_t[]){1, 1}, (double[]){8.6875}, "c");
+  /* sigmoid / tanh with peepholes (i and f see c(t-1), o sees c(t)), no bias, the last step only */
+  double h = 0.5, c = 1;
+  for (int t = 0; t < 2; t++) {
+    double xi = x[t];
+    double ig = 1 / (1 + exp(-(0.5 * xi + 1 * h + 0.5 * c))), fg = 1 / (1 + exp(-(1 * xi + 0 * h - 0.5 * c)));
+    double z = tanh(2 * xi - 1 * h);
+    c = fg * c + ig * z;
+    double og = 1 / (1 + exp(-(0.25 * xi + 2 * h + 1 * c)));
+    h = og * tanh(c);
+  }
+  for (int k = 3; k < 6; k++) {
+    double want = k == 5 ? c : h, got = (double)out_f32(&out[k])[0];
+    cr_assert(fabs(got - want) <= 1e-6, "output %d: %.9g, want %.9g", k, got, want);
+  }
+  for (int i = 0; i < 6; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+  const char *head = MIL_HEAD "    func main<ios17>(tensor<fp32, [2, 1, 1]> x, tensor<fp32, [1, 1]> h0, tensor<fp32, [1, 1]> c0) {\n"
+                              "        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n";
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(direction = " S_("bidirectional") ", initial_c = c0, initial_h = h0, weight_hh = w, weight_ih = w, x = x)[name = " S_("l") "];\n    } -> (y, h, c);\n}\n", head);
+  write_bare(buf);
+  expect_error_at(buf, "lstm(", in, 3, "lstm: direction 'bidirectional' is not supported yet (only forward)");
+  cleanup();
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(activation = " S_("scaled_tanh") ", initial_c = c0, initial_h = h0, weight_hh = w, weight_ih = w, x = x)[name = " S_("l") "];\n    } -> (y, h, c);\n}\n", head);
+  write_bare(buf);
+  expect_error_at(buf, "lstm(", in, 3, "lstm: activation 'scaled_tanh' is not supported (sigmoid, tanh, relu or linear)");
+  cleanup();
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(initial_c = c0, initial_h = h0, weight_hh = w, weight_ih = tensor<fp32, [4, 2]>([1, 1, 1, 1, 1, 1, 1, 1]), x = x)[name = " S_("l") "];\n    } -> (y, h, c);\n}\n", head);
+  write_bare(buf);
+  expect_error_at(buf, "lstm(", in, 3, "lstm: weight_ih must be [4H, 1] and weight_hh [4H, H] (H = 1)");
+  cleanup();
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [2, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(initial_c = c0, initial_h = h0, weight_hh = w, weight_ih = w, x = x)[name = " S_("l") "];\n    } -> (y, h, c);\n}\n", head);
+  write_bare(buf);
+  expect_error_at(buf, "lstm(", in, 3, "lstm: the result shape is [1, 1, 1] but the statement declares [2, 1, 1]");
+  cleanup();
+}
+
+/* Appends "name = const() ... [n]" of random values in [-scale, scale] to sb, their floats to v. */
+static void const_vec(StrBuf *sb, const char *name, float *v, int64_t n, const char *shape, uint32_t seed, double scale) {
+  fill_random(v, n, seed, false);
+  sb_printf(sb, "        tensor<fp32, %s> %s = const()[name = string(\"%s\"), val = tensor<fp32, %s>([", shape, name, name, shape);
+  for (int64_t i = 0; i < n; i++) {
+    v[i] = (float)((double)v[i] * scale / 2);
+    sb_printf(sb, "%s%a", i ? ", " : "", (double)v[i]);
+  }
+  sb_puts(sb, "])];\n");
+}
+
+Test(cpu, lstm_against_reference) {
+  enum { S = 5, B = 2, NI = 3, H = 4 };
+  static float wi[4 * H * NI], wh[4 * H * H], b[4 * H], pp[3 * H], x[S * B * NI], h0[B * H], c0[B * H];
+  StrBuf sb;
+  sb_init(&sb);
+  sb_puts(&sb, MIL_HEAD "    func main<ios17>(tensor<fp32, [5, 2, 3]> x, tensor<fp32, [2, 4]> h0, tensor<fp32, [2, 4]> c0) {\n");
+  const_vec(&sb, "wi", wi, 4 * H * NI, "[16, 3]", 31, 1.5);
+  const_vec(&sb, "wh", wh, 4 * H * H, "[16, 4]", 32, 1.0);
+  const_vec(&sb, "b", b, 4 * H, "[16]", 33, 0.5);
+  const_vec(&sb, "pp", pp, 3 * H, "[12]", 34, 0.5);
+  sb_puts(&sb, "        tensor<fp32, [5, 2, 4]> y, tensor<fp32, [2, 4]> h, tensor<fp32, [2, 4]> c = lstm(bias = b, initial_c = c0, initial_h = h0, output_sequence = bool(true), peephole = pp, weight_hh = wh, weight_ih = wi, x = x)[name = string(\"l\")];\n"
+               "    } -> (y, h, c);\n}\n");
+  write_bare(sb.data);
+  sb_free(&sb);
+  fill_random(x, S * B * NI, 35, false);
+  fill_random(h0, B * H, 36, false);
+  fill_random(c0, B * H, 37, false);
+  CpuTensor in[3] = {f32_tensor(x, 3, (int64_t[]){S, B, NI}), f32_tensor(h0, 2, (int64_t[]){B, H}), f32_tensor(c0, 2, (int64_t[]){B, H})};
+  CpuTensor out[3];
+  run_twice(CPU_NUMERICS_FP32, in, out, 3);
+  double h[B][H], c[B][H];
+  for (int n = 0; n < B; n++)
+    for (int u = 0; u < H; u++) h[n][u] = h0[n * H + u], c[n][u] = c0[n * H + u];
+  for (int t = 0; t < S; t++) {
+    double hn[B][H];
+    for (int n = 0; n < B; n++)
+      for (int u = 0; u < H; u++) {
+        double g[4];
+        for (int k = 0; k < 4; k++) {
+          g[k] = b[k * H + u];
+          for (int i = 0; i < NI; i++) g[k] += (double)wi[(k * H + u) * NI + i] * (double)x[(t * B + n) * NI + i];
+          for (int m = 0; m < H; m++) g[k] += (double)wh[(k * H + u) * H + m] * h[n][m];
+        }
+        double ig = 1 / (1 + exp(-(g[0] + (double)pp[u] * c[n][u]))), fg = 1 / (1 + exp(-(g[1] + (double)pp[H + u] * c[n][u])));
+        double cn = fg * c[n][u] + ig * tanh(g[3]);
+        double og = 1 / (1 + exp(-(g[2] + (double)pp[2 * H + u] * cn)));
+        c[n][u] = cn;
+        hn[n][u] = og * tanh(cn);
+        double got = (double)out_f32(&out[0])[(t * B + n) * H + u];
+        cr_assert(fabs(got - hn[n][u]) <= 1e-5, "y[%d, %d, %d] = %.9g, want %.9g", t, n, u, got, hn[n][u]);
+      }
+    memcpy(h, hn, sizeof h);
+  }
+  for (int n = 0; n < B; n++)
+    for (int u = 0; u < H; u++) {
+      cr_assert(fabs((double)out_f32(&out[1])[n * H + u] - h[n][u]) <= 1e-5);
+      cr_assert(fabs((double)out_f32(&out[2])[n * H + u] - c[n][u]) <= 1e-5);
+    }
+  for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+}

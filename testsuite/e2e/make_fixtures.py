@@ -493,7 +493,8 @@ def c_joint_topk(rng):
     # The weight matrices are sparse (one entry in 32 nonzero) so that the 2.8 MB file compresses
     # in git; the linear ops themselves are tested densely elsewhere.
     def sparse(shape, std):
-        return f16(rng.standard_normal(shape) * std * (rng.random(shape) < 1 / 32))
+        v = rng.standard_normal(shape) * std
+        return f16(np.where(rng.random(shape) < 1 / 32, v, 0.0))  # +0, not -0: zeros compress
 
     we, be = sparse((640, 512), 0.11), f16(rng.standard_normal(640) * 0.1)
     wp, bp = sparse((640, 640), 0.11), f16(rng.standard_normal(640) * 0.1)
@@ -517,10 +518,46 @@ def c_joint_topk(rng):
     save(os.path.join(d, "out.top_k_logits.npy"), logits[order[:64]].reshape(1, 1, 1, 64).astype(np.float32))
 
 
+def c_lstm_decoder(rng):
+    # A transducer prediction net, one step: the embedding row of `targets` (gather with int16
+    # indices), h_in / c_in cast to fp16 and squeezed, one forward lstm step (gates in the
+    # input, forget, output, cell order; sigmoid, tanh, tanh), outputs h as `decoder`
+    # [1, 640, 1] and h, c as h_out, c_out [1, 1, 640]. The weights are sparse (one entry in 256,
+    # the embedding one in 64) so that the 7.9 MB weight file compresses in git.
+    d = corpus_dir("coremlc_lstm_decoder_ios17")
+
+    def sparse(shape, std):
+        v = rng.standard_normal(shape) * std
+        return f16(np.where(rng.random(shape) < 1 / 256, v, 0.0))  # +0, not -0: zeros compress
+
+    emb = f16(np.where(rng.random((1027, 640)) < 1 / 64, rng.standard_normal((1027, 640)), 0.0))
+    w_ih, w_hh = sparse((2560, 640), 1.0), sparse((2560, 640), 1.0)
+    bias = f16(rng.standard_normal(2560) * 0.2)
+    offs = write_blob_file(os.path.join(d, "weights", "weight.bin"),
+                           [t.astype(np.float16) for t in (emb, w_ih, w_hh, bias)])
+    assert offs == [64, 1314688, 4591552, 7868416], offs
+    token = int(rng.integers(0, 1027))
+    h_in = rng.standard_normal((1, 1, 640)).astype(np.float32)
+    c_in = rng.standard_normal((1, 1, 640)).astype(np.float32)
+    x, h0, c0 = emb[token], f16(h_in[0, 0]), f16(c_in[0, 0])
+    g = w_ih @ x + w_hh @ h0 + bias
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    i, f, o, z = sig(g[0:640]), sig(g[640:1280]), sig(g[1280:1920]), np.tanh(g[1920:2560])
+    c = f * c0 + i * z
+    h = o * np.tanh(c)
+    save(os.path.join(d, "in.c_in.npy"), c_in)
+    save(os.path.join(d, "in.h_in.npy"), h_in)
+    save(os.path.join(d, "in.target_length.npy"), np.array([1], np.int32))
+    save(os.path.join(d, "in.targets.npy"), np.array([[token]], np.int32))
+    save(os.path.join(d, "out.decoder.npy"), h.reshape(1, 640, 1).astype(np.float32))
+    save(os.path.join(d, "out.h_out.npy"), h.reshape(1, 1, 640).astype(np.float32))
+    save(os.path.join(d, "out.c_out.npy"), c.reshape(1, 1, 640).astype(np.float32))
+
+
 def main():
     for make in (tiny_mlp, gpt2_block, llama_block, c_add_model, c_conv_fp32io, c_qkv,
                  c_sdpa_fwd_taps, c_layernorm_linear_gelu, c_sdpa_op_blobmask, c_argmax, c_int8_quant, c_mnist,
-                 c_joint_topk):
+                 c_joint_topk, c_lstm_decoder):
         # Each fixture has its own generator, so adding one changes no other.
         make(np.random.default_rng(zlib.crc32(make.__name__.encode())))
         print("made", make.__name__)
