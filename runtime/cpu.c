@@ -2977,7 +2977,9 @@ static bool cx_input(Ctx *x, const char *name, bool required, CxIn *in) {
     in->str = l->strings[0];
     return true;
   }
-  if (!dtype_const_ok(t->dtype)) return fail(x, "input '%s' has the unsupported element type %s", name, mil_dtype_name(t->dtype));
+  /* uint32: the `shape` of constexpr_lut_to_dense / sparse_to_dense (read as doubles, exact) */
+  if (!dtype_const_ok(t->dtype) && t->dtype != MIL_DT_UINT32)
+    return fail(x, "input '%s' has the unsupported element type %s", name, mil_dtype_name(t->dtype));
   if (l->count != (uint64_t)in->n && l->count != 1) return fail(x, "input '%s' has the wrong number of elements", name);
   in->lit = l;
   return true;
@@ -3072,6 +3074,71 @@ static bool cx_blockwise(Ctx *x, Val *out) {
   return true;
 }
 
+/* The `shape` input of the iOS16 lut/sparse ops: it must be the declared shape. */
+static bool cx_shape(Ctx *x, const CxIn *shp, const Val *out) {
+  if (shp->dt != MIL_DT_UINT32 && shp->dt != MIL_DT_INT32) return fail(x, "shape must be uint32");
+  if (shp->rank != 1 || shp->n != out->rank) return fail(x, "shape has %lld entries but the result has rank %u", (long long)shp->n, out->rank);
+  for (uint32_t i = 0; i < out->rank; i++)
+    if (cx_ld(shp, i) != (double)out->dims[i]) return fail(x, "shape does not match the declared result shape");
+  return true;
+}
+
+/* Bit p of packed bytes (least significant bit first, as coremltools packs). */
+static int cx_bit(const CxIn *in, int64_t p) { return ((int)cx_ld(in, p / 8) >> (p % 8)) & 1; }
+
+/* constexpr_lut_to_dense (iOS16): indices, uint8 [M], pack one n-bit index
+ * per element (n = log2 of the lut's size, 1, 2, 4, 6 or 8; LSB first, an
+ * index may straddle two bytes) into lut, a vector; the result has `shape`. */
+static bool cx_lut(Ctx *x, Val *out) {
+  CxIn ind, lut, shp;
+  bool has_shape = find_arg(x->s, "shape") || mil_find_attr(x->s->attrs, x->s->nattrs, "shape");
+  if (!has_shape) return fail(x, "the iOS18 form (no shape; vector_axis) is not supported yet");
+  if (!cx_input(x, "indices", true, &ind) || !cx_input(x, "lut", true, &lut) || !cx_input(x, "shape", true, &shp) ||
+      !cx_numeric(x, "indices", &ind) || !cx_numeric(x, "lut", &lut) || !cx_numeric(x, "shape", &shp) || !cx_shape(x, &shp, out))
+    return false;
+  if (ind.dt != MIL_DT_UINT8 || ind.rank != 1) return fail(x, "indices must be a uint8 vector");
+  if (lut.dt != out->dt) return fail(x, "lut is %s but the result is declared %s", mil_dtype_name(lut.dt), mil_dtype_name(out->dt));
+  int nbits = 0;
+  while (nbits < 9 && ((int64_t)1 << nbits) != lut.n) nbits++;
+  if (lut.rank != 1 || (nbits != 1 && nbits != 2 && nbits != 4 && nbits != 6 && nbits != 8))
+    return fail(x, "lut must be a vector of 2, 4, 16, 64 or 256 entries (it has %lld)", (long long)lut.n);
+  if (ind.n != (out->n * nbits + 7) / 8)
+    return fail(x, "indices has %lld bytes; %lld %d-bit indices need %lld", (long long)ind.n, (long long)out->n, nbits,
+                (long long)((out->n * nbits + 7) / 8));
+  for (int64_t i = 0; i < out->n; i++) {
+    int64_t k = 0;
+    for (int b = 0; b < nbits; b++) k |= (int64_t)cx_bit(&ind, i * nbits + b) << b;
+    cx_st(out, i, cx_ld(&lut, k));
+  }
+  return true;
+}
+
+/* constexpr_sparse_to_dense (iOS16): bit i of mask (uint8 [ceil(n/8)], LSB
+ * first) set takes the next value of nonzero_data, clear gives 0. */
+static bool cx_sparse(Ctx *x, Val *out) {
+  CxIn nz, mask, shp;
+  bool has_shape = find_arg(x->s, "shape") || mil_find_attr(x->s->attrs, x->s->nattrs, "shape");
+  if (!has_shape) return fail(x, "the iOS18 form (a uint1 mask of the result's shape) is not supported yet");
+  if (!cx_input(x, "nonzero_data", true, &nz) || !cx_input(x, "mask", true, &mask) || !cx_input(x, "shape", true, &shp) ||
+      !cx_numeric(x, "nonzero_data", &nz) || !cx_numeric(x, "mask", &mask) || !cx_numeric(x, "shape", &shp) ||
+      !cx_shape(x, &shp, out))
+    return false;
+  if (mask.dt != MIL_DT_UINT8 || mask.rank != 1) return fail(x, "mask must be a uint8 vector");
+  if (nz.dt != out->dt || nz.rank != 1)
+    return fail(x, "nonzero_data must be a vector of the result's dtype %s", mil_dtype_name(out->dt));
+  if (mask.n != (out->n + 7) / 8)
+    return fail(x, "mask has %lld bytes; %lld elements need %lld", (long long)mask.n, (long long)out->n, (long long)((out->n + 7) / 8));
+  int64_t set = 0;
+  for (int64_t p = 0; p < mask.n * 8; p++) {
+    if (!cx_bit(&mask, p)) continue;
+    if (p >= out->n) return fail(x, "mask has bit %lld set, past the %lld elements", (long long)p, (long long)out->n);
+    set++;
+  }
+  if (set != nz.n) return fail(x, "mask has %lld bits set but nonzero_data has %lld values", (long long)set, (long long)nz.n);
+  for (int64_t i = 0, k = 0; i < out->n; i++) cx_st(out, i, cx_bit(&mask, i) ? cx_ld(&nz, k++) : 0);
+  return true;
+}
+
 typedef bool (*CxFn)(Ctx *x, Val *out);
 
 static const struct {
@@ -3081,6 +3148,8 @@ static const struct {
     {"constexpr_affine_dequantize", cx_affine},
     {"constexpr_cast", cx_cast},
     {"constexpr_blockwise_shift_scale", cx_blockwise},
+    {"constexpr_lut_to_dense", cx_lut},
+    {"constexpr_sparse_to_dense", cx_sparse},
 };
 
 static CxFn find_cx(const char *name) {

@@ -1207,9 +1207,15 @@ Test(cpu, constexpr_ops_by_hand) {
   cleanup();
   write_bare(MIL_HEAD
              "    func main<ios18>(tensor<fp32, [2]> x) {\n"
-             "        tensor<fp32, [2]> W = constexpr_lut_to_dense(indices = tensor<uint8, [1]>([0]), lut = tensor<fp32, [2]>([1, 2]), shape = tensor<uint32, [1]>([2]))[name = string(\"W\")];\n"
+             "        tensor<fp32, [2]> W = constexpr_lut_to_dense()[indices = tensor<uint8, [2]>([0, 1]), lut = tensor<fp32, [2, 1]>([1, 2]), name = string(\"W\"), vector_axis = int32(0)];\n"
              "    } -> (W);\n}\n");
-  expect_error(NULL, 1, "5:31: error: op 'constexpr_lut_to_dense' is not supported by the CPU backend");
+  expect_error(NULL, 1, "5:31: error: constexpr_lut_to_dense: the iOS18 form (no shape; vector_axis) is not supported yet");
+  cleanup();
+  write_bare(MIL_HEAD
+             "    func main<ios18>(tensor<fp32, [2]> x) {\n"
+             "        tensor<fp32, [2]> W = constexpr_sparse_blockwise_shift_scale()[name = string(\"W\")];\n"
+             "    } -> (W);\n}\n");
+  expect_error(NULL, 1, "5:31: error: op 'constexpr_sparse_blockwise_shift_scale' is not supported by the CPU backend");
   cleanup();
 }
 
@@ -1970,5 +1976,93 @@ Test(cpu, lstm_against_reference) {
       cr_assert(fabs((double)out_f32(&out[2])[n * H + u] - c[n][u]) <= 1e-5);
     }
   for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+}
+
+Test(cpu, constexpr_lut_and_sparse_by_hand) {
+  StrBuf sb;
+  sb_init(&sb);
+  sb_puts(&sb, MIL_HEAD "    func main<ios16>(tensor<fp32, [5]> x) {\n"
+               "        tensor<fp32, [5]> L = constexpr_lut_to_dense()[indices = tensor<uint8, [2]>([228, 3]), lut = tensor<fp32, [4]>([10, 20, 30, 40]), name = string(\"L\"), shape = tensor<uint32, [1]>([5])];\n"
+               "        tensor<fp32, [5]> a = add(x = x, y = L)[name = string(\"a\")];\n"
+               "        tensor<fp16, [3]> L6 = constexpr_lut_to_dense()[indices = tensor<uint8, [3]>([127, 128, 2]), lut = tensor<fp16, [64]>([");
+  for (int k = 0; k < 64; k++) sb_printf(&sb, "%s%g", k ? ", " : "", k * 0.5);
+  sb_puts(&sb, "]), name = string(\"L6\"), shape = tensor<uint32, [1]>([3])];\n"
+               "        tensor<fp16, [3]> b = mul(x = L6, y = fp16(1))[name = string(\"b\")];\n"
+               "        tensor<fp32, [3, 3]> S = constexpr_sparse_to_dense()[mask = tensor<uint8, [2]>([45, 1]), name = string(\"S\"), nonzero_data = tensor<fp32, [5]>([1, 2, 3, 4, 5]), shape = tensor<uint32, [2]>([3, 3])];\n"
+               "        tensor<fp32, [3, 3]> c = mul(x = S, y = fp32(1))[name = string(\"c\")];\n"
+               "    } -> (a, b, c);\n}\n");
+  write_bare(sb.data);
+  sb_free(&sb);
+  float x[5] = {0};
+  CpuTensor in = f32_tensor(x, 1, (int64_t[]){5}), out[3];
+  run_twice(CPU_NUMERICS_ANE, &in, out, 3);
+  /* 228 = 0b11100100: 2-bit indices 0, 1, 2, 3 from the low bits up; then 3 */
+  expect_values(&out[0], MIL_DT_FP32, 1, (int64_t[]){5}, (double[]){10, 20, 30, 40, 40}, "a");
+  /* 6-bit indices 63, 1, 40 across the bytes 127, 128, 2 */
+  expect_values(&out[1], MIL_DT_FP16, 1, (int64_t[]){3}, (double[]){31.5, 0.5, 20}, "b");
+  /* mask bits 0, 2, 3, 5 (45) and 8 */
+  expect_values(&out[2], MIL_DT_FP32, 2, (int64_t[]){3, 3}, (double[]){1, 0, 2, 3, 0, 4, 0, 0, 5}, "c");
+  for (int i = 0; i < 3; i++) cpu_tensor_free(&out[i]);
+  cleanup();
+  const char *head = MIL_HEAD "    func main<ios16>(tensor<fp32, [3, 3]> x) {\n";
+  const char *tail = "        tensor<fp32, [3, 3]> y = add(x = x, y = W)[name = string(\"y\")];\n    } -> (y);\n}\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 3]> W = constexpr_sparse_to_dense()[mask = tensor<uint8, [2]>([45, 2]), name = string(\"W\"), nonzero_data = tensor<fp32, [5]>([1, 2, 3, 4, 5]), shape = tensor<uint32, [2]>([3, 3])];\n%s", head, tail);
+  bare_error(buf, "constexpr_sparse_to_dense(", NULL, "constexpr_sparse_to_dense: mask has bit 9 set, past the 9 elements");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 3]> W = constexpr_sparse_to_dense()[mask = tensor<uint8, [2]>([45, 0]), name = string(\"W\"), nonzero_data = tensor<fp32, [5]>([1, 2, 3, 4, 5]), shape = tensor<uint32, [2]>([3, 3])];\n%s", head, tail);
+  bare_error(buf, "constexpr_sparse_to_dense(", NULL, "constexpr_sparse_to_dense: mask has 4 bits set but nonzero_data has 5 values");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 3]> W = constexpr_lut_to_dense()[indices = tensor<uint8, [3]>([0, 0, 0]), lut = tensor<fp32, [3]>([1, 2, 3]), name = string(\"W\"), shape = tensor<uint32, [2]>([3, 3])];\n%s", head, tail);
+  bare_error(buf, "constexpr_lut_to_dense(", NULL, "constexpr_lut_to_dense: lut must be a vector of 2, 4, 16, 64 or 256 entries (it has 3)");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 3]> W = constexpr_lut_to_dense()[indices = tensor<uint8, [2]>([0, 0]), lut = tensor<fp32, [4]>([1, 2, 3, 4]), name = string(\"W\"), shape = tensor<uint32, [2]>([3, 3])];\n%s", head, tail);
+  bare_error(buf, "constexpr_lut_to_dense(", NULL, "constexpr_lut_to_dense: indices has 2 bytes; 9 2-bit indices need 3");
+  snprintf(buf, sizeof buf, "%s        tensor<fp32, [3, 3]> W = constexpr_lut_to_dense()[indices = tensor<uint8, [3]>([0, 0, 0]), lut = tensor<fp32, [4]>([1, 2, 3, 4]), name = string(\"W\"), shape = tensor<uint32, [2]>([9, 1])];\n%s", head, tail);
+  bare_error(buf, "constexpr_lut_to_dense(", NULL, "constexpr_lut_to_dense: shape does not match the declared result shape");
+}
+
+Test(cpu, constexpr_lut_and_sparse_against_reference) {
+  enum { N = 35 };
+  uint32_t s = 12345;
+  int idx[N];
+  uint8_t packed[(N * 6 + 7) / 8] = {0}, mask[(N + 7) / 8] = {0};
+  float lut[64], nz[N];
+  bool on[N];
+  int nnz = 0;
+  /* 6-bit indices packed through a bit accumulator, least significant first */
+  uint64_t acc = 0;
+  int nacc = 0, nb = 0;
+  for (int i = 0; i < N; i++) {
+    s = s * 1664525u + 1013904223u;
+    idx[i] = (int)(s >> 26);
+    acc |= (uint64_t)idx[i] << nacc;
+    for (nacc += 6; nacc >= 8; nacc -= 8, acc >>= 8) packed[nb++] = (uint8_t)(acc & 255);
+    on[i] = (s >> 3) % 3 == 0;
+    if (on[i]) mask[i / 8] = (uint8_t)(mask[i / 8] | 1u << (i % 8)), nz[nnz] = (float)(i + 1) * 0.25f, nnz++;
+  }
+  if (nacc) packed[nb++] = (uint8_t)acc;
+  cr_assert_eq(nb, (int)sizeof packed);
+  fill_random(lut, 64, 41, false);
+  StrBuf sb;
+  sb_init(&sb);
+  sb_puts(&sb, MIL_HEAD "    func main<ios16>(tensor<fp32, [5, 7]> x) {\n        tensor<fp32, [5, 7]> L = constexpr_lut_to_dense()[indices = tensor<uint8, [27]>([");
+  for (int i = 0; i < nb; i++) sb_printf(&sb, "%s%u", i ? ", " : "", packed[i]);
+  sb_puts(&sb, "]), lut = tensor<fp32, [64]>([");
+  for (int i = 0; i < 64; i++) sb_printf(&sb, "%s%a", i ? ", " : "", (double)lut[i]);
+  sb_puts(&sb, "]), name = string(\"L\"), shape = tensor<uint32, [2]>([5, 7])];\n        tensor<fp32, [5, 7]> a = add(x = x, y = L)[name = string(\"a\")];\n");
+  sb_printf(&sb, "        tensor<fp32, [5, 7]> S = constexpr_sparse_to_dense()[mask = tensor<uint8, [5]>([%u, %u, %u, %u, %u]), name = string(\"S\"), nonzero_data = tensor<fp32, [%d]>([",
+            mask[0], mask[1], mask[2], mask[3], mask[4], nnz);
+  for (int i = 0; i < nnz; i++) sb_printf(&sb, "%s%a", i ? ", " : "", (double)nz[i]);
+  sb_puts(&sb, "]), shape = tensor<uint32, [2]>([5, 7])];\n        tensor<fp32, [5, 7]> b = add(x = x, y = S)[name = string(\"b\")];\n    } -> (a, b);\n}\n");
+  write_bare(sb.data);
+  sb_free(&sb);
+  cr_assert_gt(nnz, 3);
+  float x[N] = {0};
+  CpuTensor in = f32_tensor(x, 2, (int64_t[]){5, 7}), out[2];
+  run_twice(CPU_NUMERICS_FP32, &in, out, 2);
+  for (int i = 0, k = 0; i < N; i++) {
+    cr_assert(out_f32(&out[0])[i] == lut[idx[i]], "L[%d]", i);
+    cr_assert(out_f32(&out[1])[i] == (on[i] ? nz[k++] : 0.0f), "S[%d]", i);
+  }
+  for (int i = 0; i < 2; i++) cpu_tensor_free(&out[i]);
   cleanup();
 }

@@ -7,7 +7,7 @@
  * supported by the CPU backend`), every value must have a fixed shape. It
  * then plans the run: every const (inline literal or BLOBFILE weight) is
  * converted once, every constexpr_* op (affine_dequantize, cast,
- * blockwise_shift_scale) evaluated once into a const, or read in place from the weight file's mapping (fp32 and
+ * blockwise_shift_scale, and lut_to_dense and sparse_to_dense in their iOS16 form) evaluated once into a const, or read in place from the weight file's mapping (fp32 and
  * int32 weights, and fp16 weights that only feed linear/conv, which are
  * converted panel by panel inside the matrix product); reshape and identity
  * are views; every other value gets a slice of one buffer, laid out from the
