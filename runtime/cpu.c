@@ -1969,26 +1969,36 @@ typedef struct TopkJob {
   bool asc;
 } TopkJob;
 
+/* The order topk lists elements in: (value, index) pairs by value (NaN
+ * first, as the largest; the smallest first when ascending), then index. */
+static bool topk_before(double va, int64_t ia, double vb, int64_t ib, bool want_max) {
+  bool na = isnan(va), nb = isnan(vb);
+  if (na != nb) return na;
+  if (!na && va != vb) return want_max ? va > vb : va < vb;
+  return ia < ib;
+}
+
 static void topk_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const TopkJob *j = arg;
   for (int64_t i = lo; i < hi; i++) {
     int64_t pre = i / j->post, q = i % j->post, base = pre * j->len * j->post + q;
-    /* selection of the k best, each the first best not yet taken: O(k len), fine for the small k of decoders */
+    /* Rank r is the first element, in topk's strict order, after rank r - 1:
+     * O(k len) and no scratch (k is small in decoders). */
+    int64_t prev = -1;
+    double pv = 0;
     for (int64_t r = 0; r < j->k; r++) {
       int64_t best = -1;
       double bv = 0;
       for (int64_t m = 0; m < j->len; m++) {
         double v = ld(j->a, base + m * j->post);
-        bool taken = false;
-        for (int64_t t = 0; t < r && !taken; t++)
-          taken = ((const int32_t *)j->io->p)[(pre * j->k + t) * j->post + q] == m;
-        if (taken) continue;
-        if (best < 0 || beats(v, bv, !j->asc)) best = m, bv = v;
+        if (prev >= 0 && !topk_before(pv, prev, v, m, !j->asc)) continue;
+        if (best < 0 || topk_before(v, m, bv, best, !j->asc)) best = m, bv = v;
       }
       int64_t o = (pre * j->k + r) * j->post + q;
       ((int32_t *)j->io->p)[o] = (int32_t)best;
       st(j->vo, o, bv);
+      prev = best, pv = bv;
     }
   }
 }
