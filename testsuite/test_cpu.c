@@ -2066,3 +2066,16 @@ Test(cpu, constexpr_lut_and_sparse_against_reference) {
   for (int i = 0; i < 2; i++) cpu_tensor_free(&out[i]);
   cleanup();
 }
+
+Test(cpu, gather_along_axis_wraps_negative_indices_before_ios17) {
+  write_bare(MIL_HEAD
+             "    func main<ios16>(tensor<fp32, [2, 3]> x) {\n"
+             "        tensor<fp32, [2, 2]> y = gather_along_axis(axis = int32(-1), indices = tensor<int32, [2, 2]>([-1, 0, -3, 2]), x = x)[name = " S_("y") "];\n"
+             "    } -> (y);\n}\n");
+  float x[6] = {0, 1, 2, 3, 4, 5};
+  CpuTensor in = f32_tensor(x, 2, (int64_t[]){2, 3}), out;
+  run_twice(CPU_NUMERICS_FP32, &in, &out, 1);
+  expect_values(&out, MIL_DT_FP32, 2, (int64_t[]){2, 2}, (double[]){2, 0, 3, 5}, "y");
+  cpu_tensor_free(&out);
+  cleanup();
+}
