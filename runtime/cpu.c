@@ -36,8 +36,8 @@
  * be wrong) and report at the statement.
  *
  * Threads. A pool started at prepare (one thread per core, the caller's
- * included) runs the element-wise, softmax, reduction, transpose and
- * matrix-product kernels split into pieces; workers spin briefly between
+ * included) runs the element-wise, softmax, reduction, transpose,
+ * matrix-product, argmax, topk, pooling and lstm kernels split into pieces; workers spin briefly between
  * pieces of one run and sleep on a condition variable otherwise. Pieces have
  * a size fixed by the problem, not by the thread count, so the results are
  * the same with any number of threads.
@@ -2144,9 +2144,9 @@ static bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
 static bool qparam(Ctx *x, const char *name, const Val *p, const Val *a, bool has_axis, uint32_t axis) {
   if (p->st == ST_STR) return fail(x, "argument '%s' must be a tensor", name);
   if (p->rank == 0 || (p->rank == 1 && p->n == 1 && !has_axis)) return true;
-  if (p->rank != 1 || !has_axis || p->n != a->dims[axis])
-    return fail(x, "%s must be a scalar, or a vector of the %lld elements of dimension %u with axis given", name,
-                has_axis ? (long long)a->dims[axis] : 0LL, axis);
+  if (!has_axis) return fail(x, "%s must be a scalar when axis is not given", name);
+  if (p->rank != 1 || p->n != a->dims[axis])
+    return fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", name, (long long)a->dims[axis], axis);
   return true;
 }
 

@@ -1500,7 +1500,10 @@ Test(cpu, quantize_dequantize_by_hand) {
   bare_error(buf, "quantize(", &in2, "quantize: zero_point is uint8 but the quantized type is int8");
   snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = tensor<fp32, [2]>([1, 2]))[name = " S_("q") "];\n"
            "        tensor<fp32, [2]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
-  bare_error(buf, "quantize(", &in2, "quantize: scale must be a scalar, or a vector of the 0 elements of dimension 0 with axis given");
+  bare_error(buf, "quantize(", &in2, "quantize: scale must be a scalar when axis is not given");
+  snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(axis = int32(0), input = x, output_dtype = " S_("int8") ", scale = tensor<fp32, [3]>([1, 2, 3]))[name = " S_("q") "];\n"
+           "        tensor<fp32, [2]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
+  bare_error(buf, "quantize(", &in2, "quantize: scale must be a scalar or a vector of the 2 elements of dimension 0");
   snprintf(buf, sizeof buf, "%s        tensor<fp32, [2]> y = dequantize(input = x, scale = fp32(1))[name = " S_("y") "];\n    } -> (y);\n}\n", head);
   bare_error(buf, "dequantize(", &in2, "dequantize: input must be int8 or uint8, not fp32");
   snprintf(buf, sizeof buf, "%s        tensor<int8, [2]> q = quantize(input = x, output_dtype = " S_("int8") ", scale = fp32(1))[name = " S_("q") "];\n    } -> (q);\n}\n", head);
