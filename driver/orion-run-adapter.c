@@ -3,7 +3,8 @@
  * inputs that `orionc --lora` gave a program. PEFT stores
  * "base_model.model.<module>.lora_A.weight" [r, in] and "...lora_B.weight"
  * [out, r]; the program's inputs are "<module>.lora_A" and "<module>.lora_B"
- * in the same layout, so binding is a lookup and a conversion to fp16.
+ * in the same layout, so binding is a lookup (exact, or by the module name's
+ * tail: see find_lora_input) and a conversion to fp16.
  * LoRA inputs the adapter does not cover get zeros: the base model.
  */
 #include <math.h>
@@ -72,6 +73,27 @@ static bool to_fp16(const PatchTensor *t, uint16_t *out, uint64_t n, Diag *d) {
   return true;
 }
 
+/* The input an adapter's module name is for: the same name, or else — since
+ * a Hugging Face model nests its modules one level deeper than the program
+ * may ("model.layers.0.self_attn.q_proj" for "layers.0.self_attn.q_proj") —
+ * the LoRA input with the longest name that ends the key at a dot (two such
+ * names of one length would be equal). nin when none. */
+static uint32_t find_lora_input(OrionProgram *p, uint32_t fn, const char *key) {
+  uint32_t nin = orion_input_count(p, fn), found = nin;
+  size_t klen = strlen(key), best = 0;
+  for (uint32_t i = 0; i < nin; i++) {
+    const char *name = orion_input(p, fn, i)->name;
+    size_t n = strlen(name);
+    if (n == klen && !strcmp(name, key)) return i;
+    if (!orion_run_is_lora_input(name) || n >= klen || key[klen - n - 1] != '.' || strcmp(key + klen - n, name)) continue;
+    if (n > best) {
+      best = n;
+      found = i;
+    }
+  }
+  return found;
+}
+
 bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d) {
   PatchSet set = {0};
   bool ok = patch_set_add_safetensors(&set, file, d);
@@ -79,14 +101,14 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
   for (uint32_t k = 0; ok && k < set.n; k++) {
     const PatchTensor *t = &set.tensors[k];
     char *name = input_name_of(t->name);
-    uint32_t i = 0;
-    while (i < nin && strcmp(orion_input(p, fn, i)->name, name)) i++;
-    if (i == nin || !orion_run_is_lora_input(name)) {
+    uint32_t i = find_lora_input(p, fn, name);
+    if (i == nin || !orion_run_is_lora_input(orion_input(p, fn, i)->name)) {
       diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' has no LoRA input '%s' in the program (compile with "
                  "orionc --lora=PATTERN:RANK for the layers it adapts)", file, t->name, name);
       ok = false;
     } else if (bound[i]) {
-      diag_error(d, (SrcSpan){0}, "%s: input '%s' is given twice (by '%s' and before)", file, name, t->name);
+      diag_error(d, (SrcSpan){0}, "%s: input '%s' is given twice (by '%s' and before)", file,
+                 orion_input(p, fn, i)->name, t->name);
       ok = false;
     } else {
       const OrionTensorInfo *info = orion_input(p, fn, i);
@@ -99,7 +121,7 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
         for (uint32_t r = 0; r < t->rank; r++) sb_printf(&got, "%s%lld", r ? "," : "", (long long)t->dims[r]);
         for (uint32_t r = 0; r < info->rank; r++) sb_printf(&want, "%s%lld", r ? "," : "", (long long)info->dims[r]);
         diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' is %s[%s], but input '%s' is fp16[%s]%s", file, t->name,
-                   weight_file_dtype_name(t->dtype), got.data, name, want.data,
+                   weight_file_dtype_name(t->dtype), got.data, info->name, want.data,
                    t->rank == 2 && info->rank == 2 ? " (a different rank r needs a compile with that rank)" : "");
         sb_free(&got);
         sb_free(&want);

@@ -45,6 +45,10 @@ npy16 '(1, 4)' '\x80\x46\x00\x41\x00\x41\x80\xc5' want_a2.npy
 same_bytes swap oc/y.npy want_a2.npy
 after=$(cat lora.anepkg/Manifest.plist lora.anepkg/weights/weight.bin lora.anepkg/model.mil | cksum)
 if [ "$before" = "$after" ]; then pass; else fail "swapping adapters changed the package"; fi
+# Hugging Face models nest modules one level deeper ("model.w" for the program's "w"): matched by the tail.
+$make_st hf.safetensors base_model.model.model.w.lora_A.weight=F32:1x4:1,0,0,0 base_model.model.model.w.lora_B.weight=F32:4x1:1,2,3,4
+check run-hf-names 0 "$run" lora.anepkg --input x=x.npy --adapter hf.safetensors --output-dir oc
+same_bytes hf-names oc/y.npy want_a1.npy
 # A zero adapter is the base model, bit for bit.
 $make_st zero.safetensors w.lora_A=F32:1x4:fill=0 w.lora_B=F32:4x1:fill=0
 check run-zero 0 "$run" lora.anepkg --input x=x.npy --adapter zero.safetensors --output-dir oc
@@ -63,6 +67,24 @@ contains nan "orion-run: error: nan.safetensors: adapter tensor 'w.lora_A' has N
 npy16 '(1, 4)' '\x00\x00\x00\x00\x00\x00\x00\x00' z.npy
 check both 1 "$run" lora.anepkg --input x=x.npy --input w.lora_A=z.npy --adapter a1.safetensors
 contains both "orion-run: error: input 'w.lora_A' is given both by --input and by the adapter"
+# Of two inputs whose names end a key, the longer (more specific) one is meant: "model.a.w" is a.w, not w.
+cat >two.oir <<'EOF'
+func main(x: fp16[1,4]) {
+  param w.weight: fp16[4,4] = fill(0.25);
+  param a.w.weight: fp16[4,4] = fill(0.5);
+  y = linear(x, w.weight);
+  z = linear(x, a.w.weight);
+  return y, z;
+}
+EOF
+check compile-two 0 "$orionc" --lora='*w:1' -o two.anepkg two.oir
+$make_st two.safetensors model.a.w.lora_A.weight=F32:1x4:1,0,0,0 model.a.w.lora_B.weight=F32:4x1:1,2,3,4
+mkdir o2
+check two-run 0 "$run" two.anepkg --input x=x.npy --adapter two.safetensors --output-dir o2
+# z = 5 + [1, 2, 3, 4]; y keeps 2.5 (its adapter inputs got zeros).
+npy16 '(1, 4)' '\x00\x46\x00\x47\x00\x48\x80\x48' want_z.npy
+same_bytes two-z o2/z.npy want_z.npy
+same_bytes two-y o2/y.npy want_base.npy
 check bad-spec 2 "$orionc" --lora=w -o x.anepkg l.oir
 contains bad-spec "orionc: error: '--lora=w' is not --lora=PATTERN:RANK[:ALPHA] (RANK from 1 to 4096)"
 
