@@ -372,17 +372,17 @@ static double source_value(const PatchTensor *t, uint64_t i) {
   case WF_F16: {
     uint16_t h;
     memcpy(&h, p + 2 * i, 2);
-    return fp16_to_float(h);
+    return (double)fp16_to_float(h);
   }
   case WF_BF16: {
     uint16_t h;
     memcpy(&h, p + 2 * i, 2);
-    return bf16_to_float(h);
+    return (double)bf16_to_float(h);
   }
   case WF_F32: {
     float f;
     memcpy(&f, p + 4 * i, 4);
-    return f;
+    return (double)f;
   }
   default: {
     double v;

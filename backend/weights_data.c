@@ -6,7 +6,8 @@
  * computed in double and rounded once to the dtype; the random ones use a
  * generator simple enough to redo in a few lines of numpy (docs/weights.md
  * spells it out), built from correctly rounded operations only, so that its
- * bits are the same everywhere, and vectorized. File tensors are memory-mapped, their header parsed again
+ * bits are the same everywhere, and vectorized (SplitMix64 draws; a ziggurat
+ * for `normal`). File tensors are memory-mapped, their header parsed again
  * from the mapping itself (so every offset used was checked against the bytes
  * actually mapped, whatever happened to the file since the check), and
  * converted to the param's dtype with a single round-to-nearest-even.
@@ -35,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 #endif
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -279,8 +280,6 @@ typedef float V4f __attribute__((vector_size(16)));
  * builds (portable, AVX2, AVX-512) gets its own copy. */
 #define INLINE static inline __attribute__((always_inline))
 #define PAIRS_PER_CHUNK (CHUNK / 2)
-/* Pairs per pass of the normal generator: its arrays stay in L1. */
-#define PAIRS_PER_BLOCK 256
 
 #define ONE_BITS UINT64_C(0x3FF0000000000000)
 #define MANTISSA_MASK UINT64_C(0x000FFFFFFFFFFFFF)
@@ -294,22 +293,18 @@ typedef float V4f __attribute__((vector_size(16)));
  * double nearest the exact value (what Python's float arithmetic gives). */
 #define SQRT2 0x1.6a09e667f3bcdp+0   /* math.sqrt(2) */
 #define LN2 0x1.62e42fefa39efp-1     /* math.log(2) */
-#define HALF_PI 0x1.921fb54442d18p+0 /* math.pi / 2 */
 
 /* log(m) = 2 (s + s^3/3 + s^5/5 + ...), s = (m-1)/(m+1): 1/3 ... 1/19. */
 static const double log_coeffs[] = {
     0x1.5555555555555p-2, 0x1.999999999999ap-3, 0x1.2492492492492p-3, 0x1.c71c71c71c71cp-4, 0x1.745d1745d1746p-4,
     0x1.3b13b13b13b14p-4, 0x1.1111111111111p-4, 0x1.e1e1e1e1e1e1ep-5, 0x1.af286bca1af28p-5,
 };
-/* sin: -1/3!, 1/5!, ... -1/15!; cos: -1/2!, 1/4!, ... 1/16!. */
-static const double sin_coeffs[] = {
-    -0x1.5555555555555p-3, 0x1.1111111111111p-7,  -0x1.a01a01a01a01ap-13, 0x1.71de3a556c734p-19,
-    -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
-};
-static const double cos_coeffs[] = {
-    -0x1.0000000000000p-1, 0x1.5555555555555p-5,  -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16,
-    -0x1.27e4fb7789f5cp-22, 0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45,
-};
+/* The ziggurat's layer edges zig_x and heights zig_f, as the doc's numpy
+ * code computes them: 1024 layers, picked by a draw's low 10 bits; bit 10 is
+ * the sign. */
+#include "ziggurat_table.h"
+#define ZIG_LAYER_MASK 1023u
+#define ZIG_SIGN_BIT 10
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 INLINE V4d splat(double x) { return (V4d){x, x, x, x}; } /* keeps -0.0 (0 + x would not) */
@@ -337,25 +332,6 @@ INLINE V4d unit_of(V4u z) {
   return hi + from_bits((0 - low_bit) & splat_u(UINT64_C(0x3CA0000000000000))); /* 0 or 2^-53 */
 }
 
-/* Correctly rounded square roots: SSE2's, two lanes at a time, where the
- * compiler can split a vector in halves; otherwise lane by lane. */
-#if defined(__SSE2__) && defined(__has_builtin)
-#if __has_builtin(__builtin_shufflevector)
-#define SQRT_BY_SSE2 1
-#endif
-#endif
-
-INLINE V4d sqrt4(V4d x) {
-#ifdef SQRT_BY_SSE2
-  __m128d lo = _mm_sqrt_pd(__builtin_shufflevector(x, x, 0, 1));
-  __m128d hi = _mm_sqrt_pd(__builtin_shufflevector(x, x, 2, 3));
-  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3);
-#else
-  for (int i = 0; i < LANES; i++) x[i] = sqrt(x[i]);
-  return x;
-#endif
-}
-
 INLINE V4d horner(const double *c, size_t n, V4d x2) {
   V4d p = splat(c[n - 1]);
   /* Unrolled: each lane's chain is short enough for the core to overlap
@@ -380,22 +356,62 @@ INLINE V4d log_unit(V4d u) {
   return ed * LN2 + (t + t * (s2 * horner(log_coeffs, COUNT_OF(log_coeffs), s2)));
 }
 
-/* cos and sin of 2*pi*u for u in [0, 1): u in quarter turns is k + f with
- * k an integer and |f| <= 1/2 (exact), then Taylor polynomials in x = f*pi/2
- * and the quarter's symmetries. */
-INLINE void cos_sin_turns(V4d u, V4d *c, V4d *s) {
-  V4d q = 4.0 * u;
-  V4d kq = q + ROUND_MAGIC;
-  V4u k = bits_of(kq); /* the low bits hold rint(q) */
-  V4d x = (q - (kq - ROUND_MAGIC)) * HALF_PI;
-  V4d x2 = x * x;
-  V4d sn = x + x * (x2 * horner(sin_coeffs, COUNT_OF(sin_coeffs), x2));
-  V4d cs = 1.0 + x2 * horner(cos_coeffs, COUNT_OF(cos_coeffs), x2);
-  V4u swap = 0 - (k & 1);                    /* odd quarters: cos and sin trade places */
-  V4u neg_c = (((k + 1) >> 1) & 1) << 63;    /* quarters 1 and 2: cos < 0 */
-  V4u neg_s = ((k >> 1) & 1) << 63;          /* quarters 2 and 3: sin < 0 */
-  *c = from_bits(bits_of(select_d(swap, sn, cs)) ^ neg_c);
-  *s = from_bits(bits_of(select_d(swap, cs, sn)) ^ neg_s);
+/* Table entries, lane by lane. */
+INLINE V4d lookup(const double *table, V4u i) {
+  V4d r;
+  for (int l = 0; l < LANES; l++) r[l] = table[i[l]];
+  return r;
+}
+
+/* The first try of `normal` on each lane's draw z: x with its sign, and in
+ * *miss the lanes whose point fell outside their layer's box. */
+INLINE V4d normal_first_try(V4u z, V4u *miss) {
+  V4u layer = z & ZIG_LAYER_MASK;
+  V4d x = unit_of(z) * lookup(zig_x, layer);
+  *miss = (V4u)(x >= lookup(zig_x, layer + 1)); /* not x < edge: x is never NaN */
+  return from_bits(bits_of(x) ^ ((z >> ZIG_SIGN_BIT) & 1) << 63);
+}
+
+static double log_scalar(double w) { return log_unit(splat(w))[0]; }
+
+static double unit_scalar(uint64_t z) { return (double)(z >> 11) * 0x1p-53; } /* exact: 53 bits */
+
+/* The rest of an element whose first try, with draw z, missed its box (0.4%
+ * of elements): the tail or the wedge test, then new tries, drawing from a
+ * SplitMix64 of the element's own that starts at z. Scalar, out of the
+ * vector loop, and the same function for every build. The chord of a wedge
+ * settles most points without a logarithm: where the curve is convex
+ * (x >= 1) nothing above the chord is under the curve, where it is concave
+ * (x <= 1) everything below the chord is. */
+static double normal_retry(uint64_t z) {
+  const double r = zig_x[1];
+  uint64_t state = z;
+  double x;
+  for (;;) {
+    unsigned layer = (unsigned)(z & ZIG_LAYER_MASK);
+    x = unit_scalar(z) * zig_x[layer];
+    if (x < zig_x[layer + 1]) break;
+    if (layer == 0) { /* the tail beyond r */
+      double a, b;
+      do {
+        a = log_scalar(1.0 - unit_scalar(splitmix64(&state))) / r;
+        b = log_scalar(1.0 - unit_scalar(splitmix64(&state)));
+      } while (!(-(b + b) > a * a));
+      x = r - a;
+      break;
+    }
+    double w = unit_scalar(splitmix64(&state));
+    double t = (zig_x[layer] - x) / (zig_x[layer] - zig_x[layer + 1]); /* the chord's height at x */
+    if (zig_x[layer + 1] >= 1.0 && w > t) {
+      z = splitmix64(&state);
+      continue;
+    }
+    if (zig_x[layer] <= 1.0 && w < t) break;
+    double y = zig_f[layer] + w * (zig_f[layer + 1] - zig_f[layer]);
+    if (log_scalar(y) < -0.5 * (x * x)) break; /* under the curve */
+    z = splitmix64(&state);
+  }
+  return (z >> ZIG_SIGN_BIT) & 1 ? -x : x;
 }
 
 /* fp16 bits of finite doubles, rounded once to nearest even (NaN and
@@ -433,32 +449,19 @@ INLINE void gen_chunk(const IrParamSource *src, uint64_t at, double *restrict v0
     }
     return;
   }
-  /* Three passes over blocks of pairs, each in place in v0/v1: draws, then
-   * radii, then angles. Short loop bodies let the core run many pairs'
-   * long dependency chains (log, sqrt, polynomials) side by side, where one
-   * long body would leave it waiting on a single chain. */
+  /* The first tries in the lanes; the few misses one by one after each step. */
   V4d mean = splat(src->a), std = splat(src->b);
-  for (size_t block = 0; block < PAIRS_PER_CHUNK; block += PAIRS_PER_BLOCK) {
-    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES, state_a += step) {
-      V4d u1 = 1.0 - unit_of(mix64(state_a)); /* in (0, 1]: the log is finite */
-      V4d u2 = unit_of(mix64(state_a + gamma));
-      memcpy(v0 + j, &u1, sizeof u1);
-      memcpy(v1 + j, &u2, sizeof u2);
-    }
-    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES) {
-      V4d u1;
-      memcpy(&u1, v0 + j, sizeof u1);
-      V4d r = sqrt4(-2.0 * log_unit(u1));
-      memcpy(v0 + j, &r, sizeof r);
-    }
-    for (size_t j = block; j < block + PAIRS_PER_BLOCK; j += LANES) {
-      V4d r, u2, c, s;
-      memcpy(&r, v0 + j, sizeof r);
-      memcpy(&u2, v1 + j, sizeof u2);
-      cos_sin_turns(u2, &c, &s);
-      V4d z0 = mean + std * (r * c), z1 = mean + std * (r * s);
-      memcpy(v0 + j, &z0, sizeof z0);
-      memcpy(v1 + j, &z1, sizeof z1);
+  for (size_t j = 0; j < PAIRS_PER_CHUNK; j += LANES, state_a += step) {
+    V4u za = mix64(state_a), zb = mix64(state_a + gamma), miss_a, miss_b;
+    V4d a = mean + std * normal_first_try(za, &miss_a);
+    V4d b = mean + std * normal_first_try(zb, &miss_b);
+    memcpy(v0 + j, &a, sizeof a);
+    memcpy(v1 + j, &b, sizeof b);
+    V4u any = miss_a | miss_b;
+    if (!(any[0] | any[1] | any[2] | any[3])) continue;
+    for (int l = 0; l < LANES; l++) {
+      if (miss_a[l]) v0[j + l] = src->a + src->b * normal_retry(za[l]);
+      if (miss_b[l]) v1[j + l] = src->a + src->b * normal_retry(zb[l]);
     }
   }
 }
@@ -531,9 +534,96 @@ __attribute__((target("avx2"))) static bool chunk_avx2(const IrParamSource *src,
   return chunk_kernel(src, at, v0, v1, dt, out, k);
 }
 
-__attribute__((target("avx2,avx512f,avx512dq,avx512vl"))) static bool
-chunk_avx512(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt, void *out, size_t k) {
-  return chunk_kernel(src, at, v0, v1, dt, out, k);
+#define AVX512_TARGET __attribute__((target("avx2,avx512f,avx512dq,avx512vl")))
+
+/* SplitMix64's output function on eight lanes. */
+AVX512_TARGET static inline __m512i mix64_x8(__m512i z) {
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ull));
+  z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64((long long)0x94D049BB133111EBull));
+  return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+}
+
+/* The values of eight elements from their draws z: the same operations as
+ * gen_chunk (the unit draw by an exact conversion instead of bit tricks),
+ * the first tries of `normal` with gathers, its rare retries one by one. */
+AVX512_TARGET static inline __m512d values_x8(const IrParamSource *src, __m512i z) {
+  __m512d u = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(z, 11)), _mm512_set1_pd(0x1p-53));
+  if (src->kind == SRC_UNIFORM)
+    return _mm512_add_pd(_mm512_set1_pd(src->a), _mm512_mul_pd(_mm512_set1_pd(src->b - src->a), u));
+  __m512i layer = _mm512_and_si512(z, _mm512_set1_epi64(ZIG_LAYER_MASK));
+  __m512d x = _mm512_mul_pd(u, _mm512_i64gather_pd(layer, zig_x, 8));
+  __mmask8 miss = _mm512_cmp_pd_mask(x, _mm512_i64gather_pd(layer, zig_x + 1, 8), _CMP_GE_OQ);
+  __m512i sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_srli_epi64(z, ZIG_SIGN_BIT), _mm512_set1_epi64(1)), 63);
+  x = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(x), sign));
+  __m512d v = _mm512_add_pd(_mm512_set1_pd(src->a), _mm512_mul_pd(_mm512_set1_pd(src->b), x));
+  if (miss) {
+    double lanes[8];
+    uint64_t draws[8];
+    _mm512_storeu_pd(lanes, v);
+    _mm512_storeu_si512(draws, z);
+    for (int l = 0; l < 8; l++)
+      if (miss & (1u << l)) lanes[l] = src->a + src->b * normal_retry(draws[l]);
+    v = _mm512_loadu_pd(lanes);
+  }
+  return v;
+}
+
+/* fp16 bits of eight doubles, rounded once: rounding to fp32 toward zero and
+ * setting the last bit when inexact ("round to odd") keeps enough to make
+ * the second rounding, fp32 -> fp16 to nearest even, give the exact
+ * rounding of the double (fp32 has more than two bits beyond fp16's). */
+AVX512_TARGET static inline __m128i fp16_x8(__m512d v) {
+  __m256 f = _mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(f), v, _CMP_NEQ_UQ);
+  __m256i odd = _mm256_mask_or_epi32(_mm256_castps_si256(f), inexact, _mm256_castps_si256(f), _mm256_set1_epi32(1));
+  return _mm256_maskz_cvtps_ph(0xFF, _mm256_castsi256_ps(odd), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* A whole chunk into out, sixteen elements a step, with no staging: elements
+ * at+2l come from one vector of draws and at+2l+1 from the next (the layout
+ * of gen_chunk), interleaved on the way out. */
+AVX512_TARGET static bool chunk_avx512_full(const IrParamSource *src, uint64_t at, IrDType dt, void *out) {
+  const uint64_t gamma = SPLITMIX64_GAMMA;
+  __m512i state = _mm512_add_epi64(_mm512_set1_epi64((long long)(src->seed + at * gamma)),
+                                   _mm512_mullo_epi64(_mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15),
+                                                      _mm512_set1_epi64((long long)gamma)));
+  const __m512i step = _mm512_set1_epi64((long long)(16 * gamma)), next = _mm512_set1_epi64((long long)gamma);
+  if (dt == DT_FP16) {
+    uint16_t *h = out;
+    __m256i special = _mm256_setzero_si256(), exp_mask = _mm256_set1_epi16(0x7C00);
+    for (size_t i = 0; i < CHUNK; i += 16, state = _mm512_add_epi64(state, step)) {
+      __m128i a = fp16_x8(values_x8(src, mix64_x8(state)));
+      __m128i b = fp16_x8(values_x8(src, mix64_x8(_mm512_add_epi64(state, next))));
+      __m256i both = _mm256_setr_m128i(_mm_unpacklo_epi16(a, b), _mm_unpackhi_epi16(a, b));
+      _mm256_storeu_si256((__m256i *)(h + i), both);
+      special = _mm256_or_si256(special, _mm256_cmpeq_epi16(_mm256_and_si256(both, exp_mask), exp_mask));
+    }
+    return !_mm256_testz_si256(special, special);
+  }
+  float *f = out;
+  const __m512i exp_mask = _mm512_set1_epi32(0x7F800000);
+  unsigned special = 0;
+  const __m512i interleave = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  for (size_t i = 0; i < CHUNK; i += 16, state = _mm512_add_epi64(state, step)) {
+    __m256 a = _mm512_cvtpd_ps(values_x8(src, mix64_x8(state)));
+    __m256 b = _mm512_cvtpd_ps(values_x8(src, mix64_x8(_mm512_add_epi64(state, next))));
+    __m512i both = _mm512_permutex2var_epi32(_mm512_castsi256_si512(_mm256_castps_si256(a)), interleave,
+                                             _mm512_castsi256_si512(_mm256_castps_si256(b)));
+    _mm512_storeu_si512(f + i, both);
+    special |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(both, exp_mask), exp_mask);
+  }
+  return special != 0;
+}
+
+/* Whole chunks go straight to the output; the last, partial chunk and
+ * requests for the doubles take the staged path. When a chunk holds a NaN or
+ * an infinity its doubles are staged again for the caller (rare). */
+AVX512_TARGET static bool chunk_avx512(const IrParamSource *src, uint64_t at, double *v0, double *v1, IrDType dt,
+                                       void *out, size_t k) {
+  if (!out || k != CHUNK) return chunk_kernel(src, at, v0, v1, dt, out, k);
+  if (!chunk_avx512_full(src, at, dt, out)) return false;
+  gen_chunk(src, at, v0, v1);
+  return true;
 }
 #endif
 
@@ -632,10 +722,9 @@ static void *gen_task(void *arg) {
 #define PARALLEL_MIN_ELEMENTS (1u << 20)
 #define MAX_GEN_THREADS 16
 
-/* Random initializers are the slowest weights to produce (a log, a sqrt and
- * two polynomials per pair of values; 124M values for a GPT-2), so large
- * ones are split over the machine's cores; jump-ahead makes the result
- * independent of the split. */
+/* Random initializers are the most work of a compile (124M values for a
+ * GPT-2), so large ones are split over the machine's cores; jump-ahead makes
+ * the result independent of the split. */
 static bool gen_random(Out *o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_GEN_THREADS ? cores : MAX_GEN_THREADS);

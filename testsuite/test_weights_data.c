@@ -3,8 +3,8 @@
  *
  * Modules are built by hand with one param each. Initializer values are
  * checked against an independent implementation of the generator written
- * here from docs/weights.md (its own SplitMix64 and Box-Muller, one scalar
- * double operation at a time), compared bit for bit, and against a fixture
+ * here from docs/weights.md (its own SplitMix64 and ziggurat, one scalar
+ * double operation at a time, on the table of the fixture), compared bit for bit, and against a fixture
  * that the doc's numpy code wrote (weights_fixture.h), with every build of
  * the generator (portable, AVX2, AVX-512) that this CPU runs. The
  * documented worked example is checked against numbers computed outside C.
@@ -200,73 +200,80 @@ static double *ref_uniform(uint64_t seed, double low, double high, size_t n) {
   return v;
 }
 
-/* The constants of `normal`, computed here the way the doc defines them
- * (not copied from weights_data.c). */
-typedef struct NormalConsts {
-  double l[10];  /* l[n] = 1/(2n+1), n = 1..9 */
-  double s[16];  /* s[n] = +-1/n!, n = 3, 5, ..., 15 */
-  double c[17];  /* c[n] = +-1/n!, n = 2, 4, ..., 16 */
-} NormalConsts;
+/* The values the doc's numpy code computed (the ziggurat's table among them). */
+typedef struct WeightsFixture {
+  const char *name;
+  IrParamSourceKind kind;
+  uint64_t seed;
+  double a, b;
+  size_t count, first; /* elements first .. first+count-1 */
+  const uint64_t *f64; /* the doubles' bits */
+  const uint32_t *f32;
+  const uint16_t *f16;
+} WeightsFixture;
 
-static NormalConsts normal_consts(void) {
-  NormalConsts k;
-  memset(&k, 0, sizeof k);
-  double fact = 1; /* n!, exact in double up to 18! */
-  for (int n = 1; n <= 16; n++) {
-    fact *= n;
-    double sign = ((n / 2) % 2) ? -1.0 : 1.0; /* - for 2, 3, 6, 7, 10, 11, 14, 15 */
-    if (n % 2) k.s[n] = sign / fact;
-    else k.c[n] = sign / fact;
-  }
-  for (int n = 1; n <= 9; n++) k.l[n] = 1.0 / (2 * n + 1);
-  return k;
+#include "weights_fixture.h"
+
+static double bits_f64(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
 }
 
-/* log(u1) for u1 in (0, 1], exactly as docs/weights.md spells it out. */
-static double ref_log(const NormalConsts *k, double u1) {
+/* log(w) for w in (0, 1], exactly as docs/weights.md spells it out, with its
+ * constants computed here the way the doc defines them. */
+static double ref_log(double w) {
   int e;
-  double m = 2.0 * frexp(u1, &e);
+  double m = 2.0 * frexp(w, &e);
   e -= 1;
   if (m > sqrt(2.0)) {
     m /= 2.0;
     e += 1;
   }
   double s = (m - 1.0) / (m + 1.0), s2 = s * s, h = 2.0 * s;
-  double p = k->l[9];
-  for (int n = 8; n >= 1; n--) p = p * s2 + k->l[n];
+  double p = 1.0 / 19;
+  for (int n = 8; n >= 1; n--) p = p * s2 + 1.0 / (2 * n + 1);
   return (double)e * log(2.0) + (h + h * (s2 * p));
 }
 
-static void ref_cos_sin(const NormalConsts *k, double b, double *c, double *s) {
-  double q = 4.0 * b;
-  double kq = nearbyint(q); /* ties to even in the default rounding mode */
-  double x = (q - kq) * (3.14159265358979323846 / 2), x2 = x * x;
-  double ps = k->s[15];
-  for (int n = 13; n >= 3; n -= 2) ps = ps * x2 + k->s[n];
-  double pc = k->c[16];
-  for (int n = 14; n >= 2; n -= 2) pc = pc * x2 + k->c[n];
-  double sn = x + x * (x2 * ps), cs = 1.0 + x2 * pc;
-  switch ((int)kq & 3) {
-  case 0: *c = cs, *s = sn; break;
-  case 1: *c = -sn, *s = cs; break;
-  case 2: *c = -cs, *s = -sn; break;
-  default: *c = sn, *s = -cs; break;
+/* One element of `normal`, from its draw z: the ziggurat of the doc, every
+ * step on the scalar path (no first-try shortcut). */
+static double ref_normal_element(uint64_t z) {
+  const uint64_t *X = fixture_zig_x, *F = fixture_zig_f;
+  const double r = bits_f64(X[1]);
+  uint64_t state = z;
+  for (;;) {
+    unsigned layer = z & 1023;
+    double x = ldexp((double)(z >> 11), -53) * bits_f64(X[layer]);
+    double edge = bits_f64(X[layer]), inner = bits_f64(X[layer + 1]);
+    if (!(x < inner)) {
+      if (layer == 0) {
+        double a, b;
+        do {
+          a = ref_log(1.0 - ref_unit(&state)) / r;
+          b = ref_log(1.0 - ref_unit(&state));
+        } while (!(-(b + b) > a * a));
+        x = r - a;
+      } else {
+        double w = ref_unit(&state), chord = (edge - x) / (edge - inner);
+        bool above_chord_convex = inner >= 1.0 && w > chord, below_chord_concave = edge <= 1.0 && w < chord;
+        double lo = bits_f64(F[layer]), hi = bits_f64(F[layer + 1]);
+        if (above_chord_convex ||
+            (!below_chord_concave && !(ref_log(lo + w * (hi - lo)) < -0.5 * (x * x)))) {
+          z = ref_next(&state);
+          continue;
+        }
+      }
+    }
+    return (z >> 10) & 1 ? -x : x;
   }
 }
 
 static double *ref_normal(uint64_t seed, double mean, double std, size_t n) {
   double *v = malloc((n ? n : 1) * sizeof *v);
   cr_assert_not_null(v);
-  NormalConsts k = normal_consts();
   uint64_t st = seed;
-  for (size_t pair = 0; 2 * pair < n; pair++) {
-    double ua = ref_unit(&st), ub = ref_unit(&st);
-    double r = sqrt(-2.0 * ref_log(&k, 1.0 - ua));
-    double c, s;
-    ref_cos_sin(&k, ub, &c, &s);
-    v[2 * pair] = mean + std * (r * c);
-    if (2 * pair + 1 < n) v[2 * pair + 1] = mean + std * (r * s);
-  }
+  for (size_t i = 0; i < n; i++) v[i] = mean + std * ref_normal_element(ref_next(&st));
   return v;
 }
 
@@ -430,8 +437,8 @@ Test(init, documented_example, .init = tmp_setup, .fini = tmp_teardown) {
   uint16_t *hz = load_ok(&r, zh, false, 6, "");
   static const uint32_t want_fu[4] = {0x3E08516F, 0x3EFBAE37, 0x3F712746, 0xBDE3E797};
   static const uint16_t want_hu[4] = {0x3043, 0x37DD, 0x3B89, 0xAF1F};
-  static const uint32_t want_fz[4] = {0xBA33A8D2, 0xBCD3C7EE, 0xBD4CCE37, 0x3C9555AE};
-  static const uint16_t want_hz[3] = {0x919D, 0xA69E, 0xAA66};
+  static const uint32_t want_fz[4] = {0xBCCAF8AC, 0xBD189A20, 0xBD11613E, 0x3C91B3CF};
+  static const uint16_t want_hz[3] = {0xA658, 0xA8C5, 0xA88B};
   for (int i = 0; i < 4; i++) {
     cr_assert_eq(fu[i], want_fu[i], "uniform %d", i);
     cr_assert_eq(hu[i], want_hu[i], "uniform fp16 %d", i);
@@ -440,12 +447,16 @@ Test(init, documented_example, .init = tmp_setup, .fini = tmp_teardown) {
   }
   free(fu), free(hu), free(fz), free(hz);
   run_end(&r);
-  /* The doubles of the normal example, before rounding. */
-  static const double want_z[4] = {-0.0006853464358370289, -0.02585217066474637, -0.05000134986739736,
-                                   0.018229331728185926};
-  double got[4];
-  weights_random_values(&(IrParamSource){.kind = SRC_NORMAL, .seed = 1, .a = 0, .b = 0.02}, 0, 4, got);
+  /* The doubles of the normal example, before rounding, and element 29,
+   * the first to retry (its first point was above the curve). */
+  static const double want_z[4] = {-0.02477677950988747, -0.03725636177953721, -0.03549312934957709,
+                                   0.01778593509680057};
+  double got[30];
+  weights_random_values(&(IrParamSource){.kind = SRC_NORMAL, .seed = 1, .a = 0, .b = 0.02}, 0, 30, got);
   for (int i = 0; i < 4; i++) cr_assert_eq(got[i], want_z[i], "normal double %d: %.17g", i, got[i]);
+  cr_assert_eq(got[29], 0.03314580174459425, "normal double 29: %.17g", got[29]);
+  cr_assert_eq(f32_bits((float)got[29]), 0x3D07C3E4);
+  cr_assert_eq(fp16_from_double(got[29]), 0x283E);
 }
 
 Test(init, normal_out_of_fp16_range, .init = tmp_setup, .fini = tmp_teardown) {
@@ -931,19 +942,6 @@ Test(init, threaded_generation_matches_reference, .init = tmp_setup, .fini = tmp
 }
 
 /* ---- the numpy fixture and the generator's builds ------------------------------ */
-
-typedef struct WeightsFixture {
-  const char *name;
-  IrParamSourceKind kind;
-  uint64_t seed;
-  double a, b;
-  size_t count, first; /* elements first .. first+count-1 */
-  const uint64_t *f64; /* the doubles' bits */
-  const uint32_t *f32;
-  const uint16_t *f16;
-} WeightsFixture;
-
-#include "weights_fixture.h"
 
 static const WeightsCodePath code_paths[] = {WEIGHTS_CODE_PORTABLE, WEIGHTS_CODE_AVX2, WEIGHTS_CODE_AVX512};
 static const char *const code_path_names[] = {"portable", "AVX2", "AVX-512"};

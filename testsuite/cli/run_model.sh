@@ -54,8 +54,8 @@ check usage 1 "$run_model"
 contains usage "usage: run_model"
 
 # --reload: the program waits after its first run; the package is patched
-# meanwhile (fc2.bias = [10, 0, ...] makes probs[0] almost 1), then reloaded.
-python3 "$make_st" new.safetensors fc2.bias=F32:10:10,0,0,0,0,0,0,0,0,0
+# meanwhile (fc2.bias = [20, 0, ...] makes probs[0] 1 in fp16), then reloaded.
+python3 "$make_st" new.safetensors fc2.bias=F32:10:20,0,0,0,0,0,0,0,0,0
 mkfifo go
 "$run_model" m.anepkg --numerics fp32 --input "x=$x" --reload <go >reload.out 2>&1 &
 pid=$!

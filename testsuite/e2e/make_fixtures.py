@@ -4,7 +4,7 @@ of every example in examples/ and of the corpus programs of ../shared/corpus/mil
 that the CPU backend can run (or will, once its remaining ops land).
 
 The expected outputs are computed here, independently of orion: weights are
-rebuilt with the numpy generator of docs/weights.md (copied from that page),
+rebuilt with the numpy generator of docs/weights.md (run from that page),
 and each program's graph is written out again in numpy from its source (the
 .oir example, or the MIL text of the corpus program), in float64. Nothing of
 orion runs. The test (testsuite/cli/e2e.sh, e2e_corpus.sh) then compiles and
@@ -20,6 +20,7 @@ deterministic (fixed seeds), so running it again changes nothing.
 """
 import math
 import os
+import re
 import struct
 import zlib
 
@@ -28,64 +29,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 MASK64 = (1 << 64) - 1
 
-# ---- the weight generator of docs/weights.md ("In numpy"), verbatim ----
+# ---- the weight generator of docs/weights.md ("In numpy"), run as the doc has it ----
 
-
-def unit_draws(seed, count):
-    """The first `count` draws in [0, 1) of SplitMix64 started at `seed`."""
-    k = np.arange(1, count + 1, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        z = np.uint64(seed) + k * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
-
-SQRT2, LN2, HALF_PI = math.sqrt(2.0), math.log(2.0), math.pi / 2
-L = [1.0 / (2 * n + 1) for n in range(1, 10)]                              # L1 .. L9
-S = [(-1) ** ((n - 1) // 2) / math.factorial(n) for n in range(3, 16, 2)]  # S3 .. S15
-C = [(-1) ** (n // 2) / math.factorial(n) for n in range(2, 17, 2)]        # C2 .. C16
-
-
-def horner(coeffs, y):
-    p = np.full_like(y, coeffs[-1])
-    for c in reversed(coeffs[:-1]):
-        p = p * y + c
-    return p
-
-
-def log_unit(u1):
-    m, e = np.frexp(u1)                      # u1 = m * 2^e, m in [0.5, 1)
-    m, e = 2.0 * m, e - 1                    # m in [1, 2)
-    big = m > SQRT2
-    m, e = np.where(big, m / 2.0, m), np.where(big, e + 1, e).astype(np.float64)
-    s = (m - 1.0) / (m + 1.0)
-    s2, h = s * s, 2.0 * s
-    return e * LN2 + (h + h * (s2 * horner(L, s2)))
-
-
-def cos_sin_turns(b):
-    q = 4.0 * b
-    k = np.rint(q)                           # ties to even
-    x = (q - k) * HALF_PI
-    x2 = x * x
-    sn = x + x * (x2 * horner(S, x2))
-    cs = 1.0 + x2 * horner(C, x2)
-    k = k.astype(np.int64) & 3
-    return np.choose(k, [cs, -sn, -cs, sn]), np.choose(k, [sn, cs, -sn, -cs])
-
-
-def normal(seed, mean, std, shape):
-    n = int(np.prod(shape))
-    pairs = (n + 1) // 2
-    u = unit_draws(seed, 2 * pairs)
-    r = np.sqrt(-2.0 * log_unit(1.0 - u[0::2]))
-    cos_t, sin_t = cos_sin_turns(u[1::2])
-    z = np.empty(2 * pairs)
-    z[0::2] = r * cos_t
-    z[1::2] = r * sin_t
-    return (mean + std * z[:n]).reshape(shape)
+_doc = open(os.path.join(HERE, "..", "..", "docs", "weights.md"), encoding="utf-8").read()
+_generator = {}
+exec(re.search(r"### In numpy\n\n```python\n(.*?)```", _doc, re.S).group(1), _generator)
+normal = _generator["normal"]
 
 # ---- seeds of called functions (docs/language.md, section 8) ----
 
