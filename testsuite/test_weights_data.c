@@ -952,6 +952,17 @@ static uint64_t f64_bits(double d) {
   return u;
 }
 
+/* orion's copy of the ziggurat table is the one the doc's code computes. */
+#include "../backend/ziggurat_table.h"
+
+Test(init, ziggurat_table_matches_the_doc) {
+  cr_assert_eq(sizeof zig_x / sizeof zig_x[0], sizeof fixture_zig_x / sizeof fixture_zig_x[0]);
+  for (size_t i = 0; i < sizeof zig_x / sizeof zig_x[0]; i++) {
+    cr_assert_eq(f64_bits(zig_x[i]), fixture_zig_x[i], "X[%zu]", i);
+    cr_assert_eq(f64_bits(zig_f[i]), fixture_zig_f[i], "F[%zu]", i);
+  }
+}
+
 /* Every build of the generator this CPU runs reproduces, bit for bit, what
  * the numpy code of the doc computed: the doubles, and their fp32 and fp16
  * roundings as materialized weights. */
