@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lint_internal.h"
+#include "orion/passes.h"
 
 static const char *result_name(IrModule *m, const IrOp *o) {
   return o->nresults ? ir_value(m, o->results[0])->name : "(no result)";
@@ -35,8 +36,25 @@ static void forbid_ops(LintCtx *c, IrFuncId f, const char *why) {
   }
 }
 
-/* ANE001 */
-void check_ir_concat(LintCtx *c, IrFuncId f) { forbid_ops(c, f, "is rejected by the ANE compiler"); }
+/* ANE001: with split-concat's reason when it cannot take the concat apart
+ * where it stands (before legalization: the use that will stop it). */
+void check_ir_concat(LintCtx *c, IrFuncId f) {
+  IrModule *m = c->m;
+  IR_FOR_EACH_OP(m, f, op) {
+    IrOp *o = ir_op(m, op);
+    if (o->kind >= OP_CALL || !constraint_has_op(c->rule, o->kind)) continue;
+    StrBuf why;
+    sb_init(&why);
+    if (o->kind == OP_CONCAT && split_concat_blocker(m, op, &why))
+      lint_emit(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name,
+                "%s producing '%s' is rejected by the ANE compiler; split-concat cannot remove it: %s", op_name(o),
+                result_name(m, o), why.data);
+    else
+      lint_emit(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name, "%s producing '%s' is rejected by the ANE compiler",
+                op_name(o), result_name(m, o));
+    sb_free(&why);
+  }
+}
 
 /* ANE010 */
 void check_ir_gelu(LintCtx *c, IrFuncId f) { forbid_ops(c, f, "is not an ANE op"); }

@@ -176,3 +176,36 @@ void check_pkg_returns(LintCtx *c, uint32_t fn) {
     strmap_free(&defined);
   }
 }
+
+/* The MIL op type of an op the table names (MIL spells attention out). */
+static const char *mil_op_type(IrOpKind k) { return k == OP_SDPA ? "scaled_dot_product_attention" : ir_op_info(k)->name; }
+
+/* Statements whose op the rule names (and, if `arg` is set, that bind it):
+ * MIL from other tools, or edited by hand, can hold what orionc legalizes away. */
+static void forbid_mil_ops(LintCtx *c, uint32_t fn, const char *arg, const char *why) {
+  MilScan *s = c->mil[fn];
+  for (uint32_t i = 0; i < s->nstmts; i++) {
+    const MilScanStmt *st = &s->stmts[i];
+    bool concerned = false, binds = !arg;
+    for (uint32_t k = 0; k < c->rule->nops && !concerned; k++) concerned = mil_range_eq(s, st->op, mil_op_type(c->rule->ops[k]));
+    for (uint32_t a = st->first_arg; concerned && !binds && a < st->first_arg + st->nargs; a++)
+      binds = mil_range_eq(s, s->args[a].key, arg);
+    if (!concerned || !binds) continue;
+    lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, st->op), NULL, func(c, fn)->name, "%s '%s' %s", mil_range_str(s, st->op),
+              st->result.len ? mil_range_str(s, st->result) : "?", why);
+  }
+}
+
+/* ANE001 */
+void check_pkg_concat(LintCtx *c, uint32_t fn) { forbid_mil_ops(c, fn, NULL, "is rejected by the ANE compiler"); }
+
+/* ANE006: MIL's attention takes its mask as attn_mask. */
+void check_pkg_sdpa_mask(LintCtx *c, uint32_t fn) {
+  forbid_mil_ops(c, fn, "attn_mask", "has an attn_mask, which the ANE's fused attention ignores (it runs unmasked)");
+}
+
+/* ANE010 */
+void check_pkg_gelu(LintCtx *c, uint32_t fn) { forbid_mil_ops(c, fn, NULL, "is not an ANE op"); }
+
+/* ANE013 */
+void check_pkg_conv_bias(LintCtx *c, uint32_t fn) { forbid_mil_ops(c, fn, "bias", "has a bias argument, which the ANE path rejects"); }

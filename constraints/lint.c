@@ -20,23 +20,28 @@ static const struct {
   unsigned kind;
   LintIrCheck ir;
   LintPkgCheck pkg;
+  bool needs_manifest; /* package checks of the manifest (a bare MIL file has none) */
 } checkers[] = {
-    {"ANE001", CHECK_STATIC_IR, check_ir_concat, NULL},
-    {"ANE002", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_outputs},
-    {"ANE003", CHECK_STATIC_PACKAGE, NULL, check_pkg_output_order},
-    {"ANE004", CHECK_STATIC_IR, check_ir_min_surface, NULL},
-    {"ANE004", CHECK_STATIC_PACKAGE, NULL, check_pkg_min_surface},
-    {"ANE006", CHECK_STATIC_IR, check_ir_sdpa_mask, NULL},
-    {"ANE008", CHECK_STATIC_PACKAGE, NULL, check_pkg_blobfile},
-    {"ANE010", CHECK_STATIC_IR, check_ir_gelu, NULL},
-    {"ANE012", CHECK_STATIC_PACKAGE, NULL, check_pkg_transpose_consts},
-    {"ANE013", CHECK_STATIC_IR, check_ir_conv_bias, NULL},
-    {"ANE014", CHECK_STATIC_PACKAGE, NULL, check_pkg_returns},
-    {"ANE015", CHECK_STATIC_IR, check_ir_const_matmul, NULL},
-    {"ANE016", CHECK_STATIC_IR, check_ir_sram, NULL},
-    {"ANE017", CHECK_STATIC_IR, check_ir_fp32, NULL},
-    {"ANE018", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_inputs},
-    {"ANE019", CHECK_STATIC_PACKAGE, NULL, check_pkg_input_order},
+    {"ANE001", CHECK_STATIC_IR, check_ir_concat, NULL, false},
+    {"ANE001", CHECK_STATIC_PACKAGE, NULL, check_pkg_concat, false},
+    {"ANE002", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_outputs, true},
+    {"ANE003", CHECK_STATIC_PACKAGE, NULL, check_pkg_output_order, true},
+    {"ANE004", CHECK_STATIC_IR, check_ir_min_surface, NULL, false},
+    {"ANE004", CHECK_STATIC_PACKAGE, NULL, check_pkg_min_surface, true},
+    {"ANE006", CHECK_STATIC_IR, check_ir_sdpa_mask, NULL, false},
+    {"ANE006", CHECK_STATIC_PACKAGE, NULL, check_pkg_sdpa_mask, false},
+    {"ANE008", CHECK_STATIC_PACKAGE, NULL, check_pkg_blobfile, false},
+    {"ANE010", CHECK_STATIC_IR, check_ir_gelu, NULL, false},
+    {"ANE010", CHECK_STATIC_PACKAGE, NULL, check_pkg_gelu, false},
+    {"ANE012", CHECK_STATIC_PACKAGE, NULL, check_pkg_transpose_consts, false},
+    {"ANE013", CHECK_STATIC_IR, check_ir_conv_bias, NULL, false},
+    {"ANE013", CHECK_STATIC_PACKAGE, NULL, check_pkg_conv_bias, false},
+    {"ANE014", CHECK_STATIC_PACKAGE, NULL, check_pkg_returns, false},
+    {"ANE015", CHECK_STATIC_IR, check_ir_const_matmul, NULL, false},
+    {"ANE016", CHECK_STATIC_IR, check_ir_sram, NULL, false},
+    {"ANE017", CHECK_STATIC_IR, check_ir_fp32, NULL, false},
+    {"ANE018", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_inputs, true},
+    {"ANE019", CHECK_STATIC_PACKAGE, NULL, check_pkg_input_order, true},
 };
 
 #define NCHECKERS (sizeof checkers / sizeof *checkers)
@@ -227,26 +232,15 @@ const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, co
   return w->data;
 }
 
-bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOptions *o, LintReport *r, Diag *d) {
-  if (!r->sources) ice("lint_package needs a report with a SourceSet (it holds the MIL texts)");
-  MilTarget target = MIL_IOS18;
-  if (!mil_target_from_name(pkg->target, &target)) {
-    diag_error(d, (SrcSpan){0}, "%s: unknown target '%s'", pkg->path, pkg->target);
-    return false;
-  }
-  StrBuf mp;
-  sb_init(&mp);
-  sb_printf(&mp, "%s/%s", pkg->path, PACKAGE_MANIFEST);
+/* Reads and scans the MIL text of every function of c->pkg into c (texts
+ * added to r->sources so findings show their lines). False after reporting
+ * through d if one cannot be read or is too malformed to check. */
+static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
+  const Package *pkg = c->pkg;
   uint32_t n = pkg->nfunctions;
-  LintCtx c = {.table = t,
-               .opt = o,
-               .report = r,
-               .target = constraints_target(t, target),
-               .pkg = pkg,
-               .manifest_path = mp.data,
-               .mil = xcalloc(n ? n : 1, sizeof *c.mil),
-               .mil_file = xcalloc(n ? n : 1, sizeof *c.mil_file),
-               .mil_path = xcalloc(n ? n : 1, sizeof *c.mil_path)};
+  c->mil = xcalloc(n ? n : 1, sizeof *c->mil);
+  c->mil_file = xcalloc(n ? n : 1, sizeof *c->mil_file);
+  c->mil_path = xcalloc(n ? n : 1, sizeof *c->mil_path);
   bool ok = true;
   for (uint32_t i = 0; i < n; i++) {
     StrBuf p;
@@ -262,45 +256,87 @@ bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOption
       continue;
     }
     /* The report's SourceSet keeps the text, so findings can show its lines. */
-    c.mil_file[i] = srcset_add(r->sources, p.data, text, len);
+    c->mil_file[i] = srcset_add(r->sources, p.data, text, len);
     free(text);
-    const SourceFile *sf = srcset_get(r->sources, c.mil_file[i]);
-    c.mil_path[i] = sf->name;
-    c.mil[i] = xmalloc(sizeof *c.mil[i]);
+    const SourceFile *sf = srcset_get(r->sources, c->mil_file[i]);
+    c->mil_path[i] = sf->name;
+    c->mil[i] = xmalloc(sizeof *c->mil[i]);
     char serr[256];
     uint32_t eoff = 0;
-    if (!mil_scan(c.mil[i], sf->text, sf->len, serr, sizeof serr, &eoff)) {
+    if (!mil_scan(c->mil[i], sf->text, sf->len, serr, sizeof serr, &eoff)) {
       /* Located in the MIL text when d prints from the report's sources. */
       if (d->sources == r->sources) {
-        diag_error(d, (SrcSpan){c.mil_file[i], eoff, eoff + 1}, "cannot check this MIL text: %s", serr);
+        diag_error(d, (SrcSpan){c->mil_file[i], eoff, eoff + 1}, "cannot check this MIL text: %s", serr);
       } else {
         uint32_t line, col;
-        srcset_linecol(r->sources, c.mil_file[i], eoff, &line, &col);
+        srcset_linecol(r->sources, c->mil_file[i], eoff, &line, &col);
         diag_error(d, (SrcSpan){0}, "%s:%u:%u: cannot check this MIL text: %s", sf->name, line, col, serr);
       }
       ok = false;
     }
     sb_free(&p);
   }
-  for (size_t k = 0; k < NCHECKERS && ok; k++) {
-    if (checkers[k].kind != CHECK_STATIC_PACKAGE) continue;
-    c.rule = constraints_find(t, checkers[k].rule);
-    if (!c.rule || allowed(o, c.rule)) continue;
-    for (uint32_t i = 0; i < n; i++) checkers[k].pkg(&c, i);
+  return ok;
+}
+
+/* The package checkers; those of manifest rules only when there is a manifest. */
+static void run_package_checkers(LintCtx *c, bool with_manifest) {
+  for (size_t k = 0; k < NCHECKERS; k++) {
+    if (checkers[k].kind != CHECK_STATIC_PACKAGE || (checkers[k].needs_manifest && !with_manifest)) continue;
+    c->rule = constraints_find(c->table, checkers[k].rule);
+    if (!c->rule || allowed(c->opt, c->rule)) continue;
+    for (uint32_t i = 0; i < c->pkg->nfunctions; i++) checkers[k].pkg(c, i);
   }
-  for (uint32_t i = 0; i < n; i++)
-    if (c.mil[i]) {
-      mil_scan_free(c.mil[i]);
-      free(c.mil[i]);
+}
+
+static void ctx_free(LintCtx *c) {
+  for (uint32_t i = 0; c->mil && i < c->pkg->nfunctions; i++)
+    if (c->mil[i]) {
+      mil_scan_free(c->mil[i]);
+      free(c->mil[i]);
     }
-  for (uint32_t i = 0; i < c.nweights; i++) {
-    free(c.weights[i].relpath);
-    free(c.weights[i].data);
+  for (uint32_t i = 0; i < c->nweights; i++) {
+    free(c->weights[i].relpath);
+    free(c->weights[i].data);
   }
-  free(c.weights);
-  free(c.mil);
-  free(c.mil_file);
-  free(c.mil_path);
+  free(c->weights);
+  free(c->mil);
+  free(c->mil_file);
+  free(c->mil_path);
+}
+
+bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOptions *o, LintReport *r, Diag *d) {
+  if (!r->sources) ice("lint_package needs a report with a SourceSet (it holds the MIL texts)");
+  MilTarget target = MIL_IOS18;
+  if (!mil_target_from_name(pkg->target, &target)) {
+    diag_error(d, (SrcSpan){0}, "%s: unknown target '%s'", pkg->path, pkg->target);
+    return false;
+  }
+  StrBuf mp;
+  sb_init(&mp);
+  sb_printf(&mp, "%s/%s", pkg->path, PACKAGE_MANIFEST);
+  LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, target), .pkg = pkg,
+               .manifest_path = mp.data};
+  bool ok = load_mil_texts(&c, r, d);
+  if (ok) run_package_checkers(&c, true);
+  ctx_free(&c);
   sb_free(&mp);
+  return ok;
+}
+
+bool lint_mil_file(const ConstraintTable *t, const char *path, const LintOptions *o, LintReport *r, Diag *d) {
+  if (!r->sources) ice("lint_mil_file needs a report with a SourceSet (it holds the MIL text)");
+  /* A package of one function without a manifest: @model_path is the file's directory. */
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : xstrdup(".");
+  PkgFunction fn = {.name = NULL, .mil_file = (char *)(uintptr_t)(slash ? slash + 1 : path)};
+  Package pkg = {.path = dir, .functions = &fn, .nfunctions = 1};
+  LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, o->target), .pkg = &pkg};
+  bool ok = load_mil_texts(&c, r, d);
+  /* Findings name the MIL function when the file has one. */
+  if (ok && c.mil[0]->nfuncs == 1) fn.name = (char *)(uintptr_t)mil_range_str(c.mil[0], c.mil[0]->funcs[0].name);
+  if (ok) run_package_checkers(&c, false);
+  ctx_free(&c);
+  free(dir);
   return ok;
 }

@@ -130,11 +130,15 @@ void check_ir_sram(LintCtx *c, IrFuncId f);           /* ANE016 */
 void check_ir_fp32(LintCtx *c, IrFuncId f);           /* ANE017 */
 
 /* Package checkers (check_package.c). */
+void check_pkg_concat(LintCtx *c, uint32_t fn);         /* ANE001 */
 void check_pkg_uniform_outputs(LintCtx *c, uint32_t fn); /* ANE002 */
 void check_pkg_output_order(LintCtx *c, uint32_t fn);    /* ANE003 */
 void check_pkg_min_surface(LintCtx *c, uint32_t fn);     /* ANE004 */
+void check_pkg_sdpa_mask(LintCtx *c, uint32_t fn);       /* ANE006 */
 void check_pkg_blobfile(LintCtx *c, uint32_t fn);        /* ANE008 */
+void check_pkg_gelu(LintCtx *c, uint32_t fn);            /* ANE010 */
 void check_pkg_transpose_consts(LintCtx *c, uint32_t fn); /* ANE012 */
+void check_pkg_conv_bias(LintCtx *c, uint32_t fn);       /* ANE013 */
 void check_pkg_returns(LintCtx *c, uint32_t fn);         /* ANE014 */
 void check_pkg_uniform_inputs(LintCtx *c, uint32_t fn);  /* ANE018 */
 void check_pkg_input_order(LintCtx *c, uint32_t fn);     /* ANE019 */

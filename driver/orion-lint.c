@@ -5,7 +5,8 @@
  *
  * A .oir file is checked before legalization (what a legalization pass will
  * fix is a note) and after it (what is left is reported at its severity); a
- * package (a directory) by its manifest, MIL text and weight file.
+ * package (a directory) by its manifest, MIL text and weight file; a .mil
+ * file by the checks of MIL text (and the weight files it names).
  *
  * Exit codes: 0 no finding at or above --fail-on, 1 some, 2 usage error or
  * unreadable input.
@@ -44,8 +45,8 @@ typedef struct Options {
 static void usage(FILE *out) {
   fputs("usage: orion-lint [options] FILE...\n"
         "\n"
-        "Checks orion graphs (.oir) and packages (.anepkg directories) against the\n"
-        "ANE constraint table (ANE001..ANE020).\n"
+        "Checks orion graphs (.oir), packages (.anepkg directories) and MIL files\n"
+        "(.mil) against the ANE constraint table (ANE001..ANE020).\n"
         "\n"
         "options:\n"
         "  --format=F           text (default), json or sarif (SARIF 2.1.0)\n"
@@ -64,6 +65,8 @@ static void usage(FILE *out) {
         "\n"
         "A .oir file is checked before legalization (problems a legalization pass fixes\n"
         "are notes) and after it (whatever is left is reported at its severity).\n"
+        "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
+        "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
         "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
         out);
 }
@@ -193,6 +196,12 @@ static bool lint_pkg(const ConstraintTable *t, const char *path, const LintOptio
   return ok;
 }
 
+/* "x.mil": MIL text, checked as the model.mil of a package. */
+static bool is_mil_path(const char *path) {
+  size_t n = strlen(path);
+  return n > 4 && !strcmp(path + n - 4, ".mil");
+}
+
 static void print_summary(const LintReport *r) {
   uint32_t e = lint_report_count(r, DIAG_ERROR), w = lint_report_count(r, DIAG_WARNING) - e;
   uint32_t n = r->n - e - w;
@@ -251,6 +260,8 @@ static int run(const Options *o) {
         ok = false;
       } else if (strcmp(path, "-") && S_ISDIR(st.st_mode)) {
         ok = lint_pkg(t, path, &lo, &one, &d);
+      } else if (is_mil_path(path)) {
+        ok = lint_mil_file(t, path, &lo, &one, &d);
       } else {
         ok = lint_oir(t, path, &lo, &one, &d, &failed);
       }

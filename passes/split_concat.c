@@ -10,8 +10,8 @@
  *    until it meets a use of the first kind.
  *  - returned as a function output: its parts become separate outputs,
  *    recorded as a group that the caller reassembles (IrOutputGroup).
- * A concat that reaches any other op stays, and the constraint checker
- * reports it with the reason.
+ * A concat that reaches any other op stays; split_concat_blocker() says
+ * why, in the words of the constraint checker's ANE001 finding.
  */
 #include <string.h>
 
@@ -66,37 +66,57 @@ static void copy_attrs(IrModule *m, IrOpId from, IrOpId to) {
   pass_reinfer(m, to);
 }
 
+/* How a product (linear, matmul, conv) taking the concat as operand `index`
+ * splits: the other operand, sliced along `wslice_axis`. */
+typedef struct ProductPlan {
+  uint32_t other;
+  int wslice_axis;
+} ProductPlan;
+
+/* Why the product `use` cannot become a sum over the parts (NULL if it can). */
+static const char *plan_product(IrModule *m, const Concat *c, IrOpId use, uint32_t index, ProductPlan *p) {
+  IrOp *u = ir_op(m, use);
+  int rank = ir_value(m, c->out)->type.rank;
+  if (u->kind == OP_LINEAR) {
+    if (index != 0) return "takes it as the weight";
+    if (c->axis != rank - 1) return "contracts the last axis, not the concatenated one";
+    *p = (ProductPlan){1, 1};
+    return NULL;
+  }
+  if (u->kind == OP_CONV) {
+    if (index != 0) return "takes it as the weight";
+    if (c->axis != 1) return "contracts the channels (axis 1), not the concatenated axis";
+    if (ir_attr_int(m, use, "groups", 1) != 1) return "is a grouped conv";
+    *p = (ProductPlan){1, 1};
+    return NULL;
+  }
+  bool tx = ir_attr_bool(m, use, "transpose_x", false), ty = ir_attr_bool(m, use, "transpose_y", false);
+  int other_rank = ir_value(m, u->inputs[1 - index])->type.rank;
+  if (u->inputs[0] == u->inputs[1]) return "multiplies it by itself";
+  if (rank < 2 || other_rank < 2) return "multiplies a vector";
+  int contracted = index == 0 ? (tx ? rank - 2 : rank - 1) : (ty ? rank - 1 : rank - 2);
+  if (c->axis != contracted) return "does not contract the concatenated axis";
+  *p = (ProductPlan){1 - index, index == 0 ? (ty ? other_rank - 1 : other_rank - 2) : (tx ? other_rank - 2 : other_rank - 1)};
+  return NULL;
+}
+
+static bool is_product(IrOpKind k) { return k == OP_LINEAR || k == OP_MATMUL || k == OP_CONV; }
+
 /* Sum over parts of op(part_k, weight slice_k); the bias (if any) is added once. */
 static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
+  ProductPlan plan;
+  if (!is_product(ir_op(m, use)->kind) || plan_product(m, c, use, index, &plan)) return false;
+  /* u dangles once ops are created below: read everything first. */
   IrOp *u = ir_op(m, use);
   IrOpKind kind = u->kind;
   IrValueId out = u->results[0];
-  int wslice_axis;   /* axis of the other operand that pairs with the concat axis */
-  uint32_t other;    /* operand index of the other operand */
-  int rank = ir_value(m, c->out)->type.rank;
-  if (kind == OP_LINEAR && index == 0 && c->axis == rank - 1) {
-    other = 1;
-    wslice_axis = 1;
-  } else if (kind == OP_CONV && index == 0 && c->axis == 1 && ir_attr_int(m, use, "groups", 1) == 1) {
-    other = 1;
-    wslice_axis = 1;
-  } else if (kind == OP_MATMUL && rank >= 2) {
-    bool tx = ir_attr_bool(m, use, "transpose_x", false), ty = ir_attr_bool(m, use, "transpose_y", false);
-    int other_rank = ir_value(m, u->inputs[1 - index])->type.rank;
-    if (u->inputs[0] == u->inputs[1] || other_rank < 2) return false;
-    int contracted = index == 0 ? (tx ? rank - 2 : rank - 1) : (ty ? rank - 1 : rank - 2);
-    if (c->axis != contracted) return false;
-    other = 1 - index;
-    wslice_axis = index == 0 ? (ty ? other_rank - 1 : other_rank - 2) : (tx ? other_rank - 2 : other_rank - 1);
-  } else {
-    return false;
-  }
-  /* u dangles once ops are created below: read everything first. */
+  uint32_t other = plan.other;
   IrValueId w = u->inputs[other], bias = u->ninputs == 3 ? u->inputs[2] : 0;
   IrValueId sum = 0;
   for (uint32_t k = 0; k < c->n; k++) {
     const char *nm = arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k);
-    IrValueId ws = slice_of(m, use, w, wslice_axis, c->begin[k], part_len(m, c, k), arena_printf(&m->arena, "%s_w", nm));
+    IrValueId ws = slice_of(m, use, w, plan.wslice_axis, c->begin[k], part_len(m, c, k),
+                            arena_printf(&m->arena, "%s_w", nm));
     IrValueId ins[3];
     ins[index] = c->parts[k];
     ins[other] = ws;
@@ -129,21 +149,28 @@ static bool is_binary_elementwise(IrOpKind k) {
   }
 }
 
+/* Why the element-wise op `use` cannot be applied part by part (NULL if it can). */
+static const char *plan_distribute(IrModule *m, const Concat *c, IrOpId use) {
+  IrOp *u = ir_op(m, use);
+  const IrType *ot = &ir_value(m, u->results[0])->type, *ct = &ir_value(m, c->out)->type;
+  /* The result must have the concat's extent along the axis: a concat that
+   * the other operand broadcasts (extent 1 against n) cannot be split. */
+  int shift = ot->rank - ct->rank;
+  if (c->axis + shift >= ot->rank || ot->dims[c->axis + shift] != ct->dims[c->axis])
+    return "broadcasts it along the concatenated axis";
+  /* The concat operand must not be broadcast to a higher rank, and parts pair with parts only once. */
+  if (u->ninputs == 2 && ct->rank != ot->rank) return "broadcasts it to a higher rank";
+  if (u->ninputs == 2 && u->inputs[0] == u->inputs[1]) return "takes it as both operands";
+  return NULL;
+}
+
 /* op(concat(parts), y) -> concat(op(part_k, y_k)), y sliced where it is not broadcast. */
 static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
   IrOp *u = ir_op(m, use);
+  if (!is_unary_elementwise(u->kind) && !is_binary_elementwise(u->kind)) return false;
+  if (plan_distribute(m, c, use)) return false;
   IrValueId out = u->results[0];
   const IrType out_type = ir_value(m, out)->type, *ot = &out_type; /* a copy: creating ops moves values */
-  /* The result must have the concat's extent along the axis: a concat that
-   * the other operand broadcasts (extent 1 against n) cannot be split. */
-  int shift = ot->rank - ir_value(m, c->out)->type.rank;
-  if (c->axis + shift >= ot->rank || ot->dims[c->axis + shift] != ir_value(m, c->out)->type.dims[c->axis]) return false;
-  if (is_binary_elementwise(u->kind)) {
-    /* The concat operand must not itself be broadcast along other dims' alignment: ranks must match the result. */
-    if (ir_value(m, c->out)->type.rank != ot->rank || u->inputs[0] == u->inputs[1]) return false;
-  } else if (!is_unary_elementwise(u->kind)) {
-    return false;
-  }
   /* u dangles once ops are created below: read everything first. */
   IrOpKind kind = u->kind;
   uint32_t ninputs = u->ninputs;
@@ -173,37 +200,49 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
 /* slice(concat(parts)) taking a range inside one part is a slice of that
  * part (what slicing a weight in split_product leaves when the weight is
  * itself a concat). */
-static bool slice_of_part(IrModule *m, const Concat *c, IrOpId use) {
-  IrOp *u = ir_op(m, use);
-  if (u->kind != OP_SLICE) return false;
+typedef struct SlicePlan {
+  uint32_t part;
+  int64_t begin[IR_MAX_RANK], end[IR_MAX_RANK], stride[IR_MAX_RANK]; /* of the slice of that part */
+} SlicePlan;
+
+/* Whether the slice `use` takes a range inside one part, and which. */
+static bool plan_slice(IrModule *m, const Concat *c, IrOpId use, SlicePlan *p) {
   const IrType ct = ir_value(m, c->out)->type;
-  int64_t b[IR_MAX_RANK], e[IR_MAX_RANK], st[IR_MAX_RANK] = {1, 1, 1, 1, 1};
+  int64_t b[IR_MAX_RANK], e[IR_MAX_RANK];
+  for (int i = 0; i < IR_MAX_RANK; i++) p->stride[i] = 1;
   ir_attr_ints(m, use, "begin", b, IR_MAX_RANK);
   ir_attr_ints(m, use, "end", e, IR_MAX_RANK);
-  ir_attr_ints(m, use, "stride", st, IR_MAX_RANK);
+  ir_attr_ints(m, use, "stride", p->stride, IR_MAX_RANK);
   int a = c->axis;
   int64_t n = ct.dims[a];
   int64_t lo = b[a] < 0 ? b[a] + n : b[a], hi = e[a] < 0 ? e[a] + n : e[a];
   lo = lo < 0 ? 0 : lo > n ? n : lo;
   hi = hi < 0 ? 0 : hi > n ? n : hi;
-  if (st[a] != 1) return false;
+  if (p->stride[a] != 1) return false;
   for (uint32_t k = 0; k < c->n; k++) {
     int64_t pb = c->begin[k], pe = pb + part_len(m, c, k);
     if (lo < pb || hi > pe) continue;
-    IrValueId out = u->results[0];
-    int64_t nb[IR_MAX_RANK], ne[IR_MAX_RANK];
+    p->part = k;
     for (int i = 0; i < ct.rank; i++) {
-      nb[i] = i == a ? lo - pb : b[i];
-      ne[i] = i == a ? hi - pb : e[i];
+      p->begin[i] = i == a ? lo - pb : b[i];
+      p->end[i] = i == a ? hi - pb : e[i];
     }
-    IrValueId r = pass_op1(m, use, OP_SLICE, (IrValueId[]){c->parts[k]}, 1, pass_name(m, out, "of_part"));
-    pass_set_ints(m, r, "begin", nb, (uint32_t)ct.rank);
-    pass_set_ints(m, r, "stride", st, (uint32_t)ct.rank);
-    pass_set_ints(m, r, "end", ne, (uint32_t)ct.rank);
-    pass_replace_op(m, use, out, r);
     return true;
   }
   return false;
+}
+
+static bool slice_of_part(IrModule *m, const Concat *c, IrOpId use) {
+  SlicePlan plan;
+  if (ir_op(m, use)->kind != OP_SLICE || !plan_slice(m, c, use, &plan)) return false;
+  IrValueId out = ir_op(m, use)->results[0];
+  uint32_t rank = (uint32_t)ir_value(m, c->out)->type.rank;
+  IrValueId r = pass_op1(m, use, OP_SLICE, (IrValueId[]){c->parts[plan.part]}, 1, pass_name(m, out, "of_part"));
+  pass_set_ints(m, r, "begin", plan.begin, rank);
+  pass_set_ints(m, r, "stride", plan.stride, rank);
+  pass_set_ints(m, r, "end", plan.end, rank);
+  pass_replace_op(m, use, out, r);
+  return true;
 }
 
 /* A concat returned as output i becomes its parts as outputs i, i+1, ...
@@ -228,6 +267,36 @@ static void split_output(IrModule *m, const Concat *c, IrFuncId f, uint32_t inde
   }
   xgrow((void **)&fn->groups, sizeof *fn->groups, &fn->cap_groups, fn->ngroups + 1);
   fn->groups[fn->ngroups++] = (IrOutputGroup){name, c->axis, index, c->n, whole};
+}
+
+/* Why one use stops split-concat from taking the concat apart (NULL if it
+ * does not): the same decisions sweep() makes, in words. */
+static const char *use_blocker(IrModule *m, const Concat *c, IrUse use) {
+  if (!use.op) return NULL; /* an output: split into outputs */
+  IrOp *u = ir_op(m, use.op);
+  ProductPlan plan;
+  if (is_product(u->kind)) return plan_product(m, c, use.op, use.index, &plan);
+  if (is_unary_elementwise(u->kind) || is_binary_elementwise(u->kind)) return plan_distribute(m, c, use.op);
+  SlicePlan slice;
+  if (u->kind == OP_SLICE)
+    return plan_slice(m, c, use.op, &slice) ? NULL : "takes a range across its parts, or strides along the concatenated axis";
+  return "is neither element-wise nor a linear, matmul or conv over the concatenated axis";
+}
+
+bool split_concat_blocker(IrModule *m, IrOpId op, StrBuf *why) {
+  if (ir_op(m, op)->kind != OP_CONCAT) return false;
+  Concat c;
+  read_concat(m, op, &c);
+  const IrValue *r = ir_value(m, c.out);
+  for (uint32_t i = 0; i < r->nuses; i++) {
+    const char *reason = use_blocker(m, &c, r->uses[i]);
+    if (!reason) continue;
+    const IrOp *u = ir_op(m, r->uses[i].op);
+    sb_printf(why, "its use by %s '%s' %s", ir_op_info(u->kind)->name,
+              u->nresults ? ir_value(m, u->results[0])->name : "?", reason);
+    return true;
+  }
+  return false;
 }
 
 /* One sweep; distributing creates new concats further down, so the pass

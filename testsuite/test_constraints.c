@@ -127,7 +127,7 @@ Test(table, shipped_rules_as_the_reference_reconciles_them) {
   cr_assert_str_eq(c->name, "no-concat");
   cr_assert_eq(c->category, CAT_COMPILE_FAILURE);
   cr_assert_eq(c->severity, DIAG_ERROR);
-  cr_assert_eq(c->checks, CHECK_STATIC_IR);
+  cr_assert_eq(c->checks, CHECK_STATIC_IR | CHECK_STATIC_PACKAGE);
   cr_assert_eq(c->nops, 1);
   cr_assert_eq(c->ops[0], OP_CONCAT);
   cr_assert_str_eq(c->fixed_by, "split-concat");
@@ -182,7 +182,7 @@ Test(table, every_static_rule_has_a_checker_and_every_checker_a_rule) {
     cr_assert_not_null(c, "checker %u names the unknown rule %s", k, lint_checker_rule(k));
     cr_assert(c->checks & lint_checker_kind(k), "checker of %s checks a kind the table does not list", c->id);
   }
-  cr_assert_eq(lint_checker_count(), 16);
+  cr_assert_eq(lint_checker_count(), 20);
   constraints_free(t);
 }
 
@@ -443,7 +443,9 @@ Test(ir, ane001_concat) {
   const char *feeds_sum = "func main(a: fp16[1,32,384], b: fp16[1,32,384]) {\n"
                           "  h = concat(a, b, axis=2);\n  n = reduce_sum(h, axes=[2]);\n  return n;\n}\n";
   cr_assert_str_eq(ir_findings(feeds_sum, "ANE001", true, NULL),
-                   "t.oir:2:7: error[ANE001]: concat producing 'h' is rejected by the ANE compiler\n");
+                   "t.oir:2:7: error[ANE001]: concat producing 'h' is rejected by the ANE compiler; split-concat cannot "
+                   "remove it: its use by reduce_sum 'n' is neither element-wise nor a linear, matmul or conv over the "
+                   "concatenated axis\n");
   /* One feeding a linear layer along its features becomes a sum of products. */
   const char *feeds_linear = "func main(a: fp16[1,32,384], b: fp16[1,32,384]) {\n  param w: fp16[768,768] = zeros;\n"
                              "  h = concat(a, b, axis=2);\n  y = linear(h, w);\n  return y;\n}\n";
@@ -451,6 +453,32 @@ Test(ir, ane001_concat) {
                    "t.oir:3:7: error[ANE001]: concat producing 'h' is rejected by the ANE compiler\n");
   cr_assert_str_eq(ir_findings(feeds_linear, "ANE001", true, NULL), "");
   cr_assert_str_eq(ir_findings("func main(a: fp16[1,768,1,32]) {\n  h = relu(a);\n  return h;\n}\n", "ANE001", false, NULL), "");
+}
+
+/* What split-concat cannot take apart is an error that says why: the use that stops it. */
+Test(ir, ane001_says_why_split_concat_cannot_remove_it) {
+  static const struct {
+    const char *body, *why;
+  } cases[] = {
+      {"  param w: fp16[6,16] = zeros;\n  h = concat(a, b, axis=1);\n  y = linear(h, w);\n",
+       "its use by linear 'y' contracts the last axis, not the concatenated one"},
+      {"  param w: fp16[6,16,1,1] = zeros;\n  h = concat(a, b, axis=2);\n  r = reshape(h, shape=[1,16,2,16]);\n"
+       "  y = conv(r, w);\n",
+       "its use by reshape 'r' is neither element-wise nor a linear, matmul or conv over the concatenated axis"},
+      {"  h = concat(a, b, axis=2);\n  y = mul(h, h);\n", "its use by mul 'y' takes it as both operands"},
+      {"  h = concat(a, b, axis=2);\n  y = matmul(h, a, transpose_x=true);\n",
+       "its use by matmul 'y' does not contract the concatenated axis"},
+      {"  h = concat(a, b, axis=2);\n  y = slice(h, begin=[0,0,8], end=[1,16,24]);\n",
+       "its use by slice 'y' takes a range across its parts, or strides along the concatenated axis"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[1024], want[1024];
+    snprintf(text, sizeof text, "func main(a: fp16[1,16,16], b: fp16[1,16,16]) {\n%s  return y;\n}\n", cases[i].body);
+    const char *got = ir_findings(text, "ANE001", true, NULL);
+    snprintf(want, sizeof want, "error[ANE001]: concat producing 'h' is rejected by the ANE compiler; split-concat "
+             "cannot remove it: %s\n", cases[i].why);
+    cr_assert(strstr(got, want) && !strchr(strstr(got, want), '\n')[1], "case %zu:\n%s\nwanted ...%s", i, got, want);
+  }
 }
 
 Test(ir, before_legalization_a_fixable_problem_is_a_note) {
@@ -877,6 +905,136 @@ Test(package, unreadable_mil_is_an_error) {
   cr_assert_str_eq(pkg_findings(), "P/model.mil:3:43: error: cannot check this MIL text: '{' is never closed\n"
                                    "    3 |     func main<ios18>(tensor<fp16, [1]> x) {\n"
                                    "      |                                           ^\n");
+  remove_dir();
+}
+
+/* ---- MIL files ---- */
+
+/* The text-format header lines of the findings of dir/NAME linted as a MIL
+ * file (dir replaced by "D"), or its errors. */
+static const char *mil_findings(const char *name) {
+  static char buf[8192];
+  ConstraintTable *t = builtin();
+  SourceSet ss;
+  srcset_init(&ss);
+  StrBuf diags, out, heads;
+  sb_init(&diags);
+  sb_init(&out);
+  sb_init(&heads);
+  Diag d;
+  diag_init(&d, &ss);
+  d.capture = &diags;
+  d.program = "lint";
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  LintReport r;
+  lint_report_init(&r, &ss);
+  LintOptions o = {.target = MIL_IOS18};
+  bool ok = lint_mil_file(t, path, &o, &r, &d);
+  lint_report_sort(&r);
+  lint_format_text(&r, &out);
+  for (const char *line = ok ? out.data : diags.data; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t n = nl ? (size_t)(nl - line + 1) : strlen(line);
+    if (!ok || has(line, n, "]: ")) {
+      size_t skip = strncmp(line, dir, strlen(dir)) ? 0 : strlen(dir);
+      if (skip) sb_puts(&heads, "D");
+      sb_putn(&heads, line + skip, n - skip);
+    }
+    line += n;
+  }
+  snprintf(buf, sizeof buf, "%s", heads.data ? heads.data : "");
+  lint_report_free(&r);
+  sb_free(&diags);
+  sb_free(&out);
+  sb_free(&heads);
+  srcset_free(&ss);
+  constraints_free(t);
+  return buf;
+}
+
+static void put_file(const char *name, const char *text) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const char *err;
+  cr_assert(write_file_atomic(path, text, strlen(text), &err), "%s", err);
+}
+
+/* What orionc writes is clean as a MIL file too: its BLOBFILEs resolve
+ * against the weight file beside it. */
+Test(mil, emitted_mil_is_clean) {
+  make_dir();
+  compile_pkg(pkg_program);
+  cr_assert_str_eq(mil_findings("p.anepkg/model.mil"), "");
+  /* Without the weight file beside it, the offsets cannot be checked: ANE008. */
+  char *mil = pkg_file("model.mil");
+  put_file("alone.mil", mil);
+  int line, col;
+  mil_pos("64)", &line, &col);
+  char want[512];
+  snprintf(want, sizeof want,
+           "D/alone.mil:%d:%d: error[ANE008]: cannot read the weight file 'weights/weight.bin': No such file or "
+           "directory\n", line, col);
+  cr_assert_str_eq(mil_findings("alone.mil"), want);
+  free(mil);
+  remove_dir();
+}
+
+/* MIL from other tools: every rule checkable from MIL text, each violated
+ * once, next to a form of the same op that is fine. */
+static const char *const foreign_mil =
+    "program(1.3)\n"
+    "{\n"
+    "    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> a, tensor<fp16, [1, 4, 1, 8]> b) {\n"
+    "        tensor<fp16, [1, 8, 1, 8]> c = concat(axis = ax, interleave = il, values = (a, b))[name = string(\"c\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> g = gelu(mode = gm, x = a)[name = string(\"g\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> t = tanh(x = g)[name = string(\"t\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> k1 = conv(bias = cb, weight = w, x = t)[name = string(\"k1\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> k2 = conv(weight = w, x = k1)[name = string(\"k2\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> s1 = scaled_dot_product_attention(attn_mask = mk, key = a, query = b, value = k2)[name = string(\"s1\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> s2 = scaled_dot_product_attention(key = a, query = b, value = s1)[name = string(\"s2\")];\n"
+    "        tensor<fp16, [1, 4, 8, 8]> m = matmul(transpose_x = bool(false), transpose_y = ty, x = s2, y = s2)[name = string(\"m\")];\n"
+    "    } -> (m, gone);\n"
+    "}\n";
+
+Test(mil, every_mil_text_rule) {
+  make_dir();
+  put_file("f.mil", foreign_mil);
+  cr_assert_str_eq(mil_findings("f.mil"),
+                   "D/f.mil:4:40: error[ANE001]: concat 'c' is rejected by the ANE compiler\n"
+                   "D/f.mil:5:40: error[ANE010]: gelu 'g' is not an ANE op\n"
+                   "D/f.mil:7:41: error[ANE013]: conv 'k1' has a bias argument, which the ANE path rejects\n"
+                   "D/f.mil:9:41: error[ANE006]: scaled_dot_product_attention 's1' has an attn_mask, which the ANE's "
+                   "fused attention ignores (it runs unmasked)\n"
+                   "D/f.mil:11:61: error[ANE012]: transpose_x of matmul 'm' is the literal 'bool(false)'; the ANE's MIL "
+                   "parser needs a named bool const\n"
+                   "D/f.mil:12:14: error[ANE014]: returned name 'gone' is not defined by a statement or an input of "
+                   "'main'\n");
+  remove_dir();
+}
+
+/* The same checks run on a package's MIL text. */
+Test(package, mil_text_rules_in_a_package) {
+  make_dir();
+  compile_pkg(pkg_program);
+  edit_pkg_file("model.mil", "= matmul(", "matmul(", "gelu(");
+  int line, col;
+  mil_pos("gelu(", &line, &col);
+  char want[512];
+  snprintf(want, sizeof want, "P/model.mil:%d:%d: error[ANE010]: gelu 'y' is not an ANE op\n", line, col);
+  cr_assert_str_eq(pkg_findings(), want);
+  remove_dir();
+}
+
+Test(mil, unreadable_or_malformed) {
+  make_dir();
+  char want[512];
+  snprintf(want, sizeof want, "lint: error: cannot read '%s/none.mil': No such file or directory\n", dir);
+  cr_assert_str_eq(mil_findings("none.mil"), want);
+  put_file("bad.mil", "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1]> x) {\n");
+  cr_assert_str_eq(mil_findings("bad.mil"), "D/bad.mil:3:43: error: cannot check this MIL text: '{' is never closed\n"
+                                            "    3 |     func main<ios18>(tensor<fp16, [1]> x) {\n"
+                                            "      |                                           ^\n");
   remove_dir();
 }
 

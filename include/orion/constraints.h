@@ -11,8 +11,9 @@
  * malformed ids, unknown ops and passes are errors naming the entry).
  *
  * The linter runs one checker per statically checkable rule, on the IR
- * (lint_ir: any stage, before or after legalization) or on a written package
- * (lint_package: manifest, MIL text and weight file). Findings collect in a
+ * (lint_ir: any stage, before or after legalization), on a written package
+ * (lint_package: manifest, MIL text and weight file) or on a MIL file alone
+ * (lint_mil_file). Findings collect in a
  * LintReport and are printed as text (the diagnostics format with the rule id,
  * `file:line:col: error[ANE001]: ...`), JSON or SARIF 2.1.0.
  * See docs/constraints.md (generated from the table).
@@ -194,6 +195,13 @@ void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintRe
  * after reporting through d, if a file cannot be read or a MIL text is too
  * malformed to check. */
 bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOptions *o, LintReport *r, Diag *d);
+
+/* Runs the package checkers that need only MIL text (and the weight files
+ * it names, @model_path being the file's directory) on one MIL file, e.g.
+ * one written by another tool; the manifest rules need a package. Returns
+ * false, after reporting through d, if the file cannot be read or is too
+ * malformed to check. */
+bool lint_mil_file(const ConstraintTable *t, const char *path, const LintOptions *o, LintReport *r, Diag *d);
 
 /* The checker registry: one entry per (rule, kind) the code checks. */
 uint32_t lint_checker_count(void);

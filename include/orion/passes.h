@@ -105,4 +105,9 @@ bool pass_io_legalize(IrModule *m, PassCtx *ctx);
 bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx);
 bool pass_lora(IrModule *m, PassCtx *ctx);
 
+/* Why split-concat leaves the concat `op` where it stands: "its use by
+ * reduce_sum 'n' is neither ..." appended to why (for the ANE001 finding);
+ * false if every use can take it apart. */
+bool split_concat_blocker(IrModule *m, IrOpId op, StrBuf *why);
+
 #endif

@@ -165,6 +165,45 @@ contains lint-explain "ANE010"
 check lint-unknown-rule 2 "$lint" --explain ANE099
 check lint-missing 2 "$lint" "$tmp/none.oir"
 check lint-package 0 "$lint" "$tmp/t.anepkg"
+# --fail-on: warnings alone (a small surface the package pads) pass by default.
+printf 'func main(x: fp16[1,16]) {\n  y = relu(x);\n  return y;\n}\n' >"$tmp/warn_lint.oir"
+check lint-warnings-pass 0 "$lint" "$tmp/warn_lint.oir"
+contains lint-warnings-pass "warning[ANE004]: input 'x' of 'main' has 32 bytes"
+check lint-fail-on-warning 1 "$lint" --fail-on=warning "$tmp/warn_lint.oir"
+check lint-fail-on-error 0 "$lint" --fail-on=error "$tmp/warn_lint.oir"
+check lint-fail-on-bad 2 "$lint" --fail-on=fatal "$tmp/warn_lint.oir"
+contains lint-fail-on-bad "unknown level 'fatal' for --fail-on"
+check lint-bad-format 2 "$lint" --format=xml "$tmp/ok.oir"
+# MIL files: the package's own MIL is clean (weights beside it); a concat in
+# MIL from elsewhere is an error at its line.
+check lint-mil-clean 0 "$lint" "$tmp/t.anepkg/model.mil"
+sed 's/= relu(/= concat(/' "$tmp/t.anepkg/model.mil" >"$tmp/t.anepkg/concat.mil"
+check lint-mil 1 "$lint" "$tmp/t.anepkg/concat.mil"
+contains lint-mil "error[ANE001]: concat 'y' is rejected by the ANE compiler"
+check lint-mil-missing 2 "$lint" "$tmp/none.mil"
+
+# Pass manager: --time-passes counts the runs of a fixed-point group (three
+# rounds that change the IR and one that confirms nothing changes).
+check time-passes 0 "$orionc" --emit=none "--passes=(cast-fusion,const-fold,dce)" --time-passes \
+  "$root/testsuite/golden/pass-fixed-point.oir"
+for p in cast-fusion const-fold dce; do
+  if grep -qE "^orionc: pass $p +[0-9]+\.[0-9]{3} ms \(4 runs\)$" "$tmp/out"; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL: --time-passes for $p"; cat "$tmp/out"; fi
+done
+check print-after-unknown 2 "$orionc" --emit=none --print-after=nope "$tmp/ok.oir"
+contains print-after-unknown "orionc: error: unknown pass 'nope' in --print-after"
+# --print-after-all prints the IR after every pass of -O0 and -O1 as .oir
+# that parses back (-w: the only other output would be warnings).
+for level in -O0 -O1; do
+  rm -rf "$tmp/dumps" && mkdir "$tmp/dumps"
+  check "print-after-all $level" 0 "$orionc" --emit=none -w "$level" --print-after-all "$root/examples/gpt2_block.oir"
+  awk -v d="$tmp/dumps" '/^\/\/ ---- after /{n++; f=sprintf("%s/%03d.oir", d, n)} f{print > f}' "$tmp/out"
+  n=$(ls "$tmp/dumps" | wc -l)
+  if [ "$n" -ge 14 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $level printed $n dumps"; fi
+  for dump in "$tmp/dumps"/*.oir; do
+    check "dump $level $(head -n 1 "$dump")" 0 "$orionc" --emit=oir --no-weight-check "$dump"
+  done
+done
 
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
