@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Out-of-tree passes: the example plugin loads, its pass runs by name, the
 # pass list shows it, a broken pass is caught by --verify-each with its name,
+# a group that never settles stops at the round limit with a warning,
 # and bad plugins are refused with clear errors.
 set -u
 orionc=$1
@@ -38,6 +39,9 @@ expect verify-each 1 "$tmp/m.oir:3:7: error: verifier: operand 'a' of 'exp' is u
       |       ^~~
 orionc: note: the IR became invalid in pass 'break-order'
 " "$orionc" --load-pass="$plugin" --passes=break-order --verify-each --emit=oir --legalize "$tmp/m.oir"
+
+expect fixed-point-limit 0 "orionc: warning: passes 'relu-to-max'...'never-settles' still change the IR after 16 rounds; stopping
+" "$orionc" --load-pass="$plugin" "--passes=(relu-to-max,never-settles)" --emit=none "$tmp/m.oir"
 
 expect missing 2 "orionc: error: cannot load pass plugin '$tmp/none.so': $tmp/none.so: cannot open shared object file: No such file or directory
 " "$orionc" --load-pass="$tmp/none.so" "$tmp/m.oir"

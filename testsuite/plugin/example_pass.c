@@ -42,10 +42,21 @@ static bool break_order(IrModule *m, PassCtx *ctx) {
   return true;
 }
 
+/* A pass that never settles (it claims a change every run without making
+ * one), so the tests can show a fixed-point group stopping at its limit. */
+static bool never_settles(IrModule *m, PassCtx *ctx) {
+  (void)m;
+  ctx->changed = true;
+  return true;
+}
+
 bool orion_pass_plugin_init(const OrionPassHost *host) {
   static const PassInfo relu = {"relu-to-max", "relu(x) -> maximum(x, 0) (an example plugin)", ANALYSIS_TYPES,
                                 ANALYSIS_TYPES, relu_to_max};
   static const PassInfo broken = {"break-order", "moves the last op first (a broken pass, for tests)", 0, 0,
                                   break_order};
-  return host->register_pass(&relu, host->diag) && host->register_pass(&broken, host->diag);
+  static const PassInfo restless = {"never-settles", "claims a change every run (for tests of fixed points)", 0, 0,
+                                    never_settles};
+  return host->register_pass(&relu, host->diag) && host->register_pass(&broken, host->diag) &&
+         host->register_pass(&restless, host->diag);
 }
