@@ -108,11 +108,13 @@ void blob_writer_free(BlobWriter *w) {
   if (!w->fixed) free(w->data);
   free(w->hashes);
   free(w->offsets);
+  free(w->records);
   memset(w, 0, sizeof *w);
 }
 
-/* XXH64 seeded with the dtype: fast enough to hash every weight as it is added. */
-static uint64_t blob_hash(uint32_t dtype, const void *bytes, size_t nbytes) { return xxh64(bytes, nbytes, dtype); }
+/* XXH64 of the data, fast enough to hash every weight as it is added; the
+ * same checksum a manifest records, so it is computed only here. */
+static uint64_t blob_hash(const void *bytes, size_t nbytes) { return xxh64(bytes, nbytes, 0); }
 
 /* Whether the record at `offset` (written by this writer) holds exactly these bytes. */
 static bool same_blob(const BlobWriter *w, uint64_t offset, uint32_t dtype, const void *bytes, size_t nbytes) {
@@ -166,10 +168,9 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
   if (nbytes == 0) ice("empty blob added to a weight file");
   if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
 
-  uint64_t h = 0;
+  uint64_t h = blob_hash(bytes, nbytes);
   size_t slot = 0;
   if (!w->keep_duplicates) {
-    h = blob_hash((uint32_t)dtype, bytes, nbytes);
     table_reserve(w);
     slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
     if (w->offsets[slot]) return w->offsets[slot];
@@ -196,7 +197,25 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
     w->offsets[slot] = meta;
     w->table_used++;
   }
+  if (w->nrecords == w->records_cap) {
+    w->records_cap = w->records_cap ? 2 * w->records_cap : 64;
+    w->records = xrealloc(w->records, w->records_cap * sizeof *w->records);
+  }
+  w->records[w->nrecords][0] = meta;
+  w->records[w->nrecords++][1] = h;
   return meta;
+}
+
+bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash) {
+  size_t lo = 0, hi = w->nrecords; /* records are in increasing offset order */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (w->records[mid][0] < offset) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == w->nrecords || w->records[lo][0] != offset) return false;
+  *hash = w->records[lo][1];
+  return true;
 }
 
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {

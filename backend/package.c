@@ -308,7 +308,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
       add_shape(wd, &w->type);
       add_int(wd, "Offset", w->offset);
       add_int(wd, "Bytes", w->nbytes);
-      xxh64_hex(e->blobs.data + w->offset + BLOB_METADATA_SIZE, (size_t)w->nbytes, xx);
+      uint64_t h;
+      if (!blob_writer_data_xxh64(&e->blobs, w->offset, &h)) ice("weight '%s' has no record in the weight file", w->ir_name);
+      snprintf(xx, sizeof xx, "%016llx", (unsigned long long)h);
       add_string(wd, "XXH64", xx);
     }
   }

@@ -41,6 +41,10 @@ typedef struct BlobWriter {
   uint64_t *hashes;
   uint64_t *offsets;
   size_t table_cap, table_used;
+  /* Every record's offset and its data's XXH64 (seed 0), in file order: the
+   * checksum a manifest needs, computed once as each blob is added. */
+  uint64_t (*records)[2];
+  size_t nrecords, records_cap;
 } BlobWriter;
 
 void blob_writer_init(BlobWriter *w);
@@ -56,6 +60,9 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
  * passing it to blob_writer_add saves the copy; if the blob turns out to be
  * a duplicate, the place is simply reused by the next one. */
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes);
+/* The XXH64 (seed 0) of the data of the record at `offset`, as computed when
+ * it was added; false if no record starts there. */
+bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash);
 
 /* A view of a weight file (bytes owned by the caller, e.g. a mapping). */
 typedef struct BlobFile {
