@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "orion/passes.h"
+#include "pass_util.h"
 
 static const char *substitute_scope(IrModule *m, const char *key, const char *scope) {
   const char *at = strstr(key, "{scope}");
@@ -106,23 +107,6 @@ static bool inline_call(Inliner *in, IrOpId call) {
   return true;
 }
 
-/* Deletes a function nobody calls any more, with everything it owns. */
-static void delete_func(IrModule *m, IrFuncId f) {
-  IrFunc *fn = ir_func(m, f);
-  for (uint32_t i = 0; i < fn->noutputs; i++) ir_func_set_output(m, f, i, 0);
-  while (fn->last) {
-    IrOpId op = fn->last;
-    for (uint32_t i = 0; i < ir_op(m, op)->nresults; i++) ir_replace_all_uses(m, ir_op(m, op)->results[i], 0);
-    if (ir_op(m, op)->kind == OP_CALL) ir_func(m, ir_op(m, op)->callee)->ncallers--;
-    ir_op_erase(m, op);
-    fn = ir_func(m, f);
-  }
-  for (IrValueId v = 1; v < m->nvalues; v++)
-    if (m->values[v].func == f) m->values[v].dead = true;
-  fn->ndecls = fn->ninputs = 0;
-  fn->dead = true;
-}
-
 bool pass_inline(IrModule *m, PassCtx *ctx) {
   Diag *d = ctx->d;
   bool *was_callee = xcalloc(m->nfuncs, sizeof *was_callee);
@@ -157,7 +141,7 @@ bool pass_inline(IrModule *m, PassCtx *ctx) {
     strmap_free(&in.names);
   }
   for (IrFuncId f = 1; f < m->nfuncs; f++)
-    if (was_callee[f] && !m->funcs[f].dead) delete_func(m, f);
+    if (was_callee[f] && !m->funcs[f].dead) pass_delete_func(m, f);
   free(was_callee);
   return true;
 }

@@ -121,8 +121,28 @@ typedef struct Timing {
   uint32_t runs;
 } Timing;
 
+static bool has_calls(IrModule *m) {
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    if (m->funcs[f].dead) continue;
+    IR_FOR_EACH_OP(m, f, op) if (ir_op(m, op)->kind == OP_CALL) return true;
+  }
+  return false;
+}
+
+/* What a pass requires must hold when it starts. Types always do (the IR
+ * is verified before the pipeline and after every change that invalidates
+ * them); "inlined" is a property of the IR, checked here. */
+static bool requirements_hold(IrModule *m, const PassInfo *pi, Diag *d) {
+  if ((pi->requires & ANALYSIS_INLINED) && has_calls(m)) {
+    diag_error(d, (SrcSpan){0}, "pass '%s' requires calls to be inlined; run 'inline' before it", pi->name);
+    return false;
+  }
+  return true;
+}
+
 static bool run_one(IrModule *m, const PassManagerOptions *o, const PassInfo *pi, Diag *d, bool *changed,
                     Timing *timing, uint32_t *ntiming) {
+  if (!requirements_hold(m, pi, d)) return false;
   PassCtx ctx = {.d = d, .opt = &o->pass_options};
   double t0 = now_ms();
   bool ok = pi->run(m, &ctx);

@@ -133,3 +133,19 @@ void pass_replace_uses_except(IrModule *m, IrFuncId f, IrValueId old, IrValueId 
     ov = ir_value(m, old); /* the use list changed (and may have moved) */
   }
 }
+
+void pass_delete_func(IrModule *m, IrFuncId f) {
+  IrFunc *fn = ir_func(m, f);
+  for (uint32_t i = 0; i < fn->noutputs; i++) ir_func_set_output(m, f, i, 0);
+  while (fn->last) {
+    IrOpId op = fn->last;
+    for (uint32_t i = 0; i < ir_op(m, op)->nresults; i++) ir_replace_all_uses(m, ir_op(m, op)->results[i], 0);
+    if (ir_op(m, op)->kind == OP_CALL) ir_func(m, ir_op(m, op)->callee)->ncallers--;
+    ir_op_erase(m, op);
+    fn = ir_func(m, f);
+  }
+  for (IrValueId v = 1; v < m->nvalues; v++)
+    if (m->values[v].func == f) m->values[v].dead = true;
+  fn->ndecls = fn->ninputs = 0;
+  fn->dead = true;
+}

@@ -28,6 +28,9 @@ void pass_reinfer(IrModule *m, IrOpId op);
 void pass_set_ints(IrModule *m, IrValueId v, const char *name, const int64_t *vals, uint32_t n);
 void pass_set_int(IrModule *m, IrValueId v, const char *name, int64_t val);
 void pass_set_bool(IrModule *m, IrValueId v, const char *name, bool val);
+/* Deletes a function nobody calls any more, with everything it owns (the
+ * calls it makes no longer count as callers of their callees). */
+void pass_delete_func(IrModule *m, IrFuncId f);
 /* "<name of v>_<suffix>", for readable generated names. */
 const char *pass_name(IrModule *m, IrValueId v, const char *suffix);
 

@@ -345,6 +345,48 @@ Test(passes_numeric, fp16_range_guard) {
   parsed_close(&p);
 }
 
+/* A dead call goes, and with it every function only it called (nested
+ * callees too); a function still called, and every entry, stays. */
+Test(passes_numeric, dce_deletes_functions_no_output_depends_on) {
+  const char *text = "func sq(x: fp32[2]) {\n  y = mul(x, x);\n  return y;\n}\n"
+                     "func twice(x: fp32[2]) {\n  s = call sq(x) as s;\n  t = add(s, s);\n  return t;\n}\n"
+                     "func used(x: fp32[2]) {\n  y = exp(x);\n  return y;\n}\n"
+                     "func main(x: fp32[2]) {\n  dead = call twice(x) as d;\n  u = call used(x) as u;\n"
+                     "  r = relu(u);\n  return r;\n}\n";
+  check_seeds(text, "dce", 0, NULL);
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert(p.m, "%s", p.diags.data);
+  PassManagerOptions o = {.passes = "dce", .verify_each = true};
+  cr_assert(passes_run(p.m, &o, &p.d), "%s", p.diags.data);
+  cr_assert_eq(ir_func_lookup(p.m, "twice"), 0);
+  cr_assert_eq(ir_func_lookup(p.m, "sq"), 0);
+  cr_assert_neq(ir_func_lookup(p.m, "used"), 0);
+  cr_assert_neq(ir_func_lookup(p.m, "main"), 0);
+  cr_assert_eq(count_after(text, "dce", OP_CALL), 1);
+  parsed_close(&p);
+}
+
+/* ---- the manager ---- */
+
+/* A pass that requires inlined IR does not run on calls: the manager says what to run first. */
+Test(passes_numeric, manager_checks_what_a_pass_requires) {
+  const char *text = "func f(x: fp32[4]) {\n  y = relu(x);\n  return y;\n}\n"
+                     "func main(a: fp32[2], b: fp32[2]) {\n  c = concat(a, b, axis=0);\n  y = call f(c) as f;\n"
+                     "  return y;\n}\n";
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert(p.m, "%s", p.diags.data);
+  PassManagerOptions o = {.passes = "split-concat", .verify_each = true};
+  cr_assert_not(passes_run(p.m, &o, &p.d));
+  cr_assert_str_eq(p.diags.data, "orionc: error: pass 'split-concat' requires calls to be inlined; run 'inline' before it\n");
+  parsed_close(&p);
+  parsed_open(&p, text);
+  o.passes = "inline,split-concat";
+  cr_assert(passes_run(p.m, &o, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+}
+
 /* ---- inline ---- */
 
 Test(passes_numeric, inline_without_params) {
