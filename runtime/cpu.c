@@ -53,6 +53,19 @@
  * A piece of matmul is one matrix of the batch. Integer operands and other
  * convs use plain loops.
  *
+ * Fusion (planned at prepare, none with check_finite, which must see every
+ * result). A linear layer as lower-linear writes it -- transpose [B, P, K]
+ * to [B, K, P], reshape, 1x1 conv, add of a bias, reshape, transpose back to
+ * [B, P, O] -- runs as one fused linear at the conv's statement: each piece
+ * multiplies rows of the untransposed x by a weight panel straight into the
+ * final [B, P, O] layout, then adds the bias (in ANE mode rounding to fp16
+ * before and after, as the add would), so neither transpose is made and
+ * the bias is added while the piece is in cache. The other statements are
+ * elided (they never run; their results get no buffer, and the final
+ * transpose's result is planned from the conv's statement on). Each element
+ * is computed by the same operations in the same order as unfused, so the
+ * results are the same bits (tested).
+ *
  * Attention (scaled_dot_product_attention) works one query row per piece, in
  * double, its scores in the thread's scratch; convolutions other than the
  * pointwise one (1-D, 2-D and 3-D alike, as 3-D) one output channel of one
@@ -148,6 +161,17 @@ typedef struct Worker {
   uint32_t id;
 } Worker;
 
+/* How a statement runs once the plan has fused it with others (see
+ * "Fusion" in the header comment): as itself, not at all (another
+ * statement computes what is needed of it), or as a fused linear. */
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR };
+
+typedef struct Fused {
+  uint8_t kind;
+  bool round_mid, round_out; /* FZ_LINEAR: ANE rounding of the product, and of the result */
+  uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
+} Fused;
+
 struct CpuProgram {
   OrionProgram *prog;
   uint32_t fn;
@@ -176,6 +200,7 @@ struct CpuProgram {
   CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
   uint32_t nprof;
   uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
+  Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
 };
 
 /* The state of one statement's execution. */
@@ -2339,12 +2364,22 @@ static void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float
               (blasint)(ldc > 0 ? ldc : 1));
 }
 
-/* Rows [r0, r0 + nr) of a [*, K] weight as floats: in place for ST_F32,
- * converted into the thread's scratch for ST_H16. */
-static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, int64_t nr, int64_t K, uint32_t tid) {
-  if (w->st == ST_F32) return fp(w) + r0 * K;
+/* The row stride of a weight panel converted into the scratch: K, plus 16
+ * floats when K floats are a multiple of 2 KiB (rows that far apart fall in
+ * the same cache sets and slow OpenBLAS's transposed packing by 15%). */
+static int64_t panel_ld(int64_t K) { return K % 512 == 0 ? K + 16 : K; }
+
+/* Rows [r0, r0 + nr) of a [*, K] weight as floats, rows *ld apart: in place
+ * for ST_F32, converted into the thread's scratch for ST_H16. */
+static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, int64_t nr, int64_t K, uint32_t tid,
+                                int64_t *ld) {
+  if (w->st == ST_F32) {
+    *ld = K;
+    return fp(w) + r0 * K;
+  }
   float *s = c->scratch[tid];
-  h2f(s, (const uint16_t *)w->p + r0 * K, nr * K);
+  *ld = panel_ld(K);
+  for (int64_t r = 0; r < nr; r++) h2f(s + r * *ld, (const uint16_t *)w->p + (r0 + r) * K, K);
   return s;
 }
 
@@ -2359,6 +2394,11 @@ typedef struct WJob {
   Val *o;
   int64_t O, K, R; /* R: rows (linear) or P (conv) */
   int64_t panels, blocks;
+  /* A fused linear's epilogue (linear layout only; b is then NULL): each
+   * piece's products rounded to fp16 (round_mid), then post[o] added, then
+   * rounded to fp16 again (round_out), as the unfused statements would. */
+  const float *post;
+  bool round_mid, round_out;
 } WJob;
 
 static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
@@ -2367,14 +2407,23 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
     int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * ROWS;
     int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < ROWS ? j->R - r0 : ROWS;
-    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid);
+    int64_t ldw;
+    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid, &ldw);
     float beta = j->b ? 1.0f : 0.0f;
     if (!j->conv) {
       float *C = fp(j->o) + r0 * j->O + o0;
       if (j->b)
         for (int64_t r = 0; r < nr; r++)
           for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
-      sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, j->K, beta, C, j->O);
+      sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, ldw, beta, C, j->O);
+      if (j->round_mid || j->post || j->round_out)
+        for (int64_t r = 0; r < nr; r++) {
+          float *restrict row = C + r * j->O;
+          if (j->round_mid) round16(row, no);
+          if (j->post)
+            for (int64_t o = 0; o < no; o++) row[o] += j->post[o0 + o];
+          if (j->round_out) round16(row, no);
+        }
     } else {
       float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
       if (j->b)
@@ -2382,7 +2431,7 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
           float bv = (float)ld(j->b, o0 + o);
           for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv;
         }
-      sgemm(false, false, no, nr, j->K, W, j->K, fp(j->x) + nn * j->K * j->R + r0, j->R, beta, C, j->R);
+      sgemm(false, false, no, nr, j->K, W, ldw, fp(j->x) + nn * j->K * j->R + r0, j->R, beta, C, j->R);
     }
   }
 }
@@ -2697,6 +2746,24 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
   int64_t per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;
   par_for(x->c, N * O, (GRAIN + per - 1) / per, conv_task, &j);
+  return true;
+}
+
+/* A fused linear (see "Fusion" in the header comment): the pointwise conv of
+ * statement x->s computed from the untransposed x [B, P, K] straight into the
+ * transposed result [B, P, O], the bias added (and the ANE roundings done)
+ * piece by piece; the plan checked the shapes and the conv's arguments. */
+static bool k_fused_linear(Ctx *x, const Fused *f) {
+  bool ok = true;
+  const Val *w = req_arg(x, "weight", &ok);
+  if (!ok) return false;
+  const Val *a = &x->vals[f->xs], *b = f->bs == UINT32_MAX ? NULL : &x->vals[f->bs];
+  Val *y = &x->vals[f->ys];
+  if ((w->st != ST_F32 && w->st != ST_H16) || a->st != ST_F32 || y->st != ST_F32 || (b && b->st != ST_F32))
+    return fail(x, "a fused linear needs float operands"); /* the plan prevents this */
+  WJob j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2], .R = a->dims[0] * a->dims[1],
+            .post = b ? fp(b) : NULL, .round_mid = f->round_mid, .round_out = f->round_out};
+  wgemm(x, &j, 1);
   return true;
 }
 
@@ -3200,9 +3267,14 @@ static size_t plan_buffers(CpuProgram *c) {
   for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].last = 0, c->slots[s].off = -1;
   for (uint32_t si = 0; si < f->nstmts; si++) {
     for (uint32_t k = 0; k < f->stmts[si].nresults; k++) c->slots[c->base[si] + k].last = si + 1;
+    if (c->fz[si].kind == FZ_ELIDED) continue; /* reads nothing */
     uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
     for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
       uint32_t r = root_of(c, c->opslot[i]);
+      if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
+    }
+    if (c->fz[si].kind == FZ_LINEAR) { /* and what the elided statements read */
+      uint32_t r = root_of(c, c->fz[si].xs);
       if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
     }
   }
@@ -3212,6 +3284,9 @@ static size_t plan_buffers(CpuProgram *c) {
   int64_t end = 0;
   for (uint32_t t = 0; t < nt; t++) {
     uint32_t s0 = t == 0 ? 0 : c->base[t - 1], s1 = t == 0 ? f->nparams : c->base[t - 1] + f->stmts[t - 1].nresults;
+    uint8_t fk = t == 0 ? FZ_NONE : c->fz[t - 1].kind;
+    if (fk == FZ_ELIDED) s1 = s0;                      /* never computed: no buffer */
+    if (fk == FZ_LINEAR) s0 = c->fz[t - 1].ys, s1 = s0 + 1; /* computes the later transpose's result instead */
     for (uint32_t s = s0; s < s1; s++) {
       const Val *v = &c->vals[s];
       bool needs = c->slots[s].kind == SK_RESULT ||
@@ -3264,9 +3339,151 @@ static void choose_fp16_weights(CpuProgram *c) {
     if (orion_weight(c->prog, c->fn, (uint32_t)sl->weight)->dtype != MIL_DT_FP16) continue;
     v->st = ST_H16;
     int64_t row = v->dims[0] ? v->n / v->dims[0] : 0;
-    if (row * PANEL > c->scratch_floats) c->scratch_floats = row * PANEL;
+    if (panel_ld(row) * PANEL > c->scratch_floats) c->scratch_floats = panel_ld(row) * PANEL;
   }
   free(use);
+}
+
+/* ---- fusion (see the header comment) ---- */
+
+/* The slot read by single-item argument `name` of statement si, UINT32_MAX if none. */
+static uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name) {
+  const MilStmt *s = &c->f->stmts[si];
+  const MilArg *a = find_arg(s, name);
+  if (!a || a->is_list || a->nitems != 1) return UINT32_MAX;
+  return c->opslot[c->argstart[c->argbase[si] + (uint32_t)(a - s->args)]];
+}
+
+/* Whether argument `name` of statement si is a const of the n integers want
+ * (or absent, when absent_ok). */
+static bool const_ints_are(const CpuProgram *c, uint32_t si, const char *name, const int64_t *want, uint32_t n,
+                           bool absent_ok) {
+  if (!find_arg(&c->f->stmts[si], name)) return absent_ok;
+  uint32_t s = arg_slot(c, si, name);
+  if (s == UINT32_MAX) return false;
+  s = root_of(c, s);
+  const Val *v = &c->vals[s];
+  if (c->slots[s].kind != SK_CONST || (v->st != ST_I32 && v->st != ST_F32) || v->n != (int64_t)n) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (ld(v, i) != (double)want[i]) return false;
+  return true;
+}
+
+/* Whether transpose statement si swaps the last two dims of a rank-3 x. */
+static bool swaps_last_two(const CpuProgram *c, uint32_t si) {
+  static const int64_t swap[3] = {0, 2, 1}, neg[3] = {-3, -1, -2};
+  uint32_t xs = arg_slot(c, si, "x");
+  return c->ops[si] && !strcmp(c->f->stmts[si].op, "transpose") && xs != UINT32_MAX && c->vals[xs].rank == 3 &&
+         (const_ints_are(c, si, "perm", swap, 3, false) || const_ints_are(c, si, "perm", neg, 3, false));
+}
+
+static bool same_dims(const Val *v, const int64_t *dims, uint32_t rank) {
+  if (v->rank != rank) return false;
+  for (uint32_t i = 0; i < rank; i++)
+    if (v->dims[i] != dims[i]) return false;
+  return true;
+}
+
+/* Fuses conv statement si if it is a linear layer as lower-linear writes it:
+ *   t = transpose(x [B, P, K], perm [0, 2, 1]); v = reshape(t) [B, K, 1.., P];
+ *   r = conv(v, weight [O, K, 1..]) (pointwise, groups 1, no bias);
+ *   optionally a = add(r, bias viewed as [1, O, 1..]); then an optional
+ *   reshape to [B, O, P] and y = transpose(.., perm [0, 2, 1]) [B, P, O],
+ * every intermediate used once and of one float dtype with x and y. The conv
+ * then computes y from x (k_fused_linear) and the others are elided. nuse
+ * and user: per slot, its number of uses (outputs count) and its last user. */
+static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *user,
+                        const uint32_t *stmt_of) {
+  const MilFunc *f = c->f;
+  const MilStmt *s = &f->stmts[si];
+  if (!c->ops[si] || strcmp(s->op, "conv") || s->nresults != 1 || find_arg(s, "bias")) return;
+  uint32_t vs = arg_slot(c, si, "x"), ws = arg_slot(c, si, "weight"), rs = c->base[si];
+  if (vs == UINT32_MAX || ws == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1) return;
+  uint32_t ts = c->slots[vs].src, tst = stmt_of[ts];
+  if (c->slots[ts].kind != SK_RESULT || nuse[ts] != 1 || tst == UINT32_MAX || !swaps_last_two(c, tst)) return;
+  uint32_t xs = arg_slot(c, tst, "x");
+  const Val *X = &c->vals[xs], *V = &c->vals[vs], *W = &c->vals[ws], *R = &c->vals[rs];
+  MilDType dt = X->dt;
+  if (X->st != ST_F32 || !is_float(dt) || c->vals[ts].dt != dt || V->dt != dt || R->dt != dt) return;
+  int64_t B = X->dims[0], P = X->dims[1], K = X->dims[2], O = W->dims[0];
+  uint32_t rank = V->rank, S = rank - 2;
+  if (rank < 3 || rank > 5 || W->rank != rank || R->rank != rank || V->dims[0] != B || V->dims[1] != K ||
+      W->dims[1] != K || R->dims[0] != B || R->dims[1] != O || elements(V->dims + 2, S) != P)
+    return;
+  for (uint32_t i = 2; i < rank; i++)
+    if (W->dims[i] != 1 || R->dims[i] != V->dims[i]) return;
+  static const int64_t ones[3] = {1, 1, 1}, zeros[6] = {0};
+  if (!const_ints_are(c, si, "groups", ones, 1, true) || !const_ints_are(c, si, "strides", ones, S, true) ||
+      !const_ints_are(c, si, "dilations", ones, S, true))
+    return;
+  const char *pt = "valid";
+  if (find_arg(s, "pad_type")) {
+    uint32_t ps = arg_slot(c, si, "pad_type");
+    if (ps == UINT32_MAX || c->vals[ps].st != ST_STR) return;
+    pt = c->vals[ps].str;
+  }
+  bool custom = !strcmp(pt, "custom");
+  if (!custom && strcmp(pt, "valid") && strcmp(pt, "same") && strcmp(pt, "same_lower")) return;
+  if (custom && !const_ints_are(c, si, "pad", zeros, 2 * S, false)) return; /* a unit kernel pads nothing otherwise */
+  /* The result side: [add bias], [reshape to [B, O, P]], transpose. */
+  uint32_t cur = rs, bs = UINT32_MAX, elided[4], ne = 0;
+  if (nuse[cur] != 1 || user[cur] == UINT32_MAX) return;
+  uint32_t u = user[cur];
+  if (c->ops[u] && !strcmp(f->stmts[u].op, "add")) {
+    uint32_t ax = arg_slot(c, u, "x"), ay = arg_slot(c, u, "y"), other = ax == cur ? ay : ax;
+    if ((ax != cur && ay != cur) || other == UINT32_MAX) return;
+    uint32_t br = root_of(c, other);
+    const Val *bv = &c->vals[other];
+    if (c->slots[br].kind != SK_CONST || c->vals[br].st != ST_F32 || c->vals[br].n != O || bv->rank > rank) return;
+    for (uint32_t i = 0; i < rank; i++) {
+      int64_t d = i + bv->rank >= rank ? bv->dims[i + bv->rank - rank] : 1;
+      if (d != (i == 1 ? O : 1)) return;
+    }
+    cur = c->base[u];
+    if (c->vals[cur].dt != dt || !same_dims(&c->vals[cur], R->dims, rank)) return;
+    bs = br;
+    elided[ne++] = u;
+    if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
+  }
+  if (c->ops[u] == &view_entry) {
+    cur = c->base[u];
+    int64_t d3[3] = {B, O, P};
+    if (c->vals[cur].dt != dt || !same_dims(&c->vals[cur], d3, 3)) return;
+    elided[ne++] = u;
+    if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
+  }
+  int64_t dy[3] = {B, P, O};
+  if (!swaps_last_two(c, u) || arg_slot(c, u, "x") != cur || c->vals[c->base[u]].dt != dt ||
+      !same_dims(&c->vals[c->base[u]], dy, 3))
+    return;
+  elided[ne++] = u;
+  for (uint32_t i = 0; i < ne; i++) c->fz[elided[i]].kind = FZ_ELIDED;
+  c->fz[tst].kind = c->fz[stmt_of[vs]].kind = FZ_ELIDED;
+  bool ane16 = c->mode == CPU_NUMERICS_ANE && dt == MIL_DT_FP16;
+  c->fz[si] = (Fused){.kind = FZ_LINEAR, .round_mid = ane16 && bs != UINT32_MAX, .round_out = ane16, .xs = xs,
+                      .bs = bs, .ys = c->base[u]};
+}
+
+/* Plans the fusions (none when check_finite asks for every result). */
+static void plan_fusion(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  c->fz = xcalloc(f->nstmts + 1, sizeof *c->fz);
+  if (c->check_finite) return;
+  uint32_t *nuse = xcalloc(c->nslots + 1, sizeof *nuse), *user = xcalloc(c->nslots + 1, sizeof *user);
+  uint32_t *stmt_of = xcalloc(c->nslots + 1, sizeof *stmt_of);
+  for (uint32_t s = 0; s < c->nslots; s++) user[s] = stmt_of[s] = UINT32_MAX;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    for (uint32_t k = 0; k < f->stmts[si].nresults; k++) stmt_of[c->base[si] + k] = si;
+    for (uint32_t i = c->argstart[c->argbase[si]]; i < c->argstart[c->argbase[si + 1]]; i++) {
+      nuse[c->opslot[i]]++;
+      user[c->opslot[i]] = si;
+    }
+  }
+  for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
+  for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
+  free(nuse);
+  free(user);
+  free(stmt_of);
 }
 
 static uint32_t thread_count(const CpuOptions *o) {
@@ -3470,6 +3687,7 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
     for (uint32_t k = 0; k < i; k++)
       if (c->out_root[k] == r) c->out_direct[i] = c->out_direct[k] = false;
   }
+  plan_fusion(c);
   c->arena_bytes = plan_buffers(c);
   c->arena = aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
   if (!c->arena) c->arena = xmalloc(c->arena_bytes ? c->arena_bytes : 64);
@@ -3522,6 +3740,7 @@ void cpu_free(CpuProgram *c) {
   free(c->out_direct);
   free(c->prof);
   free(c->prof_of);
+  free(c->fz);
   free(c);
 }
 
@@ -3712,14 +3931,15 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
   Ctx x = {.c = c, .vals = c->vals, .d = d};
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     const MilStmt *s = &f->stmts[si];
-    if (!c->ops[si]) continue; /* const: prepared */
+    if (!c->ops[si] || c->fz[si].kind == FZ_ELIDED) continue; /* const: prepared; elided: fused into another */
     Val *out = &c->vals[c->base[si]];
     x.s = s;
     x.si = si;
     struct timespec t0;
     if (c->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
-    ok = c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
-    if (ok && c->mode == CPU_NUMERICS_ANE && c->ops[si] != &view_entry)
+    bool fused = c->fz[si].kind != FZ_NONE; /* rounds what it computes */
+    ok = fused ? k_fused_linear(&x, &c->fz[si]) : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
+    if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si] != &view_entry)
       for (uint32_t k = 0; k < s->nresults; k++)
         if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
     if (c->prof) {

@@ -603,7 +603,9 @@ Test(cpu, planned_buffers_reuse_only_dead_values) {
 }
 
 /* The GPT-2 example (two blocks, fp16 weights read in place) gives the same
- * bits with 1, 2 and 3 threads, in both numerics modes. */
+ * bits with 1, 2 and 3 threads, in both numerics modes, and with 2 threads
+ * and check_finite (which fuses nothing: every linear layer then runs as its
+ * transposes, conv and bias add). */
 Test(cpu, threads_give_identical_results, .timeout = 120) {
   char *text = example("gpt2_block.oir");
   make_dir();
@@ -613,7 +615,8 @@ Test(cpu, threads_give_identical_results, .timeout = 120) {
   free(text);
   for (int mode = 0; mode < 2; mode++) {
     uint16_t *first = NULL;
-    for (uint32_t threads = 1; threads <= 3; threads++) {
+    for (uint32_t run = 1; run <= 4; run++) {
+      uint32_t threads = run == 4 ? 2 : run;
       Loaded l;
       srcset_init(&l.sources);
       diag_init(&l.d, &l.sources);
@@ -621,7 +624,8 @@ Test(cpu, threads_give_identical_results, .timeout = 120) {
       l.d.capture = &l.diags;
       l.p = orion_open(path, NULL, &l.d);
       cr_assert_not_null(l.p, "%s", l.diags.data);
-      CpuOptions o = {.numerics = mode == 0 ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32, .threads = threads};
+      CpuOptions o = {.numerics = mode == 0 ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32, .threads = threads,
+                      .check_finite = run == 4};
       l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
       cr_assert_not_null(l.c, "%s", l.diags.data);
       cr_assert_eq(cpu_threads(l.c), threads);
@@ -640,7 +644,8 @@ Test(cpu, threads_give_identical_results, .timeout = 120) {
         for (size_t i = 0; i < oi->bytes / 2; i++) finite = finite && isfinite(fp16_to_float(y[i]));
         cr_assert(finite);
       } else {
-        cr_assert(memcmp(first, y, oi->bytes) == 0, "%u threads differ from 1 (mode %d)", threads, mode);
+        cr_assert(memcmp(first, y, oi->bytes) == 0, "%u threads%s differ from 1 (mode %d)", threads,
+                  run == 4 ? " unfused" : "", mode);
         free(y);
       }
       free(x);
@@ -2081,4 +2086,133 @@ Test(cpu, gather_along_axis_wraps_negative_indices_before_ios17) {
   expect_values(&out, MIL_DT_FP32, 2, (int64_t[]){2, 2}, (double[]){2, 0, 3, 5}, "y");
   cpu_tensor_free(&out);
   cleanup();
+}
+
+/* ---- fusion ---- */
+
+/* A literal [O, K, 1, 1] weight ((o * 7 + k * 3) % 17 - 8) / 16 and [O] bias (o % 5 - 2) / 8, in dtype dt. */
+static void put_weights(StrBuf *sb, const char *dt, const char *w, const char *b, int O, int K) {
+  sb_printf(sb, "        tensor<%s, [%d, %d, 1, 1]> %s = const()[name = string(\"%s\"), val = tensor<%s, [%d, %d, 1, 1]>([", dt, O,
+            K, w, w, dt, O, K);
+  for (int i = 0; i < O * K; i++) sb_printf(sb, "%s%g", i ? ", " : "", ((i / K * 7 + i % K * 3) % 17 - 8) / 16.0);
+  sb_printf(sb, "])];\n        tensor<%s, [%d]> %s = const()[name = string(\"%s\"), val = tensor<%s, [%d]>([", dt, O, b, b, dt, O);
+  for (int i = 0; i < O; i++) sb_printf(sb, "%s%g", i ? ", " : "", (i % 5 - 2) / 8.0);
+  sb_puts(sb, "])];\n");
+}
+
+#define I32_(n, ...) "tensor<int32, [" #n "]>([" #__VA_ARGS__ "])"
+
+/* Three linear layers as lower-linear writes them (transpose, reshape, 1x1
+ * conv, bias add, reshape, transpose), the bias as add's x or y or absent,
+ * chained, and a conv whose transposed input is also returned (not fused):
+ * the fused run gives the bits of the unfused one (check_finite fuses
+ * nothing), with 1 and 3 threads, in both modes, and matches a reference. */
+Test(cpu, fused_linear_gives_the_unfused_bits) {
+  for (int mode = 0; mode < 2; mode++) {
+    const char *dt = mode == 0 ? "fp16" : "fp32";
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, MIL_HEAD "    func main<ios18>(tensor<%s, [1, 6, 24]> x) {\n", dt);
+    put_weights(&sb, dt, "w1", "b1", 20, 24);
+    put_weights(&sb, dt, "w2", "b2", 16, 20);
+    put_weights(&sb, dt, "w3", "b3", 12, 16);
+    char *body = with_dtype(
+        "        tensor<$F, [1, 24, 6]> t1 = transpose(perm = " I32_(3, 0, 2, 1) ", x = x)[name = " S_("t1") "];\n"
+        "        tensor<$F, [1, 24, 1, 6]> v1 = reshape(shape = " I32_(4, 1, 24, 1, 6) ", x = t1)[name = " S_("v1") "];\n"
+        "        tensor<$F, [1, 20, 1, 6]> r1 = conv(dilations = " I32_(2, 1, 1) ", groups = int32(1), pad = " I32_(4, 0, 0, 0, 0) ", pad_type = " S_("custom") ", strides = " I32_(2, 1, 1) ", weight = w1, x = v1)[name = " S_("r1") "];\n"
+        "        tensor<$F, [1, 20, 1, 1]> c1 = reshape(shape = " I32_(4, 1, 20, 1, 1) ", x = b1)[name = " S_("c1") "];\n"
+        "        tensor<$F, [1, 20, 1, 6]> a1 = add(x = r1, y = c1)[name = " S_("a1") "];\n"
+        "        tensor<$F, [1, 20, 6]> s1 = reshape(shape = " I32_(3, 1, 20, 6) ", x = a1)[name = " S_("s1") "];\n"
+        "        tensor<$F, [1, 6, 20]> y1 = transpose(perm = " I32_(3, 0, 2, 1) ", x = s1)[name = " S_("y1") "];\n"
+        "        tensor<$F, [1, 20, 6]> t2 = transpose(perm = " I32_(3, -3, -1, -2) ", x = y1)[name = " S_("t2") "];\n"
+        "        tensor<$F, [1, 20, 1, 6]> v2 = reshape(shape = " I32_(4, 1, 20, 1, 6) ", x = t2)[name = " S_("v2") "];\n"
+        "        tensor<$F, [1, 16, 1, 6]> r2 = conv(pad_type = " S_("same") ", weight = w2, x = v2)[name = " S_("r2") "];\n"
+        "        tensor<$F, [16, 1, 1]> c2 = reshape(shape = " I32_(3, 16, 1, 1) ", x = b2)[name = " S_("c2") "];\n"
+        "        tensor<$F, [1, 16, 1, 6]> a2 = add(x = c2, y = r2)[name = " S_("a2") "];\n"
+        "        tensor<$F, [1, 16, 6]> s2 = reshape(shape = " I32_(3, 1, 16, 6) ", x = a2)[name = " S_("s2") "];\n"
+        "        tensor<$F, [1, 6, 16]> y2 = transpose(perm = " I32_(3, 0, 2, 1) ", x = s2)[name = " S_("y2") "];\n"
+        "        tensor<$F, [1, 16, 6]> t3 = transpose(perm = " I32_(3, 0, 2, 1) ", x = y2)[name = " S_("t3") "];\n"
+        "        tensor<$F, [1, 16, 1, 6]> v3 = reshape(shape = " I32_(4, 1, 16, 1, 6) ", x = t3)[name = " S_("v3") "];\n"
+        "        tensor<$F, [1, 12, 1, 6]> r3 = conv(pad_type = " S_("valid") ", weight = w3, x = v3)[name = " S_("r3") "];\n"
+        "        tensor<$F, [1, 12, 6]> s3 = reshape(shape = " I32_(3, 1, 12, 6) ", x = r3)[name = " S_("s3") "];\n"
+        "        tensor<$F, [1, 6, 12]> y3 = transpose(perm = " I32_(3, 0, 2, 1) ", x = s3)[name = " S_("y3") "];\n"
+        "        tensor<$F, [1, 24, 6]> t4 = transpose(perm = " I32_(3, 0, 2, 1) ", x = x)[name = " S_("t4") "];\n"
+        "        tensor<$F, [1, 24, 1, 6]> v4 = reshape(shape = " I32_(4, 1, 24, 1, 6) ", x = t4)[name = " S_("v4") "];\n"
+        "        tensor<$F, [1, 20, 1, 6]> r4 = conv(weight = w1, x = v4)[name = " S_("r4") "];\n"
+        "    } -> (y3, y1, t4, r4);\n}\n",
+        dt);
+    sb_puts(&sb, body);
+    free(body);
+    write_bare(sb.data);
+    sb_free(&sb);
+    float xf[144];
+    uint16_t xh[144];
+    fill_random(xf, 144, 11, true);
+    for (int i = 0; i < 144; i++) xh[i] = fp16_from_float(xf[i]);
+    CpuTensor in = {.dtype = mode == 0 ? MIL_DT_FP16 : MIL_DT_FP32, .rank = 3, .dims = {1, 6, 24},
+                    .data = mode == 0 ? (void *)xh : (void *)xf};
+    CpuTensor fused[4], unfused[4];
+    CpuNumerics nm = mode == 0 ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32;
+    run_twice(nm, &in, fused, 4);
+    /* What was fused (profiled: an elided statement never runs), then the unfused run. */
+    Loaded l;
+    CpuOptions opt = {.numerics = nm, .threads = 2, .profile = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, &in, unfused, &l.d), "%s", l.diags.data);
+    const char *elided = " t1 v1 a1 s1 y1 t2 v2 a2 s2 y2 t3 v3 s3 y3 ";
+    for (uint32_t i = 0; i < cpu_profile_count(l.c); i++) {
+      const CpuStmtTime *e = cpu_profile_stmt(l.c, i);
+      char key[16];
+      snprintf(key, sizeof key, " %s ", e->name);
+      cr_assert_eq(e->runs, strstr(elided, key) ? 0u : 1u, "%s: statement %s ran %u times", dt, e->name, e->runs);
+    }
+    for (int k = 0; k < 4; k++) cpu_tensor_free(&unfused[k]);
+    unload(&l);
+    opt = (CpuOptions){.numerics = nm, .threads = 2, .check_finite = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, &in, unfused, &l.d), "%s", l.diags.data);
+    unload(&l);
+    for (int k = 0; k < 4; k++) {
+      size_t bytes = (size_t)prod(fused[k].dims, fused[k].rank) * cpu_dtype_size(fused[k].dtype);
+      cr_assert(memcmp(fused[k].data, unfused[k].data, bytes) == 0, "%s: output %d differs from the unfused run", dt, k);
+    }
+    /* The reference, in double: y1 = x w1^T + b1, y2 = y1 w2^T + b2, y3 = y2 w3^T; r4 = w1 x^T. */
+    double y1[6][20], y2[6][16], y3[6][12];
+    for (int p = 0; p < 6; p++) {
+      for (int o = 0; o < 20; o++) {
+        double s = (o % 5 - 2) / 8.0;
+        for (int k = 0; k < 24; k++) s += (double)xf[p * 24 + k] * (((o * 7 + k * 3) % 17 - 8) / 16.0);
+        y1[p][o] = s;
+        double r4 = cpu_elem(&fused[3], (uint64_t)(o * 6 + p)), want = s - (o % 5 - 2) / 8.0;
+        cr_assert(fabs(r4 - want) <= 2e-2 * fmax(1, fabs(want)), "%s: r4[%d][%d] = %g, want %g", dt, o, p, r4, want);
+      }
+      for (int o = 0; o < 16; o++) {
+        double s = (o % 5 - 2) / 8.0;
+        for (int k = 0; k < 20; k++) s += y1[p][k] * (((o * 7 + k * 3) % 17 - 8) / 16.0);
+        y2[p][o] = s;
+      }
+      for (int o = 0; o < 12; o++) {
+        double s = 0;
+        for (int k = 0; k < 16; k++) s += y2[p][k] * (((o * 7 + k * 3) % 17 - 8) / 16.0);
+        y3[p][o] = s;
+      }
+    }
+    double tol = mode == 0 ? 2e-2 : 1e-5;
+    for (int p = 0; p < 6; p++) {
+      for (int o = 0; o < 12; o++) {
+        double g = cpu_elem(&fused[0], (uint64_t)(p * 12 + o));
+        cr_assert(fabs(g - y3[p][o]) <= tol * fmax(1, fabs(y3[p][o])), "%s: y3[%d][%d] = %g, want %g", dt, p, o, g, y3[p][o]);
+      }
+      for (int o = 0; o < 20; o++) {
+        double g = cpu_elem(&fused[1], (uint64_t)(p * 20 + o));
+        cr_assert(fabs(g - y1[p][o]) <= tol * fmax(1, fabs(y1[p][o])), "%s: y1[%d][%d] = %g, want %g", dt, p, o, g, y1[p][o]);
+      }
+      for (int k = 0; k < 24; k++)
+        cr_assert(cpu_elem(&fused[2], (uint64_t)(k * 6 + p)) == (double)(mode == 0 ? fp16_to_float(xh[p * 24 + k]) : xf[p * 24 + k]));
+    }
+    for (int k = 0; k < 4; k++) cpu_tensor_free(&fused[k]), cpu_tensor_free(&unfused[k]);
+    cleanup();
+  }
 }
