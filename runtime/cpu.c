@@ -66,6 +66,17 @@
  * is computed by the same operations in the same order as unfused, so the
  * results are the same bits (tested).
  *
+ * Runs of consecutive float unary and arithmetic binary ops whose results
+ * have one shape (views and consts between them allowed; layer norm's
+ * centring and scaling, gelu's nine ops) run as one group: the pool cuts
+ * the shape into tiles of GROUP_TILE elements and takes each tile through
+ * every member in order (rounding each fp16 result in ANE mode), one
+ * synchronisation instead of one per op. A member result read only by later
+ * members lives in a per-thread tile buffer, never in memory; the others
+ * (and everything the members read) stay alive, unshared, to the group's
+ * end. Same bits as unfused (tested); the group's time is profiled at its
+ * first statement.
+ *
  * Attention (scaled_dot_product_attention) works one query row per piece, in
  * double, its scores in the thread's scratch; convolutions other than the
  * pointwise one (1-D, 2-D and 3-D alike, as 3-D) one output channel of one
@@ -124,6 +135,7 @@ typedef struct Slot {
   int64_t off;    /* planned arena offset (SK_RESULT, converted params); -1 none */
   int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
   uint32_t last;  /* planning: time of the last use */
+  int32_t tile;   /* a result inside a fused group only: its tile buffer there (no planned buffer); -1 otherwise */
 } Slot;
 
 typedef struct Ctx Ctx;
@@ -164,12 +176,13 @@ typedef struct Worker {
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in the header comment): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER };
 
 typedef struct Fused {
   uint8_t kind;
   bool round_mid, round_out; /* FZ_LINEAR: ANE rounding of the product, and of the result */
   uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
+  uint32_t end;              /* FZ_GROUP (its first statement), FZ_MEMBER (the others): the statement after the group */
 } Fused;
 
 struct CpuProgram {
@@ -201,6 +214,8 @@ struct CpuProgram {
   uint32_t nprof;
   uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
   Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
+  uint32_t ntiles;       /* tile buffers the largest fused group needs */
+  float **tiles;         /* per thread: ntiles tile buffers of GROUP_TILE floats */
 };
 
 /* The state of one statement's execution. */
@@ -561,6 +576,14 @@ static const Val *item(Ctx *x, const MilArg *a, uint32_t j) {
   return &x->vals[c->opslot[c->argstart[c->argbase[x->si] + k] + j]];
 }
 
+/* The slot read by single-item argument `name` of statement si, UINT32_MAX if none. */
+static uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name) {
+  const MilStmt *s = &c->f->stmts[si];
+  const MilArg *a = find_arg(s, name);
+  if (!a || a->is_list || a->nitems != 1) return UINT32_MAX;
+  return c->opslot[c->argstart[c->argbase[si] + (uint32_t)(a - s->args)]];
+}
+
 /* The value of argument `name`, NULL when absent (no error: optional). */
 static const Val *opt_arg(Ctx *x, const char *name, bool *ok) {
   const MilArg *a = find_arg(x->s, name);
@@ -756,18 +779,29 @@ AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n) {
 }
 
 /* softmax of one contiguous row given its max: sum of exps in double, then
- * each exp over the sum, rounded once. */
+ * each exp over the sum, rounded once. Rows of up to SOFT_KEEP elements keep
+ * their exps (on the stack) for the second pass; longer ones compute them
+ * again, the same values. */
+#define SOFT_KEEP 2048
 AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double mx) {
   __m256d m = _mm256_set1_pd(mx), acc = _mm256_setzero_pd();
+  double keep[SOFT_KEEP];
+  bool kept = len <= SOFT_KEEP;
   int64_t k = 0;
-  for (; k + 4 <= len; k += 4) acc = _mm256_add_pd(acc, exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m)));
+  for (; k + 4 <= len; k += 4) {
+    __m256d e = exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
+    if (kept) _mm256_storeu_pd(keep + k, e);
+    acc = _mm256_add_pd(acc, e);
+  }
   double part[4];
   _mm256_storeu_pd(part, acc);
   double sum = (part[0] + part[1]) + (part[2] + part[3]);
   for (int64_t q = k; q < len; q++) sum += exp_d((double)in[q] - mx);
   __m256d sv = _mm256_set1_pd(sum);
-  for (k = 0; k + 4 <= len; k += 4)
-    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_div_pd(exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m)), sv)));
+  for (k = 0; k + 4 <= len; k += 4) {
+    __m256d e = kept ? _mm256_loadu_pd(keep + k) : exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
+    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_div_pd(e, sv)));
+  }
   for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) / sum);
 }
 #endif
@@ -805,45 +839,49 @@ static double unary_one(const UnaryJob *j, double v) {
   }
 }
 
+/* o[i] = f(a[i]) for i < n, float to float. */
+static void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, int64_t n) {
+  switch (j->code) {
+  case U_RELU:
+    for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : 0.0f;
+    return;
+  case U_ABS:
+    for (int64_t i = 0; i < n; i++) o[i] = fabsf(a[i]);
+    return;
+  case U_TANH:
+  case U_EXP: {
+    int64_t i = 0;
+#if HAVE_X86
+    if (have_avx2) i += unary_avx2(j->code == U_TANH ? V_TANH : V_EXP, a, o, n);
+#endif
+    for (; i < n; i++) o[i] = (float)(j->code == U_TANH ? tanh_d((double)a[i]) : exp_d((double)a[i]));
+    return;
+  }
+  default: {
+    int64_t i = 0;
+#if HAVE_X86
+    if (have_avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a, o, n);
+#endif
+    for (; i < n; i++) o[i] = (float)unary_one(j, (double)a[i]);
+    return;
+  }
+  }
+}
+
 static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const UnaryJob *j = arg;
   if (j->a->st == ST_F32 && j->o->st == ST_F32) {
-    const float *restrict a = fp(j->a);
-    float *restrict o = fp(j->o);
-    switch (j->code) {
-    case U_RELU:
-      for (int64_t i = lo; i < hi; i++) o[i] = a[i] > 0 ? a[i] : 0.0f;
-      return;
-    case U_ABS:
-      for (int64_t i = lo; i < hi; i++) o[i] = fabsf(a[i]);
-      return;
-    case U_TANH:
-    case U_EXP: {
-      int64_t i = lo;
-#if HAVE_X86
-      if (have_avx2) i += unary_avx2(j->code == U_TANH ? V_TANH : V_EXP, a + lo, o + lo, hi - lo);
-#endif
-      for (; i < hi; i++) o[i] = (float)(j->code == U_TANH ? tanh_d((double)a[i]) : exp_d((double)a[i]));
-      return;
-    }
-    default: {
-      int64_t i = lo;
-#if HAVE_X86
-      if (have_avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a + lo, o + lo, hi - lo);
-#endif
-      for (; i < hi; i++) o[i] = (float)unary_one(j, (double)a[i]);
-      return;
-    }
-    }
+    unary_f32(j, fp(j->a) + lo, fp(j->o) + lo, hi - lo);
+    return;
   }
   for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
 }
 
 #define GRAIN 16384
 
-static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)nout;
+/* Reads and checks a unary op's operands into *jp (false: reported). */
+static bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
   UnaryJob j = {.code = code, .a = a, .o = out};
@@ -866,6 +904,14 @@ static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
   if (code == U_NOT && (a->dt != MIL_DT_BOOL || out->dt != MIL_DT_BOOL))
     return fail(x, "takes and returns bool, not %s and %s", mil_dtype_name(a->dt), mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
+  *jp = j;
+  return true;
+}
+
+static bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  UnaryJob j;
+  if (!unary_setup(x, code, out, &j)) return false;
   par_for(x->c, out->n, GRAIN, unary_task, &j);
   return true;
 }
@@ -1019,8 +1065,26 @@ static uint32_t collapse(uint32_t rank, int64_t *dims, int64_t **strides, uint32
   return r;
 }
 
-static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)nout;
+/* Output elements [e0, e1) of a float binary op (a fused group's tile): the
+ * same rows as bin_task's, cut where the range cuts them. Element k of
+ * operand a is at pa[k - a0] (a0 is 0 for a planned value; a value held in
+ * a tile buffer starting at element a0 is shaped as the result), the same
+ * for b; the result's element e at po[e - o0]. */
+static void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t a0, const float *pb,
+                      int64_t b0, float *po, int64_t o0) {
+  while (e0 < e1) {
+    int64_t row = e0 / j->inner, c0 = e0 % j->inner;
+    int64_t n = j->inner - c0 < e1 - e0 ? j->inner - c0 : e1 - e0;
+    int64_t oa = offset_at(row, j->odims, j->nouter, j->ast) + c0 * j->sa;
+    int64_t ob = offset_at(row, j->odims, j->nouter, j->bst) + c0 * j->sb;
+    bin_row(j->code, pa + (oa - a0), j->sa, pb + (ob - b0), j->sb, po + (e0 - o0), n);
+    e0 += n;
+  }
+}
+
+/* Reads and checks a binary op's operands into *jp; false when reported, or
+ * (with *jp's o NULL) when the result is empty. */
+static bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
   if (!ok) return false;
@@ -1034,7 +1098,10 @@ static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
     return fail(x, "does not return bool");
   BinJob j = {.code = code, .a = a, .b = b, .o = out};
   if (!bcast_strides(x, a, out, j.ast) || !bcast_strides(x, b, out, j.bst)) return false;
-  if (out->n == 0) return true;
+  if (out->n == 0) {
+    jp->o = NULL;
+    return true;
+  }
   memcpy(j.odims, out->dims, sizeof j.odims);
   int64_t *strides[2] = {j.ast, j.bst};
   uint32_t r = collapse(out->rank, j.odims, strides, 2);
@@ -1044,6 +1111,15 @@ static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
   j.sa = j.ast[r - 1];
   j.sb = j.bst[r - 1];
   j.chunks = (j.inner + BIN_CHUNK - 1) / BIN_CHUNK;
+  *jp = j;
+  return true;
+}
+
+static bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  BinJob j;
+  if (!bin_setup(x, code, out, &j)) return false;
+  if (!j.o) return true;
   int64_t items = elements(j.odims, j.nouter) * j.chunks;
   int64_t per = j.inner < BIN_CHUNK ? j.inner : BIN_CHUNK;
   par_for(x->c, items, (GRAIN + per - 1) / per, bin_task, &j);
@@ -2839,6 +2915,73 @@ static const OpEntry op_table[] = {
 
 static const OpEntry view_entry = {"view", k_view, 0};
 
+/* A fused element-wise group (see "Fusion" in the header comment): the
+ * statements x->si .. end - 1, every member a float unary or binary op with
+ * a result of one shape, run tile by tile: each tile of GROUP_TILE elements
+ * goes through every member in statement order (and, in ANE mode, each
+ * member's fp16 result is rounded) while it is in cache. A result used only
+ * inside the group lives in one of the thread's tile buffers, never in
+ * memory. Views among the statements are set first. */
+#define GROUP_MAX 32
+#define GROUP_TILE 2048
+
+typedef struct GroupJob {
+  const CpuProgram *c;
+  uint32_t n;
+  int64_t total;
+  bool bin[GROUP_MAX], round[GROUP_MAX];
+  int32_t ta[GROUP_MAX], tb[GROUP_MAX], to[GROUP_MAX]; /* tile buffers of the operands and result, -1: planned */
+  UnaryJob u[GROUP_MAX];
+  BinJob b[GROUP_MAX];
+} GroupJob;
+
+static void group_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const GroupJob *g = arg;
+  float *tiles = g->c->tiles ? g->c->tiles[tid] : NULL;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t e0 = t * GROUP_TILE, e1 = e0 + GROUP_TILE < g->total ? e0 + GROUP_TILE : g->total, n = e1 - e0;
+    for (uint32_t m = 0; m < g->n; m++) {
+      float *o = g->to[m] >= 0 ? tiles + g->to[m] * GROUP_TILE : fp(g->bin[m] ? g->b[m].o : g->u[m].o) + e0;
+      if (g->bin[m]) {
+        const BinJob *j = &g->b[m];
+        bool ia = g->ta[m] >= 0, ib = g->tb[m] >= 0;
+        bin_range(j, e0, e1, ia ? tiles + g->ta[m] * GROUP_TILE : fp(j->a), ia ? e0 : 0,
+                  ib ? tiles + g->tb[m] * GROUP_TILE : fp(j->b), ib ? e0 : 0, o, e0);
+      } else {
+        const float *a = g->ta[m] >= 0 ? tiles + g->ta[m] * GROUP_TILE : fp(g->u[m].a) + e0;
+        unary_f32(&g->u[m], a, o, n);
+      }
+      if (g->round[m]) round16(o, n);
+    }
+  }
+}
+
+static bool k_group(Ctx *x, uint32_t end) {
+  const CpuProgram *c = x->c;
+  GroupJob g = {.c = c, .n = 0};
+  for (uint32_t si = x->si; si < end; si++) {
+    const OpEntry *e = c->ops[si];
+    if (!e) continue; /* a const */
+    Val *out = &x->vals[c->base[si]];
+    x->s = &c->f->stmts[si];
+    x->si = si;
+    if (e == &view_entry) {
+      if (!k_view(x, 0, out, 1)) return false;
+      continue;
+    }
+    uint32_t m = g.n++;
+    g.bin[m] = e->fn == k_binary;
+    g.round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
+    g.total = out->n; /* the plan gave every member this shape */
+    g.to[m] = c->slots[c->base[si]].tile;
+    g.ta[m] = c->slots[arg_slot(c, si, "x")].tile;
+    g.tb[m] = g.bin[m] ? c->slots[arg_slot(c, si, "y")].tile : -1;
+    if (g.bin[m] ? !bin_setup(x, e->code, out, &g.b[m]) : !unary_setup(x, e->code, out, &g.u[m])) return false;
+  }
+  par_for(c, (g.total + GROUP_TILE - 1) / GROUP_TILE, 1, group_task, &g);
+  return true;
+}
+
 static const OpEntry *find_op(const char *name) {
   for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
     if (!strcmp(op_table[i].name, name)) return &op_table[i];
@@ -3277,6 +3420,17 @@ static size_t plan_buffers(CpuProgram *c) {
       uint32_t r = root_of(c, c->fz[si].xs);
       if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
     }
+    if (c->fz[si].kind == FZ_GROUP || c->fz[si].kind == FZ_MEMBER) {
+      /* A group runs its members tile by tile: what any of them reads or
+       * writes stays alive (unshared) until the group's last statement. */
+      uint32_t end = c->fz[si].end;
+      for (uint32_t k = 0; k < f->stmts[si].nresults; k++)
+        if (c->slots[c->base[si] + k].last < end) c->slots[c->base[si] + k].last = end;
+      for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+        uint32_t r = root_of(c, c->opslot[i]);
+        if (c->slots[r].last < end) c->slots[r].last = end;
+      }
+    }
   }
   for (uint32_t i = 0; i < c->nout; i++) c->slots[root_of(c, c->out_slot[i])].last = never;
   Block *live = xcalloc(c->nslots + 1, sizeof *live);
@@ -3289,7 +3443,7 @@ static size_t plan_buffers(CpuProgram *c) {
     if (fk == FZ_LINEAR) s0 = c->fz[t - 1].ys, s1 = s0 + 1; /* computes the later transpose's result instead */
     for (uint32_t s = s0; s < s1; s++) {
       const Val *v = &c->vals[s];
-      bool needs = c->slots[s].kind == SK_RESULT ||
+      bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
                    (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
       if (!needs) continue;
       int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
@@ -3346,13 +3500,6 @@ static void choose_fp16_weights(CpuProgram *c) {
 
 /* ---- fusion (see the header comment) ---- */
 
-/* The slot read by single-item argument `name` of statement si, UINT32_MAX if none. */
-static uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name) {
-  const MilStmt *s = &c->f->stmts[si];
-  const MilArg *a = find_arg(s, name);
-  if (!a || a->is_list || a->nitems != 1) return UINT32_MAX;
-  return c->opslot[c->argstart[c->argbase[si] + (uint32_t)(a - s->args)]];
-}
 
 /* Whether argument `name` of statement si is a const of the n integers want
  * (or absent, when absent_ok). */
@@ -3464,6 +3611,83 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
                       .bs = bs, .ys = c->base[u]};
 }
 
+/* Whether statement si can be a member of an element-wise group: a float
+ * unary op or float arithmetic binary op on float operands, not fused yet. */
+static bool groupable(const CpuProgram *c, uint32_t si) {
+  const OpEntry *e = c->ops[si];
+  const MilStmt *s = &c->f->stmts[si];
+  if (!e || c->fz[si].kind != FZ_NONE || s->nresults != 1 || c->vals[c->base[si]].st != ST_F32) return false;
+  if (e->fn == k_unary ? e->code == U_NOT : e->fn != k_binary || is_compare(e->code) || is_logical(e->code))
+    return false;
+  const char *names[2] = {"x", "y"};
+  for (uint32_t k = 0; k < (e->fn == k_binary ? 2u : 1u); k++) {
+    uint32_t a = arg_slot(c, si, names[k]);
+    if (a == UINT32_MAX || c->vals[a].st != ST_F32) return false;
+  }
+  return true;
+}
+
+/* The members of group [first, end) whose results are used only as the
+ * operands of later members (not as outputs, not through views) live in
+ * tile buffers: each gets the lowest one free when it is computed, freed
+ * after its last reader (a result never shares its operands' buffer). */
+static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint32_t *nuse) {
+  const char *names[2] = {"x", "y"};
+  uint32_t inner[GROUP_MAX], lastread[GROUP_MAX], nin = 0;
+  for (uint32_t si = first; si < end; si++) {
+    if (!c->ops[si] || c->ops[si] == &view_entry) continue;
+    uint32_t r = c->base[si], reads = 0, lr = si;
+    for (uint32_t k = si + 1; k < end; k++) {
+      if (!c->ops[k] || c->ops[k] == &view_entry) continue;
+      for (uint32_t q = 0; q < 2; q++)
+        if (arg_slot(c, k, names[q]) == r) reads++, lr = k;
+    }
+    if (reads > 0 && reads == nuse[r]) inner[nin] = r, lastread[nin++] = lr;
+  }
+  bool busy[GROUP_MAX] = {false};
+  for (uint32_t si = first; si < end; si++) {
+    if (!c->ops[si] || c->ops[si] == &view_entry) continue;
+    for (uint32_t i = 0; i < nin; i++)
+      if (inner[i] == c->base[si]) {
+        int32_t t = 0;
+        while (busy[t]) t++;
+        busy[t] = true;
+        c->slots[inner[i]].tile = t;
+        if ((uint32_t)t + 1 > c->ntiles) c->ntiles = (uint32_t)t + 1;
+      }
+    for (uint32_t i = 0; i < nin; i++)
+      if (lastread[i] == si) busy[c->slots[inner[i]].tile] = false;
+  }
+}
+
+/* Groups runs of consecutive groupable statements with results of one
+ * shape (views and consts between them included, at most GROUP_MAX
+ * members, two or more). */
+static void fuse_groups(CpuProgram *c, const uint32_t *nuse) {
+  const MilFunc *f = c->f;
+  for (uint32_t si = 0; si < f->nstmts;) {
+    if (!groupable(c, si)) {
+      si++;
+      continue;
+    }
+    const Val *v = &c->vals[c->base[si]];
+    uint32_t last = si, members = 1;
+    for (uint32_t k = si + 1; k < f->nstmts && members < GROUP_MAX; k++) {
+      if (!c->ops[k] || (c->ops[k] == &view_entry && c->fz[k].kind == FZ_NONE)) continue;
+      if (!groupable(c, k) || !same_dims(&c->vals[c->base[k]], v->dims, v->rank)) break;
+      last = k;
+      members++;
+    }
+    if (members >= 2) {
+      c->fz[si] = (Fused){.kind = FZ_GROUP, .end = last + 1};
+      for (uint32_t k = si + 1; k <= last; k++)
+        if (c->ops[k]) c->fz[k] = (Fused){.kind = FZ_MEMBER, .end = last + 1};
+      assign_tiles(c, si, last + 1, nuse);
+    }
+    si = last + 1;
+  }
+}
+
 /* Plans the fusions (none when check_finite asks for every result). */
 static void plan_fusion(CpuProgram *c) {
   const MilFunc *f = c->f;
@@ -3481,6 +3705,7 @@ static void plan_fusion(CpuProgram *c) {
   }
   for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
+  fuse_groups(c, nuse);
   free(nuse);
   free(user);
   free(stmt_of);
@@ -3553,7 +3778,7 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   c->nslots += nlits;
   c->slots = xcalloc(c->nslots + 1, sizeof *c->slots);
   c->vals = xcalloc(c->nslots + 1, sizeof *c->vals);
-  for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].weight = -1;
+  for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].weight = -1, c->slots[s].tile = -1;
   for (uint32_t i = 0; i < f->nparams; i++) {
     c->slots[i].kind = SK_PARAM;
     if (ok && (ok = check_type(d, &f->params[i].type, f->params[i].loc, "input", f->params[i].name, false)))
@@ -3703,6 +3928,10 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   }
   openblas_set_num_threads(1);
   pool_start(c, thread_count(opt));
+  if (c->ntiles) {
+    c->tiles = xcalloc(c->pool.n, sizeof *c->tiles);
+    for (uint32_t t = 0; t < c->pool.n; t++) c->tiles[t] = xmalloc((size_t)c->ntiles * GROUP_TILE * sizeof(float));
+  }
   c->scratch = xcalloc(c->pool.n, sizeof *c->scratch);
   for (uint32_t t = 0; c->scratch_floats && t < c->pool.n; t++)
     c->scratch[t] = xmalloc((size_t)c->scratch_floats * sizeof(float));
@@ -3726,6 +3955,9 @@ void cpu_free(CpuProgram *c) {
   if (c->scratch)
     for (uint32_t t = 0; t < c->pool.n; t++) free(c->scratch[t]);
   free(c->scratch);
+  if (c->tiles)
+    for (uint32_t t = 0; t < c->pool.n; t++) free(c->tiles[t]);
+  free(c->tiles);
   free(c->arena);
   free(c->vals);
   free(c->slots);
@@ -3931,14 +4163,17 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
   Ctx x = {.c = c, .vals = c->vals, .d = d};
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     const MilStmt *s = &f->stmts[si];
-    if (!c->ops[si] || c->fz[si].kind == FZ_ELIDED) continue; /* const: prepared; elided: fused into another */
+    uint8_t fk = c->fz[si].kind;
+    if (!c->ops[si] || fk == FZ_ELIDED || fk == FZ_MEMBER) continue; /* const: prepared; others: fused into another */
     Val *out = &c->vals[c->base[si]];
     x.s = s;
     x.si = si;
     struct timespec t0;
     if (c->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool fused = c->fz[si].kind != FZ_NONE; /* rounds what it computes */
-    ok = fused ? k_fused_linear(&x, &c->fz[si]) : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
+    bool fused = fk != FZ_NONE; /* rounds what it computes */
+    ok = fk == FZ_LINEAR  ? k_fused_linear(&x, &c->fz[si])
+         : fk == FZ_GROUP ? k_group(&x, c->fz[si].end)
+                          : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
     if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si] != &view_entry)
       for (uint32_t k = 0; k < s->nresults; k++)
         if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
