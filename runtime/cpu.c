@@ -75,7 +75,12 @@
  * members lives in a per-thread tile buffer, never in memory; the others
  * (and everything the members read) stay alive, unshared, to the group's
  * end. Same bits as unfused (tested); the group's time is profiled at its
- * first statement.
+ * first statement. A group (or a single such op) right after a fused linear,
+ * of its result's shape and reading nothing computed after it but that
+ * result and its own members, is the linear's epilogue: each piece runs it
+ * on its rows as soon as they are computed, on the core that has them in
+ * cache (gelu after c_fc, the residual add after c_proj); its results are
+ * planned from the linear's statement on.
  *
  * Attention (scaled_dot_product_attention) works one query row per piece, in
  * double, its scores in the thread's scratch; convolutions other than the
@@ -183,6 +188,8 @@ typedef struct Fused {
   bool round_mid, round_out; /* FZ_LINEAR: ANE rounding of the product, and of the result */
   uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
   uint32_t end;              /* FZ_GROUP (its first statement), FZ_MEMBER (the others): the statement after the group */
+  uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
+  bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
 } Fused;
 
 struct CpuProgram {
@@ -2459,6 +2466,9 @@ static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, i
   return s;
 }
 
+struct GroupJob;
+static void epilogue_row(const struct GroupJob *g, float *tiles, int64_t e0, int64_t n);
+
 /* linear and pointwise conv: out = W x (+ bias) with W [O, K]. For linear
  * x is [rows, K] and out [rows, O] (conv: false); for conv, per batch item,
  * x is [K, P] and out [O, P] (conv: true). Pieces: batch item x panel of O
@@ -2475,6 +2485,7 @@ typedef struct WJob {
    * rounded to fp16 again (round_out), as the unfused statements would. */
   const float *post;
   bool round_mid, round_out;
+  const struct GroupJob *epi; /* a fused linear's epilogue group, run on each row of each piece */
 } WJob;
 
 static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
@@ -2492,13 +2503,14 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
         for (int64_t r = 0; r < nr; r++)
           for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
       sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, ldw, beta, C, j->O);
-      if (j->round_mid || j->post || j->round_out)
+      if (j->round_mid || j->post || j->round_out || j->epi)
         for (int64_t r = 0; r < nr; r++) {
           float *restrict row = C + r * j->O;
           if (j->round_mid) round16(row, no);
           if (j->post)
             for (int64_t o = 0; o < no; o++) row[o] += j->post[o0 + o];
           if (j->round_out) round16(row, no);
+          if (j->epi) epilogue_row(j->epi, j->c->tiles ? j->c->tiles[tid] : NULL, (r0 + r) * j->O + o0, no);
         }
     } else {
       float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
@@ -2825,23 +2837,6 @@ static bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
-/* A fused linear (see "Fusion" in the header comment): the pointwise conv of
- * statement x->s computed from the untransposed x [B, P, K] straight into the
- * transposed result [B, P, O], the bias added (and the ANE roundings done)
- * piece by piece; the plan checked the shapes and the conv's arguments. */
-static bool k_fused_linear(Ctx *x, const Fused *f) {
-  bool ok = true;
-  const Val *w = req_arg(x, "weight", &ok);
-  if (!ok) return false;
-  const Val *a = &x->vals[f->xs], *b = f->bs == UINT32_MAX ? NULL : &x->vals[f->bs];
-  Val *y = &x->vals[f->ys];
-  if ((w->st != ST_F32 && w->st != ST_H16) || a->st != ST_F32 || y->st != ST_F32 || (b && b->st != ST_F32))
-    return fail(x, "a fused linear needs float operands"); /* the plan prevents this */
-  WJob j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2], .R = a->dims[0] * a->dims[1],
-            .post = b ? fp(b) : NULL, .round_mid = f->round_mid, .round_out = f->round_out};
-  wgemm(x, &j, 1);
-  return true;
-}
 
 /* ---- the op table ---- */
 
@@ -2925,7 +2920,8 @@ static const OpEntry view_entry = {"view", k_view, 0};
 #define GROUP_MAX 32
 #define GROUP_TILE 2048
 
-typedef struct GroupJob {
+typedef struct GroupJob GroupJob;
+struct GroupJob {
   const CpuProgram *c;
   uint32_t n;
   int64_t total;
@@ -2933,33 +2929,40 @@ typedef struct GroupJob {
   int32_t ta[GROUP_MAX], tb[GROUP_MAX], to[GROUP_MAX]; /* tile buffers of the operands and result, -1: planned */
   UnaryJob u[GROUP_MAX];
   BinJob b[GROUP_MAX];
-} GroupJob;
+};
+
+/* Elements [e0, e1) of every member, in order; tiles: the thread's tile buffers. */
+static void group_range(const GroupJob *g, float *tiles, int64_t e0, int64_t e1) {
+  int64_t n = e1 - e0;
+  for (uint32_t m = 0; m < g->n; m++) {
+    float *o = g->to[m] >= 0 ? tiles + g->to[m] * GROUP_TILE : fp(g->bin[m] ? g->b[m].o : g->u[m].o) + e0;
+    if (g->bin[m]) {
+      const BinJob *j = &g->b[m];
+      bool ia = g->ta[m] >= 0, ib = g->tb[m] >= 0;
+      bin_range(j, e0, e1, ia ? tiles + g->ta[m] * GROUP_TILE : fp(j->a), ia ? e0 : 0,
+                ib ? tiles + g->tb[m] * GROUP_TILE : fp(j->b), ib ? e0 : 0, o, e0);
+    } else {
+      const float *a = g->ta[m] >= 0 ? tiles + g->ta[m] * GROUP_TILE : fp(g->u[m].a) + e0;
+      unary_f32(&g->u[m], a, o, n);
+    }
+    if (g->round[m]) round16(o, n);
+  }
+}
+
+static void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n) { group_range(g, tiles, e0, e0 + n); }
 
 static void group_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const GroupJob *g = arg;
   float *tiles = g->c->tiles ? g->c->tiles[tid] : NULL;
-  for (int64_t t = lo; t < hi; t++) {
-    int64_t e0 = t * GROUP_TILE, e1 = e0 + GROUP_TILE < g->total ? e0 + GROUP_TILE : g->total, n = e1 - e0;
-    for (uint32_t m = 0; m < g->n; m++) {
-      float *o = g->to[m] >= 0 ? tiles + g->to[m] * GROUP_TILE : fp(g->bin[m] ? g->b[m].o : g->u[m].o) + e0;
-      if (g->bin[m]) {
-        const BinJob *j = &g->b[m];
-        bool ia = g->ta[m] >= 0, ib = g->tb[m] >= 0;
-        bin_range(j, e0, e1, ia ? tiles + g->ta[m] * GROUP_TILE : fp(j->a), ia ? e0 : 0,
-                  ib ? tiles + g->tb[m] * GROUP_TILE : fp(j->b), ib ? e0 : 0, o, e0);
-      } else {
-        const float *a = g->ta[m] >= 0 ? tiles + g->ta[m] * GROUP_TILE : fp(g->u[m].a) + e0;
-        unary_f32(&g->u[m], a, o, n);
-      }
-      if (g->round[m]) round16(o, n);
-    }
-  }
+  for (int64_t t = lo; t < hi; t++)
+    group_range(g, tiles, t * GROUP_TILE, t * GROUP_TILE + GROUP_TILE < g->total ? t * GROUP_TILE + GROUP_TILE : g->total);
 }
 
-static bool k_group(Ctx *x, uint32_t end) {
+/* Sets the views and reads and checks the members of group [first, end) into *g. */
+static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
   const CpuProgram *c = x->c;
-  GroupJob g = {.c = c, .n = 0};
-  for (uint32_t si = x->si; si < end; si++) {
+  *g = (GroupJob){.c = c, .n = 0};
+  for (uint32_t si = first; si < end; si++) {
     const OpEntry *e = c->ops[si];
     if (!e) continue; /* a const */
     Val *out = &x->vals[c->base[si]];
@@ -2969,16 +2972,50 @@ static bool k_group(Ctx *x, uint32_t end) {
       if (!k_view(x, 0, out, 1)) return false;
       continue;
     }
-    uint32_t m = g.n++;
-    g.bin[m] = e->fn == k_binary;
-    g.round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
-    g.total = out->n; /* the plan gave every member this shape */
-    g.to[m] = c->slots[c->base[si]].tile;
-    g.ta[m] = c->slots[arg_slot(c, si, "x")].tile;
-    g.tb[m] = g.bin[m] ? c->slots[arg_slot(c, si, "y")].tile : -1;
-    if (g.bin[m] ? !bin_setup(x, e->code, out, &g.b[m]) : !unary_setup(x, e->code, out, &g.u[m])) return false;
+    uint32_t m = g->n++;
+    g->bin[m] = e->fn == k_binary;
+    g->round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
+    g->total = out->n; /* the plan gave every member this shape */
+    g->to[m] = c->slots[c->base[si]].tile;
+    g->ta[m] = c->slots[arg_slot(c, si, "x")].tile;
+    g->tb[m] = g->bin[m] ? c->slots[arg_slot(c, si, "y")].tile : -1;
+    if (g->bin[m] ? !bin_setup(x, e->code, out, &g->b[m]) : !unary_setup(x, e->code, out, &g->u[m])) return false;
   }
-  par_for(c, (g.total + GROUP_TILE - 1) / GROUP_TILE, 1, group_task, &g);
+  return true;
+}
+
+static bool k_group(Ctx *x, uint32_t end) {
+  GroupJob g;
+  if (!group_setup(x, x->si, end, &g)) return false;
+  par_for(x->c, (g.total + GROUP_TILE - 1) / GROUP_TILE, 1, group_task, &g);
+  return true;
+}
+
+/* A fused linear (see "Fusion" in the header comment): the pointwise conv of
+ * statement x->s computed from the untransposed x [B, P, K] straight into the
+ * transposed result [B, P, O], the bias added (and the ANE roundings done)
+ * piece by piece, then the element-wise group that follows (if the plan
+ * made it the epilogue) run on each row of the piece while it is in cache;
+ * the plan checked the shapes and the conv's arguments. */
+static bool k_fused_linear(Ctx *x, const Fused *f) {
+  bool ok = true;
+  const Val *w = req_arg(x, "weight", &ok);
+  if (!ok) return false;
+  const Val *a = &x->vals[f->xs], *b = f->bs == UINT32_MAX ? NULL : &x->vals[f->bs];
+  Val *y = &x->vals[f->ys];
+  if ((w->st != ST_F32 && w->st != ST_H16) || a->st != ST_F32 || y->st != ST_F32 || (b && b->st != ST_F32))
+    return fail(x, "a fused linear needs float operands"); /* the plan prevents this */
+  WJob j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2], .R = a->dims[0] * a->dims[1],
+            .post = b ? fp(b) : NULL, .round_mid = f->round_mid, .round_out = f->round_out};
+  GroupJob g;
+  if (f->gfirst) {
+    uint32_t si = x->si;
+    const MilStmt *s = x->s;
+    if (!group_setup(x, f->gfirst, x->c->fz[f->gfirst].end, &g)) return false;
+    x->si = si, x->s = s;
+    j.epi = &g;
+  }
+  wgemm(x, &j, 1);
   return true;
 }
 
@@ -3439,9 +3476,18 @@ static size_t plan_buffers(CpuProgram *c) {
   for (uint32_t t = 0; t < nt; t++) {
     uint32_t s0 = t == 0 ? 0 : c->base[t - 1], s1 = t == 0 ? f->nparams : c->base[t - 1] + f->stmts[t - 1].nresults;
     uint8_t fk = t == 0 ? FZ_NONE : c->fz[t - 1].kind;
-    if (fk == FZ_ELIDED) s1 = s0;                      /* never computed: no buffer */
+    if (fk == FZ_ELIDED || (t > 0 && c->fz[t - 1].epi)) s1 = s0; /* never computed, or by a fused linear */
     if (fk == FZ_LINEAR) s0 = c->fz[t - 1].ys, s1 = s0 + 1; /* computes the later transpose's result instead */
-    for (uint32_t s = s0; s < s1; s++) {
+    /* A fused linear's epilogue writes its group's results while the linear runs. */
+    uint32_t e0 = fk == FZ_LINEAR && c->fz[t - 1].gfirst ? c->fz[t - 1].gfirst : 0;
+    uint32_t e1 = e0 ? c->fz[e0].end : 0, extra = 0;
+    for (uint32_t k = e0; k < e1; k++) extra += f->stmts[k].nresults;
+    for (uint32_t q = 0, k = e0, kr = 0; q < (s1 - s0) + extra; q++) {
+      uint32_t s = s0 + q;
+      if (q >= s1 - s0) { /* the epilogue's results, statement by statement */
+        while (kr >= f->stmts[k].nresults) k++, kr = 0;
+        s = c->base[k] + kr++;
+      }
       const Val *v = &c->vals[s];
       bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
                    (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
@@ -3688,6 +3734,38 @@ static void fuse_groups(CpuProgram *c, const uint32_t *nuse) {
   }
 }
 
+/* Makes the element-wise group right after fused linear si (only elided
+ * statements and consts between them) its epilogue: the group must have
+ * the linear's result shape, with a last dim a multiple of 4 (so that each
+ * row segment of a piece splits into the same vectors of 4 as unfused),
+ * and read nothing computed after the linear but the linear's result and
+ * its own members' results. A single groupable statement makes a group. */
+static void fuse_epilogue(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *stmt_of) {
+  const MilFunc *f = c->f;
+  const Val *y = &c->vals[c->fz[si].ys];
+  if (y->dims[2] % 4) return;
+  uint32_t g = si + 1;
+  while (g < f->nstmts && (!c->ops[g] || c->fz[g].kind == FZ_ELIDED || c->ops[g] == &view_entry)) g++;
+  if (g == f->nstmts || !same_dims(&c->vals[c->base[g]], y->dims, y->rank)) return;
+  if (c->fz[g].kind == FZ_NONE && groupable(c, g)) c->fz[g] = (Fused){.kind = FZ_GROUP, .end = g + 1};
+  if (c->fz[g].kind != FZ_GROUP) return;
+  uint32_t end = c->fz[g].end;
+  for (uint32_t k = g; k < end; k++) {
+    if (!c->ops[k]) continue;
+    for (uint32_t i = c->argstart[c->argbase[k]]; i < c->argstart[c->argbase[k + 1]]; i++) {
+      /* ready when the linear runs: set before it (a view too: views between the linear and the group run
+       * after it), or the linear's result, or made by the group's own statements (its views run first) */
+      uint32_t a = c->opslot[i], sa = stmt_of[a];
+      bool ok = a == c->fz[si].ys || c->slots[a].kind == SK_CONST || c->slots[a].kind == SK_STR ||
+                sa == UINT32_MAX || sa < si || (sa >= g && sa < end);
+      if (!ok) return;
+    }
+  }
+  (void)nuse;
+  for (uint32_t k = g; k < end; k++) c->fz[k].epi = true;
+  c->fz[si].gfirst = g;
+}
+
 /* Plans the fusions (none when check_finite asks for every result). */
 static void plan_fusion(CpuProgram *c) {
   const MilFunc *f = c->f;
@@ -3706,6 +3784,8 @@ static void plan_fusion(CpuProgram *c) {
   for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
   fuse_groups(c, nuse);
+  for (uint32_t si = 0; si < f->nstmts; si++)
+    if (c->fz[si].kind == FZ_LINEAR) fuse_epilogue(c, si, nuse, stmt_of);
   free(nuse);
   free(user);
   free(stmt_of);
@@ -4164,7 +4244,7 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     const MilStmt *s = &f->stmts[si];
     uint8_t fk = c->fz[si].kind;
-    if (!c->ops[si] || fk == FZ_ELIDED || fk == FZ_MEMBER) continue; /* const: prepared; others: fused into another */
+    if (!c->ops[si] || fk == FZ_ELIDED || fk == FZ_MEMBER || c->fz[si].epi) continue; /* const: prepared; others: fused */
     Val *out = &c->vals[c->base[si]];
     x.s = s;
     x.si = si;

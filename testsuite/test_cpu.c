@@ -2280,3 +2280,96 @@ Test(cpu, fused_group_gives_the_unfused_bits) {
     cleanup();
   }
 }
+
+/* Element-wise ops right after a fused linear run as its epilogue, on each
+ * row of each piece (a group reading the linear's result twice and another
+ * input; a single add), but not after a linear whose rows are not a
+ * multiple of 4 long (a vectors-of-4 split would differ): the bits of the
+ * unfused run, with 1 and 3 threads, in both modes. */
+Test(cpu, fused_linear_epilogue_gives_the_unfused_bits) {
+  for (int mode = 0; mode < 2; mode++) {
+    const char *dt = mode == 0 ? "fp16" : "fp32";
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, MIL_HEAD "    func main<ios18>(tensor<%s, [1, 6, 24]> x, tensor<%s, [1, 6, 20]> r, tensor<%s, [1, 6, 16]> q) {\n",
+              dt, dt, dt);
+    put_weights(&sb, dt, "w1", "b1", 20, 24);
+    put_weights(&sb, dt, "w2", "b2", 16, 20);
+    put_weights(&sb, dt, "w3", "b3", 10, 16);
+    /* linear(IN [1, 6, K]) -> OUT [1, 6, O] as lower-linear writes it */
+    static const char *lin =
+        "        tensor<$F, [1, K, 6]> tI = transpose(perm = " I32_(3, 0, 2, 1) ", x = IN)[name = " S_("tI") "];\n"
+        "        tensor<$F, [1, K, 1, 6]> vI = reshape(shape = tensor<int32, [4]>([1, K, 1, 6]), x = tI)[name = " S_("vI") "];\n"
+        "        tensor<$F, [1, O, 1, 6]> rI = conv(pad_type = " S_("valid") ", weight = wI, x = vI)[name = " S_("rI") "];\n"
+        "        tensor<$F, [1, O, 1, 1]> cI = reshape(shape = tensor<int32, [4]>([1, O, 1, 1]), x = bI)[name = " S_("cI") "];\n"
+        "        tensor<$F, [1, O, 1, 6]> aI = add(x = rI, y = cI)[name = " S_("aI") "];\n"
+        "        tensor<$F, [1, O, 6]> sI = reshape(shape = tensor<int32, [3]>([1, O, 6]), x = aI)[name = " S_("sI") "];\n"
+        "        tensor<$F, [1, 6, O]> OUT = transpose(perm = " I32_(3, 0, 2, 1) ", x = sI)[name = " S_("OUT") "];\n";
+    const char *subst[3][5] = {{"1", "24", "20", "x", "y1"}, {"2", "20", "16", "h", "y2"}, {"3", "16", "10", "e2", "y3"}};
+    const char *eps[3] = {
+        "        tensor<$F, [1, 6, 20]> m = mul(x = y1, y = y1)[name = " S_("m") "];\n"
+        "        tensor<$F, [1, 6, 20]> t = tanh(x = m)[name = " S_("t") "];\n"
+        "        tensor<$F, [1, 6, 20]> s = add(x = t, y = r)[name = " S_("s") "];\n"
+        "        tensor<$F, [1, 6, 20]> h = mul(x = s, y = y1)[name = " S_("h") "];\n",
+        "        tensor<$F, [1, 6, 16]> e2 = add(x = q, y = y2)[name = " S_("e2") "];\n",
+        "        tensor<$F, [1, 6, 10]> g3 = relu(x = y3)[name = " S_("g3") "];\n"};
+    for (int L = 0; L < 3; L++) {
+      for (const char *p = lin; *p; p++) {
+        if (*p == 'I' && (p[1] == ' ' || p[1] == ')' || p[1] == ',' || p[1] == '"')) sb_puts(&sb, subst[L][0]);
+        else if (*p == 'K' && (p[1] == ',' || p[1] == ']')) sb_puts(&sb, subst[L][1]);
+        else if (*p == 'O' && (p[1] == ',' || p[1] == ']')) sb_puts(&sb, subst[L][2]);
+        else if (!strncmp(p, "IN)", 3)) sb_puts(&sb, subst[L][3]), p += 1;
+        else if (!strncmp(p, "OUT", 3)) sb_puts(&sb, subst[L][4]), p += 2;
+        else if (!strncmp(p, "$F", 2)) sb_puts(&sb, dt), p++;
+        else sb_putc(&sb, *p);
+      }
+      char *e = with_dtype(eps[L], dt);
+      sb_puts(&sb, e);
+      free(e);
+    }
+    sb_puts(&sb, "    } -> (g3, h);\n}\n");
+    write_bare(sb.data);
+    sb_free(&sb);
+    float xf[144], rf[120], qf[96];
+    uint16_t xh[144], rh[120], qh[96];
+    fill_random(xf, 144, 31, false);
+    fill_random(rf, 120, 32, false);
+    fill_random(qf, 96, 33, false);
+    for (int i = 0; i < 144; i++) xh[i] = fp16_from_float(xf[i]);
+    for (int i = 0; i < 120; i++) rh[i] = fp16_from_float(rf[i]);
+    for (int i = 0; i < 96; i++) qh[i] = fp16_from_float(qf[i]);
+    MilDType mdt = mode == 0 ? MIL_DT_FP16 : MIL_DT_FP32;
+    CpuTensor in[3] = {{.dtype = mdt, .rank = 3, .dims = {1, 6, 24}, .data = mode == 0 ? (void *)xh : (void *)xf},
+                       {.dtype = mdt, .rank = 3, .dims = {1, 6, 20}, .data = mode == 0 ? (void *)rh : (void *)rf},
+                       {.dtype = mdt, .rank = 3, .dims = {1, 6, 16}, .data = mode == 0 ? (void *)qh : (void *)qf}};
+    CpuNumerics nm = mode == 0 ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32;
+    CpuTensor fused[2], unfused[2];
+    run_twice(nm, in, fused, 2);
+    Loaded l;
+    CpuOptions opt = {.numerics = nm, .threads = 2, .profile = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, in, unfused, &l.d), "%s", l.diags.data);
+    const char *ran = " r1 c1 r2 c2 r3 c3 g3 ";
+    for (uint32_t i = 0; i < cpu_profile_count(l.c); i++) {
+      const CpuStmtTime *e = cpu_profile_stmt(l.c, i);
+      char key[16];
+      snprintf(key, sizeof key, " %s ", e->name);
+      cr_assert_eq(e->runs, strstr(ran, key) ? 1u : 0u, "%s: statement %s ran %u times", dt, e->name, e->runs);
+    }
+    for (int k = 0; k < 2; k++) cpu_tensor_free(&unfused[k]);
+    unload(&l);
+    opt = (CpuOptions){.numerics = nm, .threads = 2, .check_finite = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, in, unfused, &l.d), "%s", l.diags.data);
+    unload(&l);
+    for (int k = 0; k < 2; k++) {
+      size_t bytes = (size_t)prod(fused[k].dims, fused[k].rank) * cpu_dtype_size(mdt);
+      cr_assert(memcmp(fused[k].data, unfused[k].data, bytes) == 0, "%s: output %d differs from the unfused run", dt, k);
+      cpu_tensor_free(&fused[k]);
+      cpu_tensor_free(&unfused[k]);
+    }
+    cleanup();
+  }
+}
