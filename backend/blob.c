@@ -162,9 +162,7 @@ static void reserve_bytes(BlobWriter *w, size_t need) {
 
 void blob_writer_reserve(BlobWriter *w, size_t total) { reserve_bytes(w, total); }
 
-/* Appends a blob; its data is copied to its place unless `in_place` says
- * that it is there already. */
-static uint64_t add_blob(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, bool in_place) {
+uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
   /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
    * dtype comes from our own type mapping. */
   if (nbytes == 0) ice("empty blob added to a weight file");
@@ -190,7 +188,7 @@ static uint64_t add_blob(BlobWriter *w, BlobDType dtype, const void *bytes, size
   put_u32(rec + META_DTYPE, (uint32_t)dtype);
   put_u64(rec + META_SIZE, nbytes);
   put_u64(rec + META_OFFSET, meta + BLOB_METADATA_SIZE);
-  if (!in_place && bytes != rec + BLOB_METADATA_SIZE) memcpy(rec + BLOB_METADATA_SIZE, bytes, nbytes);
+  if (bytes != rec + BLOB_METADATA_SIZE) memcpy(rec + BLOB_METADATA_SIZE, bytes, nbytes);
   w->len = end;
   put_u32(w->data, ++w->count);
 
@@ -206,14 +204,6 @@ static uint64_t add_blob(BlobWriter *w, BlobDType dtype, const void *bytes, size
   w->records[w->nrecords][0] = meta;
   w->records[w->nrecords++][1] = h;
   return meta;
-}
-
-uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
-  return add_blob(w, dtype, bytes, nbytes, false);
-}
-
-uint64_t blob_writer_add_written(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
-  return add_blob(w, dtype, bytes, nbytes, true);
 }
 
 bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash) {

@@ -45,20 +45,12 @@ static double now_ms(void) {
 
 /* The weight file while the emitter fills it: mapped, with its full pages
  * handed to the disk as soon as they are final, so that the fsync at the end
- * waits only for the tail instead of the whole file. Weight data goes in
- * with pwrite from a staging buffer, not through the mapping: a store to a
- * mapped page of the preallocated (unwritten) file first makes the kernel
- * zero the page and read ahead more of them, which cost as much again as
- * making the weights; a write of whole pages does not. Only the small
- * records go through the mapping. */
+ * waits only for the tail instead of the whole file. */
 typedef struct WeightFile {
   int fd;
-  const char *shown; /* the package, for messages */
   uint8_t *map;
   size_t size;    /* bytes reserved on disk and mapped */
   size_t flushed; /* writeback was started for the bytes before this */
-  uint8_t *stage; /* one param's bytes on their way to the file */
-  size_t stage_cap;
 } WeightFile;
 
 /* Bytes of a page (the unit of writeback); the header page is left out of
@@ -90,43 +82,20 @@ static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
   return p;
 }
 
-static bool pwrite_all(int fd, const uint8_t *p, size_t len, off_t at) {
-  while (len) {
-    ssize_t w = pwrite(fd, p, len, at);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w, len -= (size_t)w, at += w;
-  }
-  return true;
-}
-
-/* Materializes a param into the staging buffer and writes it where its blob
- * goes in the file, then lays out its record; a duplicate's bytes are simply
- * overwritten later. */
+/* Materializes a param where its blob goes in the mapped file (no copy), then
+ * lays out its record; a duplicate's bytes are simply overwritten later. */
 static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, BlobDType dtype, uint64_t *offset,
                       size_t *nbytes) {
   LoadCtx *c = ctx;
-  WeightFile *f = c->file;
   double t0 = now_ms();
   const IrType *t = &ir_value(m, v)->type;
   size_t size = (size_t)(ir_type_elements(t) * ir_dtype_size(t->dtype));
   uint8_t *dst = blob_writer_stage(blobs, size);
-  if (size > f->stage_cap) { /* kept for the next params: its pages are already faulted in */
-    free(f->stage);
-    f->stage = xmalloc(size);
-    f->stage_cap = size;
-  }
-  bool ok = weights_materialize_into(m, v, c->opt, c->d, f->stage, size);
-  if (ok && !pwrite_all(f->fd, f->stage, size, (off_t)(dst - f->map))) {
-    diag_error(c->d, (SrcSpan){0}, "cannot write the package '%s': %s", f->shown, strerror(errno));
-    ok = false;
-  }
+  bool ok = weights_materialize_into(m, v, c->opt, c->d, dst, size);
   if (ok) {
-    *offset = blob_writer_add_written(blobs, dtype, f->stage, size);
+    *offset = blob_writer_add(blobs, dtype, dst, size);
     *nbytes = size;
-    start_writeback(f, blobs->len);
+    start_writeback(c->file, blobs->len);
   }
   c->ms += now_ms() - t0;
   return ok;
@@ -413,8 +382,6 @@ static bool weight_file_open(const char *path, size_t size, WeightFile *f, bool 
   }
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
   if (p == MAP_FAILED) return ftruncate(f->fd, 0) == 0;
-  /* No readahead: a fault on a record's page should zero that page only. */
-  (void)madvise(p, size, MADV_RANDOM);
   f->map = p;
   f->size = size;
   f->flushed = WRITEBACK_PAGE;
@@ -470,7 +437,7 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   bool ok = false, emit_ran = false, mapped = false;
   char *manifest = NULL;
   Emitted e;
-  WeightFile wf = {.fd = -1, .shown = path};
+  WeightFile wf = {.fd = -1};
   if (!mkdtemp(tmp)) {
     err = strerror(errno);
     goto out_nodir;
@@ -515,7 +482,6 @@ out_quiet:
   if (emit_ran) emitted_free(&e);
   if (wf.map) munmap(wf.map, wf.size);
   if (wf.fd >= 0) close(wf.fd);
-  free(wf.stage);
   remove_tree(tmp); /* the temporary, or after a swap the old package */
   free(tmp);
   free(sub);

@@ -60,10 +60,6 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
  * passing it to blob_writer_add saves the copy; if the blob turns out to be
  * a duplicate, the place is simply reused by the next one. */
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes);
-/* blob_writer_add for data that the caller has already put at the staged
- * place by other means (written to the mapped file underneath with pwrite,
- * say); `bytes` is an equal copy, read for the hash and the dedup check. */
-uint64_t blob_writer_add_written(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
 /* The XXH64 (seed 0) of the data of the record at `offset`, as computed when
  * it was added; false if no record starts there. */
 bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash);
