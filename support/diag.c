@@ -140,9 +140,13 @@ static size_t utf8_length(const char *s, size_t avail) {
 
 static void put_source_line(StrBuf *sb, const SourceFile *f, uint32_t line, uint32_t start, uint32_t end,
                             uint32_t lstart) {
-  size_t lend = lstart;
-  while (lend < f->len && f->text[lend] != '\n') lend++;
-  if (lend > lstart && f->text[lend - 1] == '\r') lend--;
+  /* At most MAX_SHOWN_LINE bytes past the span are shown, so the search for
+   * the line's end stops there: a report costs the same on a 64 MiB line. */
+  size_t limit = (size_t)start + MAX_SHOWN_LINE + 1 < f->len ? (size_t)start + MAX_SHOWN_LINE + 1 : f->len;
+  size_t lend = start;
+  while (lend < limit && f->text[lend] != '\n') lend++;
+  bool whole = lend == f->len || f->text[lend] == '\n';
+  if (whole && lend > lstart && f->text[lend - 1] == '\r') lend--;
   /* Window of the line to show. */
   size_t from = lstart, to = lend;
   if (to - from > MAX_SHOWN_LINE) {
@@ -200,9 +204,10 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
     uint32_t end = span.end > f->len ? (uint32_t)f->len : span.end;
     /* Underline only up to the end of the first line of the span. */
     uint32_t lstart = start - (col - 1);
+    if (end > start && end - start > MAX_SHOWN_LINE) end = start + MAX_SHOWN_LINE; /* never shown further */
     uint32_t eol = start;
-    while (eol < f->len && f->text[eol] != '\n') eol++;
-    if (end > eol) end = eol;
+    while (eol < end && f->text[eol] != '\n') eol++;
+    end = eol;
     put_source_line(&sb, f, line, start, end, lstart);
   }
   if (level == DIAG_ERROR) d->nerrors++;

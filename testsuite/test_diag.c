@@ -1,8 +1,10 @@
 /*
  * The diagnostics module: exact format, carets under spans, tabs, notes,
- * the error limit, -Werror promotion, -w suppression, long lines.
+ * the error limit, -Werror promotion, -w suppression, long lines (and the
+ * cost of reporting on them).
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "orion/support.h"
@@ -121,6 +123,48 @@ Test(diag, long_lines_are_windowed_and_binary_is_masked) {
   const char *caret = strchr(shown, '\n') + 1;
   cr_assert_eq(strncmp(caret + 8 + 40, "^\n", 2), 0, "%s", caret);
   teardown(&f);
+}
+
+Test(diag, long_spans_are_cut_at_the_window_and_crlf_is_not_shown) {
+  Fixture f;
+  char text[2001];
+  memset(text, 'a', 2000);
+  memcpy(text + 1998, "\r\n", 2);
+  text[2000] = 0;
+  setup(&f, text);
+  diag_error(&f.d, (SrcSpan){f.file, 100, 1990}, "long");
+  const char *line = strchr(f.out.data, '\n') + 1 + 8;
+  cr_assert_eq(strcspn(line, "\n"), 160);
+  const char *caret = strchr(line, '\n') + 1 + 8;
+  cr_assert_eq(strspn(caret, " "), 40);
+  cr_assert_eq(strspn(caret + 41, "~"), 119, "underlined to the end of the window: %s", caret);
+  sb_free(&f.out);
+  sb_init(&f.out);
+  f.d.capture = &f.out;
+  diag_error(&f.d, (SrcSpan){f.file, 1990, 1991}, "near the end");
+  line = strchr(f.out.data, '\n') + 1 + 8;
+  cr_assert_eq(strcspn(line, "\n"), 1998 - 1950, "from 40 before the span to the line end, without the CR");
+  teardown(&f);
+}
+
+/* A report reads only the window it shows: many reports about one huge line
+ * (a minified or hostile file) cost nothing like the line's length each. */
+Test(diag, reports_on_a_huge_line_cost_only_their_window, .timeout = 20) {
+  Fixture f;
+  size_t n = 64u << 20;
+  char *text = malloc(n + 1);
+  memset(text, ' ', n);
+  text[n] = 0;
+  setup(&f, text);
+  for (uint32_t i = 0; i < 20000; i++) {
+    diag_warning(&f.d, (SrcSpan){f.file, i * 1000, (uint32_t)n}, "w");
+    f.out.len = 0;
+  }
+  diag_warning(&f.d, (SrcSpan){f.file, 5000, (uint32_t)n}, "w");
+  const char *caret = strchr(strchr(f.out.data, '\n') + 1, '\n') + 1 + 8;
+  cr_assert_eq(strspn(caret + 41, "~"), 119);
+  teardown(&f);
+  free(text);
 }
 
 Test(diag, line_and_column_lookup) {
