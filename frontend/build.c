@@ -21,6 +21,7 @@ typedef struct Builder {
   StrMap names;     /* value name -> value id in the current function */
   StrMap poisoned;  /* names whose definition failed: uses are not reported again */
   StrMap instances; /* call instance names in the current function */
+  StrMap funcs;     /* function name -> its first definition */
 } Builder;
 
 /* ---- list helpers: the grammar builds lists in reverse ---- */
@@ -297,19 +298,20 @@ static bool check_source_args(Builder *b, const AstStmt *s, const char *const *a
                               SourceArgs *pos) {
   pos->npositional = 0;
   bool ok = true;
+  uint32_t given = 0; /* bit i: allowed[i] was given by name */
   for (const AstArg *a = s->source_args; a; a = a->next) {
     if (a->kind == ARG_ATTR) {
-      bool known = false;
-      for (const char *const *n = allowed; *n; n++) known |= strcmp(*n, a->name) == 0;
-      if (!known) {
+      int known = -1;
+      for (int i = 0; allowed[i]; i++)
+        if (strcmp(allowed[i], a->name) == 0) known = i;
+      if (known < 0) {
         diag_error(b->d, a->loc, "unknown argument '%s' for weight source '%s'", a->name, s->source);
         ok = false;
+      } else if (given & (1u << known)) { /* a flag per name: linear however many arguments */
+        diag_error(b->d, a->loc, "argument '%s' given twice", a->name);
+        ok = false;
       }
-      for (const AstArg *c = s->source_args; c != a; c = c->next)
-        if (c->kind == ARG_ATTR && strcmp(c->name, a->name) == 0) {
-          diag_error(b->d, a->loc, "argument '%s' given twice", a->name);
-          ok = false;
-        }
+      if (known >= 0) given |= 1u << known;
     } else if (a->kind == ARG_VALUE) {
       diag_error(b->d, a->loc, "weight source arguments must be literals, not the value '%s'", a->name);
       ok = false;
@@ -489,6 +491,7 @@ static void list_schema(Builder *b, const IrOpInfo *info, SrcSpan loc) {
 static bool collect_args(Builder *b, const AstStmt *s, const IrOpInfo *info, IrValueId *inputs, uint32_t *ninputs,
                          uint32_t max_inputs) {
   bool ok = true, seen_attr = false;
+  bool given[IR_MAX_OP_ATTRS] = {false}; /* per schema entry: linear however many attributes */
   *ninputs = 0;
   for (const AstArg *a = s->args; a; a = a->next) {
     if (a->kind == ARG_ATTR) {
@@ -504,11 +507,11 @@ static bool collect_args(Builder *b, const AstStmt *s, const IrOpInfo *info, IrV
                    sch->kind == AS_INT ? "an" : "a", ir_attr_schema_kind_name(sch->kind) , lit_kind_name(a->lit));
         ok = false;
       }
-      for (const AstArg *c = s->args; c != a; c = c->next)
-        if (c->kind == ARG_ATTR && !strcmp(c->name, a->name)) {
-          diag_error(b->d, a->loc, "attribute '%s' given twice", a->name);
-          ok = false;
-        }
+      if (sch && given[sch - info->attrs]) {
+        diag_error(b->d, a->loc, "attribute '%s' given twice", a->name);
+        ok = false;
+      }
+      if (sch) given[sch - info->attrs] = true;
       continue;
     }
     if (a->kind == ARG_LIT) {
@@ -562,7 +565,8 @@ static void build_op(Builder *b, AstStmt *s) {
   const char *names[MAX_OPERANDS];
   for (const AstResult *r = s->results; r; r = r->next) {
     if (!define_name(b, r->name, r->loc)) ok = false;
-    for (const AstResult *q = s->results; q != r; q = q->next)
+    /* Pairwise, but only up to the limit: past it the statement is an error anyway. */
+    for (const AstResult *q = s->results; q != r && nresults < MAX_OPERANDS; q = q->next)
       if (!strcmp(q->name, r->name)) {
         diag_error(b->d, r->loc, "'%s' named twice among the results", r->name);
         ok = false;
@@ -589,7 +593,7 @@ static void build_op(Builder *b, AstStmt *s) {
   } else {
     kind = ir_op_from_name(s->op);
     if (kind == OP_COUNT) {
-      IrFuncId fn = ir_func_lookup(b->m, s->op);
+      IrFuncId fn = strmap_get(&b->funcs, s->op);
       diag_error(b->d, s->op_loc, "unknown op '%s'", s->op);
       const char *sugg = suggest_op(s->op);
       if (fn) diag_note(b->d, s->op_loc, "'%s' is a function; write 'call %s(...) as NAME'", s->op, s->op);
@@ -637,7 +641,7 @@ static void build_op(Builder *b, AstStmt *s) {
   }
   IrFuncId callee = 0;
   if (kind == OP_CALL) {
-    callee = ir_func_lookup(b->m, s->op);
+    callee = strmap_get(&b->funcs, s->op);
     if (!callee) {
       diag_error(b->d, s->op_loc, "call of undefined function '%s'", s->op);
       ok = false;
@@ -688,16 +692,18 @@ static void build_return(Builder *b, AstStmt *s) {
   fn->has_return = true;
   fn->return_loc = s->loc;
   REVERSE_LIST(AstRet, s->rets);
+  StrMap returned;
+  strmap_init(&returned);
   for (const AstRet *r = s->rets; r; r = r->next) {
-    for (const AstRet *q = s->rets; q != r; q = q->next)
-      if (!strcmp(q->out_name, r->out_name)) {
-        diag_error(b->d, r->loc, "output '%s' returned twice", r->out_name);
-        goto next;
-      }
+    if (strmap_get(&returned, r->out_name)) {
+      diag_error(b->d, r->loc, "output '%s' returned twice", r->out_name);
+      continue;
+    }
+    strmap_put(&returned, r->out_name, 1);
     IrValueId v = lookup_value(b, r->value, r->loc);
     if (v) ir_func_add_output(b->m, b->f, r->out_name, v, r->loc);
-  next:;
   }
+  strmap_free(&returned);
 }
 
 /* Warnings for what nothing uses: usually a typo or a leftover. */
@@ -721,6 +727,21 @@ static void warn_unused(Builder *b) {
   }
 }
 
+/* The named size limits of a function, checked before each statement adds to it. */
+static bool within_size_limits(Builder *b, const AstStmt *s) {
+  IrFunc *fn = ir_func(b->m, b->f);
+  if ((s->kind == STMT_OP || s->kind == STMT_CALL) && fn->nops >= IR_MAX_OPS_PER_FUNC) {
+    diag_error(b->d, s->loc, "function '%s' has more than %u ops (the limit)", fn->name, IR_MAX_OPS_PER_FUNC);
+    return false;
+  }
+  if ((s->kind == STMT_PARAM || s->kind == STMT_CONST) && fn->ndecls >= IR_MAX_DECLS_PER_FUNC) {
+    diag_error(b->d, s->loc, "function '%s' has more than %u params and consts (the limit)", fn->name,
+               IR_MAX_DECLS_PER_FUNC);
+    return false;
+  }
+  return true;
+}
+
 static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
   b->f = f;
   strmap_init(&b->names);
@@ -738,10 +759,15 @@ static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
     IrValueId v = ir_func_add_input(b->m, f, in->name, &t, in->loc);
     strmap_put(&b->names, ir_value(b->m, v)->name, v);
   }
+  bool too_large = false;
   for (AstStmt *s = af->stmts; s && !diag_should_stop(b->d); s = s->next) {
     if (ir_func(b->m, f)->has_return && s->kind != STMT_RETURN) {
       diag_error(b->d, s->loc, "statement after the return statement");
       continue;
+    }
+    if (!within_size_limits(b, s)) {
+      too_large = true; /* the rest would only repeat it */
+      break;
     }
     switch (s->kind) {
     case STMT_PARAM: build_param(b, s); break;
@@ -751,7 +777,7 @@ static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
     case STMT_RETURN: build_return(b, s); break;
     }
   }
-  if (!ir_func(b->m, f)->has_return)
+  if (!ir_func(b->m, f)->has_return && !too_large)
     diag_error(b->d, af->end_loc, "function '%s' has no return statement; it must return at least one output",
                af->name);
   if (!diag_has_errors(b->d)) warn_unused(b);
@@ -765,16 +791,19 @@ IrModule *oir_build(OirParseCtx *ctx, AstFunc *funcs) {
   uint32_t errors_before = b.d->nerrors;
   if (!funcs) diag_error(b.d, (SrcSpan){ctx->file, 0, 0}, "no functions in the file");
   /* Functions first, so that a call may name a function defined later. */
+  strmap_init(&b.funcs);
   for (AstFunc *af = funcs; af; af = af->next) {
-    IrFuncId prev = ir_func_lookup(b.m, af->name);
+    IrFuncId prev = strmap_get(&b.funcs, af->name);
     if (prev) {
       diag_error(b.d, af->name_loc, "redefinition of function '%s'", af->name);
       diag_note(b.d, ir_func(b.m, prev)->loc, "previous definition of '%s' is here", af->name);
     }
-    ir_func_new(b.m, af->name, af->name_loc);
+    IrFuncId f = ir_func_new(b.m, af->name, af->name_loc);
+    if (!prev) strmap_put(&b.funcs, ir_func(b.m, f)->name, f);
   }
   IrFuncId f = 1;
   for (AstFunc *af = funcs; af && !diag_should_stop(b.d); af = af->next, f++) build_func(&b, af, f);
+  strmap_free(&b.funcs);
   if (b.d->nerrors > errors_before || !ir_verify(b.m, b.d)) {
     ir_module_free(b.m);
     return NULL;

@@ -134,6 +134,7 @@ void ir_module_free(IrModule *m) {
     free(m->funcs[i].decls);
     free(m->funcs[i].outputs);
     free(m->funcs[i].groups);
+    strmap_free(&m->funcs[i].value_names);
   }
   free(m->funcs);
   free(m->values);
@@ -171,6 +172,7 @@ static IrValueId value_new(IrModule *m, IrFuncId f, IrValueKind kind, const char
   v->name = arena_strdup(&m->arena, name);
   if (t) v->type = *t;
   v->loc = loc;
+  if (f) strmap_put(&m->funcs[f].value_names, v->name, id);
   return id;
 }
 
@@ -212,22 +214,29 @@ IrValueId ir_const_new(IrModule *m, IrFuncId f, const char *name, const IrType *
   return v;
 }
 
+/* The back-pointer from a use (operand or output) to its place in v's list. */
+static uint32_t *use_slot(IrModule *m, IrValueId v, IrUse u) {
+  return u.op ? &m->ops[u.op].use_slots[u.index] : &m->funcs[m->values[v].func].outputs[u.index].use_slot;
+}
+
 static void use_add(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
   if (!v) return;
   IrValue *val = ir_value(m, v);
   xgrow((void **)&val->uses, sizeof *val->uses, &val->cap_uses, val->nuses + 1);
-  val->uses[val->nuses++] = (IrUse){op, index};
+  val->uses[val->nuses] = (IrUse){op, index};
+  *use_slot(m, v, val->uses[val->nuses]) = val->nuses;
+  val->nuses++;
 }
 
 static void use_remove(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
   if (!v) return;
   IrValue *val = ir_value(m, v);
-  for (uint32_t i = 0; i < val->nuses; i++)
-    if (val->uses[i].op == op && val->uses[i].index == index) {
-      val->uses[i] = val->uses[--val->nuses];
-      return;
-    }
-  ice("use list of '%s' lacks (op %u, operand %u)", val->name, op, index);
+  uint32_t i = *use_slot(m, v, (IrUse){op, index});
+  if (i >= val->nuses || val->uses[i].op != op || val->uses[i].index != index)
+    ice("use list of '%s' lacks (op %u, operand %u)", val->name, op, index);
+  /* The last use fills the hole and learns its new place. */
+  val->uses[i] = val->uses[--val->nuses];
+  if (i < val->nuses) *use_slot(m, v, val->uses[i]) = i;
 }
 
 void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, SrcSpan loc) {
@@ -248,14 +257,8 @@ void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v) {
 void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *name, IrValueId v, SrcSpan loc) {
   IrFunc *fn = ir_func(m, f);
   /* Renumber the uses of the outputs that move, from the last down. */
-  for (uint32_t i = fn->noutputs; i-- > index;) {
-    IrValue *val = ir_value(m, fn->outputs[i].value);
-    for (uint32_t k = 0; k < val->nuses; k++)
-      if (val->uses[k].op == 0 && val->uses[k].index == i) {
-        val->uses[k].index = i + 1;
-        break;
-      }
-  }
+  for (uint32_t i = fn->noutputs; i-- > index;)
+    if (fn->outputs[i].value) ir_value(m, fn->outputs[i].value)->uses[fn->outputs[i].use_slot].index = i + 1;
   xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
   memmove(&fn->outputs[index + 1], &fn->outputs[index], (fn->noutputs - index) * sizeof *fn->outputs);
   fn->noutputs++;
@@ -278,6 +281,7 @@ IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs
   op->loc = loc;
   op->ninputs = ninputs;
   op->inputs = arena_alloc(&m->arena, sizeof(IrValueId) * (ninputs ? ninputs : 1));
+  op->use_slots = arena_alloc(&m->arena, sizeof(uint32_t) * (ninputs ? ninputs : 1));
   op->nresults = nresults;
   op->results = arena_alloc(&m->arena, sizeof(IrValueId) * (nresults ? nresults : 1));
   for (uint32_t i = 0; i < ninputs; i++) {
@@ -365,6 +369,19 @@ void ir_decl_erase(IrModule *m, IrValueId v) {
   val->dead = true;
 }
 
+uint32_t ir_erase_unused_decls(IrModule *m, IrFuncId f) {
+  IrFunc *fn = ir_func(m, f);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < fn->ndecls; i++) {
+    IrValue *val = ir_value(m, fn->decls[i]);
+    if (val->nuses) fn->decls[kept++] = fn->decls[i];
+    else val->dead = true;
+  }
+  uint32_t erased = fn->ndecls - kept;
+  fn->ndecls = kept;
+  return erased;
+}
+
 void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to) {
   if (from == to) return;
   while (ir_value(m, from)->nuses) {
@@ -375,6 +392,12 @@ void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to) {
 }
 
 IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name) {
+  IrValueId newest = strmap_get(&ir_func(m, f)->value_names, name);
+  if (!newest) return 0;
+  IrValue *nv = ir_value(m, newest);
+  if (!nv->dead && strcmp(nv->name, name) == 0) return newest;
+  /* The newest holder of the name was erased or renamed; an older value (or
+   * one renamed to it) may still carry it. Rare, so a scan is fine. */
   for (IrValueId v = 1; v < m->nvalues; v++) {
     IrValue *val = &m->values[v];
     if (val->func == f && !val->dead && strcmp(val->name, name) == 0) return v;

@@ -15,14 +15,21 @@ typedef struct Verifier {
   uint8_t *state; /* per function: 0 unvisited, 1 in progress, 2 done */
   uint32_t *height; /* per function: longest chain of calls below it */
   uint32_t *position; /* per value: 1 + index of the defining op in its function, 0 = not yet defined */
+  /* One flag per operand slot and per output slot, set for each use that a
+   * use list records: checking an operand is then O(1), not O(uses), so a
+   * value used a million times does not make verification quadratic. */
+  uint64_t *op_slots;   /* per op: index of its first operand slot */
+  uint64_t *out_slots;  /* per function: index of its first output slot */
+  uint8_t *recorded;
   bool ok;
 } Verifier;
 
-static bool has_use(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
-  IrValue *val = ir_value(m, v);
-  for (uint32_t i = 0; i < val->nuses; i++)
-    if (val->uses[i].op == op && val->uses[i].index == index) return true;
-  return false;
+static uint64_t use_slot(Verifier *vf, IrValueId v, IrUse u) {
+  return u.op ? vf->op_slots[u.op] + u.index : vf->out_slots[ir_value(vf->m, v)->func] + u.index;
+}
+
+static bool has_use(Verifier *vf, IrValueId v, IrOpId op, uint32_t index) {
+  return vf->recorded[use_slot(vf, v, (IrUse){.op = op, .index = index})];
 }
 
 static void verify_func(Verifier *vf, IrFuncId f);
@@ -44,7 +51,7 @@ static bool check_operands(Verifier *vf, IrFuncId f, IrOpId id) {
                  ir_op_info(op->kind)->name);
       return false;
     }
-    if (!has_use(m, v, id, i)) {
+    if (!has_use(vf, v, id, i)) {
       diag_error(vf->d, op->loc, "verifier: the use list of '%s' lacks operand %u of '%s'", val->name, i + 1,
                  ir_op_info(op->kind)->name);
       return false;
@@ -94,7 +101,7 @@ static void verify_func(Verifier *vf, IrFuncId f) {
   for (uint32_t i = 0; i < fn->noutputs && vf->ok; i++) {
     IrOutput *out = &fn->outputs[i];
     IrValueId v = out->value;
-    if (!v || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(m, v, 0, i)) {
+    if (!v || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(vf, v, 0, i)) {
       diag_error(vf->d, out->loc, "verifier: output '%s' of '%s' does not name a live value with a use", out->name,
                  fn->name);
       vf->ok = false;
@@ -124,18 +131,28 @@ bool ir_verify(IrModule *m, Diag *d) {
   vf.state = xcalloc(m->nfuncs, 1);
   vf.height = xcalloc(m->nfuncs, sizeof *vf.height);
   vf.position = xcalloc(m->nvalues, sizeof *vf.position);
-  /* Every use recorded must be an operand or output that names the value. */
-  for (IrValueId v = 1; v < m->nvalues && vf.ok; v++) {
+  vf.op_slots = xcalloc(m->nops, sizeof *vf.op_slots);
+  vf.out_slots = xcalloc(m->nfuncs, sizeof *vf.out_slots);
+  uint64_t nslots = 0;
+  for (IrOpId op = 1; op < m->nops; op++) vf.op_slots[op] = nslots, nslots += m->ops[op].ninputs;
+  for (IrFuncId f = 1; f < m->nfuncs; f++) vf.out_slots[f] = nslots, nslots += m->funcs[f].noutputs;
+  vf.recorded = xcalloc(nslots, 1);
+  /* Every use recorded must be an operand or output that names the value,
+   * recorded once; the first bad one is reported. */
+  for (IrValueId v = 1; v < m->nvalues; v++) {
     IrValue *val = ir_value(m, v);
     if (val->dead) continue;
     for (uint32_t i = 0; i < val->nuses; i++) {
       IrUse u = val->uses[i];
       bool good = u.op ? (!ir_op(m, u.op)->dead && u.index < ir_op(m, u.op)->ninputs && ir_op(m, u.op)->inputs[u.index] == v)
                        : (u.index < ir_func(m, val->func)->noutputs && ir_func(m, val->func)->outputs[u.index].value == v);
-      if (!good) {
-        diag_error(d, val->loc, "verifier: the use list of '%s' names a use that does not exist", val->name);
+      bool twice = good && vf.recorded[use_slot(&vf, v, u)];
+      if (good && !twice) {
+        vf.recorded[use_slot(&vf, v, u)] = 1;
+      } else if (vf.ok) {
+        diag_error(d, val->loc, "verifier: the use list of '%s' names a use %s", val->name,
+                   twice ? "twice" : "that does not exist");
         vf.ok = false;
-        break;
       }
     }
   }
@@ -144,5 +161,8 @@ bool ir_verify(IrModule *m, Diag *d) {
   free(vf.state);
   free(vf.height);
   free(vf.position);
+  free(vf.op_slots);
+  free(vf.out_slots);
+  free(vf.recorded);
   return vf.ok && !diag_should_stop(d);
 }

@@ -30,12 +30,7 @@ bool pass_dce(IrModule *m, PassCtx *ctx) {
       ir_op_erase(m, op);
       ctx->changed = true;
     }
-    for (uint32_t i = ir_func(m, f)->ndecls; i-- > 0;) {
-      IrValueId v = ir_func(m, f)->decls[i];
-      if (ir_value(m, v)->nuses) continue;
-      ir_decl_erase(m, v);
-      ctx->changed = true;
-    }
+    if (ir_erase_unused_decls(m, f)) ctx->changed = true;
   }
   /* Deleting a function drops its calls: repeat until no callee is left without callers. */
   for (bool again = true; again;) {

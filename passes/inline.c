@@ -23,8 +23,11 @@ static const char *substitute_scope(IrModule *m, const char *key, const char *sc
 typedef struct Inliner {
   IrModule *m;
   Diag *d;
-  StrMap names; /* names defined in the caller */
-  IrValueId *map; /* callee value -> caller value */
+  /* Callee value -> caller value. Every entry a call reads is written by that
+   * call first, so the map is reused without clearing: a call costs what it
+   * copies, not the size of the module. */
+  IrValueId *map;
+  uint32_t cap_map;
 } Inliner;
 
 static const char *prefixed(Inliner *in, IrOpId call, const char *inst, const char *name, SrcSpan loc) {
@@ -34,7 +37,7 @@ static const char *prefixed(Inliner *in, IrOpId call, const char *inst, const ch
                full, IR_MAX_NAME);
     return NULL;
   }
-  if (strmap_get(&in->names, full)) {
+  if (ir_func_find_value(in->m, ir_op(in->m, call)->func, full)) {
     diag_error(in->d, ir_op(in->m, call)->loc, "inlining '%s' as '%s' would define '%s', which '%s' already defines",
                ir_func(in->m, ir_op(in->m, call)->callee)->name, inst, full,
                ir_func(in->m, ir_op(in->m, call)->func)->name);
@@ -44,17 +47,11 @@ static const char *prefixed(Inliner *in, IrOpId call, const char *inst, const ch
   return full;
 }
 
-static void define(Inliner *in, IrValueId v) { strmap_put(&in->names, ir_value(in->m, v)->name, v); }
-
 static bool inline_call(Inliner *in, IrOpId call) {
   IrModule *m = in->m;
   IrFuncId caller = ir_op(m, call)->func, callee = ir_op(m, call)->callee;
   const char *inst = ir_op(m, call)->instance;
-  if (ir_func(m, caller)->nops + ir_func(m, callee)->nops > IR_MAX_OPS_PER_FUNC) {
-    diag_error(in->d, ir_op(m, call)->loc, "inlining '%s' makes '%s' larger than %u ops", ir_func(m, callee)->name,
-               ir_func(m, caller)->name, IR_MAX_OPS_PER_FUNC);
-    return false;
-  }
+  xgrow((void **)&in->map, sizeof *in->map, &in->cap_map, m->nvalues);
   for (uint32_t i = 0; i < ir_func(m, callee)->ninputs; i++)
     in->map[ir_func(m, callee)->inputs[i]] = ir_op(m, call)->inputs[i];
   for (uint32_t i = 0; i < ir_func(m, callee)->ndecls; i++) {
@@ -72,7 +69,6 @@ static bool inline_call(Inliner *in, IrOpId call) {
       nv = ir_const_new(m, caller, name, &sv.type, sv.data, sv.ndata, sv.loc);
     }
     in->map[src] = nv;
-    define(in, nv);
   }
   IR_FOR_EACH_OP(m, callee, op) {
     IrOp so = *ir_op(m, op);
@@ -97,13 +93,65 @@ static bool inline_call(Inliner *in, IrOpId call) {
       ir_value(m, r)->type = ir_value(m, so.results[i])->type;
       ir_value(m, r)->loc = ir_value(m, so.results[i])->loc;
       in->map[so.results[i]] = r;
-      define(in, r);
     }
   }
   for (uint32_t i = 0; i < ir_op(m, call)->nresults; i++)
     ir_replace_all_uses(m, ir_op(m, call)->results[i], in->map[ir_func(m, callee)->outputs[i].value]);
   ir_op_erase(m, call);
   ir_func(m, callee)->ncallers--;
+  return true;
+}
+
+/* A function's size with its calls expanded, saturating just past the limits. */
+typedef struct Expanded {
+  uint64_t ops, decls;
+} Expanded;
+
+static Expanded expanded_size(IrModule *m, IrFuncId f, Expanded *memo, uint8_t *state) {
+  if (state[f] == 2) return memo[f];
+  Expanded e = {0, ir_func(m, f)->ndecls};
+  if (state[f] == 1) return e; /* recursion: the verifier reports it */
+  state[f] = 1;
+  IR_FOR_EACH_OP(m, f, op) {
+    if (ir_op(m, op)->kind != OP_CALL) {
+      e.ops++;
+      continue;
+    }
+    Expanded c = expanded_size(m, ir_op(m, op)->callee, memo, state);
+    e.ops += c.ops;
+    e.decls += c.decls;
+    if (e.ops > IR_MAX_OPS_PER_FUNC) e.ops = IR_MAX_OPS_PER_FUNC + 1ull;
+    if (e.decls > IR_MAX_DECLS_PER_FUNC) e.decls = IR_MAX_DECLS_PER_FUNC + 1ull;
+  }
+  state[f] = 2;
+  return memo[f] = e;
+}
+
+/* Checks an entry's expanded size before anything is copied: calls nest 32
+ * deep, so a few lines can ask for 2^32 ops, and that must be a prompt error,
+ * not gigabytes of copies first. Reports at the call that crosses a limit. */
+static bool check_expanded_size(IrModule *m, Diag *d, IrFuncId f, Expanded *memo, uint8_t *state) {
+  Expanded e = {0, ir_func(m, f)->ndecls};
+  IR_FOR_EACH_OP(m, f, op) {
+    IrOp *o = ir_op(m, op);
+    if (o->kind != OP_CALL) {
+      e.ops++;
+      continue;
+    }
+    Expanded c = expanded_size(m, o->callee, memo, state);
+    e.ops += c.ops;
+    e.decls += c.decls;
+    if (e.ops > IR_MAX_OPS_PER_FUNC) {
+      diag_error(d, o->loc, "inlining '%s' makes '%s' larger than %u ops", ir_func(m, o->callee)->name,
+                 ir_func(m, f)->name, IR_MAX_OPS_PER_FUNC);
+      return false;
+    }
+    if (e.decls > IR_MAX_DECLS_PER_FUNC) {
+      diag_error(d, o->loc, "inlining '%s' gives '%s' more than %u params and consts", ir_func(m, o->callee)->name,
+                 ir_func(m, f)->name, IR_MAX_DECLS_PER_FUNC);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -114,32 +162,39 @@ bool pass_inline(IrModule *m, PassCtx *ctx) {
   /* Only entry functions are expanded: a callee's own calls are expanded as
    * copies inside its callers, so nested instance paths compose ("h0.mlp")
    * whatever order the functions appear in. */
+  Expanded *memo = xcalloc(m->nfuncs, sizeof *memo);
+  uint8_t *state = xcalloc(m->nfuncs, 1);
+  bool fits = true;
+  for (IrFuncId f = 1; f < m->nfuncs; f++)
+    if (!m->funcs[f].dead && !was_callee[f]) fits = check_expanded_size(m, d, f, memo, state) && fits;
+  free(memo);
+  free(state);
+  if (!fits) {
+    free(was_callee);
+    return false;
+  }
+  Inliner in = {.m = m, .d = d};
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead || was_callee[f]) continue;
-    Inliner in = {.m = m, .d = d};
-    strmap_init(&in.names);
-    for (IrValueId v = 1; v < m->nvalues; v++)
-      if (m->values[v].func == f && !m->values[v].dead) define(&in, v);
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      IR_FOR_EACH_OP(m, f, op) {
-        if (ir_op(m, op)->kind != OP_CALL) continue;
-        in.map = xcalloc(m->nvalues, sizeof *in.map);
-        bool ok = inline_call(&in, op);
-        free(in.map);
-        if (!ok) {
-          strmap_free(&in.names);
-          free(was_callee);
-          return false;
-        }
-        changed = true;
-        ctx->changed = true;
-        break; /* the op list changed under us: rescan */
+    /* One walk in program order. A call's copy goes in its place, so the walk
+     * goes on at the copy's first op and expands nested calls as it meets
+     * them: each op is visited once, however deep and wide the calls. */
+    for (IrOpId op = ir_func(m, f)->first; op;) {
+      if (ir_op(m, op)->kind != OP_CALL) {
+        op = ir_op(m, op)->next;
+        continue;
       }
+      IrOpId before = ir_op(m, op)->prev;
+      if (!inline_call(&in, op)) {
+        free(in.map);
+        free(was_callee);
+        return false;
+      }
+      ctx->changed = true;
+      op = before ? ir_op(m, before)->next : ir_func(m, f)->first;
     }
-    strmap_free(&in.names);
   }
+  free(in.map);
   for (IrFuncId f = 1; f < m->nfuncs; f++)
     if (was_callee[f] && !m->funcs[f].dead) pass_delete_func(m, f);
   free(was_callee);

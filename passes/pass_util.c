@@ -144,8 +144,10 @@ void pass_delete_func(IrModule *m, IrFuncId f) {
     ir_op_erase(m, op);
     fn = ir_func(m, f);
   }
-  for (IrValueId v = 1; v < m->nvalues; v++)
-    if (m->values[v].func == f) m->values[v].dead = true;
+  /* The op results went with their ops; inputs and decls are the rest of f's
+   * values (no scan of the module's values: deleting many callees stays linear). */
+  for (uint32_t i = 0; i < fn->ninputs; i++) ir_value(m, fn->inputs[i])->dead = true;
+  for (uint32_t i = 0; i < fn->ndecls; i++) ir_value(m, fn->decls[i])->dead = true;
   fn->ndecls = fn->ninputs = 0;
   fn->dead = true;
 }

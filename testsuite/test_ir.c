@@ -139,6 +139,136 @@ Test(ir, verifier_catches_missing_outputs) {
   ir_module_free(m);
 }
 
+/* Every use the lists record matches an operand or output, and every
+ * operand's and output's back-pointer finds its use. */
+static void assert_uses_consistent(IrModule *m) {
+  for (IrValueId v = 1; v < m->nvalues; v++) {
+    IrValue *val = ir_value(m, v);
+    for (uint32_t i = 0; i < val->nuses; i++) {
+      IrUse u = val->uses[i];
+      if (u.op) {
+        cr_assert_eq(ir_op(m, u.op)->inputs[u.index], v);
+        cr_assert_eq(ir_op(m, u.op)->use_slots[u.index], i);
+      } else {
+        cr_assert_eq(ir_func(m, val->func)->outputs[u.index].value, v);
+        cr_assert_eq(ir_func(m, val->func)->outputs[u.index].use_slot, i);
+      }
+    }
+  }
+}
+
+Test(ir, many_uses_of_one_value_come_and_go_in_any_order) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrValueId y = ir_func_add_input(m, f, "y", &t, (SrcSpan){0});
+  enum { N = 64 };
+  IrOpId ops[N];
+  for (int i = 0; i < N; i++) {
+    IrValueId in[] = {x, x};
+    ops[i] = ir_op_new(m, f, OP_ADD, in, 2, 1, NULL, (SrcSpan){0});
+    ir_func_add_output(m, f, ir_value(m, ir_op(m, ops[i])->results[0])->name, ir_op(m, ops[i])->results[0],
+                       (SrcSpan){0});
+  }
+  ir_func_insert_output(m, f, 3, "front", x, (SrcSpan){0});
+  cr_assert_eq(ir_value(m, x)->nuses, 2 * N + 1);
+  assert_uses_consistent(m);
+  /* Move operands to y in a scattered order: each removal fills its hole. */
+  for (int k = 0; k < N; k++) {
+    int i = (k * 37) % N;
+    ir_op_set_input(m, ops[i], (uint32_t)(k % 2), y);
+    assert_uses_consistent(m);
+  }
+  cr_assert_eq(ir_value(m, x)->nuses, N + 1);
+  cr_assert_eq(ir_value(m, y)->nuses, N);
+  cr_assert(uses_contain(m, x, 0, 3), "the inserted output is output 3");
+  cr_assert_str_eq(verify_text(m), "ok");
+  ir_replace_all_uses(m, x, y);
+  cr_assert_eq(ir_value(m, x)->nuses, 0);
+  assert_uses_consistent(m);
+  cr_assert_str_eq(verify_text(m), "ok");
+  ir_module_free(m);
+}
+
+Test(ir, verifier_catches_broken_use_lists) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrValueId in[] = {x, x};
+  const char *n1[] = {"a"};
+  IrOpId add = ir_op_new(m, f, OP_ADD, in, 2, 1, n1, (SrcSpan){0});
+  ir_func_add_output(m, f, "a", ir_op(m, add)->results[0], (SrcSpan){0});
+  cr_assert_str_eq(verify_text(m), "ok");
+  IrUse *uses = ir_value(m, x)->uses;
+  IrUse second = uses[1];
+  uses[1] = uses[0]; /* the first use twice, the second missing */
+  cr_assert_str_eq(verify_text(m), "orionc: error: verifier: the use list of 'x' names a use twice\n"
+                                    "orionc: error: verifier: the use list of 'x' lacks operand 2 of 'add'\n");
+  uses[1] = second;
+  ir_value(m, x)->nuses = 1; /* the second use forgotten */
+  cr_assert_str_eq(verify_text(m), "orionc: error: verifier: the use list of 'x' lacks operand 2 of 'add'\n");
+  ir_value(m, x)->nuses = 2;
+  uses[1].index = 5; /* a use of an operand that does not exist */
+  cr_assert_str_eq(verify_text(m), "orionc: error: verifier: the use list of 'x' names a use that does not exist\n"
+                                    "orionc: error: verifier: the use list of 'x' lacks operand 2 of 'add'\n");
+  uses[1] = second;
+  cr_assert_str_eq(verify_text(m), "ok");
+  ir_module_free(m);
+}
+
+Test(ir, erase_unused_decls_keeps_the_order_of_the_rest) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrParamSource zeros = {.kind = SRC_ZEROS};
+  IrValueId w[6];
+  for (int i = 0; i < 6; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "w%d", i);
+    w[i] = ir_param_new(m, f, name, &t, &zeros, (SrcSpan){0});
+  }
+  IrValueId in1[] = {x, w[1]}, in2[] = {x, w[4]};
+  IrOpId a = ir_op_new(m, f, OP_ADD, in1, 2, 1, NULL, (SrcSpan){0});
+  IrOpId b = ir_op_new(m, f, OP_ADD, in2, 2, 1, NULL, (SrcSpan){0});
+  ir_func_add_output(m, f, "a", ir_op(m, a)->results[0], (SrcSpan){0});
+  ir_func_add_output(m, f, "b", ir_op(m, b)->results[0], (SrcSpan){0});
+  cr_assert_eq(ir_erase_unused_decls(m, f), 4);
+  cr_assert_eq(ir_func(m, f)->ndecls, 2);
+  cr_assert_eq(ir_func(m, f)->decls[0], w[1]);
+  cr_assert_eq(ir_func(m, f)->decls[1], w[4]);
+  cr_assert(ir_value(m, w[0])->dead && ir_value(m, w[5])->dead && !ir_value(m, w[4])->dead);
+  cr_assert_eq(ir_erase_unused_decls(m, f), 0);
+  cr_assert_str_eq(verify_text(m), "ok");
+  ir_module_free(m);
+}
+
+Test(ir, find_value_after_erasing_and_renaming) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrFuncId g = ir_func_new(m, "other", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  ir_func_add_input(m, g, "y", &t, (SrcSpan){0});
+  IrValueId in[] = {x};
+  const char *n1[] = {"y"}, *n2[] = {"t"};
+  IrOpId relu = ir_op_new(m, f, OP_RELU, in, 1, 1, n1, (SrcSpan){0});
+  IrOpId tanh = ir_op_new(m, f, OP_TANH, in, 1, 1, n2, (SrcSpan){0});
+  IrValueId yv = ir_op(m, relu)->results[0], tv = ir_op(m, tanh)->results[0];
+  cr_assert_eq(ir_func_find_value(m, f, "y"), yv, "names are per function");
+  cr_assert_eq(ir_func_find_value(m, f, "nothing"), 0);
+  /* A pass replaces relu by tanh and gives tanh's result relu's name. */
+  ir_value(m, tv)->name = ir_value(m, yv)->name;
+  ir_op_erase(m, relu);
+  cr_assert_eq(ir_func_find_value(m, f, "y"), tv);
+  cr_assert_eq(ir_func_find_value(m, f, "t"), 0, "the old name is free again");
+  cr_assert_str_eq(ir_unique_name(m, f, "t"), "t");
+  cr_assert_str_neq(ir_unique_name(m, f, "y"), "y");
+  ir_module_free(m);
+}
+
 Test(ir, unique_names_and_attrs) {
   IrModule *m = ir_module_new();
   IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});

@@ -9,7 +9,8 @@
  *
  * Every value knows its uses (op, operand index); a use with op == 0 is the
  * enclosing function's output number `index`. That makes "replace all uses"
- * and "is this dead" O(uses). Ops of a function form a doubly linked list in
+ * and "is this dead" O(uses); each operand and output also knows where its
+ * use sits, so dropping one use is O(1) however many a value has. Ops of a function form a doubly linked list in
  * program order; deleted objects are marked dead and skipped by iteration.
  * See docs/ir.md.
  */
@@ -35,8 +36,12 @@ typedef enum IrDType { DT_INVALID, DT_FP16, DT_FP32, DT_INT32, DT_INT8, DT_UINT8
 #define IR_MAX_NESTING 16
 /* Deepest chain of function calls (inlining depth). */
 #define IR_MAX_CALL_DEPTH 32
-/* Most ops in one function after inlining. */
-#define IR_MAX_OPS_PER_FUNC (1u << 22)
+/* Most ops, and most params and consts, in one function, as written and after
+ * inlining. Each op costs the compiler about 2 KiB by the end of the pass
+ * pipeline, so this keeps any program's compile near 1 GiB; real models are far
+ * below (a 12-block GPT-2 is about 500 ops). */
+#define IR_MAX_OPS_PER_FUNC (1u << 18)
+#define IR_MAX_DECLS_PER_FUNC (1u << 18)
 
 typedef struct IrType {
   IrDType dtype; /* DT_INVALID: not inferred yet */
@@ -161,6 +166,7 @@ typedef struct IrOp {
   bool dead;
   IrFuncId func;
   IrValueId *inputs;
+  uint32_t *use_slots; /* per operand: where its use sits in that value's use list (O(1) removal) */
   uint32_t ninputs;
   IrValueId *results;
   uint32_t nresults;
@@ -176,6 +182,7 @@ typedef struct IrOp {
 typedef struct IrOutput {
   const char *name; /* the name callers bind; stays when the value is replaced */
   IrValueId value;
+  uint32_t use_slot; /* where this use sits in the value's use list */
   SrcSpan loc;
   IrType type; /* fixed by the first verification: the interface no pass may change */
 } IrOutput;
@@ -206,6 +213,7 @@ typedef struct IrFunc {
   SrcSpan return_loc;
   uint32_t ncallers; /* call sites naming this function; entries have none */
   uint32_t name_counter; /* next suffix tried for generated names */
+  StrMap value_names;    /* name -> newest value created with it here; see ir_func_find_value */
   uint64_t sram_peak;    /* largest op working set, from sram-annotate (0: not annotated) */
   IrOutputGroup *groups; /* outputs split into parts */
   uint32_t ngroups, cap_groups;
@@ -254,11 +262,16 @@ void ir_op_set_input(IrModule *m, IrOpId op, uint32_t index, IrValueId v);
 void ir_op_erase(IrModule *m, IrOpId op);
 /* Removes an unused param or const. */
 void ir_decl_erase(IrModule *m, IrValueId v);
+/* Removes every param and const of f that nothing uses, in one linear sweep;
+ * returns how many went. */
+uint32_t ir_erase_unused_decls(IrModule *m, IrFuncId f);
 /* Points every use of `from` (ops and function outputs) at `to`. */
 void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to);
 /* A name not yet used in the function, based on `base`. */
 const char *ir_unique_name(IrModule *m, IrFuncId f, const char *base);
-/* The value named `name` in f, or 0. Linear; the builder keeps its own table. */
+/* The live value named `name` in f, or 0. Constant time through the name
+ * index, which remembers the newest value created with each name; a renamed
+ * value (pass_replace_op) must take a name some value of f was created with. */
 IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name);
 
 /* Attributes. */

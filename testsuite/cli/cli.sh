@@ -12,10 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 passed=0
 failed=0
 
-check() { # check NAME EXPECTED_STATUS CMD...   (stdout+stderr in $tmp/out)
+check() { # check NAME EXPECTED_STATUS CMD...   (stdout+stderr in $tmp/out; TIMEOUT seconds, default 60)
   local name=$1 want=$2
   shift 2
-  timeout 60 "$@" >"$tmp/out" 2>&1
+  timeout "${TIMEOUT:-60}" "$@" >"$tmp/out" 2>&1
   local got=$?
   if [ "$got" = "$want" ]; then
     passed=$((passed + 1))
@@ -117,6 +117,36 @@ contains long-name "name too long (limit is 255 characters)"
 # Many functions and statements: no quadratic blow-up (bounded by the timeout).
 { for i in $(seq 1 3000); do printf 'func f%d(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n' "$i"; done; } >"$tmp/many.oir"
 check many-functions 0 "$orionc" --emit=none "$tmp/many.oir"
+# Large inputs must cost time linear in their size. Each of these took minutes
+# while a step was quadratic (a list scan per item); now each takes about a
+# second, so a 30 s bound catches a regression with room for the sanitizers.
+scale() { # scale NAME EXPECTED_STATUS PYTHON_PROGRAM_PRINTING_THE_SOURCE [ORIONC_OPTIONS...]
+  local name=$1 want=$2 program=$3
+  shift 3
+  python3 -c "$program" >"$tmp/$name.oir"
+  TIMEOUT=30 check "$name" "$want" "$orionc" --emit=none --no-lint "$@" "$tmp/$name.oir"
+  rm -f "$tmp/$name.oir"
+}
+# One value with 500k uses, each dropped by dce (use lists).
+scale many-uses 0 "print('func main(x: fp16[2]) {'); [print(f'  y{i} = add(x, x);') for i in range(250000)]; print('  return y0;\n}')" -w
+# 100k functions, each called once, in a chain (function lookup, inlining, deleting callees).
+scale many-calls 0 "[print(f'func f{i}(x: fp16[2]) {{\n  y = relu(x);\n  return y;\n}}') for i in range(100000)]; print('func main(y0: fp16[2]) {'); [print(f'  y{i+1} = call f{i}(y{i}) as c{i};') for i in range(100000)]; print('  return y100000;\n}')"
+# 300k results, attributes, weight source arguments and outputs in one statement each (duplicate checks).
+scale many-results 1 "print('func main(x: fp16[2]) {\n  ' + ', '.join(f'r{i}' for i in range(300000)) + ' = relu(x);\n  return x;\n}')"
+contains many-results "too many results (limit is 256)"
+scale many-attributes 1 "print('func main(x: fp16[2]) {\n  y = softmax(x, ' + ', '.join('axis=0' for i in range(300000)) + ');\n  return y;\n}')"
+contains many-attributes "attribute 'axis' given twice"
+scale many-source-args 1 "print('func main(x: fp16[2]) {\n  param w: fp16[2] = normal(' + ', '.join('seed=1' for i in range(300000)) + ');\n  y = add(x, w);\n  return y;\n}')"
+contains many-source-args "argument 'seed' given twice"
+scale many-outputs 0 "print('func main(x: fp16[2]) {\n  return ' + ', '.join(f'o{i} = x' for i in range(300000)) + ';\n}')"
+# 20k warnings about one 20 MB line: a report shows a window of the line, and costs only that.
+scale many-reports-one-line 0 "print('func main(' + ', '.join(f'x{i}: fp16[2]' for i in range(20000)) + ') { /*' + ' ' * 20000000 + '*/ return x0; }')"
+contains many-reports-one-line "warning: input 'x19999' is never used"
+# The size limits of one function, as written (inlining's are in testsuite/golden/err-inline-size.oir).
+scale too-many-ops 1 "print('func main(x: fp16[2]) {\n  y0 = relu(x);'); [print(f'  y{i} = relu(y{i-1});') for i in range(1, 262146)]; print('  return y262145;\n}')"
+contains too-many-ops "error: function 'main' has more than 262144 ops (the limit)"
+scale too-many-params 1 "print('func main(x: fp16[2]) {'); [print(f'  param p{i}: fp16[2] = zeros;') for i in range(262146)]; print('  return x;\n}')" -w
+contains too-many-params "error: function 'main' has more than 262144 params and consts (the limit)"
 
 # Packages: the default path is FILE.anepkg beside the source; orion-inspect
 # lists it and verifies it, and reports damage with exit status 1.
