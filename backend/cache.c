@@ -2,7 +2,9 @@
  * The compile cache (see orion/cache.h): a package is stored under a key
  * made from everything that determines its bytes, computed once the passes
  * have run — the legalized graph as canonical text (ops, attributes, shapes,
- * param sources and seeds), the target, the compiler version, the options
+ * param sources and seeds), the target, the compiler version and the bytes
+ * of the compiler's own executable (two builds of one version may emit
+ * different packages, as during development), the options
  * that shape the package, the source's name and hash, and the contents of
  * every file a weight or a pass plugin comes from. What it saves is the
  * expensive part of a compile: producing, converting and writing weights.
@@ -68,6 +70,7 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
   sb_init(&sb);
   sb_printf(&sb, "orion compile cache 1\ncompiler %s\ntarget %s\nsource %s\n", ORION_VERSION,
             mil_target_name(opt->target), opt->source_name ? opt->source_name : "");
+  put_file(&sb, "compiler-build", "/proc/self/exe");
   char hex[65];
   sha256_hex(opt->source_text ? opt->source_text : "", opt->source_len, hex);
   sb_printf(&sb, "source-sha256 %s\nwarnings %u lint %d %u %u dedup %d clamp %d\n", hex, opt->warnings,

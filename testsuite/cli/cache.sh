@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The compile cache: a second compile of an unchanged graph is served from the
 # cache and gives the same package byte for byte; any change to the source,
-# an option or a weight file's contents misses; a damaged entry is never
+# an option, a weight file's contents or the compiler's build misses; a damaged entry is never
 # served; --no-cache and --cache-dir; least recently used entries are evicted
 # beyond ORION_CACHE_MAX_BYTES.
 set -u
@@ -57,6 +57,16 @@ compiled damaged
 same_tree damaged a.anepkg e.anepkg
 check repaired 0 "$orionc" --time -o e.anepkg m.oir
 served repaired
+
+# Another build of the compiler (here: the same executable with a byte
+# appended, which still runs) does not share entries.
+cp "$orionc" other-orionc
+printf '\0' >>other-orionc
+check other-build 0 ./other-orionc --time -o f.anepkg m.oir
+compiled other-build
+same_tree other-build a.anepkg f.anepkg
+check other-build-again 0 ./other-orionc --time -o f.anepkg m.oir
+served other-build-again
 
 # --no-cache neither reads nor fills; --cache-dir names another cache.
 check no-cache 0 "$orionc" --time --no-cache -o f.anepkg m.oir
