@@ -74,7 +74,9 @@
  * synchronisation instead of one per op. A member result read only by later
  * members lives in a per-thread tile buffer, never in memory; the others
  * (and everything the members read) stay alive, unshared, to the group's
- * end. Same bits as unfused (tested); the group's time is profiled at its
+ * end. With reductions over the last dim among them (layer norm's means and
+ * variance), a group also holds ops on one value per row, and its tiles are
+ * whole rows. Same bits as unfused (tested); the group's time is profiled at its
  * first statement. A group (or a single such op) right after a fused linear,
  * of its result's shape and reading nothing computed after it but that
  * result and its own members, is the linear's epilogue: each piece runs it
@@ -189,6 +191,7 @@ typedef struct Fused {
   uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
   uint32_t end;              /* FZ_GROUP (its first statement), FZ_MEMBER (the others): the statement after the group */
   uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
+  int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
   bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
 } Fused;
 
@@ -222,7 +225,8 @@ struct CpuProgram {
   uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
   Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
   uint32_t ntiles;       /* tile buffers the largest fused group needs */
-  float **tiles;         /* per thread: ntiles tile buffers of GROUP_TILE floats */
+  int64_t tile_floats;   /* the size of one */
+  float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */
 };
 
 /* The state of one statement's execution. */
@@ -1269,6 +1273,23 @@ typedef struct RedJob {
   int64_t count;
 } RedJob;
 
+/* The sum of n floats in double: four running sums (elements k mod 4), so
+ * that the additions need not wait for each other, added pairwise, then the
+ * last n mod 4 elements in order. */
+static double sum_d(const float *p, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += (double)p[k];
+    s1 += (double)p[k + 1];
+    s2 += (double)p[k + 2];
+    s3 += (double)p[k + 3];
+  }
+  double r = (s0 + s1) + (s2 + s3);
+  for (; k < n; k++) r += (double)p[k];
+  return r;
+}
+
 static double reduce_fin(int code, const Val *o, double r, int64_t count) {
   if (code != R_MEAN) return r;
   r /= (double)count;
@@ -1286,7 +1307,7 @@ static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       if (j->code == R_MAX)
         for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)in[k]) ? (double)NAN : fmax(r, (double)in[k]);
       else
-        for (int64_t k = 0; k < cnt; k++) r += (double)in[k];
+        r = sum_d(in, cnt);
     } else {
       for (int64_t k = 0; k < cnt; k++) {
         double v = ld(j->a, i * cnt + k);
@@ -1297,19 +1318,33 @@ static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)nout;
+/* The rows of a trailing reduction (a fused group's tile): output element
+ * i of [r0, r1) from input row i, as reduce_task computes it. */
+static void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
+  int64_t cnt = j->count;
+  for (int64_t i = 0; i < n; i++) {
+    const float *row = in + i * cnt;
+    double r = j->code == R_MAX ? -HUGE_VAL : 0;
+    if (j->code == R_MAX)
+      for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)row[k]) ? (double)NAN : fmax(r, (double)row[k]);
+    else
+      r = sum_d(row, cnt);
+    o[i] = (float)reduce_fin(j->code, j->o, r, cnt);
+  }
+}
+
+/* Reads and checks a reduction; *jp's o is NULL unless it reduces trailing dims. */
+static bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
   bool ok = true, mask[MIL_MAX_RANK];
   const Val *a = req_arg(x, "x", &ok);
   bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
   if (!ok || !axes_mask(x, a, mask, &ok)) return false;
-  int64_t dims[MIL_MAX_RANK] = {0}, kept[MIL_MAX_RANK] = {0}, count = 1;
-  uint32_t rank = 0, nk = 0;
+  int64_t dims[MIL_MAX_RANK] = {0}, count = 1;
+  uint32_t rank = 0;
   bool trailing = true; /* the reduced dims (of size > 1) come after every kept dim (of size > 1) */
   bool seen_reduced = false;
   for (uint32_t i = 0; i < a->rank; i++) {
-    if (!mask[i]) kept[nk++] = a->dims[i];
-    else count *= a->dims[i];
+    if (mask[i]) count *= a->dims[i];
     if (!mask[i] || keep) dims[rank++] = mask[i] ? 1 : a->dims[i];
     if (a->dims[i] != 1) {
       if (mask[i]) seen_reduced = true;
@@ -1317,11 +1352,26 @@ static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
     }
   }
   if (!expect_shape(x, out, dims, rank)) return false;
-  if (trailing && count > 0) {
-    RedJob j = {.code = code, .a = a, .o = out, .count = count};
-    par_for(x->c, out->n, (GRAIN + count - 1) / count, reduce_task, &j);
+  *jp = (RedJob){.code = code, .a = a, .o = trailing && count > 0 ? out : NULL, .count = count};
+  return true;
+}
+
+static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  RedJob j;
+  if (!reduce_setup(x, code, out, &j)) return false;
+  if (j.o) {
+    par_for(x->c, out->n, (GRAIN + j.count - 1) / j.count, reduce_task, &j);
     return true;
   }
+  const Val *a = j.a;
+  int64_t count = j.count;
+  bool ok = true, mask[MIL_MAX_RANK];
+  if (!axes_mask(x, a, mask, &ok)) return false;
+  int64_t kept[MIL_MAX_RANK] = {0};
+  uint32_t nk = 0;
+  for (uint32_t i = 0; i < a->rank; i++)
+    if (!mask[i]) kept[nk++] = a->dims[i];
   /* General axes: accumulate in input order into doubles, one output at a
    * time (a plain loop: rare in compiled programs). */
   int64_t kst[MIL_MAX_RANK], st_[MIL_MAX_RANK], ist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
@@ -2921,31 +2971,52 @@ static const OpEntry view_entry = {"view", k_view, 0};
 #define GROUP_TILE 2048
 
 typedef struct GroupJob GroupJob;
+enum { GM_UNARY, GM_BINARY, GM_REDUCE };
+
+/* A row group's rows per tile: about GROUP_TILE elements, a multiple of 4
+ * (a unary member one per row then splits into the vectors of 4 it would
+ * unfused). */
+static int64_t tile_rows(int64_t L) {
+  int64_t r = GROUP_TILE / L / 4 * 4;
+  return r > 4 ? r : 4;
+}
+
 struct GroupJob {
   const CpuProgram *c;
   uint32_t n;
-  int64_t total;
-  bool bin[GROUP_MAX], round[GROUP_MAX];
+  int64_t L;     /* a row group: the rows' length (1: an element group) */
+  int64_t units; /* elements (an element group) or rows */
+  int64_t per;   /* units per tile */
+  uint8_t kind[GROUP_MAX];
+  bool round[GROUP_MAX];
+  bool ro[GROUP_MAX], ra[GROUP_MAX], rb[GROUP_MAX];    /* a row group: the result, x, y are one per row */
+  int64_t on[GROUP_MAX], an[GROUP_MAX], bn[GROUP_MAX]; /* their elements */
   int32_t ta[GROUP_MAX], tb[GROUP_MAX], to[GROUP_MAX]; /* tile buffers of the operands and result, -1: planned */
   UnaryJob u[GROUP_MAX];
   BinJob b[GROUP_MAX];
+  RedJob r[GROUP_MAX];
 };
 
-/* Elements [e0, e1) of every member, in order; tiles: the thread's tile buffers. */
-static void group_range(const GroupJob *g, float *tiles, int64_t e0, int64_t e1) {
-  int64_t n = e1 - e0;
+/* Units [u0, u1) (elements, or whole rows) of every member, in order; tiles:
+ * the thread's tile buffers, c->tile_floats apart. */
+static void group_range(const GroupJob *g, float *tiles, int64_t u0, int64_t u1) {
+  int64_t tf = g->c->tile_floats;
   for (uint32_t m = 0; m < g->n; m++) {
-    float *o = g->to[m] >= 0 ? tiles + g->to[m] * GROUP_TILE : fp(g->bin[m] ? g->b[m].o : g->u[m].o) + e0;
-    if (g->bin[m]) {
+    int64_t so = g->ro[m] ? 1 : g->L, sa = g->ra[m] ? 1 : g->L, sb = g->rb[m] ? 1 : g->L; /* elements per unit */
+    Val *ov = g->kind[m] == GM_BINARY ? g->b[m].o : g->kind[m] == GM_UNARY ? g->u[m].o : g->r[m].o;
+    float *o = g->to[m] >= 0 ? tiles + g->to[m] * tf : fp(ov) + u0 * so;
+    if (g->kind[m] == GM_BINARY) {
       const BinJob *j = &g->b[m];
       bool ia = g->ta[m] >= 0, ib = g->tb[m] >= 0;
-      bin_range(j, e0, e1, ia ? tiles + g->ta[m] * GROUP_TILE : fp(j->a), ia ? e0 : 0,
-                ib ? tiles + g->tb[m] * GROUP_TILE : fp(j->b), ib ? e0 : 0, o, e0);
+      bin_range(j, u0 * so, u1 * so, ia ? tiles + g->ta[m] * tf : fp(j->a), ia ? u0 * sa : 0,
+                ib ? tiles + g->tb[m] * tf : fp(j->b), ib ? u0 * sb : 0, o, u0 * so);
     } else {
-      const float *a = g->ta[m] >= 0 ? tiles + g->ta[m] * GROUP_TILE : fp(g->u[m].a) + e0;
-      unary_f32(&g->u[m], a, o, n);
+      const Val *av = g->kind[m] == GM_UNARY ? g->u[m].a : g->r[m].a;
+      const float *a = g->ta[m] >= 0 ? tiles + g->ta[m] * tf : fp(av) + u0 * sa;
+      if (g->kind[m] == GM_UNARY) unary_f32(&g->u[m], a, o, (u1 - u0) * so);
+      else reduce_rows(&g->r[m], a, o, u1 - u0);
     }
-    if (g->round[m]) round16(o, n);
+    if (g->round[m]) round16(o, (u1 - u0) * so);
   }
 }
 
@@ -2955,13 +3026,14 @@ static void group_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const GroupJob *g = arg;
   float *tiles = g->c->tiles ? g->c->tiles[tid] : NULL;
   for (int64_t t = lo; t < hi; t++)
-    group_range(g, tiles, t * GROUP_TILE, t * GROUP_TILE + GROUP_TILE < g->total ? t * GROUP_TILE + GROUP_TILE : g->total);
+    group_range(g, tiles, t * g->per, (t + 1) * g->per < g->units ? (t + 1) * g->per : g->units);
 }
 
 /* Sets the views and reads and checks the members of group [first, end) into *g. */
 static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
   const CpuProgram *c = x->c;
-  *g = (GroupJob){.c = c, .n = 0};
+  int64_t L = c->fz[first].rowlen ? c->fz[first].rowlen : 1;
+  *g = (GroupJob){.c = c, .n = 0, .L = L};
   for (uint32_t si = first; si < end; si++) {
     const OpEntry *e = c->ops[si];
     if (!e) continue; /* a const */
@@ -2973,21 +3045,37 @@ static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
       continue;
     }
     uint32_t m = g->n++;
-    g->bin[m] = e->fn == k_binary;
+    g->kind[m] = e->fn == k_binary ? GM_BINARY : e->fn == k_unary ? GM_UNARY : GM_REDUCE;
     g->round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
-    g->total = out->n; /* the plan gave every member this shape */
+    uint32_t xs = arg_slot(c, si, "x"), ys = g->kind[m] == GM_BINARY ? arg_slot(c, si, "y") : UINT32_MAX;
     g->to[m] = c->slots[c->base[si]].tile;
-    g->ta[m] = c->slots[arg_slot(c, si, "x")].tile;
-    g->tb[m] = g->bin[m] ? c->slots[arg_slot(c, si, "y")].tile : -1;
-    if (g->bin[m] ? !bin_setup(x, e->code, out, &g->b[m]) : !unary_setup(x, e->code, out, &g->u[m])) return false;
+    g->ta[m] = c->slots[xs].tile;
+    g->tb[m] = ys == UINT32_MAX ? -1 : c->slots[ys].tile;
+    /* the plan gave every member a result of the group's shape, or (a row group) one per row */
+    int64_t full = g->kind[m] == GM_REDUCE ? x->vals[xs].n : out->n;
+    if (full / L > g->units) g->units = full / L;
+    g->on[m] = out->n;
+    g->an[m] = x->vals[xs].n;
+    g->bn[m] = ys == UINT32_MAX ? 0 : x->vals[ys].n;
+    bool ok = g->kind[m] == GM_BINARY  ? bin_setup(x, e->code, out, &g->b[m])
+              : g->kind[m] == GM_UNARY ? unary_setup(x, e->code, out, &g->u[m])
+                                       : reduce_setup(x, e->code, out, &g->r[m]);
+    if (!ok) return false;
+    if (g->kind[m] == GM_REDUCE && !g->r[m].o) return fail(x, "a fused reduction must reduce the last dim"); /* the plan prevents this */
   }
+  for (uint32_t m = 0; m < g->n; m++) { /* an operand or result not of the group's shape is one per row */
+    g->ro[m] = L > 1 && g->on[m] != g->units * L;
+    g->ra[m] = L > 1 && g->an[m] != g->units * L;
+    g->rb[m] = L > 1 && g->bn[m] != g->units * L;
+  }
+  g->per = L > 1 ? tile_rows(L) : GROUP_TILE;
   return true;
 }
 
 static bool k_group(Ctx *x, uint32_t end) {
   GroupJob g;
   if (!group_setup(x, x->si, end, &g)) return false;
-  par_for(x->c, (g.total + GROUP_TILE - 1) / GROUP_TILE, 1, group_task, &g);
+  par_for(x->c, (g.units + g.per - 1) / g.per, 1, group_task, &g);
   return true;
 }
 
@@ -3706,29 +3794,68 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
   }
 }
 
-/* Groups runs of consecutive groupable statements with results of one
- * shape (views and consts between them included, at most GROUP_MAX
- * members, two or more). */
+/* Whether statement si is a reduction over the last dim of a float x
+ * (keep_dims), which a row group can hold: its x's shape, and its own. */
+static bool row_reduction(const CpuProgram *c, uint32_t si, const Val **in) {
+  const OpEntry *e = c->ops[si];
+  if (!e || e->fn != k_reduce || c->fz[si].kind != FZ_NONE || c->f->stmts[si].nresults != 1) return false;
+  uint32_t xs = arg_slot(c, si, "x");
+  if (xs == UINT32_MAX || c->vals[xs].st != ST_F32 || c->vals[c->base[si]].st != ST_F32) return false;
+  const Val *a = &c->vals[xs], *o = &c->vals[c->base[si]];
+  int64_t last[1] = {-1}, lastp[1] = {(int64_t)a->rank - 1}, one[1] = {1};
+  if (a->rank < 1 || !(const_ints_are(c, si, "axes", last, 1, false) || const_ints_are(c, si, "axes", lastp, 1, false)) ||
+      !const_ints_are(c, si, "keep_dims", one, 1, false) || o->rank != a->rank || a->dims[a->rank - 1] < 2)
+    return false;
+  for (uint32_t i = 0; i + 1 < a->rank; i++)
+    if (o->dims[i] != a->dims[i]) return false;
+  *in = a;
+  return o->dims[a->rank - 1] == 1;
+}
+
+/* Groups runs of consecutive statements (views and consts between them
+ * allowed, at most GROUP_MAX members, two or more): groupable ones with
+ * results of one shape S (an element group, tiles of GROUP_TILE elements),
+ * or, with at least one reduction over S's last dim among them, groupable
+ * ones with results of shape S or of S's rows (S with last dim 1) and such
+ * reductions (a row group, tiles of whole rows; its rows a multiple of 4
+ * long). */
 static void fuse_groups(CpuProgram *c, const uint32_t *nuse) {
   const MilFunc *f = c->f;
   for (uint32_t si = 0; si < f->nstmts;) {
-    if (!groupable(c, si)) {
+    const Val *in = NULL;
+    bool red = row_reduction(c, si, &in);
+    if (!red && !groupable(c, si)) {
       si++;
       continue;
     }
-    const Val *v = &c->vals[c->base[si]];
+    const Val *S = red ? in : &c->vals[c->base[si]];
+    int64_t rdims[MIL_MAX_RANK];
+    memcpy(rdims, S->dims, sizeof rdims);
+    if (S->rank) rdims[S->rank - 1] = 1;
+    bool rows_ok = S->rank > 0 && S->dims[S->rank - 1] > 1 && S->dims[S->rank - 1] % 4 == 0, rowwise = red;
     uint32_t last = si, members = 1;
     for (uint32_t k = si + 1; k < f->nstmts && members < GROUP_MAX; k++) {
       if (!c->ops[k] || (c->ops[k] == &view_entry && c->fz[k].kind == FZ_NONE)) continue;
-      if (!groupable(c, k) || !same_dims(&c->vals[c->base[k]], v->dims, v->rank)) break;
+      const Val *kin = NULL, *r = &c->vals[c->base[k]];
+      bool kred = rows_ok && row_reduction(c, k, &kin) && same_dims(kin, S->dims, S->rank);
+      bool kel = groupable(c, k) && (same_dims(r, S->dims, S->rank) || (rows_ok && same_dims(r, rdims, S->rank)));
+      if (!kred && !kel) break;
+      rowwise = rowwise || kred || !same_dims(r, S->dims, S->rank);
       last = k;
       members++;
     }
+    if (rowwise && !rows_ok) { /* a lone reduction, or an element group of rows-shaped results */
+      si++;
+      continue;
+    }
     if (members >= 2) {
-      c->fz[si] = (Fused){.kind = FZ_GROUP, .end = last + 1};
+      int64_t L = rowwise ? S->dims[S->rank - 1] : 0;
+      c->fz[si] = (Fused){.kind = FZ_GROUP, .end = last + 1, .rowlen = L};
       for (uint32_t k = si + 1; k <= last; k++)
         if (c->ops[k]) c->fz[k] = (Fused){.kind = FZ_MEMBER, .end = last + 1};
       assign_tiles(c, si, last + 1, nuse);
+      int64_t tf = L ? tile_rows(L) * L : GROUP_TILE;
+      if (tf > c->tile_floats) c->tile_floats = tf;
     }
     si = last + 1;
   }
@@ -3748,7 +3875,7 @@ static void fuse_epilogue(CpuProgram *c, uint32_t si, const uint32_t *nuse, cons
   while (g < f->nstmts && (!c->ops[g] || c->fz[g].kind == FZ_ELIDED || c->ops[g] == &view_entry)) g++;
   if (g == f->nstmts || !same_dims(&c->vals[c->base[g]], y->dims, y->rank)) return;
   if (c->fz[g].kind == FZ_NONE && groupable(c, g)) c->fz[g] = (Fused){.kind = FZ_GROUP, .end = g + 1};
-  if (c->fz[g].kind != FZ_GROUP) return;
+  if (c->fz[g].kind != FZ_GROUP || c->fz[g].rowlen) return; /* a row group needs whole rows */
   uint32_t end = c->fz[g].end;
   for (uint32_t k = g; k < end; k++) {
     if (!c->ops[k]) continue;
@@ -4010,7 +4137,7 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   pool_start(c, thread_count(opt));
   if (c->ntiles) {
     c->tiles = xcalloc(c->pool.n, sizeof *c->tiles);
-    for (uint32_t t = 0; t < c->pool.n; t++) c->tiles[t] = xmalloc((size_t)c->ntiles * GROUP_TILE * sizeof(float));
+    for (uint32_t t = 0; t < c->pool.n; t++) c->tiles[t] = xmalloc((size_t)(c->ntiles * c->tile_floats) * sizeof(float));
   }
   c->scratch = xcalloc(c->pool.n, sizeof *c->scratch);
   for (uint32_t t = 0; c->scratch_floats && t < c->pool.n; t++)

@@ -2373,3 +2373,62 @@ Test(cpu, fused_linear_epilogue_gives_the_unfused_bits) {
     cleanup();
   }
 }
+
+/* A row group: reductions over the last dim (mean, sum, max) among element-
+ * wise ops on the rows and on one value per row, tiles of whole rows (10
+ * rows of 1000: the last tile short): the bits of the unfused run, with 1
+ * and 3 threads, in both modes; only the first statement is timed. */
+Test(cpu, fused_row_group_gives_the_unfused_bits) {
+  for (int mode = 0; mode < 2; mode++) {
+    const char *dt = mode == 0 ? "fp16" : "fp32";
+    char *mil = with_dtype(
+        MIL_HEAD "    func main<ios18>(tensor<$F, [10, 1000]> x) {\n"
+        "        tensor<$F, [10, 1]> m = reduce_mean(axes = " I32_(1, -1) ", keep_dims = bool(true), x = x)[name = " S_("m") "];\n"
+        "        tensor<$F, [10, 1000]> c = sub(x = x, y = m)[name = " S_("c") "];\n"
+        "        tensor<$F, [10, 1000]> q = mul(x = c, y = c)[name = " S_("q") "];\n"
+        "        tensor<$F, [10, 1]> v = reduce_sum(axes = " I32_(1, 1) ", keep_dims = bool(true), x = q)[name = " S_("v") "];\n"
+        "        tensor<$F, [10, 1]> w = mul(x = v, y = $F(0.001))[name = " S_("w") "];\n"
+        "        tensor<$F, [10, 1]> i = rsqrt(epsilon = $F(0.001), x = w)[name = " S_("i") "];\n"
+        "        tensor<$F, [10, 1000]> n = mul(x = c, y = i)[name = " S_("n") "];\n"
+        "        tensor<$F, [10, 1000]> t = tanh(x = n)[name = " S_("t") "];\n"
+        "        tensor<$F, [10, 1]> mx = reduce_max(axes = " I32_(1, -1) ", keep_dims = bool(true), x = t)[name = " S_("mx") "];\n"
+        "        tensor<$F, [10, 1000]> y = sub(x = t, y = mx)[name = " S_("y") "];\n"
+        "    } -> (y, i);\n}\n",
+        dt);
+    write_bare(mil);
+    free(mil);
+    float xf[10000];
+    uint16_t xh[10000];
+    fill_random(xf, 10000, 41, false);
+    for (int i = 0; i < 10000; i++) xh[i] = fp16_from_float(xf[i] * (1 + 0.1f * (float)(i / 1000)));
+    for (int i = 0; i < 10000; i++) xf[i] = fp16_to_float(xh[i]);
+    MilDType mdt = mode == 0 ? MIL_DT_FP16 : MIL_DT_FP32;
+    CpuTensor in = {.dtype = mdt, .rank = 2, .dims = {10, 1000}, .data = mode == 0 ? (void *)xh : (void *)xf};
+    CpuNumerics nm = mode == 0 ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32;
+    CpuTensor fused[2], unfused[2];
+    run_twice(nm, &in, fused, 2);
+    Loaded l;
+    CpuOptions opt = {.numerics = nm, .threads = 2, .profile = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, &in, unfused, &l.d), "%s", l.diags.data);
+    for (uint32_t k = 0; k < cpu_profile_count(l.c); k++) {
+      const CpuStmtTime *e = cpu_profile_stmt(l.c, k);
+      cr_assert_eq(e->runs, strcmp(e->name, "m") ? 0u : 1u, "%s: statement %s ran %u times", dt, e->name, e->runs);
+    }
+    for (int k = 0; k < 2; k++) cpu_tensor_free(&unfused[k]);
+    unload(&l);
+    opt = (CpuOptions){.numerics = nm, .threads = 2, .check_finite = true};
+    load_opts(&l, &opt);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert(cpu_run(l.c, &in, unfused, &l.d), "%s", l.diags.data);
+    unload(&l);
+    for (int k = 0; k < 2; k++) {
+      size_t bytes = (size_t)prod(fused[k].dims, fused[k].rank) * cpu_dtype_size(mdt);
+      cr_assert(memcmp(fused[k].data, unfused[k].data, bytes) == 0, "%s: output %d differs from the unfused run", dt, k);
+      cpu_tensor_free(&fused[k]);
+      cpu_tensor_free(&unfused[k]);
+    }
+    cleanup();
+  }
+}
