@@ -162,6 +162,16 @@ static void reserve_bytes(BlobWriter *w, size_t need) {
 
 void blob_writer_reserve(BlobWriter *w, size_t total) { reserve_bytes(w, total); }
 
+bool blob_writer_try_reserve(BlobWriter *w, size_t total) {
+  if (total <= w->cap) return true;
+  if (w->fixed) return false;
+  uint8_t *p = realloc(w->data, total);
+  if (!p) return false;
+  w->data = p;
+  w->cap = total;
+  return true;
+}
+
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
   /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
    * dtype comes from our own type mapping. */

@@ -247,12 +247,17 @@ static bool blob_dtype(IrDType dt, MilTarget target, BlobDType *out) {
   }
 }
 
-/* Bytes of a const in its dtype (for blob storage). */
-static void *const_bytes(IrModule *m, IrValueId v, size_t *nbytes) {
+/* Bytes of a const in its dtype (for blob storage), or NULL after an error. */
+static void *const_bytes(IrModule *m, IrValueId v, Diag *d, size_t *nbytes) {
   IrValue *val = ir_value(m, v);
   uint64_t n = ir_type_elements(&val->type);
   size_t es = ir_dtype_size(val->type.dtype);
-  uint8_t *buf = xmalloc((size_t)n * es);
+  uint8_t *buf = n <= SIZE_MAX / es ? malloc((size_t)n * es) : NULL;
+  if (!buf) {
+    diag_error(d, val->loc, "const '%s' (%llu bytes) does not fit in memory", val->name,
+               (unsigned long long)(n * es));
+    return NULL;
+  }
   for (uint64_t i = 0; i < n; i++) {
     double x = val->data[val->ndata == 1 ? 0 : i];
     switch (val->type.dtype) {
@@ -307,7 +312,7 @@ static void emit_decl(Emitter *e, IrValueId v) {
       return;
     }
   } else {
-    void *bytes = val->kind == VK_PARAM ? e->opt->load_param(e->opt->load_ctx, e->m, v, &nbytes) : const_bytes(e->m, v, &nbytes);
+    void *bytes = val->kind == VK_PARAM ? e->opt->load_param(e->opt->load_ctx, e->m, v, &nbytes) : const_bytes(e->m, v, e->d, &nbytes);
     if (!bytes) {
       e->ok = false;
       sb_puts(e->out, "<error>)];\n");

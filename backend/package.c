@@ -136,7 +136,12 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightF
   if (file) blob_writer_init_fixed(&e->blobs, file->map, file->size);
   else {
     blob_writer_init(&e->blobs);
-    blob_writer_reserve(&e->blobs, (size_t)weight_file_bound(m)); /* no growing copies */
+    uint64_t bound = weight_file_bound(m);
+    if (bound > SIZE_MAX || !blob_writer_try_reserve(&e->blobs, (size_t)bound)) { /* no growing copies */
+      diag_error(d, (SrcSpan){0}, "the weights and constants (up to %llu bytes) do not fit in memory",
+                 (unsigned long long)bound);
+      return false;
+    }
   }
   e->blobs.keep_duplicates = opt->keep_duplicate_weights;
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);

@@ -1077,7 +1077,12 @@ void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions 
   uint64_t n;
   size_t size;
   if (!param_size(m, param, d, &n, &size)) return NULL;
-  void *data = xmalloc(size);
+  void *data = malloc(size ? size : 1);
+  if (!data) {
+    const IrValue *p = ir_value(m, param);
+    diag_error(d, p->loc, "weight '%s' (%zu bytes) does not fit in memory", p->name, size);
+    return NULL;
+  }
   if (!weights_materialize_into(m, param, opt, d, data, size)) {
     free(data);
     return NULL;

@@ -54,6 +54,9 @@ void blob_writer_init_fixed(BlobWriter *w, uint8_t *data, size_t cap);
 void blob_writer_free(BlobWriter *w);
 /* Makes room for a file of `total` bytes up front (avoids growing copies). */
 void blob_writer_reserve(BlobWriter *w, size_t total);
+/* The same, returning false (and changing nothing) when the memory cannot be
+ * had, instead of ending the process: for sizes that come from the input. */
+bool blob_writer_try_reserve(BlobWriter *w, size_t total);
 /* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
 /* Where the data of a next blob of nbytes would go. Filling that place and

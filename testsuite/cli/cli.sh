@@ -235,6 +235,25 @@ for level in -O0 -O1; do
   done
 done
 
+# Weights and constants that do not fit in memory are an error naming them,
+# not an abort, and leave nothing behind: tried under a 1 GB address-space
+# limit (not in sanitizer builds, which reserve far more address space).
+if ! nm "$orionc" 2>/dev/null | grep -q __asan_init; then
+  cat >"$tmp/huge.oir" <<'EOF'
+func main(x: fp32[20000,20000]) {
+  const c: fp32[20000,20000] = 1;
+  y = add(x, c);
+  return y;
+}
+EOF
+  check huge-const-mil 1 bash -c 'ulimit -v 1000000; exec "$0" --emit=mil "$1"' "$orionc" "$tmp/huge.oir"
+  contains huge-const-mil "error: the weights and constants (up to 1600000128 bytes) do not fit in memory"
+  check huge-const-package 1 bash -c 'ulimit -v 1000000; exec "$0" -o "$1" "$2"' "$orionc" "$tmp/huge.anepkg" "$tmp/huge.oir"
+  contains huge-const-package "do not fit in memory"
+  if ls "$tmp" | grep -q '^huge\.anepkg'; then failed=$((failed + 1)); echo "FAIL: huge-const-package left $(ls "$tmp" | grep huge)"; else
+    passed=$((passed + 1)); fi
+fi
+
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
   check "example $(basename "$e")" 0 "$orionc" -Werror --summary --emit=oir -o "$tmp/example.oir" "$e"
