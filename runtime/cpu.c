@@ -36,7 +36,7 @@
  * be wrong) and report at the statement.
  *
  * Threads. A pool started at prepare (one thread per core, the caller's
- * included) runs the element-wise, softmax, reduction, transpose,
+ * included) runs the element-wise, softmax, reduction, transpose, split,
  * matrix-product, argmax, topk, pooling and lstm kernels split into pieces; workers spin briefly between
  * pieces of one run and sleep on a condition variable otherwise. Pieces have
  * a size fixed by the problem, not by the thread count, so the results are
@@ -799,8 +799,12 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
   double keep[SOFT_KEEP];
   bool kept = len <= SOFT_KEEP;
   int64_t k = 0;
+  /* exp4 clamps its argument to -708 from below: four arguments there or
+   * lower (a masked score) give exp4(-708) without computing it. */
+  const __m256d lim = _mm256_set1_pd(-708.0), floor_e = exp4(lim);
   for (; k + 4 <= len; k += 4) {
-    __m256d e = exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
+    __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m);
+    __m256d e = _mm256_movemask_pd(_mm256_cmp_pd(d, lim, _CMP_NLE_UQ)) ? exp4(d) : floor_e;
     if (kept) _mm256_storeu_pd(keep + k, e);
     acc = _mm256_add_pd(acc, e);
   }
@@ -1018,18 +1022,36 @@ static void cmp_row(int code, const float *restrict a, int64_t sa, const float *
       }                                                                                                                \
   } while (0)
 
+#define BIN_ROW_BODY                                                                                                   \
+  switch (code) {                                                                                                      \
+  case B_ADD: BIN_LOOP(u + v); break;                                                                                  \
+  case B_SUB: BIN_LOOP(u - v); break;                                                                                  \
+  case B_MUL: BIN_LOOP(u * v); break;                                                                                  \
+  case B_DIV: BIN_LOOP(u / v); break;                                                                                  \
+  case B_FDIV: BIN_LOOP((float)floor((double)u / (double)v)); break;                                                   \
+  case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;                                                       \
+  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : v); break;                                                 \
+  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : v); break;                                                    \
+  }
+
+#if HAVE_X86
+/* The same loops compiled for AVX2 (eight floats at a time; each element
+ * still one IEEE operation, so the same results), chosen when the CPU has it. */
+AVX2 static void bin_row_avx2(int code, const float *restrict a, int64_t sa, const float *restrict b, int64_t sb,
+                              float *restrict o, int64_t n) {
+  BIN_ROW_BODY
+}
+#endif
+
 static void bin_row(int code, const float *restrict a, int64_t sa, const float *restrict b, int64_t sb,
                     float *restrict o, int64_t n) {
-  switch (code) {
-  case B_ADD: BIN_LOOP(u + v); break;
-  case B_SUB: BIN_LOOP(u - v); break;
-  case B_MUL: BIN_LOOP(u * v); break;
-  case B_DIV: BIN_LOOP(u / v); break;
-  case B_FDIV: BIN_LOOP((float)floor((double)u / (double)v)); break;
-  case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;
-  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : v); break;
-  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : v); break;
+#if HAVE_X86
+  if (have_avx2) {
+    bin_row_avx2(code, a, sa, b, sb, o, n);
+    return;
   }
+#endif
+  BIN_ROW_BODY
 }
 
 static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
@@ -1696,6 +1718,20 @@ static bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* One result of split: `chunk` elements of each of the input's outer rows
+ * (`stride` apart, from element `at`); one item is one row. */
+typedef struct SplitJob {
+  const uint32_t *a;
+  uint32_t *o;
+  int64_t chunk, stride, at;
+} SplitJob;
+
+static void split_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const SplitJob *j = arg;
+  for (int64_t p = lo; p < hi; p++) memcpy(j->o + p * j->chunk, j->a + p * j->stride + j->at, (size_t)j->chunk * 4);
+}
+
 static bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code;
   bool ok = true;
@@ -1724,9 +1760,8 @@ static bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
     dims[ax] = sizes_buf[k];
     if (!expect_shape(x, &out[k], dims, a->rank) || !same_class(x, a, &out[k])) return false;
     if (a->st == ST_H16) return fail(x, "fp16 weights are not split in place");
-    int64_t chunk = sizes_buf[k] * post;
-    for (int64_t p = 0; p < pre; p++)
-      memcpy(u32(&out[k]) + p * chunk, u32(a) + p * len * post + at * post, (size_t)chunk * 4);
+    SplitJob j = {.a = u32(a), .o = u32(&out[k]), .chunk = sizes_buf[k] * post, .stride = len * post, .at = at * post};
+    if (j.chunk > 0) par_for(x->c, pre, (GRAIN + j.chunk - 1) / j.chunk, split_task, &j);
     at += sizes_buf[k];
   }
   return true;

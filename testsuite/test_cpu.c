@@ -2432,3 +2432,28 @@ Test(cpu, fused_row_group_gives_the_unfused_bits) {
     cleanup();
   }
 }
+
+/* softmax with blocks of very negative scores (a causal mask's -65504), which
+ * skip computing their exps, a row that is all masked but one, and a NaN row. */
+Test(cpu, softmax_masked_rows) {
+  write_bare(MIL_HEAD "    func main<ios18>(tensor<fp32, [3, 12]> x) {\n"
+                      "        tensor<fp32, [3, 12]> y = softmax(axis = int32(-1), x = x)[name = " S_("y") "];\n"
+                      "    } -> (y);\n}\n");
+  float x[36];
+  for (int i = 0; i < 36; i++) x[i] = -65504;
+  x[0] = 0, x[1] = 1, x[2] = 2, x[3] = 3, x[9] = -1;   /* row 0: blocks of 4 mixed, masked, mixed */
+  x[12 + 11] = 5;                                      /* row 1: one score */
+  x[24 + 5] = NAN;                                     /* row 2: NaN */
+  CpuTensor in = f32_tensor(x, 2, (int64_t[]){3, 12}), out;
+  run_twice(CPU_NUMERICS_FP32, &in, &out, 1);
+  const float *y = out_f32(&out);
+  double sum = exp(0.0) + exp(1.0) + exp(2.0) + exp(3.0) + exp(-1.0);
+  for (int i = 0; i < 12; i++) {
+    double want = i < 4 ? exp((double)i) / sum : i == 9 ? exp(-1.0) / sum : 0;
+    cr_assert_float_eq((double)y[i], want, 1e-7, "y[0][%d] = %g, want %g", i, (double)y[i], want);
+    cr_assert(y[12 + i] == (i == 11 ? 1.0f : 0.0f), "y[1][%d] = %g", i, (double)y[12 + i]);
+    cr_assert(isnan(y[24 + i]), "y[2][%d] = %g", i, (double)y[24 + i]);
+  }
+  cpu_tensor_free(&out);
+  cleanup();
+}
