@@ -8,9 +8,11 @@
  * bool matmul flags as consts), conv bias as a separate add, floats as C99
  * hex so that values round-trip exactly, weights as BLOBFILE consts pointing
  * at their metadata record. Names are valid MIL identifiers, unique, never a
- * reserved word; generated helper names go through the same table as user
- * names, so they can never collide. Function inputs are listed in ASCII
- * order, which is the ANE's binding order.
+ * reserved word (mil_name_claim, the rule io-legalize also names inputs and
+ * outputs with); generated helper names go through the same table as user
+ * names, so they can never collide. The names, binding order and surface
+ * size of inputs and outputs are io-legalize's binding table, used as it is:
+ * function inputs are listed in its binding order, the ANE's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 #include "orion/fp16.h"
 #include "orion/mil.h"
+#include "orion/passes.h"
 
 static const char *const target_names[] = {"ios16", "ios17", "ios18"};
 
@@ -33,12 +36,6 @@ bool mil_target_from_name(const char *name, MilTarget *out) {
 
 const char *mil_target_name(MilTarget t) { return target_names[t]; }
 const char *mil_program_version(MilTarget t) { return t == MIL_IOS18 ? "1.3" : "1.0"; }
-
-/* Reserved words of Apple's MIL parser (coremltools' NameSanitizer). */
-static const char *const reserved[] = {"any",   "bool",  "program", "func",   "tensor", "list",   "dict",
-                                       "tuple", "true",  "false",   "string", "bf16",   "fp16",   "fp32",
-                                       "fp64",  "int8",  "int16",   "int32",  "int64",  "uint8",  "uint16",
-                                       "uint32", "uint64", "state", "BLOBFILE", NULL};
 
 typedef struct Emitter {
   IrModule *m;
@@ -57,32 +54,7 @@ typedef struct Emitter {
 
 /* ---- names ---- */
 
-static const char *claim(Emitter *e, const char *want) {
-  StrBuf sb;
-  sb_init(&sb);
-  for (const char *p = want; *p; p++) {
-    char c = *p;
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9');
-    sb_putc(&sb, ok ? c : '_');
-  }
-  if (!sb.len || (sb.data[0] >= '0' && sb.data[0] <= '9')) {
-    StrBuf p;
-    sb_init(&p);
-    sb_printf(&p, "v_%s", sb.data ? sb.data : "");
-    sb_free(&sb);
-    sb = p;
-  }
-  for (const char *const *r = reserved; *r; r++)
-    if (!strcmp(sb.data, *r)) {
-      sb_puts(&sb, "_");
-      break;
-    }
-  const char *name = arena_strdup(&e->m->arena, sb.data);
-  for (uint32_t n = 1; strmap_get(&e->used, name); n++) name = arena_printf(&e->m->arena, "%s_%u", sb.data, n);
-  strmap_put(&e->used, name, 1);
-  sb_free(&sb);
-  return name;
-}
+static const char *claim(Emitter *e, const char *want) { return mil_name_claim(e->m, &e->used, want); }
 
 /* ---- literals and types ---- */
 
@@ -593,24 +565,6 @@ static void emit_op(Emitter *e, IrOpId op) {
 
 /* ---- program ---- */
 
-typedef struct NameIndex {
-  const char *name;
-  uint32_t index;
-} NameIndex;
-
-static int name_index_cmp(const void *a, const void *b) {
-  return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
-}
-
-/* Binding indices: position in ASCII order of the MIL names. */
-static void assign_bindings(MilBinding *b, uint32_t n) {
-  NameIndex *order = xmalloc(sizeof *order * (n ? n : 1));
-  for (uint32_t i = 0; i < n; i++) order[i] = (NameIndex){b[i].mil_name, i};
-  qsort(order, n, sizeof *order, name_index_cmp);
-  for (uint32_t i = 0; i < n; i++) b[order[i].index].binding = i;
-  free(order);
-}
-
 bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWriter *blobs, StrBuf *out,
                       MilFunction *info, Diag *d) {
   Emitter e = {.m = m, .f = f, .opt = opt, .blobs = blobs, .out = out, .d = d, .v13 = opt->target == MIL_IOS18, .ok = true};
@@ -622,18 +576,35 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   MilBinding *ins = arena_alloc(&m->arena, sizeof *ins * (nin ? nin : 1));
   bool *direct = xcalloc(nout ? nout : 1, sizeof *direct);
 
-  /* Inputs, then outputs, keep the names they were written with where they
-   * can: they are what callers bind. A result returned under its own name is
-   * that output; other outputs get an identity statement of their own. */
+  /* Inputs and outputs are named, ordered and sized by io-legalize's
+   * binding table; without one (a pipeline that left io-legalize out, or a
+   * direct call) it is computed here by the same function. Everything else
+   * is named after them in the same table. A result returned under its own
+   * name is that output; other outputs get an identity statement of their own. */
+  const IrBindingTable *bt = fn->bindings;
+  if (!bt) {
+    bt = io_bindings_compute(m, f, opt->min_surface_bytes ? opt->min_surface_bytes : IO_DEFAULT_MIN_SURFACE_BYTES);
+  } else {
+    if (!io_bindings_current(m, f))
+      ice("the binding table of '%s' is stale: a pass changed its inputs or outputs without invalidating "
+          "ANALYSIS_BINDINGS", fn->name);
+    if (opt->min_surface_bytes && bt->min_surface_bytes != opt->min_surface_bytes)
+      ice("the binding table of '%s' was computed for a %llu-byte minimum surface, the target's is %llu", fn->name,
+          (unsigned long long)bt->min_surface_bytes, (unsigned long long)opt->min_surface_bytes);
+  }
+  for (uint32_t i = 0; i < nin; i++) strmap_put(&e.used, bt->inputs[i].mil_name, 1);
+  for (uint32_t i = 0; i < nout; i++) strmap_put(&e.used, bt->outputs[i].mil_name, 1);
   for (uint32_t i = 0; i < nin; i++) {
     IrValueId v = fn->inputs[i];
-    e.mil_name[v] = claim(&e, ir_value(m, v)->name);
-    ins[i] = (MilBinding){ir_value(m, v)->name, e.mil_name[v], ir_value(m, v)->type, 0};
+    const IrBinding *b = &bt->inputs[i];
+    e.mil_name[v] = b->mil_name;
+    ins[i] = (MilBinding){b->name, b->mil_name, ir_value(m, v)->type, b->binding, b->bytes};
   }
   for (uint32_t i = 0; i < nout; i++) {
     IrOutput *o = &fn->outputs[i];
     IrValue *v = ir_value(m, o->value);
-    outs[i] = (MilBinding){o->name, claim(&e, o->name), v->type, 0};
+    const IrBinding *b = &bt->outputs[i];
+    outs[i] = (MilBinding){b->name, b->mil_name, v->type, b->binding, b->bytes};
     if (v->kind == VK_RESULT && !e.mil_name[o->value] && !strcmp(o->name, v->name)) {
       e.mil_name[o->value] = outs[i].mil_name;
       direct[i] = true;
@@ -645,8 +616,6 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
     for (uint32_t r = 0; r < o->nresults; r++)
       if (!e.mil_name[o->results[r]]) e.mil_name[o->results[r]] = claim(&e, ir_value(m, o->results[r])->name);
   }
-  assign_bindings(ins, nin);
-  assign_bindings(outs, nout);
 
   sb_printf(out, "program(%s)\n", mil_program_version(opt->target));
   if (e.v13)
@@ -681,7 +650,8 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   sb_puts(out, ");\n}\n");
 
   if (info) {
-    *info = (MilFunction){fn->name, ins, outs, nin, nout, NULL, e.nweights, fn->groups, fn->ngroups};
+    *info = (MilFunction){fn->name, ins, outs, nin, nout, NULL, e.nweights, fn->groups, fn->ngroups,
+                          bt->surface_bytes, bt->min_surface_bytes};
     info->weights = arena_memdup(&m->arena, e.weights, sizeof *e.weights * e.nweights);
   }
   free(e.weights);

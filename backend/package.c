@@ -149,7 +149,8 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightF
   LoadCtx ctx = {&opt->weights, d, 0, file};
   double blob_ms = 0;
   MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = file ? add_param : NULL,
-                       .load_ctx = &ctx, .blob_ms = &blob_ms};
+                       .load_ctx = &ctx, .blob_ms = &blob_ms,
+                       .min_surface_bytes = target_info(opt->target)->min_surface_bytes};
   bool ok = true;
   double t0 = now_ms();
   for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
@@ -211,15 +212,6 @@ static void add_shape(xmlNodePtr dict, const IrType *t) {
   }
 }
 
-static uint64_t tensor_bytes(const IrType *t) { return ir_type_elements(t) * ir_dtype_size(t->dtype); }
-
-static uint64_t surface_bytes(const MilFunction *fn, uint64_t min_bytes) {
-  uint64_t s = min_bytes;
-  for (uint32_t i = 0; i < fn->ninputs; i++) s = tensor_bytes(&fn->inputs[i].type) > s ? tensor_bytes(&fn->inputs[i].type) : s;
-  for (uint32_t i = 0; i < fn->noutputs; i++) s = tensor_bytes(&fn->outputs[i].type) > s ? tensor_bytes(&fn->outputs[i].type) : s;
-  return (s + 63) & ~(uint64_t)63;
-}
-
 static void add_bindings(xmlNodePtr dict, const char *key, const MilBinding *b, uint32_t n, uint64_t surface) {
   add_key(dict, key);
   xmlNodePtr arr = xmlNewChild(dict, NULL, XS("array"), NULL);
@@ -230,7 +222,7 @@ static void add_bindings(xmlNodePtr dict, const char *key, const MilBinding *b, 
     add_string(t, "DType", ir_dtype_name(b[i].type.dtype));
     add_shape(t, &b[i].type);
     add_int(t, "Binding", b[i].binding);
-    add_int(t, "Bytes", tensor_bytes(&b[i].type));
+    add_int(t, "Bytes", b[i].bytes);
     add_int(t, "SurfaceBytes", surface);
   }
 }
@@ -279,10 +271,10 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
     add_string(fd, "MILFile", mil_file_name(m, e, i));
     xxh64_hex(e->texts[i].data, e->texts[i].len, xx);
     add_string(fd, "MILXXH64", xx);
-    uint64_t surface = surface_bytes(fn, min_surface);
-    add_int(fd, "SurfaceBytes", surface);
-    add_bindings(fd, "Inputs", fn->inputs, fn->ninputs, surface);
-    add_bindings(fd, "Outputs", fn->outputs, fn->noutputs, surface);
+    /* Names, binding order and sizes are io-legalize's binding table, as the emitter used it. */
+    add_int(fd, "SurfaceBytes", fn->surface_bytes);
+    add_bindings(fd, "Inputs", fn->inputs, fn->ninputs, fn->surface_bytes);
+    add_bindings(fd, "Outputs", fn->outputs, fn->noutputs, fn->surface_bytes);
     if (fn->ngroups) {
       /* Outputs the compiler split (the ANE has no concat): the caller concatenates the parts. */
       add_key(fd, "OutputGroups");

@@ -471,11 +471,12 @@ int main(int argc, char **argv) {
   }
   if (!passes_check_spec(&o.pm, &d)) goto done;
   {
-    /* The SRAM budget the passes plan for is the target's, from the constraint table. */
+    /* The SRAM budget and the minimum surface the passes plan for are the target's, from the constraint table. */
     ConstraintTable *table = constraints_builtin(&d);
     if (!table) goto done;
     const ConstraintTarget *target = constraints_target(table, o.target);
     if (target && target->sram_budget_bytes <= UINT32_MAX) o.pm.pass_options.target_sram_bytes = (uint32_t)target->sram_budget_bytes;
+    if (target) o.pm.pass_options.target_min_surface_bytes = target->min_surface_bytes;
     constraints_free(table);
   }
   rc = EXIT_INPUT;

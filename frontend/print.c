@@ -134,6 +134,21 @@ static void put_op(IrModule *m, StrBuf *sb, IrOpId id) {
   sb_putc(sb, '\n');
 }
 
+/* io-legalize's binding table, as comments (analyses print as comments, so
+ * the text still parses): each input and output with its MIL name, its
+ * binding index and its bytes, and the one surface size. */
+static void put_bindings(StrBuf *sb, const IrBindingTable *t) {
+  sb_printf(sb, "  // io surfaces %llu bytes each (minimum %llu)\n", (unsigned long long)t->surface_bytes,
+            (unsigned long long)t->min_surface_bytes);
+  for (int io = 0; io < 2; io++) {
+    const IrBinding *b = io ? t->outputs : t->inputs;
+    uint32_t n = io ? t->noutputs : t->ninputs;
+    for (uint32_t i = 0; i < n; i++)
+      sb_printf(sb, "  // io %s %s: mil %s, binding %u, %llu bytes\n", io ? "output" : "input", b[i].name,
+                b[i].mil_name, b[i].binding, (unsigned long long)b[i].bytes);
+  }
+}
+
 void ir_print_func(IrModule *m, IrFuncId f, StrBuf *sb) {
   IrFunc *fn = ir_func(m, f);
   sb_printf(sb, "func %s(", fn->name);
@@ -144,6 +159,7 @@ void ir_print_func(IrModule *m, IrFuncId f, StrBuf *sb) {
   }
   sb_puts(sb, ") {\n");
   if (fn->sram_peak) sb_printf(sb, "  // sram peak %llu bytes\n", (unsigned long long)fn->sram_peak);
+  if (fn->bindings) put_bindings(sb, fn->bindings);
   for (uint32_t i = 0; i < fn->ndecls; i++) put_decl(m, sb, fn->decls[i]);
   IR_FOR_EACH_OP(m, f, op) put_op(m, sb, op);
   for (uint32_t g = 0; g < fn->ngroups; g++) { /* analyses print as comments */

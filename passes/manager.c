@@ -154,6 +154,11 @@ static bool run_one(IrModule *m, const PassManagerOptions *o, const PassInfo *pi
   timing[k].runs++;
   if (!ok) return false;
   *changed |= ctx.changed;
+  /* A binding table that no longer describes the interface must not reach
+   * the emitter; it is computed again by the next io-legalize (or by the
+   * emitter, the same way). */
+  if (ctx.changed && (pi->invalidates & ANALYSIS_BINDINGS))
+    for (IrFuncId f = 1; f < m->nfuncs; f++) m->funcs[f].bindings = NULL;
   /* New ops need their types before the next pass can rely on them. */
   if (ctx.changed && (o->verify_each || (pi->invalidates & ANALYSIS_TYPES))) {
     uint32_t before = d->nerrors;

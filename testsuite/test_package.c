@@ -132,6 +132,134 @@ Test(package, write_read_verify) {
   cleanup();
 }
 
+/* The binding table's example: 'a.b' sorts before 'a_a' as .oir names but
+ * after it as MIL names (a_b); 'tensor' and 'string' are MIL reserved words. */
+static const char *const renamed_io =
+    "func main(a.b: fp16[1,4], a_a: fp16[1,4], tensor: fp16[1,4]) {\n"
+    "  s = add(a.b, a_a);\n"
+    "  t = mul(s, tensor);\n"
+    "  return o.b = t, o_a = s, string = t;\n"
+    "}\n";
+
+/* Writes p's module as dir/name and reads the package back. */
+static void write_and_read(Parsed *p, const char *text, const char *name, Package *pkg) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(p->m, path, &po, &p->d), "%s", p->diags.data);
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  cr_assert(package_read(path, pkg, &d), "%s", sb.data);
+  sb_free(&sb);
+}
+
+static void assert_manifest_is_table(const PkgTensor *t, const IrBinding *b, uint32_t n, uint64_t surface) {
+  for (uint32_t i = 0; i < n; i++) {
+    cr_assert_str_eq(t[i].name, b[i].name);
+    cr_assert_str_eq(t[i].mil_name, b[i].mil_name, "%s", b[i].name);
+    cr_assert_eq(t[i].binding, b[i].binding, "%s", b[i].name);
+    cr_assert_eq(t[i].bytes, b[i].bytes, "%s", b[i].name);
+    cr_assert_eq(t[i].surface_bytes, surface, "%s", b[i].name);
+  }
+}
+
+/* The manifest records io-legalize's table: names, binding indices, bytes, surface. */
+Test(package, manifest_bindings_are_io_legalizes_table) {
+  make_dir();
+  Parsed p;
+  parsed_open(&p, renamed_io);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  IrFuncId f = ir_func_lookup(p.m, "main");
+  const IrBindingTable *t = ir_func(p.m, f)->bindings;
+  cr_assert_not_null(t, "io-legalize (in O0) attaches the table");
+  /* The table itself: MIL order, not .oir order. */
+  cr_assert_str_eq(t->inputs[0].mil_name, "a_b");
+  cr_assert_eq(t->inputs[0].binding, 1);
+  cr_assert_eq(t->inputs[1].binding, 0);
+  cr_assert_str_eq(t->inputs[2].mil_name, "tensor_");
+  cr_assert_str_eq(t->outputs[2].mil_name, "string_");
+  cr_assert_eq(t->outputs[0].binding, 1);
+  cr_assert_eq(t->surface_bytes, 49152);
+  Package pkg;
+  write_and_read(&p, renamed_io, "m.anepkg", &pkg);
+  cr_assert_eq(pkg.nfunctions, 1);
+  const PkgFunction *pf = &pkg.functions[0];
+  cr_assert_eq(pf->ninputs, t->ninputs);
+  cr_assert_eq(pf->noutputs, t->noutputs);
+  cr_assert_eq(pf->surface_bytes, t->surface_bytes);
+  assert_manifest_is_table(pf->inputs, t->inputs, t->ninputs, t->surface_bytes);
+  assert_manifest_is_table(pf->outputs, t->outputs, t->noutputs, t->surface_bytes);
+  package_free(&pkg);
+  parsed_close(&p);
+  cleanup();
+}
+
+/* The emitter and the manifest take the table as they find it, rather than
+ * deciding again: an edited table shows in the MIL parameters and the manifest. */
+Test(package, the_emitter_uses_the_table_it_finds) {
+  make_dir();
+  Parsed p;
+  parsed_open(&p, renamed_io);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  IrBindingTable *t = ir_func(p.m, ir_func_lookup(p.m, "main"))->bindings;
+  cr_assert_not_null(t);
+  t->inputs[0].mil_name = "zz_first";           /* was a_b, binding 1 */
+  t->inputs[0].binding = 2;
+  t->inputs[2].binding = 1;                     /* tensor_ */
+  t->surface_bytes = 65536;
+  Package pkg;
+  write_and_read(&p, renamed_io, "m.anepkg", &pkg);
+  const PkgFunction *pf = &pkg.functions[0];
+  assert_manifest_is_table(pf->inputs, t->inputs, t->ninputs, 65536);
+  assert_manifest_is_table(pf->outputs, t->outputs, t->noutputs, 65536);
+  char path[300];
+  snprintf(path, sizeof path, "%s/m.anepkg/model.mil", dir);
+  size_t len;
+  char *mil = slurp(path, &len);
+  cr_assert_not_null(strstr(mil, "func main<ios18>(tensor<fp16, [1, 4]> a_a, tensor<fp16, [1, 4]> tensor_, "
+                                 "tensor<fp16, [1, 4]> zz_first) {"), "%s", mil);
+  cr_assert_not_null(strstr(mil, "add(x = zz_first, y = a_a)"), "%s", mil);
+  free(mil);
+  package_free(&pkg);
+  parsed_close(&p);
+  cleanup();
+}
+
+/* A pass that changes the interface drops the tables (ANALYSIS_BINDINGS);
+ * without io-legalize after it, the emitter computes the table the same way. */
+Test(package, a_changed_interface_drops_the_table) {
+  make_dir();
+  const char *text = "func main(x: fp16[1,4], y: fp16[1,4]) {\n  c = concat(x, y, axis=1);\n  return c;\n}\n";
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  PassManagerOptions pm = {.passes = "io-legalize,split-concat"};
+  cr_assert(passes_run(p.m, &pm, &p.d), "%s", p.diags.data);
+  IrFuncId f = ir_func_lookup(p.m, "main");
+  cr_assert_null(ir_func(p.m, f)->bindings, "split-concat made two outputs of one; the old table is gone");
+  Package pkg;
+  write_and_read(&p, text, "m.anepkg", &pkg);
+  const IrBindingTable *t = ir_func(p.m, f)->bindings;
+  cr_assert_not_null(t, "the emitter attached the table it computed");
+  cr_assert(io_bindings_current(p.m, f));
+  cr_assert_eq(t->noutputs, 2);
+  assert_manifest_is_table(pkg.functions[0].outputs, t->outputs, t->noutputs, t->surface_bytes);
+  /* And after io-legalize again the same table comes back. */
+  pm.passes = "io-legalize";
+  cr_assert(passes_run(p.m, &pm, &p.d), "%s", p.diags.data);
+  const IrBindingTable *again = ir_func(p.m, f)->bindings;
+  for (uint32_t i = 0; i < t->noutputs; i++) {
+    cr_assert_str_eq(again->outputs[i].mil_name, t->outputs[i].mil_name);
+    cr_assert_eq(again->outputs[i].binding, t->outputs[i].binding);
+  }
+  package_free(&pkg);
+  parsed_close(&p);
+  cleanup();
+}
+
 Test(package, tampering_is_detected) {
   make_dir();
   bool ok;

@@ -197,6 +197,24 @@ typedef struct IrOutputGroup {
   IrType type;
 } IrOutputGroup;
 
+/* One input or output as the device binds it (io-legalize's analysis). */
+typedef struct IrBinding {
+  const char *name;     /* what it was computed for: the input's value name, or the output's name */
+  const char *mil_name; /* its name in the MIL text */
+  uint32_t binding;     /* index in ASCII order of the MIL names (inputs and outputs counted separately) */
+  uint64_t bytes;       /* the tensor's data bytes (elements * dtype size) */
+} IrBinding;
+
+/* A function's binding table: the ANE binds surfaces in ASCII order of their
+ * MIL names and wants them all of one size, at least the target's minimum.
+ * Set by io-legalize; the MIL emitter and the package manifest use it. */
+typedef struct IrBindingTable {
+  IrBinding *inputs, *outputs; /* parallel to IrFunc.inputs and IrFunc.outputs */
+  uint32_t ninputs, noutputs;
+  uint64_t surface_bytes;     /* every surface's size: the largest tensor, at least the minimum, a multiple of 64 */
+  uint64_t min_surface_bytes; /* the target's minimum it was computed for */
+} IrBindingTable;
+
 typedef struct IrFunc {
   const char *name;
   bool dead;
@@ -215,6 +233,7 @@ typedef struct IrFunc {
   uint32_t name_counter; /* next suffix tried for generated names */
   StrMap value_names;    /* name -> newest value created with it here; see ir_func_find_value */
   uint64_t sram_peak;    /* largest op working set, from sram-annotate (0: not annotated) */
+  IrBindingTable *bindings; /* from io-legalize, in the arena (NULL: not computed, or invalidated) */
   IrOutputGroup *groups; /* outputs split into parts */
   uint32_t ngroups, cap_groups;
 } IrFunc;

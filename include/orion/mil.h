@@ -31,7 +31,8 @@ typedef struct MilBinding {
   const char *ir_name;  /* the .oir name (input name, or output name) */
   const char *mil_name; /* the name in the MIL text */
   IrType type;
-  uint32_t binding; /* index in alphabetical order of MIL names (inputs and outputs counted separately) */
+  uint32_t binding; /* index in ASCII order of MIL names (inputs and outputs counted separately) */
+  uint64_t bytes;   /* the tensor's data bytes */
 } MilBinding;
 
 /* A weight placed in the blob file. */
@@ -51,6 +52,8 @@ typedef struct MilFunction {
   uint32_t nweights;
   const IrOutputGroup *groups; /* outputs split into parts (indices into outputs) */
   uint32_t ngroups;
+  uint64_t surface_bytes;     /* of every input and output (the binding table's) */
+  uint64_t min_surface_bytes; /* the minimum that surface_bytes was computed for */
 } MilFunction;
 
 typedef struct MilEmitOptions {
@@ -60,12 +63,17 @@ typedef struct MilEmitOptions {
   MilParamAdder add_param; /* optional; see above */
   void *load_ctx;
   double *blob_ms; /* optional: time spent laying out blobs is added here */
+  uint64_t min_surface_bytes; /* the target's minimum I/O surface (0: io-legalize's default) */
 } MilEmitOptions;
 
 /* Emits a complete program holding function f. Weights (params, and float
  * consts of 10 or more elements) go to `blobs`; the text is appended to out;
  * info (if not NULL) receives the binding and weight tables, allocated in
- * the module's arena. Reports unsupported constructs and returns false. */
+ * the module's arena. Inputs and outputs are named, ordered and sized as f's
+ * binding table says (io-legalize; computed by the same function and
+ * attached to f if f has none; a stale table, or one computed for another
+ * minimum surface, is an internal error). Reports unsupported constructs and
+ * returns false. */
 bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWriter *blobs, StrBuf *out,
                       MilFunction *info, Diag *d);
 

@@ -21,7 +21,8 @@ enum {
   ANALYSIS_TYPES = 1u << 0,    /* every value has its verified type (ir_verify) */
   ANALYSIS_INLINED = 1u << 1,  /* no calls are left */
   ANALYSIS_SRAM = 1u << 2,     /* SRAM working-set annotations are current */
-  ANALYSIS_BINDINGS = 1u << 3, /* I/O binding table is current */
+  ANALYSIS_BINDINGS = 1u << 3, /* each function's I/O binding table (IrFunc.bindings, io-legalize) is current;
+                                  the manager drops the tables after a pass that invalidates it changed the IR */
 };
 
 typedef struct PassOptions PassOptions;
@@ -61,7 +62,12 @@ struct PassOptions {
   bool fp16_range_guard;      /* insert clamps where values can overflow fp16 */
   const LoraSpec *lora;       /* adapters as inputs (the lora pass) */
   uint32_t nlora;
+  uint64_t target_min_surface_bytes; /* smallest I/O surface of the target (0: IO_DEFAULT_MIN_SURFACE_BYTES) */
 };
+
+/* The minimum I/O surface every current target has (the constraint table's
+ * min_surface_bytes), for io-legalize runs that name no target. */
+#define IO_DEFAULT_MIN_SURFACE_BYTES 49152u
 
 typedef struct PassManagerOptions {
   const char *pipeline;    /* "O0", "O1", or NULL with `passes` */
@@ -104,6 +110,23 @@ bool pass_sram_annotate(IrModule *m, PassCtx *ctx);
 bool pass_io_legalize(IrModule *m, PassCtx *ctx);
 bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx);
 bool pass_lora(IrModule *m, PassCtx *ctx);
+
+/* The MIL name for `want`, claimed in `used` so that it is unique there:
+ * characters a MIL identifier cannot hold become '_', a name starting with a
+ * digit (or empty) gets "v_" in front, a reserved word of Apple's MIL parser
+ * a '_' behind, and a name already taken "_1", "_2", ... The one naming rule
+ * of the MIL text: io-legalize names inputs and outputs with it, the emitter
+ * everything else. The name lives in m's arena. */
+const char *mil_name_claim(IrModule *m, StrMap *used, const char *want);
+/* io-legalize's analysis of one function: the MIL names of its inputs (in
+ * order), then of its outputs (in order) claimed in one name table, binding
+ * indices in ASCII order of those names, each tensor's bytes and the uniform
+ * surface size (the largest, at least min_surface_bytes, rounded up to 64).
+ * Attached to f (replacing an older table) and returned. */
+const IrBindingTable *io_bindings_compute(IrModule *m, IrFuncId f, uint64_t min_surface_bytes);
+/* Whether f's table was computed for f as it is now (same inputs and outputs,
+ * same sizes); false if it has none. */
+bool io_bindings_current(IrModule *m, IrFuncId f);
 
 /* Why split-concat leaves the concat `op` where it stands: "its use by
  * reduce_sum 'n' is neither ..." appended to why (for the ANE001 finding);
