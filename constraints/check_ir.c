@@ -46,7 +46,7 @@ void check_ir_concat(LintCtx *c, IrFuncId f) {
     StrBuf why;
     sb_init(&why);
     if (o->kind == OP_CONCAT && split_concat_blocker(m, op, &why))
-      lint_emit(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name,
+      lint_emit_unfixable(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name,
                 "%s producing '%s' is rejected by the ANE compiler; split-concat cannot remove it: %s", op_name(o),
                 result_name(m, o), why.data);
     else

@@ -154,7 +154,8 @@ static bool pipeline_has(const char *spec, const char *pass) {
   return false;
 }
 
-void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, const char *fmt, ...) {
+static void emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, bool unfixable,
+                 const char *fmt, va_list ap) {
   const Constraint *rule = c->rule;
   if (allowed(c->opt, rule)) return;
   /* The user's override wins over a checker's own level. */
@@ -163,15 +164,13 @@ void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char
   DiagLevel sev = level == LINT_RULE_LEVEL || overridden ? rule_level(c->opt, rule) : (DiagLevel)level;
   StrBuf msg;
   sb_init(&msg);
-  va_list ap;
-  va_start(ap, fmt);
   sb_vprintf(&msg, fmt, ap);
-  va_end(ap);
   LintFinding f = {
       .rule = rule,
       .severity = sev,
       .unfixed_severity = sev,
-      .will_be_fixed = rule->fixed_by && pipeline_has(c->opt->pipeline, rule->fixed_by),
+      .will_be_fixed = !unfixable && rule->fixed_by && pipeline_has(c->opt->pipeline, rule->fixed_by),
+      .unfixable = unfixable,
       .span = span,
       .path = span.file ? NULL : path,
       .function = function,
@@ -180,6 +179,21 @@ void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char
   if (f.will_be_fixed) f.severity = DIAG_NOTE;
   lint_report_add(c->report, &f);
   sb_free(&msg);
+}
+
+void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(c, level, span, path, function, false, fmt, ap);
+  va_end(ap);
+}
+
+void lint_emit_unfixable(LintCtx *c, int level, SrcSpan span, const char *path, const char *function,
+                         const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  emit(c, level, span, path, function, true, fmt, ap);
+  va_end(ap);
 }
 
 void lint_put_size(StrBuf *sb, uint64_t bytes) {

@@ -111,6 +111,11 @@ typedef struct LintCtx {
  * span.file 0, `path` names the file. */
 void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, const char *fmt, ...)
     ORION_PRINTF(6, 7);
+/* lint_emit for a finding whose message says why the rule's pass cannot fix
+ * it: it is not downgraded because that pass runs next, and the report does
+ * not name the pass as the fix. */
+void lint_emit_unfixable(LintCtx *c, int level, SrcSpan span, const char *path, const char *function,
+                         const char *fmt, ...) ORION_PRINTF(6, 7);
 
 /* Weight file bytes for a package-relative path (read once, then cached);
  * NULL with err set if it cannot be read. */

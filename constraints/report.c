@@ -63,7 +63,7 @@ void lint_format_text(const LintReport *r, StrBuf *out) {
     }
     put_prefix(out, &w);
     sb_printf(out, "note: workaround: %s\n", f->rule->workaround);
-    if (f->rule->fixed_by) {
+    if (f->rule->fixed_by && !f->unfixable) { /* an unfixable finding says why the pass cannot */
       put_prefix(out, &w);
       sb_printf(out, "note: fixed by pass '%s'%s\n", f->rule->fixed_by, f->will_be_fixed ? ", which runs next" : "");
     }

@@ -492,6 +492,17 @@ Test(ir, before_legalization_a_fixable_problem_is_a_note) {
                    "would run about 3x faster\n");
 }
 
+/* A concat split-concat cannot remove is an error even before split-concat runs. */
+Test(ir, before_legalization_an_unremovable_concat_stays_an_error) {
+  LintOptions o = {.target = MIL_IOS18, .pipeline = passes_pipeline("O0")};
+  const char *feeds_sum = "func main(a: fp16[1,32,384], b: fp16[1,32,384]) {\n"
+                          "  h = concat(a, b, axis=2);\n  n = reduce_sum(h, axes=[2]);\n  return n;\n}\n";
+  cr_assert_str_eq(ir_findings(feeds_sum, "ANE001", false, &o),
+                   "t.oir:2:7: error[ANE001]: concat producing 'h' is rejected by the ANE compiler; split-concat cannot "
+                   "remove it: its use by reduce_sum 'n' is neither element-wise nor a linear, matmul or conv over the "
+                   "concatenated axis\n");
+}
+
 Test(ir, ane004_small_io) {
   const char *small = "func main(x: fp16[1,16]) {\n  y = relu(x);\n  return y;\n}\n";
   cr_assert_str_eq(ir_findings(small, "ANE004", false, NULL),
@@ -1069,6 +1080,33 @@ Test(report, text_exact) {
                    "split weights, and distributes one feeding element-wise ops\n"
                    "t.oir:2:7: note: fixed by pass 'split-concat'\n"
                    "t.oir:2:7: note: reports disagree about this rule (orion-lint --explain ANE001)\n");
+  sb_free(&sb);
+  lint_report_free(&r);
+  parsed_close(&p);
+  constraints_free(t);
+}
+
+/* The rule's "fixed by pass" note is left out where the finding says the pass cannot fix it. */
+Test(report, text_has_no_fix_note_when_the_pass_cannot_fix_it) {
+  ConstraintTable *t = builtin();
+  Parsed p;
+  parsed_open(&p, "func main(a: fp16[1,2,4], b: fp16[1,2,4]) {\n  h = concat(a, b, axis=2);\n"
+                  "  n = reduce_sum(h, axes=[2]);\n  return n;\n}\n");
+  cr_assert_not_null(p.m);
+  LintReport r;
+  lint_report_init(&r, &p.sources);
+  const char *allow[] = {"ANE004"};
+  LintOptions o = {.target = MIL_IOS18, .allow = allow, .nallow = 1, .pipeline = passes_pipeline("O0")};
+  lint_ir(t, p.m, &o, &r);
+  cr_assert_eq(r.n, 1);
+  cr_assert(r.items[0].unfixable && !r.items[0].will_be_fixed);
+  StrBuf sb;
+  sb_init(&sb);
+  lint_format_text(&r, &sb);
+  cr_assert_not_null(strstr(sb.data, "split-concat cannot remove it"), "%s", sb.data);
+  cr_assert_null(strstr(sb.data, "fixed by pass"), "%s", sb.data);
+  cr_assert_not_null(strstr(sb.data, "note: workaround: "), "%s", sb.data);
+  cr_assert_not_null(strstr(sb.data, "note: reports disagree about this rule"), "%s", sb.data);
   sb_free(&sb);
   lint_report_free(&r);
   parsed_close(&p);

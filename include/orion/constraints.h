@@ -141,6 +141,7 @@ typedef struct LintFinding {
   DiagLevel severity;         /* as reported */
   DiagLevel unfixed_severity; /* what it would be if will_be_fixed were false */
   bool will_be_fixed;         /* rule->fixed_by is in the pipeline that runs next */
+  bool unfixable;             /* the message says why rule->fixed_by cannot fix this one: never will_be_fixed */
   SrcSpan span;               /* into the report's sources; file 0: no source position */
   const char *path;           /* the file when span.file is 0 (e.g. a manifest), else NULL */
   const char *function;       /* the function it concerns, or NULL */

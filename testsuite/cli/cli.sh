@@ -184,6 +184,9 @@ contains verbose "orionc: wrote $tmp/v.anepkg"
 printf 'func main(a: fp16[1,64,384], b: fp16[1,64,384]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >"$tmp/bad_lint.oir"
 check lint-error 1 "$lint" "$tmp/bad_lint.oir"
 contains lint-error "error[ANE001]: concat producing 'y' is rejected by the ANE compiler"
+contains lint-error "split-concat cannot remove it"
+# The rule's "fixed by pass 'split-concat'" note would contradict that.
+if grep -qF "fixed by pass" "$tmp/out"; then failed=$((failed + 1)); echo "FAIL: lint-error: names split-concat as the fix"; else passed=$((passed + 1)); fi
 check lint-allow 0 "$lint" --allow=ANE001 "$tmp/bad_lint.oir"
 check lint-clean 0 "$lint" "$tmp/ok.oir"
 check lint-json 1 "$lint" --format=json "$tmp/bad_lint.oir"
