@@ -35,6 +35,11 @@ static const TargetInfo targets[] = {
 
 const TargetInfo *target_info(MilTarget t) { return &targets[t]; }
 
+/* The chip's minimum when the driver passed one (orionc --chip), else the target's. */
+static uint64_t min_surface_of(const PackageOptions *opt) {
+  return opt->min_surface_bytes ? opt->min_surface_bytes : target_info(opt->target)->min_surface_bytes;
+}
+
 /* ---- emission ---- */
 
 static double now_ms(void) {
@@ -150,7 +155,7 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightF
   double blob_ms = 0;
   MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = file ? add_param : NULL,
                        .load_ctx = &ctx, .blob_ms = &blob_ms,
-                       .min_surface_bytes = target_info(opt->target)->min_surface_bytes};
+                       .min_surface_bytes = min_surface_of(opt)};
   bool ok = true;
   double t0 = now_ms();
   for (IrFuncId f = 1; f < m->nfuncs && ok; f++) {
@@ -243,6 +248,7 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   add_int(root, "FormatVersion", PACKAGE_FORMAT_VERSION);
   add_string(root, "CompilerVersion", "orionc " ORION_VERSION);
   add_string(root, "Target", mil_target_name(opt->target));
+  if (opt->chip) add_string(root, "Chip", opt->chip); /* only with --chip, so other manifests stay as they were */
   add_string(root, "ProgramVersion", mil_program_version(opt->target));
   add_string(root, "Source", opt->source_name ? opt->source_name : "");
   sha256_hex(opt->source_text ? opt->source_text : "", opt->source_len, hex);
@@ -260,7 +266,7 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   add_string(root, "WeightsLayoutXXH64", xx);
   add_int(root, "WeightsSize", e->blobs.len);
   add_int(root, "WeightsGeneration", 0);
-  uint64_t min_surface = target_info(opt->target)->min_surface_bytes;
+  uint64_t min_surface = min_surface_of(opt);
   add_int(root, "MinimumSurfaceBytes", min_surface);
   add_key(root, "Functions");
   xmlNodePtr funcs = xmlNewChild(root, NULL, XS("array"), NULL);

@@ -130,7 +130,7 @@ void check_ir_sram(LintCtx *c, IrFuncId f) {
     lint_emit(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name,
               "%s producing '%s' has a working set of about %s, over the %s SRAM budget of %s",
               op_name(o), result_name(m, o), a.data, b.data,
-              mil_target_name(c->target->target));
+              c->target->chip ? c->target->chip : mil_target_name(c->target->target));
     sb_free(&a);
     sb_free(&b);
   }
@@ -146,7 +146,7 @@ void check_ir_min_surface(LintCtx *c, IrFuncId f) {
   if (!is_entry(m, f)) return;
   IrFunc *fn = ir_func(m, f);
   uint64_t min = c->target->min_surface_bytes;
-  const char *tname = mil_target_name(c->target->target);
+  const char *tname = c->target->chip ? c->target->chip : mil_target_name(c->target->target);
   for (uint32_t i = 0; i < fn->ninputs; i++) {
     IrValue *v = ir_value(m, fn->inputs[i]);
     uint64_t n = value_bytes(m, fn->inputs[i]);

@@ -120,6 +120,48 @@ static void anchor(StrBuf *out, const Constraint *c) {
   sb_printf(out, "-%s", c->name);
 }
 
+/* One chip value's provenance: "value: source (inherited) Disputed: note." */
+static void put_chip_value_note(StrBuf *out, const char *name, const ConstraintChipValue *v) {
+  sb_printf(out, "  - `%s`: ", name);
+  if (v->inherited) sb_puts(out, "inherits the default: ");
+  md_sentence(out, v->source);
+  if (v->disputed) {
+    sb_puts(out, " Disputed: ");
+    md_sentence(out, v->dispute_note);
+  }
+  sb_putc(out, '\n');
+}
+
+/* The chips section: a table of the numbers, then each value's source. */
+static void put_chips(const ConstraintTable *t, StrBuf *out) {
+  if (!t->nchips) return;
+  sb_puts(out, "\n## Chips\n\n"
+               "`orionc --chip=NAME` takes the chip's target as the default `--target` (a newer `--target` is a\n"
+               "usage error), and its SRAM budget and minimum surface instead of the target's (nothing checks\n"
+               "tensor extents against `max_tensor_dim` yet). An inherited value (marked *) is the\n"
+               "target's default, kept because no report gives a figure for that chip.\n\n"
+               "| chip | generation | newest target | `min_surface_bytes` | `sram_budget_bytes` | `max_tensor_dim` |\n"
+               "|---|---|---|---|---|---|\n");
+  for (uint32_t i = 0; i < t->nchips; i++) {
+    const ConstraintChip *c = &t->chips[i];
+    sb_printf(out, "| `%s` | ", c->name);
+    md(out, c->description);
+    sb_printf(out, " | %s%s | %llu%s | %llu%s | %llu%s |\n", mil_target_name(c->target), c->dialect.disputed ? " (disputed)" : "",
+              (unsigned long long)c->min_surface_bytes.value, c->min_surface_bytes.inherited ? " \\*" : "",
+              (unsigned long long)c->sram_budget_bytes.value, c->sram_budget_bytes.inherited ? " \\*" : "",
+              (unsigned long long)c->max_tensor_dim.value, c->max_tensor_dim.inherited ? " \\*" : "");
+  }
+  sb_putc(out, '\n');
+  for (uint32_t i = 0; i < t->nchips; i++) {
+    const ConstraintChip *c = &t->chips[i];
+    sb_printf(out, "- `%s`:\n", c->name);
+    put_chip_value_note(out, "target", &c->dialect);
+    put_chip_value_note(out, "min_surface_bytes", &c->min_surface_bytes);
+    put_chip_value_note(out, "sram_budget_bytes", &c->sram_budget_bytes);
+    put_chip_value_note(out, "max_tensor_dim", &c->max_tensor_dim);
+  }
+}
+
 void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
   sb_puts(out,
           "# ANE constraints\n"
@@ -191,6 +233,7 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
     }
     sb_putc(out, '\n');
   }
+  put_chips(t, out);
   for (uint32_t i = 0; i < t->nrules; i++) {
     const Constraint *c = &t->rules[i];
     sb_printf(out, "\n## %s: %s\n\n", c->id, c->name);

@@ -127,7 +127,26 @@ bool lint_options_check(const ConstraintTable *t, const LintOptions *o, Diag *d)
       diag_error(d, (SrcSpan){0}, "unknown rule '%s' (orion-lint --list shows them)", o->overrides[i].id);
       ok = false;
     }
+  if (o->chip && !constraints_chip(t, o->chip)) {
+    StrBuf known;
+    sb_init(&known);
+    constraints_chip_names(t, &known);
+    diag_error(d, (SrcSpan){0}, "unknown chip '%s' (expected %s)", o->chip, known.len ? known.data : "none");
+    sb_free(&known);
+    ok = false;
+  }
   return ok;
+}
+
+/* The data IR checks use: the chip's numbers when o names one, else the target's. */
+static void ctx_set_target(LintCtx *c, MilTarget target) {
+  const ConstraintChip *chip = c->opt->chip ? constraints_chip(c->table, c->opt->chip) : NULL;
+  if (!chip) {
+    c->target = constraints_target(c->table, target);
+    return;
+  }
+  c->chip_target = constraints_chip_target(c->table, chip, target);
+  c->target = &c->chip_target;
 }
 
 static bool allowed(const LintOptions *o, const Constraint *rule) {
@@ -206,7 +225,8 @@ void lint_put_size(StrBuf *sb, uint64_t bytes) {
 /* ---- running ---- */
 
 void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r) {
-  LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, o->target), .m = m};
+  LintCtx c = {.table = t, .opt = o, .report = r, .m = m};
+  ctx_set_target(&c, o->target);
   for (size_t k = 0; k < NCHECKERS; k++) {
     if (checkers[k].kind != CHECK_STATIC_IR) continue;
     c.rule = constraints_find(t, checkers[k].rule);
@@ -345,7 +365,8 @@ bool lint_mil_file(const ConstraintTable *t, const char *path, const LintOptions
   char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : xstrdup(".");
   PkgFunction fn = {.name = NULL, .mil_file = (char *)(uintptr_t)(slash ? slash + 1 : path)};
   Package pkg = {.path = dir, .functions = &fn, .nfunctions = 1};
-  LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, o->target), .pkg = &pkg};
+  LintCtx c = {.table = t, .opt = o, .report = r, .pkg = &pkg};
+  ctx_set_target(&c, o->target);
   bool ok = load_mil_texts(&c, r, d);
   /* Findings name the MIL function when the file has one. */
   if (ok && c.mil[0]->nfuncs == 1) fn.name = (char *)(uintptr_t)mil_range_str(c.mil[0], c.mil[0]->funcs[0].name);

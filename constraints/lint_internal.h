@@ -89,7 +89,8 @@ typedef struct LintCtx {
   const LintOptions *opt;
   LintReport *report;
   const Constraint *rule;         /* the rule being checked */
-  const ConstraintTarget *target; /* the target checked against */
+  const ConstraintTarget *target; /* the target checked against (&chip_target with a chip) */
+  ConstraintTarget chip_target;
   /* lint_ir */
   IrModule *m;
   /* lint_package */

@@ -3,7 +3,8 @@
  * strictly, because the table is the contract between the documentation, the
  * checkers and the passes. Unknown, duplicate, missing or mistyped fields,
  * malformed or duplicate ids, enumerations outside their sets, ops that
- * ops.def does not know and passes the registry does not know are all errors
+ * ops.def does not know, passes the registry does not know, chips naming an
+ * unknown target or "inheriting" a value other than the default are all errors
  * that name the entry ("constraint ANE001: ..." or, before a usable id,
  * "constraint #3: ..."). Every problem is reported, up to the Diag's error
  * limit; a table with any problem is never returned.
@@ -26,11 +27,15 @@ static const char *const check_names[] = {"static-ir", "static-package", "runtim
 static const char *const severity_names[] = {"note", "warning", "error"}; /* indexed by DiagLevel */
 
 /* Fields of each object, in the order the table writes them. */
-static const char *const top_fields[] = {"schema_version", "description", "parameters", "targets", "constraints"};
+static const char *const top_fields[] = {"schema_version", "description", "parameters", "targets", "chips",
+                                         "constraints"};
 static const char *const rule_fields[] = {"id",       "name",     "summary", "category", "severity",
                                           "check",    "ops",      "symptom", "workaround", "fixed_by",
                                           "source",   "disputed", "dispute_note", "notes"};
 static const char *const param_fields[] = {"description", "unit", "rule", "source", "disputed", "dispute_note"};
+static const char *const chip_fields[] = {"description", "target", "min_surface_bytes", "sram_budget_bytes",
+                                          "max_tensor_dim"};
+static const char *const chip_value_fields[] = {"value", "inherited", "source", "disputed", "dispute_note"};
 
 typedef enum ParamKind { PK_STRING, PK_UINT } ParamKind;
 static const struct {
@@ -463,6 +468,112 @@ static void read_targets(Loader *l, const cJSON *root) {
     if (!seen[t]) fail(l, "'targets'", "missing target '%s'", mil_target_name((MilTarget)t));
 }
 
+/* ---- chips ---- */
+
+static bool valid_chip_name(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 16) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9'))) return false;
+  return true;
+}
+
+/* One sourced value of a chip; returns the JSON value (NULL if unusable). */
+static const cJSON *read_chip_value(Loader *l, const cJSON *chip, const char *key, const char *chip_where,
+                                    ConstraintChipValue *cv) {
+  char where[96];
+  snprintf(where, sizeof where, "%s: '%s'", chip_where, key);
+  const cJSON *obj = get(l, chip, key, chip_where, true);
+  if (!obj) return NULL;
+  if (!cJSON_IsObject(obj)) {
+    fail(l, where, "must be an object");
+    return NULL;
+  }
+  if (!check_keys(l, obj, chip_value_fields, NELEM(chip_value_fields), where, "field")) return NULL;
+  cv->inherited = get_bool(l, obj, "inherited", where);
+  cv->source = get_text(l, obj, "source", where, true, false, false);
+  read_dispute(l, obj, where, &cv->disputed, &cv->dispute_note);
+  return get(l, obj, "value", where, true);
+}
+
+/* A number a chip sets; an inherited one must equal the default of the
+ * chip's target, so that "inherited" never hides a different figure. */
+static void read_chip_number(Loader *l, const cJSON *chip, const char *key, const char *chip_where,
+                             ConstraintChipValue *cv, uint64_t default_value) {
+  const cJSON *v = read_chip_value(l, chip, key, chip_where, cv);
+  if (!v) return;
+  char where[96];
+  snprintf(where, sizeof where, "%s: '%s'", chip_where, key);
+  if (!is_positive_int(v)) {
+    wrong_type(l, where, "value", "a positive integer");
+    return;
+  }
+  cv->value = (uint64_t)v->valuedouble;
+  if (cv->inherited && default_value && cv->value != default_value)
+    fail(l, where, "an inherited value must be the target's default %llu, not %llu",
+         (unsigned long long)default_value, (unsigned long long)cv->value);
+}
+
+static void read_chip(Loader *l, const cJSON *obj, ConstraintChip *chip) {
+  char where[48];
+  snprintf(where, sizeof where, "chip '%.16s'", obj->string);
+  if (!valid_chip_name(obj->string)) {
+    fail(l, "'chips'", "chip name '%.16s%s' must be lowercase letters and digits (at most 16, e.g. m1)",
+         obj->string, strlen(obj->string) > 16 ? "..." : "");
+    return;
+  }
+  if (!cJSON_IsObject(obj)) {
+    fail(l, where, "must be an object");
+    return;
+  }
+  if (!check_keys(l, obj, chip_fields, NELEM(chip_fields), where, "field")) return;
+  chip->name = arena_strdup(&l->t->arena, obj->string);
+  chip->description = get_text(l, obj, "description", where, true, false, false);
+  const cJSON *tv = read_chip_value(l, obj, "target", where, &chip->dialect);
+  const ConstraintTarget *defaults = NULL;
+  if (tv) {
+    char twhere[96];
+    snprintf(twhere, sizeof twhere, "%s: 'target'", where);
+    if (!cJSON_IsString(tv)) wrong_type(l, twhere, "value", "a string");
+    else if (!mil_target_from_name(tv->valuestring, &chip->target))
+      fail(l, twhere, "unknown target '%.32s' (expected ios16, ios17 or ios18)", tv->valuestring);
+    else defaults = &l->t->targets[chip->target];
+  }
+  read_chip_number(l, obj, "min_surface_bytes", where, &chip->min_surface_bytes,
+                   defaults ? defaults->min_surface_bytes : 0);
+  read_chip_number(l, obj, "sram_budget_bytes", where, &chip->sram_budget_bytes,
+                   defaults ? defaults->sram_budget_bytes : 0);
+  read_chip_number(l, obj, "max_tensor_dim", where, &chip->max_tensor_dim, defaults ? defaults->max_tensor_dim : 0);
+}
+
+static void read_chips(Loader *l, const cJSON *root) {
+  const cJSON *v = get(l, root, "chips", NULL, true);
+  if (!v) return;
+  if (!cJSON_IsObject(v)) {
+    wrong_type(l, NULL, "chips", "an object");
+    return;
+  }
+  uint32_t n = 0;
+  for (const cJSON *c = v->child; c && n <= CONSTRAINTS_MAX_CHIPS; c = c->next) n++;
+  if (n > CONSTRAINTS_MAX_CHIPS) {
+    fail(l, NULL, "too many chips (limit is %u)", CONSTRAINTS_MAX_CHIPS);
+    return;
+  }
+  for (const cJSON *c = v->child; c; c = c->next) /* at most 32 chips: quadratic is fine */
+    for (const cJSON *p = v->child; p != c; p = p->next)
+      if (!strcmp(p->string, c->string)) {
+        fail(l, "'chips'", "duplicate chip '%.16s'", c->string);
+        return;
+      }
+  l->t->chips = arena_alloc(&l->t->arena, sizeof *l->t->chips * (n ? n : 1));
+  for (const cJSON *c = v->child; c && !stop(l); c = c->next) {
+    ConstraintChip *chip = &l->t->chips[l->t->nchips];
+    memset(chip, 0, sizeof *chip);
+    read_chip(l, c, chip);
+    if (chip->name) l->t->nchips++;
+  }
+}
+
 /* ---- loading ---- */
 
 static void line_col(const char *text, size_t off, uint32_t *line, uint32_t *col) {
@@ -519,6 +630,7 @@ ConstraintTable *constraints_load(const char *name, const char *json, size_t len
       read_rules(&l, root);
       if (!stop(&l)) read_params(&l, root);
       if (!stop(&l)) read_targets(&l, root);
+      if (!stop(&l)) read_chips(&l, root); /* after the targets: inherited values are checked against them */
       /* Cross references, once every rule is known. */
       for (int i = 0; i < PARAM_COUNT && l.ok; i++) {
         const ConstraintParam *p = &l.t->params[i];
@@ -578,6 +690,26 @@ const Constraint *constraints_find(const ConstraintTable *t, const char *id) {
 
 const ConstraintTarget *constraints_target(const ConstraintTable *t, MilTarget target) {
   return &t->targets[target];
+}
+
+const ConstraintChip *constraints_chip(const ConstraintTable *t, const char *name) {
+  for (uint32_t i = 0; i < t->nchips; i++)
+    if (!strcmp(t->chips[i].name, name)) return &t->chips[i];
+  return NULL;
+}
+
+void constraints_chip_names(const ConstraintTable *t, StrBuf *out) {
+  for (uint32_t i = 0; i < t->nchips; i++)
+    sb_printf(out, "%s%s", i == 0 ? "" : i + 1 == t->nchips ? " or " : ", ", t->chips[i].name);
+}
+
+ConstraintTarget constraints_chip_target(const ConstraintTable *t, const ConstraintChip *chip, MilTarget target) {
+  ConstraintTarget ct = t->targets[target];
+  ct.chip = chip->name;
+  ct.min_surface_bytes = chip->min_surface_bytes.value;
+  ct.sram_budget_bytes = chip->sram_budget_bytes.value;
+  ct.max_tensor_dim = chip->max_tensor_dim.value;
+  return ct;
 }
 
 const char *constraint_category_name(ConstraintCategory c) {

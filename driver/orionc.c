@@ -49,6 +49,9 @@ typedef struct Options {
   const char *compile_args[128];
   uint32_t ncompile_args;
   MilTarget target;
+  bool target_given;
+  const char *chip; /* --chip: its numbers replace the target's defaults */
+  uint64_t min_surface_bytes; /* of the target or chip, for the package */
   uint32_t error_limit;
   PassManagerOptions pm;
   const char *plugins[16];
@@ -74,6 +77,10 @@ static void usage(FILE *out) {
         "                         dot   a Graphviz drawing of the graph (after the passes)\n"
         "                         none  check only (passes and constraints, nothing written)\n"
         "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
+        "  --chip=NAME          the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
+        "                       its newest dialect is the default --target (a newer one is an\n"
+        "                       error); its SRAM budget and minimum surface replace the target's\n"
+        "                       (recorded in the manifest as Chip)\n"
         "  -O0                  legalization only: the passes the ANE needs\n"
         "  -O1                  legalization plus clean-ups and ANE-friendly lowerings (default)\n"
         "  --passes=A,B,(C,D)   run exactly these passes (a group in parentheses repeats\n"
@@ -176,11 +183,17 @@ static int parse_options(int argc, char **argv, Options *o) {
           o->emit_given = true;
         }
       if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil, dot or none)", a + 7);
+    } else if (!strcmp(a, "--chip")) {
+      return usage_error("%s needs a value, e.g. --chip=m4", a);
     } else if (!strcmp(a, "--emit") || !strcmp(a, "--target")) {
       return usage_error("%s needs a value, e.g. %s", a, a[2] == 'e' ? "--emit=mil" : "--target=ios18");
     } else if (!strncmp(a, "--target=", 9)) {
       if (!mil_target_from_name(a + 9, &o->target))
         return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
+      o->target_given = true;
+      record_arg(o, a, NULL);
+    } else if (!strncmp(a, "--chip=", 7)) {
+      o->chip = a + 7; /* checked against the constraint table below */
       record_arg(o, a, NULL);
     } else if (!strcmp(a, "-o")) {
       if (++i >= argc) return usage_error("%s needs a path", a);
@@ -282,6 +295,29 @@ static int parse_options(int argc, char **argv, Options *o) {
     }
   }
   if (o->list_passes) return -1;
+  if (o->chip) {
+    /* The chip names its newest dialect: the default target, and a limit on an explicit one. */
+    Diag d;
+    diag_init(&d, NULL);
+    ConstraintTable *t = constraints_builtin(&d);
+    if (!t) return EXIT_USAGE;
+    const ConstraintChip *chip = constraints_chip(t, o->chip);
+    int rc = -1;
+    if (!chip) {
+      StrBuf known;
+      sb_init(&known);
+      constraints_chip_names(t, &known);
+      rc = usage_error("unknown chip '%s' (expected %s)", o->chip, known.data ? known.data : "none");
+      sb_free(&known);
+    } else if (!o->target_given) {
+      o->target = chip->target;
+    } else if (o->target > chip->target) {
+      rc = usage_error("--target=%s is newer than %s supports (at most %s)", mil_target_name(o->target), o->chip,
+                       mil_target_name(chip->target));
+    }
+    constraints_free(t);
+    if (rc >= 0) return rc;
+  }
   if (!o->input) return usage_error("%s", "no input file");
   if (o->output && o->emit == EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
   if ((o->inline_calls || o->legalize) && o->emit != EMIT_OIR) return usage_error("%s", "--inline and --legalize go with --emit=oir");
@@ -394,8 +430,8 @@ static bool check_constraints(const Options *o, IrModule *m, SourceSet *sources,
   if (!t) return false;
   /* The package writer pads small surfaces, so for a compile ANE004 is news, not a problem. */
   static const LintSeverityOverride overrides[] = {{"ANE004", DIAG_NOTE}};
-  LintOptions lo = {.target = o->target, .allow = NULL, .overrides = overrides, .noverrides = 1};
-  LintOptions check = {.target = o->target, .allow = o->allow, .nallow = o->nallow};
+  LintOptions lo = {.target = o->target, .chip = o->chip, .allow = NULL, .overrides = overrides, .noverrides = 1};
+  LintOptions check = {.target = o->target, .chip = o->chip, .allow = o->allow, .nallow = o->nallow};
   if (!lint_options_check(t, &check, d)) {
     constraints_free(t);
     return false;
@@ -437,10 +473,20 @@ static char *default_package_path(const char *input) {
   return p;
 }
 
+/* What parse_options allocated (also after a usage error found late, e.g. --chip's). */
+static void options_free(Options *o) {
+  for (uint32_t i = 0; i < o->ncompile_args; i++) free((void *)(uintptr_t)o->compile_args[i]);
+  for (uint32_t i = 0; i < o->noverrides; i++) free((void *)(uintptr_t)o->override_names[i]);
+  for (uint32_t i = 0; i < o->pm.pass_options.nlora; i++) free(o->lora_patterns[i]);
+}
+
 int main(int argc, char **argv) {
   Options o;
   int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
+  if (rc >= 0) {
+    options_free(&o);
+    return rc;
+  }
 
   SourceSet sources;
   srcset_init(&sources);
@@ -471,12 +517,15 @@ int main(int argc, char **argv) {
   }
   if (!passes_check_spec(&o.pm, &d)) goto done;
   {
-    /* The SRAM budget and the minimum surface the passes plan for are the target's, from the constraint table. */
+    /* The SRAM budget and the minimum surface the passes plan for are the
+     * target's, or the chip's with --chip, from the constraint table. */
     ConstraintTable *table = constraints_builtin(&d);
     if (!table) goto done;
-    const ConstraintTarget *target = constraints_target(table, o.target);
-    if (target && target->sram_budget_bytes <= UINT32_MAX) o.pm.pass_options.target_sram_bytes = (uint32_t)target->sram_budget_bytes;
-    if (target) o.pm.pass_options.target_min_surface_bytes = target->min_surface_bytes;
+    const ConstraintChip *chip = o.chip ? constraints_chip(table, o.chip) : NULL;
+    ConstraintTarget target = chip ? constraints_chip_target(table, chip, o.target) : *constraints_target(table, o.target);
+    if (target.sram_budget_bytes <= UINT32_MAX) o.pm.pass_options.target_sram_bytes = (uint32_t)target.sram_budget_bytes;
+    o.pm.pass_options.target_min_surface_bytes = target.min_surface_bytes;
+    o.min_surface_bytes = target.min_surface_bytes;
     constraints_free(table);
   }
   rc = EXIT_INPUT;
@@ -519,7 +568,8 @@ int main(int argc, char **argv) {
     if (!o.no_lint && !check_constraints(&o, m, &sources, &d, &lint_errors, &lint_warnings)) goto done;
     phase(&clock, "constraints");
     PackageStats stats = {0};
-    PackageOptions po = {.target = o.target, .source_name = o.input, .warnings = d.nwarnings,
+    PackageOptions po = {.target = o.target, .chip = o.chip, .min_surface_bytes = o.min_surface_bytes,
+                         .source_name = o.input, .warnings = d.nwarnings,
                          .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats, .keep_duplicate_weights = o.no_dedup,
                          .compile_args = o.compile_args, .ncompile_args = o.ncompile_args,
                          .lint_checked = !o.no_lint, .lint_errors = lint_errors, .lint_warnings = lint_warnings};
@@ -590,9 +640,7 @@ written:
   if (summary) fwrite(summary, 1, summary_len, stdout);
   rc = EXIT_OK;
 done:
-  for (uint32_t i = 0; i < o.ncompile_args; i++) free((void *)(uintptr_t)o.compile_args[i]);
-  for (uint32_t i = 0; i < o.noverrides; i++) free((void *)(uintptr_t)o.override_names[i]);
-  for (uint32_t i = 0; i < o.pm.pass_options.nlora; i++) free(o.lora_patterns[i]);
+  options_free(&o);
   free(summary);
   free(package_path);
   sb_free(&text);

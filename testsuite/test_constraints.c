@@ -51,6 +51,14 @@ static const char *const rule_ane001 =
 static const char *const param_doc =
     "{\"description\": \"d\", \"unit\": \"bytes\", \"rule\": null, \"source\": \"s\", \"disputed\": false}";
 
+/* The test table's one chip: an inherited minimum surface, its own SRAM budget. */
+static const char *const chip_target = "{\"value\": \"ios16\", \"inherited\": false, \"source\": \"PR #6\", \"disputed\": false}";
+static const char *const chip_min_surface =
+    "{\"value\": 49152, \"inherited\": true, \"source\": \"no figure\", \"disputed\": false}";
+static const char *const chip_sram =
+    "{\"value\": 2000000, \"inherited\": false, \"source\": \"ane-guide\", \"disputed\": true, \"dispute_note\": \"n\"}";
+static const char *const chip_dim = "{\"value\": 16384, \"inherited\": false, \"source\": \"ane-guide\", \"disputed\": false}";
+
 /* A complete valid table around the given rules. */
 static char *table_json(const char *rules) {
   StrBuf sb;
@@ -66,7 +74,9 @@ static char *table_json(const char *rules) {
               "%s\"%s\": {\"program_version\": \"1.0\", \"opset\": \"%s\", \"min_surface_bytes\": 49152, "
               "\"sram_budget_bytes\": 33554432, \"max_tensor_dim\": 16384}",
               i ? ", " : "", names[i], names[i]);
-  sb_printf(&sb, "},\n  \"constraints\": [%s]\n}\n", rules);
+  sb_printf(&sb, "},\n  \"chips\": {\"m1\": {\"description\": \"M1\", \"target\": %s, \"min_surface_bytes\": %s, "
+            "\"sram_budget_bytes\": %s, \"max_tensor_dim\": %s}},\n  \"constraints\": [%s]\n}\n",
+            chip_target, chip_min_surface, chip_sram, chip_dim, rules);
   return sb.data;
 }
 
@@ -374,6 +384,79 @@ Test(loader, parameters_and_targets) {
   cr_assert_str_eq(load_errors(bad), "lint: error: t.json: target 'ios16': missing field 'min_surface_bytes'\n");
   free(bad);
   free(json);
+}
+
+/* The chips section: every chip value is sourced, names a known target and, when
+ * inherited, equals that target's default. */
+Test(loader, chips) {
+  char *json = table_json(rule_ane001);
+  cr_assert_str_eq(load_errors(json), "");
+  char *bad = subst(json, "\"description\": \"M1\", ", "\"description\": \"M1\", \"sram\": 1, ");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': unknown field 'sram'\n");
+  free(bad);
+  bad = subst(json, "\"inherited\": false, \"source\": \"PR #6\"", "\"inherited\": false, \"source\": \"PR #6\", \"why\": \"x\"");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': 'target': unknown field 'why'\n");
+  free(bad);
+  bad = subst(json, "\"value\": \"ios16\"", "\"value\": \"ios15\"");
+  cr_assert_str_eq(load_errors(bad),
+                   "lint: error: t.json: chip 'm1': 'target': unknown target 'ios15' (expected ios16, ios17 or ios18)\n");
+  free(bad);
+  bad = subst(json, "\"value\": 2000000, ", "");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': 'sram_budget_bytes': missing field 'value'\n");
+  free(bad);
+  bad = subst(json, ", \"max_tensor_dim\": {\"value\": 16384, \"inherited\": false, \"source\": \"ane-guide\", \"disputed\": false}}", "}");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': missing field 'max_tensor_dim'\n");
+  free(bad);
+  bad = subst(json, "\"source\": \"no figure\", ", "");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': 'min_surface_bytes': missing field 'source'\n");
+  free(bad);
+  bad = subst(json, "\"value\": 49152, \"inherited\": true", "\"value\": 16384, \"inherited\": true");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': 'min_surface_bytes': an inherited value must be "
+                                     "the target's default 49152, not 16384\n");
+  free(bad);
+  bad = subst(json, "\"value\": 2000000", "\"value\": 0");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: chip 'm1': 'sram_budget_bytes': 'value' must be a positive integer\n");
+  free(bad);
+  bad = subst(json, "\"disputed\": true, \"dispute_note\": \"n\"", "\"disputed\": true");
+  cr_assert_str_eq(load_errors(bad),
+                   "lint: error: t.json: chip 'm1': 'sram_budget_bytes': 'dispute_note' is required when 'disputed' is true\n");
+  free(bad);
+  bad = subst(json, "\"m1\": {", "\"M-1\": {");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: 'chips': chip name 'M-1' must be lowercase letters and digits "
+                                     "(at most 16, e.g. m1)\n");
+  free(bad);
+  bad = subst(json, "\"chips\": {\"m1\": {", "\"chips\": {\"m1\": {}, \"m1\": {");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: 'chips': duplicate chip 'm1'\n");
+  free(bad);
+  bad = subst(json, "\"chips\": {\"m1\"", "\"chipz\": {\"m1\"");
+  cr_assert_str_eq(load_errors(bad), "lint: error: t.json: unknown top-level field 'chipz'\n");
+  free(bad);
+  free(json);
+}
+
+/* The shipped chips: M1 has the smallest SRAM budget and the old dialect, M4 the
+ * raised dimension limit; a chip's target keeps the target's dialect. */
+Test(table, builtin_chips) {
+  ConstraintTable *t = builtin();
+  StrBuf names;
+  sb_init(&names);
+  constraints_chip_names(t, &names);
+  cr_assert_str_eq(names.data, "m1, m2, m3, m4 or m5");
+  sb_free(&names);
+  const ConstraintChip *m1 = constraints_chip(t, "m1"), *m4 = constraints_chip(t, "m4");
+  cr_assert(m1 && m4 && !constraints_chip(t, "m9"));
+  cr_assert_eq(m1->target, MIL_IOS16);
+  cr_assert_lt(m1->sram_budget_bytes.value, constraints_target(t, MIL_IOS16)->sram_budget_bytes);
+  cr_assert(m1->sram_budget_bytes.disputed && !m1->sram_budget_bytes.inherited);
+  cr_assert(m1->min_surface_bytes.inherited);
+  cr_assert_eq(m4->target, MIL_IOS18);
+  cr_assert_eq(m4->max_tensor_dim.value, 65536);
+  ConstraintTarget ct = constraints_chip_target(t, m1, MIL_IOS16);
+  cr_assert_str_eq(ct.chip, "m1");
+  cr_assert_str_eq(ct.program_version, "1.0");
+  cr_assert_eq(ct.sram_budget_bytes, m1->sram_budget_bytes.value);
+  for (uint32_t i = 0; i < t->nchips; i++) cr_assert_not_null(t->chips[i].sram_budget_bytes.source);
+  constraints_free(t);
 }
 
 Test(loader, every_problem_is_reported) {

@@ -91,6 +91,7 @@ typedef struct ConstraintParam {
 
 typedef struct ConstraintTarget {
   MilTarget target;
+  const char *chip; /* the chip whose numbers these are (constraints_chip_target), or NULL */
   const char *program_version;
   const char *opset;
   uint64_t min_surface_bytes;
@@ -100,6 +101,28 @@ typedef struct ConstraintTarget {
 
 #define CONSTRAINT_TARGET_COUNT 3 /* MIL_IOS16..MIL_IOS18 */
 
+/* One fact about a chip, with where it comes from. An inherited value is the
+ * default of the chip's target, kept because no report gives a figure for
+ * this chip (the source says so). */
+typedef struct ConstraintChipValue {
+  uint64_t value; /* the number (unused for the target) */
+  bool inherited;
+  const char *source;
+  bool disputed;
+  const char *dispute_note; /* set iff disputed */
+} ConstraintChipValue;
+
+/* An ANE generation: the newest dialect it takes and its own numbers, where
+ * they differ from the targets' defaults (the table's "chips" section). */
+typedef struct ConstraintChip {
+  const char *name;        /* "m1" */
+  const char *description; /* "M1 / M1 Pro / Max / Ultra (H13)" */
+  MilTarget target;        /* the newest target it supports (its "target" entry, documented by `dialect`) */
+  ConstraintChipValue dialect, min_surface_bytes, sram_budget_bytes, max_tensor_dim;
+} ConstraintChip;
+
+#define CONSTRAINTS_MAX_CHIPS 32u
+
 typedef struct ConstraintTable {
   Arena arena; /* owns everything below */
   uint32_t schema_version;
@@ -108,6 +131,8 @@ typedef struct ConstraintTable {
   uint32_t nrules;
   ConstraintParam params[PARAM_COUNT];
   ConstraintTarget targets[CONSTRAINT_TARGET_COUNT]; /* indexed by MilTarget */
+  ConstraintChip *chips; /* in table order */
+  uint32_t nchips;
 } ConstraintTable;
 
 /* Parses and validates a table; NULL after reporting every problem through d
@@ -122,6 +147,12 @@ void constraints_free(ConstraintTable *t);
 
 const Constraint *constraints_find(const ConstraintTable *t, const char *id); /* NULL if none */
 const ConstraintTarget *constraints_target(const ConstraintTable *t, MilTarget target);
+const ConstraintChip *constraints_chip(const ConstraintTable *t, const char *name); /* NULL if none */
+/* "m1, m2, m3, m4 or m5", for messages. */
+void constraints_chip_names(const ConstraintTable *t, StrBuf *out);
+/* The data a program for `target` on `chip` is checked and planned with: the
+ * target's dialect, the chip's minimum surface, SRAM budget and dimension limit. */
+ConstraintTarget constraints_chip_target(const ConstraintTable *t, const ConstraintChip *chip, MilTarget target);
 const char *constraint_category_name(ConstraintCategory c); /* "compile-failure" */
 const char *constraint_severity_name(DiagLevel level);      /* "error", "warning", "note" */
 bool constraint_severity_from_name(const char *s, DiagLevel *out);
@@ -173,6 +204,7 @@ typedef struct LintSeverityOverride {
 
 typedef struct LintOptions {
   MilTarget target;     /* for IR checks (packages are checked against their own target) */
+  const char *chip;     /* a chip of the table whose numbers IR checks use, or NULL (the target's) */
   const char *pipeline; /* passes that will run on the IR next, as a pipeline spec
                            ("inline,(dce,cast-fusion),..."): findings a listed pass fixes become
                            notes; NULL after legalization */

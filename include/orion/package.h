@@ -32,6 +32,8 @@ typedef struct PackageStats {
 
 typedef struct PackageOptions {
   MilTarget target;
+  const char *chip;           /* orionc --chip, recorded in the manifest (Chip), or NULL */
+  uint64_t min_surface_bytes; /* the chip's or target's minimum surface (0: target_info's) */
   const char *source_name;  /* for the manifest */
   const char *source_text;  /* hashed into the manifest */
   size_t source_len;
