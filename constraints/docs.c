@@ -136,10 +136,10 @@ static void put_chip_value_note(StrBuf *out, const char *name, const ConstraintC
 static void put_chips(const ConstraintTable *t, StrBuf *out) {
   if (!t->nchips) return;
   sb_puts(out, "\n## Chips\n\n"
-               "`orionc --chip=NAME` takes the chip's target as the default `--target` (a newer `--target` is a\n"
-               "usage error), and its SRAM budget and minimum surface instead of the target's (nothing checks\n"
-               "tensor extents against `max_tensor_dim` yet). An inherited value (marked *) is the\n"
-               "target's default, kept because no report gives a figure for that chip.\n\n"
+               "`orionc --chip=NAME` and `orion-lint --chip=NAME` take the chip's target as the default `--target`\n"
+               "(a newer `--target` is a usage error), and its SRAM budget and minimum surface instead of the\n"
+               "target's (nothing checks tensor extents against `max_tensor_dim` yet). An inherited value\n"
+               "(marked *) is the target's default, kept because no report gives a figure for that chip.\n\n"
                "| chip | generation | newest target | `min_surface_bytes` | `sram_budget_bytes` | `max_tensor_dim` |\n"
                "|---|---|---|---|---|---|\n");
   for (uint32_t i = 0; i < t->nchips; i++) {
@@ -192,8 +192,10 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
           "severity. A `.mil` file gets the `static-package` checks that need only MIL text (and the\n"
           "weight files its `BLOBFILE`s name, `@model_path` being the file's directory); the manifest rules\n"
           "need a package. `--allow=ID` drops a rule's findings, `--severity=ID=LEVEL` changes its severity,\n"
-          "`--target=ios16|ios17|ios18` picks the target data below. The exit status is 0 when no finding\n"
-          "reaches `--fail-on` (default `error`), 1 when one does, 2 for a usage error or unreadable input.\n"
+          "`--target=ios16|ios17|ios18` picks the target data below, and `--chip=NAME` a chip's figures\n"
+          "instead (see Chips; its newest target is the default `--target`, a newer one and an unknown chip\n"
+          "are usage errors). The exit status is 0 when no finding reaches `--fail-on` (default `error`),\n"
+          "1 when one does, 2 for a usage error or unreadable input.\n"
           "\n"
           "## Rules\n"
           "\n"

@@ -36,6 +36,8 @@ typedef struct Options {
   const char *table_path;
   bool list, gen_docs;
   MilTarget target;
+  bool target_given;
+  const char *chip; /* --chip: its numbers replace the target's in the IR checks */
   const char *allow[MAX_RULE_OPTIONS];
   uint32_t nallow;
   LintSeverityOverride overrides[MAX_RULE_OPTIONS];
@@ -56,6 +58,10 @@ static void usage(FILE *out) {
         "  --severity=ID=LEVEL  report rule ID at LEVEL: error, warning or note (repeatable)\n"
         "  --target=T           ios18 (default), ios17 or ios16: the target data for .oir files\n"
         "                       (packages are checked against their own target)\n"
+        "  --chip=NAME          the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
+        "                       its newest dialect is the default --target (a newer one is an\n"
+        "                       error); its SRAM budget and minimum surface replace the target's\n"
+        "                       in the checks of .oir and .mil files\n"
         "  --table=FILE         use this constraint table instead of the built-in one\n"
         "  --explain ID         print everything the table says about rule ID\n"
         "  --list               list the rules, one per line\n"
@@ -115,6 +121,11 @@ static int parse_options(int argc, char **argv, Options *o) {
     } else if (!strncmp(a, "--target=", 9)) {
       if (!mil_target_from_name(a + 9, &o->target))
         return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
+      o->target_given = true;
+    } else if (!strncmp(a, "--chip=", 7)) {
+      o->chip = a + 7; /* checked against the constraint table in run() */
+    } else if (!strcmp(a, "--chip")) {
+      return usage_error("%s needs a value, e.g. --chip=m4", a);
     } else if (!strncmp(a, "--table=", 8)) {
       o->table_path = a + 8;
     } else if (!strcmp(a, "--explain")) {
@@ -222,7 +233,30 @@ static int run(const Options *o) {
   int status = EXIT_CLEAN;
   StrBuf out;
   sb_init(&out);
-  LintOptions lo = {.target = o->target,
+  MilTarget target = o->target;
+  if (o->chip) {
+    /* As orionc --chip: the chip's newest dialect is the default target and a limit on an explicit one. */
+    const ConstraintChip *chip = constraints_chip(t, o->chip);
+    if (!chip) {
+      StrBuf known;
+      sb_init(&known);
+      constraints_chip_names(t, &known);
+      status = usage_error("unknown chip '%s' (expected %s)", o->chip, known.data ? known.data : "none");
+      sb_free(&known);
+    } else if (!o->target_given) {
+      target = chip->target;
+    } else if (o->target > chip->target) {
+      status = usage_error("--target=%s is newer than %s supports (at most %s)", mil_target_name(o->target), o->chip,
+                           mil_target_name(chip->target));
+    }
+    if (status != EXIT_CLEAN) {
+      constraints_free(t);
+      srcset_free(&ss);
+      return status;
+    }
+  }
+  LintOptions lo = {.target = target,
+                    .chip = o->chip,
                     .allow = o->allow,
                     .nallow = o->nallow,
                     .overrides = o->overrides,

@@ -240,6 +240,23 @@ sed 's/= relu(/= concat(/' "$tmp/t.anepkg/model.mil" >"$tmp/t.anepkg/concat.mil"
 check lint-mil 1 "$lint" "$tmp/t.anepkg/concat.mil"
 contains lint-mil "error[ANE001]: concat 'y' is rejected by the ANE compiler"
 check lint-mil-missing 2 "$lint" "$tmp/none.mil"
+# orion-lint --chip: as orionc's; the chip's SRAM budget makes a 4 MiB relu warn (ANE016).
+check lint-chip-help 0 "$lint" --help
+contains lint-chip-help "--chip=NAME"
+check lint-chip-unknown 2 "$lint" --chip=m9 "$tmp/sram.oir"
+contains lint-chip-unknown "orion-lint: error: unknown chip 'm9' (expected m1, m2, m3, m4 or m5)"
+check lint-chip-no-value 2 "$lint" --chip "$tmp/sram.oir"
+contains lint-chip-no-value "orion-lint: error: --chip needs a value, e.g. --chip=m4"
+check lint-chip-target-too-new 2 "$lint" --chip=m1 --target=ios18 "$tmp/sram.oir"
+contains lint-chip-target-too-new "orion-lint: error: --target=ios18 is newer than m1 supports (at most ios16)"
+check lint-chip-default 0 "$lint" --fail-on=warning "$tmp/sram.oir"
+if grep -q "ANE016" "$tmp/out"; then failed=$((failed + 1)); echo "FAIL: lint-chip-default warns"; cat "$tmp/out"; else passed=$((passed + 1)); fi
+check lint-chip-m1 1 "$lint" --fail-on=warning --chip=m1 "$tmp/sram.oir"
+contains lint-chip-m1 "warning[ANE016]:"
+contains lint-chip-m1 "over the 1.9 MiB SRAM budget of m1"
+check lint-chip-m1-ios16 1 "$lint" --fail-on=warning --chip=m1 --target=ios16 "$tmp/sram.oir"
+contains lint-chip-m1-ios16 "warning[ANE016]:"
+check lint-chip-m4 0 "$lint" --fail-on=warning --chip=m4 "$tmp/sram.oir"
 
 # Pass manager: --time-passes counts the runs of a fixed-point group (three
 # rounds that change the IR and one that confirms nothing changes).
