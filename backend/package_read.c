@@ -226,6 +226,14 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
     pkg->min_surface_bytes = get_uint(&r, dict, "MinimumSurfaceBytes", "the manifest", UINT32_MAX);
     MilTarget t;
     if (r.ok && !mil_target_from_name(pkg->target, &t)) fail(&r, "manifest: unknown target '%s'", pkg->target);
+    /* Optional: only packages compiled with --chip have it. A chip name as
+     * the constraint table spells them (lowercase letters and digits, at most 16). */
+    if (r.ok && plist_dict_get(dict, "Chip")) {
+      pkg->chip = get_string(&r, dict, "Chip", "the manifest");
+      size_t n = strlen(pkg->chip);
+      if (r.ok && (n == 0 || n > 16 || strspn(pkg->chip, "abcdefghijklmnopqrstuvwxyz0123456789") != n))
+        fail(&r, "manifest: 'Chip' must be a chip name of 1 to 16 lowercase letters and digits, e.g. m4");
+    }
     xmlNodePtr funcs = need(&r, dict, "Functions", "array", "the manifest");
     uint32_t nf = 0;
     for (xmlNodePtr c = funcs ? plist_next_elem(funcs->children) : NULL; c; c = plist_next_elem(c->next)) nf++;
@@ -456,6 +464,7 @@ void package_free(Package *pkg) {
   free(pkg->path);
   free(pkg->compiler_version);
   free(pkg->target);
+  free(pkg->chip);
   free(pkg->program_version);
   free(pkg->source_name);
   for (uint32_t i = 0; i < pkg->ncompile_args; i++) free(pkg->compile_args[i]);

@@ -75,6 +75,7 @@ int main(int argc, char **argv) {
   printf("package %s\n", path);
   printf("  format %u, compiled by %s for %s (program %s) from %s\n", pkg.format_version, pkg.compiler_version,
          pkg.target, pkg.program_version, pkg.source_name);
+  if (pkg.chip) printf("  chip %s\n", pkg.chip);
   printf("  weights %s: %llu bytes, generation %llu\n", PACKAGE_WEIGHTS, (unsigned long long)pkg.weights_size,
          (unsigned long long)pkg.weights_generation);
   /* Inspecting changes nothing: an interrupted update is shown, not completed. */

@@ -421,6 +421,29 @@ Test(manifest, accepts_a_complete_manifest) {
   cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "1") IO("b", "0")) LINT TAIL), "ok");
 }
 
+/* Chip is optional; when present it is a chip name. */
+Test(manifest, chip) {
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  const char *with = HEAD TOP("1", "ios18") "<key>Chip</key><string>m4</string>" FUNC(IO("a", "0")) LINT TAIL;
+  cr_assert(package_parse_manifest(with, strlen(with), "M", &pkg, &d), "%s", sb.data);
+  cr_assert_str_eq(pkg.chip, "m4");
+  package_free(&pkg);
+  const char *without = HEAD TOP("1", "ios18") FUNC(IO("a", "0")) LINT TAIL;
+  cr_assert(package_parse_manifest(without, strlen(without), "M", &pkg, &d), "%s", sb.data);
+  cr_assert_null(pkg.chip);
+  package_free(&pkg);
+  sb_free(&sb);
+  const char *bad = "orionc: error: M: manifest: 'Chip' must be a chip name of 1 to 16 lowercase letters and digits, e.g. m4\n";
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") "<key>Chip</key><string>M4</string>" FUNC(IO("a", "0")) LINT TAIL), bad);
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") "<key>Chip</key><string></string>" FUNC(IO("a", "0")) LINT TAIL), bad);
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") "<key>Chip</key><string>m12345678901234567</string>" FUNC(IO("a", "0")) LINT TAIL), bad);
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") "<key>Chip</key><integer>4</integer>" FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: manifest: 'Chip' of the manifest must be <string>\n");
+}
+
 Test(manifest, rejections) {
   cr_assert_str_eq(manifest_error("<plist"), "orionc: error: M: manifest is not well-formed XML\n");
   cr_assert_str_eq(manifest_error("<?xml version=\"1.0\"?><array/>"),

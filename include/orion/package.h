@@ -101,6 +101,7 @@ typedef struct Package {
   char *path;
   uint32_t format_version;
   char *compiler_version, *target, *program_version, *source_name;
+  char *chip; /* Chip (optional: orionc --chip), or NULL */
   char source_sha256[65], weights_layout_xxh64[17];
   uint64_t weights_size, weights_generation, min_surface_bytes;
   PkgFunction *functions;

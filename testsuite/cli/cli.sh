@@ -200,6 +200,15 @@ check chip-manifest-args 0 grep -A1 "<key>Target</key>" "$tmp/chip.anepkg/Manife
 contains chip-manifest-args "<string>ios18</string>"
 check no-chip-manifest 0 "$orionc" --no-cache -o "$tmp/nochip.anepkg" "$tmp/ok.oir"
 check no-chip-manifest-key 1 grep -q "<key>Chip</key>" "$tmp/nochip.anepkg/Manifest.plist"
+check chip-inspect 0 "$inspect" "$tmp/chip.anepkg"
+if grep -qx "  chip m4" "$tmp/out"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: chip-inspect lacks '  chip m4'"; cat "$tmp/out"; fi
+check no-chip-inspect 0 "$inspect" "$tmp/nochip.anepkg"
+if grep -q "^  chip " "$tmp/out"; then failed=$((failed + 1)); echo "FAIL: no-chip-inspect shows a chip"; cat "$tmp/out"; else passed=$((passed + 1)); fi
+# A Chip that is not a chip name is a damaged manifest.
+cp -r "$tmp/chip.anepkg" "$tmp/badchip.anepkg"
+sed -i 's|<string>m4</string>|<string>M4 Max</string>|' "$tmp/badchip.anepkg/Manifest.plist"
+check chip-inspect-bad 1 "$inspect" "$tmp/badchip.anepkg"
+contains chip-inspect-bad "manifest: 'Chip' must be a chip name of 1 to 16 lowercase letters and digits, e.g. m4"
 check time 0 "$orionc" --time -o "$tmp/t.anepkg" "$tmp/ok.oir"
 contains time "orionc: parse+verify"
 contains time "orionc:   manifest"

@@ -19,6 +19,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   d.capture = &diags;
   Package pkg;
   if (package_parse_manifest((const char *)data, size, "fuzz", &pkg, &d)) {
+    /* An accepted Chip is a chip name (lowercase letters and digits, 1 to 16). */
+    if (pkg.chip) {
+      size_t n = strlen(pkg.chip);
+      if (!n || n > 16 || strspn(pkg.chip, "abcdefghijklmnopqrstuvwxyz0123456789") != n) abort();
+    }
     for (uint32_t i = 0; i < pkg.nfunctions; i++) {
       const PkgFunction *f = &pkg.functions[i];
       for (uint32_t k = 0; k < f->ninputs; k++)
