@@ -46,6 +46,20 @@ static void put_param_value(StrBuf *out, const ConstraintTarget *ct, ConstraintP
   }
 }
 
+/* A chip's figure for a numeric parameter, or NULL (the dialect parameters
+ * come from the chip's target). */
+static const ConstraintChipValue *chip_value(const ConstraintChip *chip, ConstraintParamId id) {
+  switch (id) {
+  case PARAM_MIN_SURFACE_BYTES: return &chip->min_surface_bytes;
+  case PARAM_SRAM_BUDGET_BYTES: return &chip->sram_budget_bytes;
+  case PARAM_MAX_TENSOR_DIM: return &chip->max_tensor_dim;
+  case PARAM_PROGRAM_VERSION:
+  case PARAM_OPSET:
+  case PARAM_COUNT: break;
+  }
+  return NULL;
+}
+
 static void put_ops(StrBuf *out, const Constraint *c, const char *quote) {
   if (!c->nops) sb_puts(out, "-");
   for (uint32_t i = 0; i < c->nops; i++) sb_printf(out, "%s%s%s%s", i ? ", " : "", quote, ir_op_info(c->ops[i])->name, quote);
@@ -86,6 +100,30 @@ void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *
     }
     sb_printf(out, "%s%s\n", p->unit[0] ? " " : "", p->unit);
     if (p->disputed) put_wrapped(out, p->dispute_note, 4);
+  }
+  /* Then each chip's figure for those parameters, with where it comes from. */
+  header = false;
+  for (int i = 0; i < PARAM_COUNT; i++) {
+    const ConstraintParam *p = &t->params[i];
+    if (!p->rule || strcmp(p->rule, c->id) || !t->nchips || !chip_value(&t->chips[0], (ConstraintParamId)i)) continue;
+    if (!header) sb_puts(out, "\nchip data (--chip=NAME)\n");
+    header = true;
+    sb_printf(out, "  %s:\n", p->name);
+    for (uint32_t k = 0; k < t->nchips; k++) {
+      const ConstraintChipValue *v = chip_value(&t->chips[k], (ConstraintParamId)i);
+      sb_printf(out, "    %s: %llu%s%s%s\n", t->chips[k].name, (unsigned long long)v->value, p->unit[0] ? " " : "", p->unit,
+                v->inherited ? " (the target's default)" : "");
+      StrBuf line;
+      sb_init(&line);
+      sb_printf(&line, "source: %s", v->source ? v->source : "-");
+      put_wrapped(out, line.data, 6);
+      if (v->disputed) {
+        line.len = 0;
+        sb_printf(&line, "disputed: %s", v->dispute_note ? v->dispute_note : "-");
+        put_wrapped(out, line.data, 6);
+      }
+      sb_free(&line);
+    }
   }
 }
 

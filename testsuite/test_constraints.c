@@ -228,6 +228,27 @@ Test(table, explain_prints_the_whole_entry) {
   sb_init(&sb);
   constraints_explain(t, constraints_find(t, "ANE016"), &sb);
   cr_assert_not_null(strstr(sb.data, "\ntarget data (ios16 / ios17 / ios18)\n  sram_budget_bytes: 33554432 / 33554432 / 33554432 bytes\n"), "%s", sb.data);
+  /* After the targets' figures, each chip's, with its source and dispute. */
+  const char *chips = strstr(sb.data, "\nchip data (--chip=NAME)\n  sram_budget_bytes:\n"
+                                      "    m1: 2000000 bytes\n"
+                                      "      source: ane-guide: working-set threshold of about 2 MB on M1 (MB read as\n"
+                                      "      10^6 bytes)\n"
+                                      "      disputed: tinygrad (M1 era) reports a 4 MB L2");
+  cr_assert_not_null(chips, "%s", sb.data);
+  cr_assert(strstr(sb.data, "target data") < chips);
+  cr_assert_not_null(strstr(chips, "\n    m2: 33554432 bytes (the target's default)\n      source: no SRAM figure for M2"), "%s", sb.data);
+  cr_assert_not_null(strstr(chips, "\n    m4: 33554432 bytes\n      source: maderix"), "%s", sb.data);
+  cr_assert_not_null(strstr(chips, "\n    m5: 4720000 bytes\n"), "%s", sb.data);
+  sb_free(&sb);
+  sb_init(&sb);
+  constraints_explain(t, constraints_find(t, "ANE004"), &sb);
+  cr_assert_not_null(strstr(sb.data, "\nchip data (--chip=NAME)\n  min_surface_bytes:\n    m1: 49152 bytes (the target's default)\n"
+                                     "      source: no report ties a minimum surface to a chip"),
+                     "%s", sb.data);
+  sb_free(&sb);
+  sb_init(&sb);
+  constraints_explain(t, constraints_find(t, "ANE007"), &sb);
+  cr_assert_null(strstr(sb.data, "chip data"), "a rule without per-chip figures has none: %s", sb.data);
   sb_free(&sb);
   constraints_free(t);
 }

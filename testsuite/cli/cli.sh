@@ -231,6 +231,9 @@ contains lint-sarif '"version": "2.1.0"'
 check lint-explain 0 "$lint" --explain ANE010
 contains lint-explain "ANE010"
 check lint-unknown-rule 2 "$lint" --explain ANE099
+check lint-explain-chips 0 "$lint" --explain ANE016
+contains lint-explain-chips "chip data (--chip=NAME)"
+contains lint-explain-chips "    m1: 2000000 bytes"
 check lint-missing 2 "$lint" "$tmp/none.oir"
 check lint-package 0 "$lint" "$tmp/t.anepkg"
 # --fail-on: warnings alone (a small surface the package pads) pass by default.
