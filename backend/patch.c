@@ -366,32 +366,6 @@ static const char *pkg_dtype_name(IrDType t) { return ir_dtype_name(t); }
 
 static bool float_source(WeightFileDType t) { return t == WF_F16 || t == WF_F32 || t == WF_BF16 || t == WF_F64; }
 
-static double source_value(const PatchTensor *t, uint64_t i) {
-  const uint8_t *p = (const uint8_t *)t->data;
-  switch (t->dtype) {
-  case WF_F16: {
-    uint16_t h;
-    memcpy(&h, p + 2 * i, 2);
-    return (double)fp16_to_float(h);
-  }
-  case WF_BF16: {
-    uint16_t h;
-    memcpy(&h, p + 2 * i, 2);
-    return (double)bf16_to_float(h);
-  }
-  case WF_F32: {
-    float f;
-    memcpy(&f, p + 4 * i, 4);
-    return (double)f;
-  }
-  default: {
-    double v;
-    memcpy(&v, p + 8 * i, 8);
-    return v;
-  }
-  }
-}
-
 static bool all_finite(const uint8_t *p, uint64_t n, bool fp16) {
   unsigned special = 0;
   if (fp16) {
@@ -444,13 +418,13 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
     /* The data is used where it is: the caller's buffer or the mapped file. */
   } else if (w->dtype == DT_FP32) {
     for (uint64_t i = 0; i < n; i++) {
-      float f = (float)source_value(t, i);
+      float f = (float)weight_file_float_value(t->data, t->dtype, i);
       memcpy(out + 4 * i, &f, 4);
     }
   } else {
     uint64_t clamped = 0;
     for (uint64_t i = 0; i < n; i++) {
-      double v = source_value(t, i);
+      double v = weight_file_float_value(t->data, t->dtype, i);
       uint16_t h = fp16_from_double(v);
       if ((h & 0x7C00u) == 0x7C00u && !isnan(v) && !isinf(v)) {
         if (!opt->clamp_fp16) {
@@ -485,7 +459,7 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
       bad = !isfinite(f);
     }
     if (bad) {
-      double v = source_value(t, i);
+      double v = weight_file_float_value(t->data, t->dtype, i);
       if (isnan(v))
         diag_error(d, (SrcSpan){0}, "%s: weight '%s' has NaN at index %llu", t->origin, w->name, (unsigned long long)i);
       else

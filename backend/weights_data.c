@@ -784,7 +784,8 @@ static bool materialize_init(Out *o) {
 
 /* Element i of float file data as a double (exact: every source float type
  * widens exactly). Only for messages, off the fast path. */
-static double file_value(const uint8_t *src, WeightFileDType t, uint64_t i) {
+double weight_file_float_value(const void *data, WeightFileDType t, uint64_t i) {
+  const uint8_t *src = data;
   switch (t) {
   case WF_F16: {
     uint16_t h;
@@ -833,7 +834,7 @@ static void fp16_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, We
   for (size_t i = 0; i < k; i++) {
     if ((h[i] & FP16_EXP_MASK) != FP16_EXP_MASK) continue;
     if (h[i] & 0x3FFu) note_nan(o, at + i);
-    else h[i] = note_over(o, at + i, file_value(src, t, at + i), t != WF_F64);
+    else h[i] = note_over(o, at + i, weight_file_float_value(src, t, at + i), t != WF_F64);
   }
 }
 
@@ -843,8 +844,8 @@ static void fp32_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, We
   const float *f = (const float *)o->data + at;
   for (size_t i = 0; i < k; i++) {
     if (isnan(f[i])) note_nan(o, at + i);
-    else if (isinf(f[i]) && t == WF_F64 && isfinite(file_value(src, t, at + i)))
-      note_over(o, at + i, file_value(src, t, at + i), false);
+    else if (isinf(f[i]) && t == WF_F64 && isfinite(weight_file_float_value(src, t, at + i)))
+      note_over(o, at + i, weight_file_float_value(src, t, at + i), false);
   }
 }
 

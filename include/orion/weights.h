@@ -17,6 +17,10 @@ typedef enum WeightFileDType {
 } WeightFileDType;
 
 const char *weight_file_dtype_name(WeightFileDType t); /* "F16", "F32", ... (safetensors spelling) */
+/* Element i of float file data (F16, BF16, F32 or F64, little-endian) as a
+ * double: exact, since each widens exactly. For messages and checks, not for
+ * bulk conversion. */
+double weight_file_float_value(const void *data, WeightFileDType t, uint64_t i);
 size_t weight_file_dtype_size(WeightFileDType t);
 
 typedef struct WeightInfo {
