@@ -414,36 +414,33 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
   bool as_is = same_int || (w->dtype == DT_FP16 && t->dtype == WF_F16) || (w->dtype == DT_FP32 && t->dtype == WF_F32);
   uint8_t *out = as_is ? (uint8_t *)(uintptr_t)t->data : xmalloc(w->bytes ? (size_t)w->bytes : 1);
   *owned = !as_is;
-  if (as_is) {
-    /* The data is used where it is: the caller's buffer or the mapped file. */
-  } else if (w->dtype == DT_FP32) {
-    for (uint64_t i = 0; i < n; i++) {
-      float f = (float)weight_file_float_value(t->data, t->dtype, i);
-      memcpy(out + 4 * i, &f, 4);
+  /* As is, the data is used where it is: the caller's buffer or the mapped file. */
+  if (!as_is) weights_convert_floats(t->data, t->dtype, n, w->dtype, out);
+  /* Finite values beyond fp16's range came out as infinities: clamped or an
+   * error, up to the first NaN or infinity, which the checks below report. */
+  uint64_t clamped = 0;
+  bool look = !as_is && w->dtype == DT_FP16 && !all_finite(out, n, true);
+  for (uint64_t i = 0; look && i < n; i++) {
+    uint16_t h;
+    memcpy(&h, out + 2 * i, 2);
+    if ((h & 0x7C00u) != 0x7C00u) continue;
+    double v = weight_file_float_value(t->data, t->dtype, i);
+    if (isnan(v) || isinf(v)) break; /* reported below */
+    if (!opt->clamp_fp16) {
+      diag_error(d, (SrcSpan){0},
+                 "%s: weight '%s' has the value %.9g at index %llu, beyond fp16's range (largest is 65504; "
+                 "--clamp-fp16 clamps)",
+                 t->origin, w->name, v, (unsigned long long)i);
+      free(out);
+      return NULL;
     }
-  } else {
-    uint64_t clamped = 0;
-    for (uint64_t i = 0; i < n; i++) {
-      double v = weight_file_float_value(t->data, t->dtype, i);
-      uint16_t h = fp16_from_double(v);
-      if ((h & 0x7C00u) == 0x7C00u && !isnan(v) && !isinf(v)) {
-        if (!opt->clamp_fp16) {
-          diag_error(d, (SrcSpan){0},
-                     "%s: weight '%s' has the value %.9g at index %llu, beyond fp16's range (largest is 65504; "
-                     "--clamp-fp16 clamps)",
-                     t->origin, w->name, v, (unsigned long long)i);
-          if (*owned) free(out);
-          return NULL;
-        }
-        h = v > 0 ? 0x7BFFu : 0xFBFFu;
-        clamped++;
-      }
-      memcpy(out + 2 * i, &h, 2);
-    }
-    if (clamped)
-      diag_warning(d, (SrcSpan){0}, "%s: weight '%s': %llu values beyond fp16's range clamped to +-65504", t->origin,
-                   w->name, (unsigned long long)clamped);
+    h = v > 0 ? 0x7BFFu : 0xFBFFu;
+    memcpy(out + 2 * i, &h, 2);
+    clamped++;
   }
+  if (clamped)
+    diag_warning(d, (SrcSpan){0}, "%s: weight '%s': %llu values beyond fp16's range clamped to +-65504", t->origin,
+                 w->name, (unsigned long long)clamped);
   /* NaN and infinity are checked on the result, whatever the source: a
    * branch-free scan first, the element-wise search only to name one. */
   if (is_float && all_finite(out, n, w->dtype == DT_FP16)) return out;

@@ -862,62 +862,79 @@ static void widen_bf16(float *dst, const uint8_t *src, size_t k) {
   }
 }
 
+/* Elements at .. at+k-1 (k <= CHUNK) of float file data of dtype t, rounded
+ * once to fp16 (F16 is copied). */
+static void fp16_chunk_convert(uint16_t *out, const uint8_t *src, WeightFileDType t, uint64_t at, size_t k) {
+  float stage[CHUNK];
+  switch (t) {
+  case WF_F16: memcpy(out + at, src + 2 * at, k * 2); break;
+  case WF_F32: {
+    const uint8_t *p = src + 4 * at;
+    /* Safetensors data need not be 4-byte aligned; float loads must be. */
+    const float *f = aligned_to(p, sizeof(float)) ? (const float *)(const void *)p : stage;
+    if (f == stage) memcpy(stage, p, k * sizeof(float));
+    fp16_from_float_array(out + at, f, k);
+    break;
+  }
+  case WF_BF16:
+    widen_bf16(stage, src + 2 * at, k);
+    fp16_from_float_array(out + at, stage, k);
+    break;
+  default: /* WF_F64 */
+    for (size_t i = 0; i < k; i++) {
+      double d;
+      memcpy(&d, src + 8 * (at + i), sizeof d);
+      out[at + i] = fp16_from_double(d);
+    }
+    break;
+  }
+}
+
+/* The same into fp32 (F32 is copied). */
+static void fp32_chunk_convert(float *out, const uint8_t *src, WeightFileDType t, uint64_t at, size_t k) {
+  uint16_t stage[CHUNK];
+  switch (t) {
+  case WF_F32: memcpy(out + at, src + 4 * at, k * 4); break;
+  case WF_F16: {
+    const uint8_t *p = src + 2 * at;
+    const uint16_t *h = aligned_to(p, sizeof(uint16_t)) ? (const uint16_t *)(const void *)p : stage;
+    if (h == stage) memcpy(stage, p, k * sizeof(uint16_t));
+    fp16_to_float_array(out + at, h, k);
+    break;
+  }
+  case WF_BF16: widen_bf16(out + at, src + 2 * at, k); break;
+  default: /* WF_F64: C's conversion rounds to nearest even */
+    for (size_t i = 0; i < k; i++) {
+      double d;
+      memcpy(&d, src + 8 * (at + i), sizeof d);
+      out[at + i] = (float)d;
+    }
+    break;
+  }
+}
+
+void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDType dt, void *dst) {
+  for (uint64_t at = 0; at < n; at += CHUNK) {
+    size_t k = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
+    if (dt == DT_FP16) fp16_chunk_convert(dst, src, t, at, k);
+    else fp32_chunk_convert(dst, src, t, at, k);
+  }
+}
+
 static void to_fp16(Out *o, const uint8_t *src, WeightFileDType t) {
   uint16_t *out = o->data;
-  float stage[CHUNK];
-  if (t == WF_F16) memcpy(out, src, (size_t)o->n * 2);
   for (uint64_t at = 0; at < o->n; at += CHUNK) {
     size_t k = chunk_len(o, at);
-    switch (t) {
-    case WF_F16: break; /* copied above */
-    case WF_F32: {
-      const uint8_t *p = src + 4 * at;
-      /* Safetensors data need not be 4-byte aligned; float loads must be. */
-      const float *f = aligned_to(p, sizeof(float)) ? (const float *)(const void *)p : stage;
-      if (f == stage) memcpy(stage, p, k * sizeof(float));
-      fp16_from_float_array(out + at, f, k);
-      break;
-    }
-    case WF_BF16:
-      widen_bf16(stage, src + 2 * at, k);
-      fp16_from_float_array(out + at, stage, k);
-      break;
-    default: /* WF_F64 */
-      for (size_t i = 0; i < k; i++) {
-        double d;
-        memcpy(&d, src + 8 * (at + i), sizeof d);
-        out[at + i] = fp16_from_double(d);
-      }
-      break;
-    }
+    fp16_chunk_convert(out, src, t, at, k);
     if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, src, t);
   }
 }
 
 static void to_fp32(Out *o, const uint8_t *src, WeightFileDType t) {
   float *out = o->data;
-  uint16_t stage[CHUNK];
-  if (t == WF_F32) memcpy(out, src, (size_t)o->n * 4);
   for (uint64_t at = 0; at < o->n; at += CHUNK) {
     size_t k = chunk_len(o, at);
-    switch (t) {
-    case WF_F32: break; /* copied above */
-    case WF_F16: {
-      const uint8_t *p = src + 2 * at;
-      const uint16_t *h = aligned_to(p, sizeof(uint16_t)) ? (const uint16_t *)(const void *)p : stage;
-      if (h == stage) memcpy(stage, p, k * sizeof(uint16_t));
-      fp16_to_float_array(out + at, h, k);
-      break;
-    }
-    case WF_BF16: widen_bf16(out + at, src + 2 * at, k); break;
-    default: /* WF_F64: C's conversion rounds to nearest even */
-      for (size_t i = 0; i < k; i++) {
-        double d;
-        memcpy(&d, src + 8 * (at + i), sizeof d);
-        out[at + i] = (float)d;
-      }
-      break;
-    }
+    fp32_chunk_convert(out, src, t, at, k);
     if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, src, t);
   }
 }

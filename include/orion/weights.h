@@ -21,6 +21,11 @@ const char *weight_file_dtype_name(WeightFileDType t); /* "F16", "F32", ... (saf
  * double: exact, since each widens exactly. For messages and checks, not for
  * bulk conversion. */
 double weight_file_float_value(const void *data, WeightFileDType t, uint64_t i);
+/* n float values of file dtype t (F16, BF16, F32, F64) into dst of dtype
+ * DT_FP16 or DT_FP32, each rounded once to nearest even (vectorized, a chunk
+ * at a time). No checks: NaN stays NaN, values beyond the range become
+ * infinities; callers scan the result. */
+void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDType dt, void *dst);
 size_t weight_file_dtype_size(WeightFileDType t);
 
 typedef struct WeightInfo {
