@@ -6,7 +6,7 @@
  * record starts at the current length rounded up to 64, its data follows
  * immediately, gaps are zeros and nothing is padded after the last blob, so
  * the file size is the last record's offset + 64 + its size. Identical blobs
- * (same dtype and bytes) are stored once; a hash table of FNV-1a hashes finds
+ * (same dtype and bytes) are stored once; a hash table of XXH64 hashes finds
  * candidates and a byte comparison confirms them, so a hash collision can
  * never merge two different tensors.
  *
@@ -104,10 +104,14 @@ void blob_writer_init_fixed(BlobWriter *w, uint8_t *data, size_t cap) {
   put_u32(w->data + 4, BLOB_VERSION);
 }
 
+/* Blobs a writer with same_data keeps a copy of, and the most bytes it keeps. */
+#define COPY_MAX_BLOB ((size_t)64 << 10)
+#define COPY_MAX_TOTAL ((size_t)64 << 20)
+
 void blob_writer_free(BlobWriter *w) {
   if (!w->fixed) free(w->data);
-  free(w->hashes);
-  free(w->offsets);
+  for (size_t i = 0; i < w->nrecords; i++) free(w->records[i].copy);
+  free(w->table);
   free(w->records);
   memset(w, 0, sizeof *w);
 }
@@ -116,19 +120,22 @@ void blob_writer_free(BlobWriter *w) {
  * same checksum a manifest records, so it is computed only here. */
 static uint64_t blob_hash(const void *bytes, size_t nbytes) { return xxh64(bytes, nbytes, 0); }
 
-/* Whether the record at `offset` (written by this writer) holds exactly these bytes. */
-static bool same_blob(const BlobWriter *w, uint64_t offset, uint32_t dtype, const void *bytes, size_t nbytes) {
-  const uint8_t *meta = w->data + offset;
-  return get_u32(meta + META_DTYPE) == dtype && get_u64(meta + META_SIZE) == nbytes &&
-         memcmp(meta + BLOB_METADATA_SIZE, bytes, nbytes) == 0;
+/* Whether the record holds exactly these bytes. */
+static bool same_blob(const BlobWriter *w, const BlobRecord *r, uint32_t dtype, const void *bytes, size_t nbytes) {
+  if (r->dtype != dtype || r->size != nbytes) return false;
+  uint64_t data = r->offset + BLOB_METADATA_SIZE;
+  if (r->copy) return memcmp(r->copy, bytes, nbytes) == 0;
+  return w->same_data ? w->same_data(w->same_ctx, data, bytes, nbytes) : memcmp(w->data + data, bytes, nbytes) == 0;
 }
 
-/* Slot of the blob equal to (dtype, bytes), or else of the empty slot where
- * it belongs. Offset 0 marks an empty slot: no record is ever at 0. */
+/* Slot of the blob equal to (dtype, bytes), or else of the empty slot where it belongs. */
 static size_t table_slot(const BlobWriter *w, uint64_t h, uint32_t dtype, const void *bytes, size_t nbytes) {
   size_t mask = w->table_cap - 1, i = (size_t)h & mask;
-  while (w->offsets[i] && !(w->hashes[i] == h && same_blob(w, w->offsets[i], dtype, bytes, nbytes)))
+  while (w->table[i]) {
+    const BlobRecord *r = &w->records[w->table[i] - 1];
+    if (r->xxh64 == h && same_blob(w, r, dtype, bytes, nbytes)) break;
     i = (i + 1) & mask;
+  }
   return i;
 }
 
@@ -136,19 +143,16 @@ static size_t table_slot(const BlobWriter *w, uint64_t h, uint32_t dtype, const 
 static void table_reserve(BlobWriter *w) {
   if ((w->table_used + 1) * 2 <= w->table_cap) return;
   size_t old_cap = w->table_cap, cap = old_cap ? old_cap * 2 : 64;
-  uint64_t *old_hashes = w->hashes, *old_offsets = w->offsets;
-  w->hashes = xcalloc(cap, sizeof *w->hashes);
-  w->offsets = xcalloc(cap, sizeof *w->offsets);
+  size_t *old = w->table;
+  w->table = xcalloc(cap, sizeof *w->table);
   w->table_cap = cap;
   for (size_t i = 0; i < old_cap; i++) {
-    if (!old_offsets[i]) continue;
-    size_t j = (size_t)old_hashes[i] & (cap - 1);
-    while (w->offsets[j]) j = (j + 1) & (cap - 1);
-    w->hashes[j] = old_hashes[i];
-    w->offsets[j] = old_offsets[i];
+    if (!old[i]) continue;
+    size_t j = (size_t)w->records[old[i] - 1].xxh64 & (cap - 1);
+    while (w->table[j]) j = (j + 1) & (cap - 1);
+    w->table[j] = old[i];
   }
-  free(old_hashes);
-  free(old_offsets);
+  free(old);
 }
 
 static void reserve_bytes(BlobWriter *w, size_t need) {
@@ -173,17 +177,20 @@ bool blob_writer_try_reserve(BlobWriter *w, size_t total) {
 }
 
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes) {
+  return blob_writer_add_hashed(w, dtype, bytes, nbytes, blob_hash(bytes, nbytes));
+}
+
+uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t h) {
   /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
    * dtype comes from our own type mapping. */
   if (nbytes == 0) ice("empty blob added to a weight file");
   if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
 
-  uint64_t h = blob_hash(bytes, nbytes);
   size_t slot = 0;
   if (!w->keep_duplicates) {
     table_reserve(w);
     slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
-    if (w->offsets[slot]) return w->offsets[slot];
+    if (w->table[slot]) return w->records[w->table[slot] - 1].offset;
   }
 
   uint64_t meta = align64(w->len);
@@ -202,17 +209,20 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
   w->len = end;
   put_u32(w->data, ++w->count);
 
-  if (!w->keep_duplicates) {
-    w->hashes[slot] = h;
-    w->offsets[slot] = meta;
-    w->table_used++;
-  }
   if (w->nrecords == w->records_cap) {
     w->records_cap = w->records_cap ? 2 * w->records_cap : 64;
     w->records = xrealloc(w->records, w->records_cap * sizeof *w->records);
   }
-  w->records[w->nrecords][0] = meta;
-  w->records[w->nrecords++][1] = h;
+  w->records[w->nrecords++] = (BlobRecord){.offset = meta, .size = nbytes, .xxh64 = h, .dtype = (uint32_t)dtype};
+  if (w->same_data && !w->keep_duplicates && nbytes <= COPY_MAX_BLOB && w->copied + nbytes <= COPY_MAX_TOTAL) {
+    w->records[w->nrecords - 1].copy = xmalloc(nbytes);
+    memcpy(w->records[w->nrecords - 1].copy, rec + BLOB_METADATA_SIZE, nbytes);
+    w->copied += nbytes;
+  }
+  if (!w->keep_duplicates) {
+    w->table[slot] = w->nrecords;
+    w->table_used++;
+  }
   return meta;
 }
 
@@ -220,12 +230,34 @@ bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash
   size_t lo = 0, hi = w->nrecords; /* records are in increasing offset order */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (w->records[mid][0] < offset) lo = mid + 1;
+    if (w->records[mid].offset < offset) lo = mid + 1;
     else hi = mid;
   }
-  if (lo == w->nrecords || w->records[lo][0] != offset) return false;
-  *hash = w->records[lo][1];
+  if (lo == w->nrecords || w->records[lo].offset != offset) return false;
+  *hash = w->records[lo].xxh64;
   return true;
+}
+
+uint64_t blob_writer_layout_xxh64(const BlobWriter *w) {
+  static const uint8_t zeros[64];
+  uint8_t header[BLOB_HEADER_SIZE] = {0}, rec[BLOB_METADATA_SIZE] = {0};
+  put_u32(header, w->count);
+  put_u32(header + 4, BLOB_VERSION);
+  Xxh64State h;
+  xxh64_init(&h, 0);
+  xxh64_update(&h, header, sizeof header);
+  uint64_t data_end = BLOB_HEADER_SIZE;
+  for (size_t i = 0; i < w->nrecords; i++) {
+    const BlobRecord *r = &w->records[i];
+    xxh64_update(&h, zeros, (size_t)(r->offset - data_end)); /* under 64 bytes of alignment gap */
+    put_u32(rec + META_SENTINEL, BLOB_SENTINEL);
+    put_u32(rec + META_DTYPE, r->dtype);
+    put_u64(rec + META_SIZE, r->size);
+    put_u64(rec + META_OFFSET, r->offset + BLOB_METADATA_SIZE);
+    xxh64_update(&h, rec, sizeof rec);
+    data_end = r->offset + BLOB_METADATA_SIZE + r->size;
+  }
+  return xxh64_digest(&h);
 }
 
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {

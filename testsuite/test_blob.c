@@ -220,6 +220,78 @@ Test(blob_writer, staged_in_a_fixed_buffer_like_copied) {
   free(buf);
 }
 
+/* A writer whose earlier bytes may be gone asks its same_data hook to
+ * confirm a large duplicate, but confirms small ones from its own copy. */
+typedef struct HookLog {
+  const uint8_t *file; /* where the hook reads "the disk" */
+  int calls;
+} HookLog;
+
+static bool hook_same(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes) {
+  HookLog *h = ctx;
+  h->calls++;
+  return memcmp(h->file + data_offset, bytes, nbytes) == 0;
+}
+
+Test(blob_writer, same_data_hook_and_small_copies) {
+  size_t big = 100000; /* over the 64 KiB a writer copies */
+  uint8_t *large = malloc(big), small[300];
+  for (size_t i = 0; i < big; i++) large[i] = (uint8_t)(i * 7 + 3);
+  for (size_t i = 0; i < sizeof small; i++) small[i] = (uint8_t)(i ^ 0x5A);
+  BlobWriter w;
+  blob_writer_init(&w);
+  HookLog log = {0};
+  w.same_data = hook_same;
+  w.same_ctx = &log;
+  uint64_t s1 = blob_writer_add(&w, BLOB_UINT8, small, sizeof small);
+  uint64_t l1 = blob_writer_add(&w, BLOB_UINT8, large, big);
+  /* Scribble over the small blob's bytes in the file: its copy still confirms it. */
+  memset(w.data + s1 + 64, 0, sizeof small);
+  log.file = w.data;
+  cr_assert_eq(blob_writer_add(&w, BLOB_UINT8, small, sizeof small), s1);
+  cr_assert_eq(log.calls, 0, "a small duplicate asked the hook");
+  cr_assert_eq(blob_writer_add(&w, BLOB_UINT8, large, big), l1);
+  cr_assert_eq(log.calls, 1);
+  cr_assert_eq(w.count, 2);
+  cr_assert_not_null(w.records[0].copy);
+  cr_assert_null(w.records[1].copy);
+  blob_writer_free(&w);
+  free(large);
+}
+
+/* The layout hash a manifest records, from the writer's records, equals the
+ * one the reader computes from the file's bytes. */
+Test(blob_writer, layout_hash_from_records_matches_the_file) {
+  static const uint8_t a[5] = {1, 2, 3, 4, 5}, b[64] = {9}, c[3] = {7, 7, 7};
+  BlobWriter w;
+  blob_writer_init(&w);
+  blob_writer_add(&w, BLOB_UINT8, a, sizeof a);
+  blob_writer_add(&w, BLOB_FP16, b, sizeof b);
+  blob_writer_add(&w, BLOB_UINT8, a, sizeof a); /* a duplicate: no record */
+  blob_writer_add(&w, BLOB_INT8, c, sizeof c);
+  BlobFile f;
+  char err[ERR_LEN];
+  uint64_t want;
+  cr_assert(blob_file_open(&f, w.data, w.len, err, sizeof err), "%s", err);
+  cr_assert(blob_file_layout(&f, &want, NULL, NULL, err, sizeof err), "%s", err);
+  cr_assert_eq(blob_writer_layout_xxh64(&w), want);
+  /* And it changes with what it covers: another dtype for the last blob. */
+  BlobWriter v;
+  blob_writer_init(&v);
+  blob_writer_add(&v, BLOB_UINT8, a, sizeof a);
+  blob_writer_add(&v, BLOB_FP16, b, sizeof b);
+  blob_writer_add(&v, BLOB_UINT8, c, sizeof c);
+  cr_assert_neq(blob_writer_layout_xxh64(&v), want);
+  blob_writer_free(&v);
+  blob_writer_free(&w);
+  /* An empty file: the header alone. */
+  blob_writer_init(&w);
+  cr_assert(blob_file_open(&f, w.data, w.len, err, sizeof err), "%s", err);
+  cr_assert(blob_file_layout(&f, &want, NULL, NULL, err, sizeof err), "%s", err);
+  cr_assert_eq(blob_writer_layout_xxh64(&w), want);
+  blob_writer_free(&w);
+}
+
 /* ---- reader ---------------------------------------------------------------- */
 
 typedef struct Walked {

@@ -27,6 +27,16 @@ size_t blob_dtype_size(uint32_t code);      /* 0 if unknown or sub-byte */
 #define BLOB_SENTINEL 0xDEADBEEFu
 #define BLOB_VERSION 2u
 
+/* One blob as the writer laid it out: what a manifest and a layout hash need,
+ * kept so that neither has to read the file's bytes back. */
+typedef struct BlobRecord {
+  uint64_t offset; /* of the metadata record */
+  uint64_t size;   /* data bytes */
+  uint64_t xxh64;  /* of the data, seed 0 */
+  uint32_t dtype;
+  uint8_t *copy; /* the data, for small blobs of a writer with same_data (NULL otherwise) */
+} BlobRecord;
+
 /* Builds a weight file in memory. Identical blobs (same dtype and bytes) are
  * stored once: adding one again returns the first one's offset. */
 typedef struct BlobWriter {
@@ -37,13 +47,19 @@ typedef struct BlobWriter {
   /* Store every blob, even one equal to an earlier blob (so that each can be
    * patched on its own later); false by default: identical blobs stored once. */
   bool keep_duplicates;
-  /* dedup index: hash -> offsets (open addressing) */
-  uint64_t *hashes;
-  uint64_t *offsets;
+  /* How to confirm that the data at `data_offset` equals `bytes`, for a
+   * writer whose earlier bytes may no longer be in memory (a file written as
+   * it is built); NULL compares the bytes in memory. Such a writer keeps a
+   * copy of each small blob (the biases and norms a model repeats), so that
+   * confirming their duplicates does not have to read the file back. */
+  bool (*same_data)(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes);
+  void *same_ctx;
+  size_t copied; /* bytes of those copies */
+  /* dedup index: hash -> record index + 1 (open addressing; 0 is empty) */
+  size_t *table;
   size_t table_cap, table_used;
-  /* Every record's offset and its data's XXH64 (seed 0), in file order: the
-   * checksum a manifest needs, computed once as each blob is added. */
-  uint64_t (*records)[2];
+  /* Every blob, in file order. */
+  BlobRecord *records;
   size_t nrecords, records_cap;
 } BlobWriter;
 
@@ -59,6 +75,8 @@ void blob_writer_reserve(BlobWriter *w, size_t total);
 bool blob_writer_try_reserve(BlobWriter *w, size_t total);
 /* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
+/* The same, for a caller that has already taken the XXH64 (seed 0) of the bytes. */
+uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t xxh64);
 /* Where the data of a next blob of nbytes would go. Filling that place and
  * passing it to blob_writer_add saves the copy; if the blob turns out to be
  * a duplicate, the place is simply reused by the next one. */
@@ -66,6 +84,10 @@ uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes);
 /* The XXH64 (seed 0) of the data of the record at `offset`, as computed when
  * it was added; false if no record starts there. */
 bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash);
+/* What blob_file_layout computes for the file this writer has built (the
+ * header, each record and the padding before it), from the writer's own
+ * records rather than the bytes. */
+uint64_t blob_writer_layout_xxh64(const BlobWriter *w);
 
 /* A view of a weight file (bytes owned by the caller, e.g. a mapping). */
 typedef struct BlobFile {
