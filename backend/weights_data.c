@@ -77,6 +77,9 @@ typedef struct Out {
   double over_value;
   bool over_is_float; /* the value came from a float (not double) source: print it as one */
   uint64_t clamped;
+  /* WeightLoadOptions.progress; set in the calling thread's copy only. */
+  void (*progress)(void *ctx, size_t done);
+  void *progress_ctx;
 } Out;
 
 /* A number for a message: integers without exponent or ".0", others in the
@@ -707,14 +710,42 @@ static void gen_range(Out *o, uint64_t begin, uint64_t end) {
   }
 }
 
+/* Elements a thread takes at a time: small enough that the threads end
+ * together and that finished bytes reach the caller's progress early. */
+#define SLICE (64 * (uint64_t)CHUNK)
+
+/* What the threads generating one initializer share. */
+typedef struct GenShared {
+  uint64_t nslices;
+  _Atomic uint64_t next;      /* the next slice to take */
+  _Atomic unsigned char *done; /* per slice */
+  uint64_t prefix;            /* slices known done from the start (the progress thread's) */
+} GenShared;
+
 typedef struct GenTask {
   Out out; /* a private copy: its findings are merged afterwards */
-  uint64_t begin, end;
+  GenShared *shared;
 } GenTask;
 
 static void *gen_task(void *arg) {
   GenTask *t = arg;
-  gen_range(&t->out, t->begin, t->end);
+  GenShared *sh = t->shared;
+  size_t esize = ir_dtype_size(t->out.dtype);
+  for (;;) {
+    uint64_t s = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
+    if (s >= sh->nslices) break;
+    uint64_t end = (s + 1) * SLICE < t->out.n ? (s + 1) * SLICE : t->out.n;
+    gen_range(&t->out, s * SLICE, end);
+    /* Release: whoever sees the flag sees the slice's bytes. */
+    atomic_store_explicit(&sh->done[s], 1, memory_order_release);
+    if (!t->out.progress) continue;
+    uint64_t before = sh->prefix;
+    while (sh->prefix < sh->nslices && atomic_load_explicit(&sh->done[sh->prefix], memory_order_acquire)) sh->prefix++;
+    if (sh->prefix > before) {
+      uint64_t n = sh->prefix * SLICE < t->out.n ? sh->prefix * SLICE : t->out.n;
+      t->out.progress(t->out.progress_ctx, (size_t)n * esize);
+    }
+  }
   return NULL;
 }
 
@@ -723,28 +754,30 @@ static void *gen_task(void *arg) {
 #define MAX_GEN_THREADS 16
 
 /* Random initializers are the most work of a compile (124M values for a
- * GPT-2), so large ones are split over the machine's cores; jump-ahead makes
- * the result independent of the split. */
+ * GPT-2), so large ones are shared out over the machine's cores a slice at a
+ * time; jump-ahead makes the result independent of who made which slice. */
 static bool gen_random(Out *o) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_GEN_THREADS ? cores : MAX_GEN_THREADS);
+  GenShared sh = {.nslices = (o->n + SLICE - 1) / SLICE};
+  atomic_init(&sh.next, 0);
+  void *done = xcalloc(sh.nslices ? sh.nslices : 1, sizeof *sh.done);
+  sh.done = done;
   GenTask tasks[MAX_GEN_THREADS];
   pthread_t threads[MAX_GEN_THREADS];
-  uint64_t per = (o->n / nthreads + CHUNK - 1) / CHUNK * CHUNK;
   uint64_t started = 0;
   for (uint64_t i = 0; i < nthreads; i++) {
     tasks[i].out = *o;
-    tasks[i].begin = i * per < o->n ? i * per : o->n;
-    tasks[i].end = (i + 1) * per < o->n && i + 1 < nthreads ? (i + 1) * per : o->n;
-    if (i == 0 || pthread_create(&threads[i], NULL, gen_task, &tasks[i]) != 0) continue;
-    started |= 1ull << i;
+    tasks[i].shared = &sh;
+    if (i > 0) tasks[i].out.progress = NULL; /* progress is reported by the calling thread only */
+    if (i > 0 && pthread_create(&threads[i], NULL, gen_task, &tasks[i]) == 0) started |= 1ull << i;
   }
-  gen_task(&tasks[0]);
-  for (uint64_t i = 1; i < nthreads; i++) {
+  gen_task(&tasks[0]); /* also takes the slices of any thread that could not be made */
+  for (uint64_t i = 1; i < nthreads; i++)
     if (started & (1ull << i)) pthread_join(threads[i], NULL);
-    else gen_task(&tasks[i]); /* no thread could be made: do it here */
-  }
-  /* Merge what the ranges found, keeping the first index of each problem. */
+  free(done);
+  /* Merge what the threads found, keeping the first index of each problem
+   * (each thread's first is its smallest: it takes slices in order). */
   for (uint64_t i = 0; i < nthreads; i++) {
     const Out *t = &tasks[i].out;
     if (t->nan && (!o->nan || t->nan_at < o->nan_at)) {
@@ -1086,7 +1119,8 @@ bool weights_materialize_into(IrModule *m, IrValueId param, const WeightLoadOpti
   if (!param_size(m, param, d, &n, &size)) return false;
   const IrValue *p = ir_value(m, param);
   if (size != nbytes) ice("weight '%s' needs %zu bytes, not %zu", p->name, size, nbytes);
-  Out o = {.param = p, .d = d, .dtype = p->type.dtype, .clamp = opt && opt->clamp_fp16, .n = n, .data = dst};
+  Out o = {.param = p, .d = d, .dtype = p->type.dtype, .clamp = opt && opt->clamp_fp16, .n = n, .data = dst,
+           .progress = opt ? opt->progress : NULL, .progress_ctx = opt ? opt->progress_ctx : NULL};
   bool file = p->src.kind == SRC_SAFETENSORS || p->src.kind == SRC_NPY;
   return file ? materialize_file(&o, m) : materialize_init(&o);
 }
