@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "orion/package.h"
 #include "orion/sha256.h"
 #include "orion/xxh64.h"
+#include "weight_stream.h"
 
 /* libxml2 strings without BAD_CAST, which casts const away. */
 #define XS(s) ((const xmlChar *)(s))
@@ -48,35 +48,16 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* The weight file while the emitter fills it: mapped, with its full pages
- * handed to the disk as soon as they are final, so that the fsync at the end
- * waits only for the tail instead of the whole file. */
-typedef struct WeightFile {
-  int fd;
-  uint8_t *map;
-  size_t size;    /* bytes reserved on disk and mapped */
-  size_t flushed; /* writeback was started for the bytes before this */
-} WeightFile;
-
-/* Bytes of a page (the unit of writeback); the header page is left out of
- * early writeback since every new blob rewrites its count. */
-#define WRITEBACK_PAGE 4096u
-
-static void start_writeback(WeightFile *f, size_t len) {
-  size_t end = len & ~(size_t)(WRITEBACK_PAGE - 1); /* the last partial page may still change */
-  if (end <= f->flushed) return;
-#ifdef SYNC_FILE_RANGE_WRITE
-  /* Advice to start writing: errors show up again at the final fsync. */
-  (void)sync_file_range(f->fd, (off_t)f->flushed, (off_t)(end - f->flushed), SYNC_FILE_RANGE_WRITE);
-#endif
-  f->flushed = end;
-}
-
 typedef struct LoadCtx {
   const WeightLoadOptions *opt;
   Diag *d;
-  double ms;        /* time spent producing weight bytes */
-  WeightFile *file; /* set when weights go straight into the file */
+  double ms;            /* time spent producing weight bytes */
+  WeightStream *stream; /* set when weights go straight into the file */
+  const char *path;     /* the package, for messages */
+  /* The weight being generated into the stream: where its data starts and
+   * the XXH64 of its bytes so far, taken before they are handed on. */
+  size_t data_start, hashed;
+  Xxh64State hash;
 } LoadCtx;
 
 static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
@@ -87,23 +68,50 @@ static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
   return p;
 }
 
-/* Materializes a param where its blob goes in the mapped file (no copy), then
- * lays out its record; a duplicate's bytes are simply overwritten later. */
+/* Bytes [data_start, data_start + done) of the weight being generated are
+ * done: hash them while they are hot, then let the writer have them. */
+static void param_progress(void *ctx, size_t done) {
+  LoadCtx *c = ctx;
+  size_t end = c->data_start + done;
+  xxh64_update(&c->hash, weight_stream_base(c->stream) + c->hashed, end - c->hashed);
+  c->hashed = end;
+  weight_stream_tentative(c->stream, c->data_start, end);
+}
+
+/* Materializes a param where its blob goes in the streamed file (no copy),
+ * then lays out its record; a duplicate's bytes are simply overwritten by
+ * the next blob. */
 static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, BlobDType dtype, uint64_t *offset,
                       size_t *nbytes) {
   LoadCtx *c = ctx;
   double t0 = now_ms();
   const IrType *t = &ir_value(m, v)->type;
   size_t size = (size_t)(ir_type_elements(t) * ir_dtype_size(t->dtype));
-  uint8_t *dst = blob_writer_stage(blobs, size);
-  bool ok = weights_materialize_into(m, v, c->opt, c->d, dst, size);
-  if (ok) {
-    *offset = blob_writer_add(blobs, dtype, dst, size);
-    *nbytes = size;
-    start_writeback(c->file, blobs->len);
+  int err = weight_stream_error(c->stream);
+  if (err) { /* the disk refused earlier bytes: stop making more */
+    diag_error(c->d, (SrcSpan){0}, "cannot write the package '%s': %s", c->path, strerror(err));
+    return false;
   }
+  uint8_t *dst = blob_writer_stage(blobs, size), *base = weight_stream_base(c->stream);
+  c->data_start = c->hashed = (size_t)(dst - base);
+  xxh64_init(&c->hash, 0);
+  WeightLoadOptions o = *c->opt;
+  o.progress = param_progress;
+  o.progress_ctx = c;
+  bool ok = weights_materialize_into(m, v, &o, c->d, dst, size);
+  if (ok) {
+    xxh64_update(&c->hash, base + c->hashed, c->data_start + size - c->hashed);
+    *offset = blob_writer_add_hashed(blobs, dtype, dst, size, xxh64_digest(&c->hash));
+    *nbytes = size;
+  }
+  if (ok && *offset + BLOB_METADATA_SIZE == c->data_start) weight_stream_final(c->stream, blobs->len);
+  else weight_stream_rollback(c->stream); /* a duplicate (or a failure): its bytes are not the file's */
   c->ms += now_ms() - t0;
   return ok;
+}
+
+static bool stream_same_data(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes) {
+  return weight_stream_same(ctx, data_offset, bytes, nbytes);
 }
 
 typedef struct Emitted {
@@ -134,12 +142,16 @@ static uint64_t weight_file_bound(IrModule *m) {
   return total;
 }
 
-/* Emits every live function; weights go into `file` when it is set, else
- * into memory. */
-static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightFile *file, Diag *d) {
+/* Emits every live function; weights go into `stream` when it is set,
+ * else into memory. */
+static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightStream *stream, const char *path,
+                     Diag *d) {
   memset(e, 0, sizeof *e);
-  if (file) blob_writer_init_fixed(&e->blobs, file->map, file->size);
-  else {
+  if (stream) {
+    blob_writer_init_fixed(&e->blobs, weight_stream_base(stream), (size_t)weight_file_bound(m));
+    e->blobs.same_data = stream_same_data;
+    e->blobs.same_ctx = stream;
+  } else {
     blob_writer_init(&e->blobs);
     uint64_t bound = weight_file_bound(m);
     if (bound > SIZE_MAX || !blob_writer_try_reserve(&e->blobs, (size_t)bound)) { /* no growing copies */
@@ -151,9 +163,9 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightF
   e->blobs.keep_duplicates = opt->keep_duplicate_weights;
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
-  LoadCtx ctx = {&opt->weights, d, 0, file};
+  LoadCtx ctx = {.opt = &opt->weights, .d = d, .stream = stream, .path = path};
   double blob_ms = 0;
-  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = file ? add_param : NULL,
+  MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = stream ? add_param : NULL,
                        .load_ctx = &ctx, .blob_ms = &blob_ms,
                        .min_surface_bytes = min_surface_of(opt)};
   bool ok = true;
@@ -174,7 +186,7 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightF
 
 bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d) {
   Emitted e;
-  bool ok = emit_all(m, opt, &e, NULL, d);
+  bool ok = emit_all(m, opt, &e, NULL, NULL, d);
   for (uint32_t i = 0; ok && i < e.n; i++) {
     if (e.n > 1) sb_printf(out, "%s// function %s\n", i ? "\n" : "", e.info[i].name);
     sb_putn(out, e.texts[i].data, e.texts[i].len);
@@ -255,14 +267,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   add_string(root, "SourceSHA256", hex);
   add_string(root, "WeightsFile", PACKAGE_WEIGHTS);
   char xx[17];
-  /* Everything but the blobs' data, which the weights' own checksums cover. */
-  BlobFile bf;
-  uint64_t layout = 0;
-  char berr[160];
-  if (!blob_file_open(&bf, e->blobs.data, e->blobs.len, berr, sizeof berr) ||
-      !blob_file_layout(&bf, &layout, NULL, NULL, berr, sizeof berr))
-    ice("the weight file just written does not walk: %s", berr);
-  snprintf(xx, sizeof xx, "%016llx", (unsigned long long)layout);
+  /* Everything but the blobs' data, which the weights' own checksums cover
+   * (from the writer's records: streamed bytes are no longer in memory). */
+  snprintf(xx, sizeof xx, "%016llx", (unsigned long long)blob_writer_layout_xxh64(&e->blobs));
   add_string(root, "WeightsLayoutXXH64", xx);
   add_int(root, "WeightsSize", e->blobs.len);
   add_int(root, "WeightsGeneration", 0);
@@ -369,34 +376,6 @@ bool package_check_target(const char *path, bool *exists, Diag *d) {
   return true;
 }
 
-/* Creates the weight file at `path`, with its blocks allocated (so that
- * filling the mapping cannot fail for want of space) and mapped. Returns
- * false with errno set; a file system that cannot do this leaves *mapped
- * false, and the weights are then written from memory. */
-static bool weight_file_open(const char *path, size_t size, WeightFile *f, bool *mapped) {
-  *mapped = false;
-  f->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (f->fd < 0) return false;
-  int rc = posix_fallocate(f->fd, 0, (off_t)size);
-  if (rc == EOPNOTSUPP || rc == EINVAL) return true;
-  if (rc != 0) {
-    errno = rc;
-    return false;
-  }
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fd, 0);
-  if (p == MAP_FAILED) return ftruncate(f->fd, 0) == 0;
-  f->map = p;
-  f->size = size;
-  f->flushed = WRITEBACK_PAGE;
-  *mapped = true;
-  return true;
-}
-
-/* Cuts the file to what was used and waits for it to reach the disk. */
-static bool weight_file_finish(WeightFile *f, size_t len) {
-  return ftruncate(f->fd, (off_t)len) == 0 && fsync(f->fd) == 0;
-}
-
 static bool write_all(int fd, const uint8_t *p, size_t len) {
   while (len) {
     ssize_t w = write(fd, p, len);
@@ -437,10 +416,11 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   char *tmp = xmalloc(plen + 32), *sub = xmalloc(plen + 64);
   snprintf(tmp, plen + 32, "%s.tmp-XXXXXX", path);
   const char *err = NULL;
-  bool ok = false, emit_ran = false, mapped = false;
+  bool ok = false, emit_ran = false;
   char *manifest = NULL;
   Emitted e;
-  WeightFile wf = {.fd = -1};
+  WeightStream *stream = NULL;
+  int fd = -1; /* the weight file when it is built in memory */
   if (!mkdtemp(tmp)) {
     err = strerror(errno);
     goto out_nodir;
@@ -450,23 +430,30 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     err = strerror(errno);
     goto out;
   }
-  /* The weights are generated straight into the (temporary) weight file,
-   * which starts going to the disk while later weights are still made. */
+  /* The weights are generated straight into the (temporary) weight file's
+   * stream, which sends them to the disk while later weights are made. When
+   * the address space for it cannot be had, the file is built in memory,
+   * which then says whether it fits. */
   snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_WEIGHTS);
   uint64_t bound = weight_file_bound(m);
-  if (bound > SIZE_MAX || !weight_file_open(sub, (size_t)bound, &wf, &mapped)) {
-    err = bound > SIZE_MAX ? "the weights do not fit in memory" : strerror(errno);
+  if (bound <= SIZE_MAX) stream = weight_stream_open(sub, (size_t)bound);
+  if (!stream && bound <= SIZE_MAX && errno != ENOMEM) {
+    err = strerror(errno);
+    goto out;
+  }
+  if (!stream && (fd = open(sub, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
+    err = strerror(errno);
     goto out;
   }
   emit_ran = true;
-  if (!emit_all(m, opt, &e, mapped ? &wf : NULL, d)) goto out_quiet; /* the emitter reported why */
+  if (!emit_all(m, opt, &e, stream, path, d)) goto out_quiet; /* the emitter reported why */
   size_t mlen;
   double t0 = now_ms();
   manifest = build_manifest(m, opt, &e, &mlen);
   double t1 = now_ms();
   if (opt->stats) opt->stats->manifest_ms = t1 - t0;
-  if (mapped ? !weight_file_finish(&wf, e.blobs.len)
-             : !write_all(wf.fd, e.blobs.data, e.blobs.len) || fsync(wf.fd) != 0) {
+  if (stream ? !weight_stream_finish(stream, e.blobs.len)
+             : !write_all(fd, e.blobs.data, e.blobs.len) || fsync(fd) != 0) {
     err = strerror(errno);
     goto out;
   }
@@ -483,8 +470,8 @@ out:
   if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s': %s", path, err ? err : "unknown error");
 out_quiet:
   if (emit_ran) emitted_free(&e);
-  if (wf.map) munmap(wf.map, wf.size);
-  if (wf.fd >= 0) close(wf.fd);
+  weight_stream_close(stream);
+  if (fd >= 0) close(fd);
   remove_tree(tmp); /* the temporary, or after a swap the old package */
   free(tmp);
   free(sub);

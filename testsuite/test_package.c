@@ -293,6 +293,52 @@ Test(package, tampering_is_detected) {
   cleanup();
 }
 
+/* Weights large enough that the streamed weight file has written them and
+ * given their memory back before the next one is compared with them: a
+ * duplicate is confirmed from the disk and stored once, the weight after
+ * it takes its place, and every checksum holds. */
+Test(package, large_duplicates_are_confirmed_from_the_disk) {
+  static const char *const text =
+      "func main(x: fp16[1,2048]) {\n"
+      "  param a: fp16[2048,2048] = normal(seed=5, std=0.02);\n"
+      "  param b: fp16[2048,2048] = normal(seed=5, std=0.02);\n"
+      "  param c: fp16[2048,2048] = normal(seed=6, std=0.02);\n"
+      "  param d: fp16[2048,2048] = normal(seed=5, std=0.02, mean=1e-3);\n"
+      "  h = linear(x, a);\n"
+      "  i = linear(x, b);\n"
+      "  j = linear(x, c);\n"
+      "  k = linear(x, d);\n"
+      "  s = add(h, i);\n"
+      "  t = add(s, j);\n"
+      "  u = add(t, k);\n"
+      "  return u;\n"
+      "}\n";
+  make_dir();
+  bool ok;
+  const char *diags = compile_to(text, "m.anepkg", &ok);
+  cr_assert(ok, "%s", diags);
+  char path[256];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  cr_assert(package_read(path, &pkg, &d), "%s", sb.data);
+  PkgFunction *f = &pkg.functions[0];
+  cr_assert_eq(f->nweights, 4);
+  uint64_t blob = 64 + 2048 * 2048 * 2;
+  cr_assert_eq(f->weights[0].offset, 64);
+  cr_assert_eq(f->weights[1].offset, 64, "the duplicate was stored again at %llu",
+               (unsigned long long)f->weights[1].offset);
+  cr_assert_eq(f->weights[2].offset, 64 + blob);
+  cr_assert_eq(f->weights[3].offset, 64 + 2 * blob);
+  cr_assert_eq(pkg.weights_size, 64 + 3 * blob);
+  cr_assert(package_verify(&pkg, &d), "%s", sb.data);
+  package_free(&pkg);
+  sb_free(&sb);
+  cleanup();
+}
+
 /* Bytes outside every blob's data (a record's reserved field, the header's
  * zeros) are covered by the layout checksum. */
 Test(package, tampering_with_the_layout_is_detected) {

@@ -1,0 +1,52 @@
+/*
+ * A weight file written while it is built. The builder fills an address
+ * range that stands for the whole file (reserved, not committed) and says
+ * which bytes are done; a writer thread sends finished pages to the disk
+ * (with O_DIRECT where the file system takes it, so the bytes are neither
+ * copied into the page cache nor faulted in as file pages) and gives their
+ * memory back, so a compile's resident memory stays a few megabytes whatever
+ * the model's size, and generating weights overlaps writing them.
+ *
+ * Bytes are either final (a prefix of the file that grows) or tentative (a
+ * run after it, such as the weight being generated now, which becomes final
+ * or, if it turns out to duplicate an earlier weight, is taken back). The
+ * first page, which holds the header's blob count, is written last.
+ *
+ * One thread (the builder) calls everything here; the writer thread is
+ * internal.
+ */
+#ifndef ORION_WEIGHT_STREAM_H
+#define ORION_WEIGHT_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct WeightStream WeightStream;
+
+/* Creates `path` (which must not exist) for a file of at most `bound` bytes.
+ * Returns NULL with errno set when the file or the address range cannot be
+ * had (the caller can then build the file in memory instead). */
+WeightStream *weight_stream_open(const char *path, size_t bound);
+/* Where byte 0 of the file is; byte i is at base + i (zeros until written). */
+uint8_t *weight_stream_base(const WeightStream *s);
+/* Every byte below `end` is final. */
+void weight_stream_final(WeightStream *s, size_t end);
+/* Bytes [from, to) are written and stay as they are unless taken back; from
+ * starts a new tentative run when it differs from the current run's start. */
+void weight_stream_tentative(WeightStream *s, size_t from, size_t to);
+/* Takes back the tentative run: its bytes will be written again when final. */
+void weight_stream_rollback(WeightStream *s);
+/* Whether the n bytes at file offset `offset` equal `bytes` (which may lie in
+ * the stream's own range, written or not). For confirming duplicates. */
+bool weight_stream_same(WeightStream *s, uint64_t offset, const void *bytes, size_t n);
+/* Writes everything (the first page last), cuts the file to `len` bytes and
+ * waits until it is on the disk. Returns false with errno set on any write
+ * error, including an earlier one of the writer thread. */
+bool weight_stream_finish(WeightStream *s, size_t len);
+/* The first write error (an errno value) so far, 0 if none. */
+int weight_stream_error(WeightStream *s);
+/* Stops the writer and frees everything; the file stays. NULL is a no-op. */
+void weight_stream_close(WeightStream *s);
+
+#endif
