@@ -553,9 +553,16 @@ AVX512_TARGET static inline __m512d values_x8(const IrParamSource *src, __m512i 
   __m512d u = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(z, 11)), _mm512_set1_pd(0x1p-53));
   if (src->kind == SRC_UNIFORM)
     return _mm512_add_pd(_mm512_set1_pd(src->a), _mm512_mul_pd(_mm512_set1_pd(src->b - src->a), u));
-  __m512i layer = _mm512_and_si512(z, _mm512_set1_epi64(ZIG_LAYER_MASK));
-  __m512d x = _mm512_mul_pd(u, _mm512_i64gather_pd(layer, zig_x, 8));
-  __mmask8 miss = _mm512_cmp_pd_mask(x, _mm512_i64gather_pd(layer, zig_x + 1, 8), _CMP_GE_OQ);
+  /* The two table reads per lane as plain loads: on Zen 4 sixteen scalar
+   * loads take about half as long as two vector gathers. */
+  uint64_t idx[8];
+  _mm512_storeu_si512(idx, _mm512_and_si512(z, _mm512_set1_epi64(ZIG_LAYER_MASK)));
+  __m512d edge = _mm512_setr_pd(zig_x[idx[0]], zig_x[idx[1]], zig_x[idx[2]], zig_x[idx[3]], zig_x[idx[4]], zig_x[idx[5]],
+                                zig_x[idx[6]], zig_x[idx[7]]);
+  __m512d next = _mm512_setr_pd(zig_x[idx[0] + 1], zig_x[idx[1] + 1], zig_x[idx[2] + 1], zig_x[idx[3] + 1], zig_x[idx[4] + 1],
+                                zig_x[idx[5] + 1], zig_x[idx[6] + 1], zig_x[idx[7] + 1]);
+  __m512d x = _mm512_mul_pd(u, edge);
+  __mmask8 miss = _mm512_cmp_pd_mask(x, next, _CMP_GE_OQ);
   __m512i sign = _mm512_slli_epi64(_mm512_and_si512(_mm512_srli_epi64(z, ZIG_SIGN_BIT), _mm512_set1_epi64(1)), 63);
   x = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(x), sign));
   __m512d v = _mm512_add_pd(_mm512_set1_pd(src->a), _mm512_mul_pd(_mm512_set1_pd(src->b), x));
