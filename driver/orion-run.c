@@ -5,6 +5,7 @@
  *
  * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
  */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,9 @@ static double now_ms(void) {
 }
 
 int main(int argc, char **argv) {
+  /* Past a file size limit (ulimit -f) writes fail with EFBIG and are
+   * reported; the default action would kill the process mid-write. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);

@@ -5,6 +5,7 @@
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +482,9 @@ static void options_free(Options *o) {
 }
 
 int main(int argc, char **argv) {
+  /* A file size limit (ulimit -f) then fails the write with EFBIG, which is
+   * reported and cleaned up, instead of killing the compiler mid-package. */
+  signal(SIGXFSZ, SIG_IGN);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {

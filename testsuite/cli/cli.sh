@@ -312,6 +312,23 @@ EOF
     passed=$((passed + 1)); fi
 fi
 
+# A file size limit (ulimit -f) makes the weight file's writes fail: an error
+# with the system's reason, exit 1 (not a SIGXFSZ death), nothing left behind.
+cat >"$tmp/big.oir" <<'EOF'
+func main(x: fp16[1,2048]) {
+  param a: fp16[2048,2048] = normal(seed=5, std=0.02);
+  param c: fp16[2048,2048] = normal(seed=6, std=0.02);
+  h = linear(x, a);
+  j = linear(x, c);
+  s = add(h, j);
+  return s;
+}
+EOF
+check fsize-limit 1 bash -c 'ulimit -f 1024; exec "$0" -o "$1" "$2"' "$orionc" "$tmp/big.anepkg" "$tmp/big.oir"
+contains fsize-limit "orionc: error: cannot write the package '$tmp/big.anepkg': File too large"
+if ls "$tmp" | grep -q '^big\.anepkg'; then failed=$((failed + 1)); echo "FAIL: fsize-limit left $(ls "$tmp" | grep big)"; else
+  passed=$((passed + 1)); fi
+
 # Every shipped example compiles without a warning, and its summary prints.
 for e in "$root"/examples/*.oir; do
   check "example $(basename "$e")" 0 "$orionc" -Werror --summary --emit=oir -o "$tmp/example.oir" "$e"
