@@ -961,12 +961,22 @@ void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDT
   }
 }
 
+/* Reports progress every FILE_PROGRESS elements of a conversion, so that
+ * the bytes can be written while later ones are read. */
+#define FILE_PROGRESS (256 * (uint64_t)CHUNK)
+
+static void converted(const Out *o, uint64_t done) {
+  if (o->progress && (done % FILE_PROGRESS == 0 || done == o->n))
+    o->progress(o->progress_ctx, (size_t)done * ir_dtype_size(o->dtype));
+}
+
 static void to_fp16(Out *o, const uint8_t *src, WeightFileDType t) {
   uint16_t *out = o->data;
   for (uint64_t at = 0; at < o->n; at += CHUNK) {
     size_t k = chunk_len(o, at);
     fp16_chunk_convert(out, src, t, at, k);
     if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, src, t);
+    converted(o, at + k);
   }
 }
 
@@ -976,6 +986,7 @@ static void to_fp32(Out *o, const uint8_t *src, WeightFileDType t) {
     size_t k = chunk_len(o, at);
     fp32_chunk_convert(out, src, t, at, k);
     if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, src, t);
+    converted(o, at + k);
   }
 }
 

@@ -941,6 +941,55 @@ Test(init, threaded_generation_matches_reference, .init = tmp_setup, .fini = tmp
   run_end(&r);
 }
 
+/* Progress: reported on the calling thread, growing, and every byte it
+ * reports done already has its final value (a snapshot taken in the
+ * callback equals the result). */
+typedef struct Progress {
+  const uint8_t *dst;
+  size_t size, last;
+  int calls;
+  uint8_t *snapshot; /* the reported prefix, as it was when reported */
+} Progress;
+
+static void on_progress(void *ctx, size_t done) {
+  Progress *p = ctx;
+  cr_assert_gt(done, p->last, "progress went from %zu to %zu", p->last, done);
+  cr_assert_leq(done, p->size);
+  memcpy(p->snapshot + p->last, p->dst + p->last, done - p->last);
+  p->last = done;
+  p->calls++;
+}
+
+static void materialize_with_progress(Run *r, IrValueId v, size_t size, int min_calls) {
+  uint8_t *dst = malloc(size), *snapshot = malloc(size);
+  Progress p = {.dst = dst, .size = size, .snapshot = snapshot};
+  WeightLoadOptions opt = {.progress = on_progress, .progress_ctx = &p};
+  cr_assert(weights_materialize_into(r->m, v, &opt, &r->d, dst, size), "%s", diags(r));
+  cr_assert_geq(p.calls, min_calls);
+  cr_assert_eq(memcmp(snapshot, dst, p.last), 0, "bytes changed after they were reported done");
+  free(dst);
+  free(snapshot);
+}
+
+Test(init, progress_reports_final_bytes, .init = tmp_setup, .fini = tmp_teardown) {
+  const size_t n = (5u << 20) + 1001; /* twenty slices and a bit */
+  Run r;
+  run_begin(&r);
+  IrValueId v = add_vector(&r, DT_FP16, (int64_t)n, (IrParamSource){.kind = SRC_NORMAL, .seed = 9, .b = 1});
+  materialize_with_progress(&r, v, n * 2, 2);
+  IrValueId u = add_vector(&r, DT_FP32, (int64_t)n, (IrParamSource){.kind = SRC_UNIFORM, .seed = 9, .a = -1, .b = 1});
+  materialize_with_progress(&r, u, n * 4, 2);
+  /* A conversion from a file reports too, up to the whole tensor. */
+  const size_t m = 3u << 20;
+  float *data = malloc(m * sizeof *data);
+  for (size_t i = 0; i < m; i++) data[i] = (float)(i % 100000) * 0.25f;
+  write_safetensors("p.safetensors", "k", "F32", "[3145728]", data, m * 4, 0);
+  IrValueId w = add_vector(&r, DT_FP16, (int64_t)m, (IrParamSource){.kind = SRC_SAFETENSORS, .path = "p.safetensors", .key = "k"});
+  materialize_with_progress(&r, w, m * 2, 3);
+  free(data);
+  run_end(&r);
+}
+
 /* ---- the numpy fixture and the generator's builds ------------------------------ */
 
 static const WeightsCodePath code_paths[] = {WEIGHTS_CODE_PORTABLE, WEIGHTS_CODE_AVX2, WEIGHTS_CODE_AVX512};

@@ -62,10 +62,10 @@ typedef struct WeightLoadOptions {
   /* Values beyond fp16's finite range: clamp to +-65504 with a warning
    * (true) or report an error naming the tensor (false, the default). */
   bool clamp_fp16;
-  /* Called now and then while a large random initializer is generated, on
-   * the calling thread, with how many leading bytes of the destination are
-   * done (growing from call to call): lets the caller write them out while
-   * the rest is made. NULL: not called. */
+  /* Called now and then while a random initializer is generated or float
+   * weights are converted from a file, on the calling thread, with how many
+   * leading bytes of the destination are done (growing from call to call):
+   * lets the caller write them out while the rest is made. NULL: not called. */
   void (*progress)(void *ctx, size_t done);
   void *progress_ctx;
 } WeightLoadOptions;
