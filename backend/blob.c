@@ -198,6 +198,7 @@ uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *byte
     ice("weight file too large (%u blobs, %zu bytes)", w->count, w->len);
   size_t end = (size_t)meta + BLOB_METADATA_SIZE + nbytes;
   reserve_bytes(w, end);
+  if (w->claim) w->claim(w->claim_ctx, end);
   /* Zeros for the alignment gap and the record's reserved fields. */
   memset(w->data + w->len, 0, (size_t)meta + BLOB_METADATA_SIZE - w->len);
   uint8_t *rec = w->data + meta;
@@ -264,6 +265,7 @@ uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {
   uint64_t data = align64(w->len) + BLOB_METADATA_SIZE;
   if (nbytes > SIZE_MAX - data) ice("weight file too large (%u blobs, %zu bytes)", w->count, w->len);
   reserve_bytes(w, (size_t)data + nbytes);
+  if (w->claim) w->claim(w->claim_ctx, data + nbytes);
   return w->data + data;
 }
 

@@ -114,6 +114,8 @@ static bool stream_same_data(void *ctx, uint64_t data_offset, const void *bytes,
   return weight_stream_same(ctx, data_offset, bytes, nbytes);
 }
 
+static void stream_claim(void *ctx, uint64_t end) { weight_stream_claim(ctx, (size_t)end); }
+
 typedef struct Emitted {
   StrBuf *texts;     /* per emitted function */
   MilFunction *info; /* per emitted function */
@@ -151,6 +153,8 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightS
     blob_writer_init_fixed(&e->blobs, weight_stream_base(stream), (size_t)weight_file_bound(m));
     e->blobs.same_data = stream_same_data;
     e->blobs.same_ctx = stream;
+    e->blobs.claim = stream_claim;
+    e->blobs.claim_ctx = stream;
   } else {
     blob_writer_init(&e->blobs);
     uint64_t bound = weight_file_bound(m);

@@ -31,6 +31,11 @@
 #define REGION ((size_t)2 << 20)
 /* Most bytes one write call sends. */
 #define MAX_WRITE ((size_t)8 << 20)
+/* How far past the builder's frontier written regions are moved for reuse,
+ * and how many moves at most (each may leave a mapping of its own, and a
+ * process has a limited number). */
+#define REUSE_AHEAD ((size_t)32 << 20)
+#define MAX_MOVES 16384
 /* Most bytes queued and not yet written before the builder waits: bounds
  * the memory a fast generator can fill ahead of a slow disk. */
 #define MAX_PENDING ((size_t)256 << 20)
@@ -60,6 +65,10 @@ struct WeightStream {
   size_t head, njobs, pending;
   bool busy, stop;
   int err;
+  /* Reuse of written regions: none is moved below `frontier` (the builder
+   * may be writing there); next_target is the next region to fill. */
+  size_t frontier, next_target, moves;
+  bool no_moves;
   pthread_t writer;
 };
 
@@ -85,6 +94,35 @@ static int write_range(WeightStream *s, size_t off, size_t len) {
   return 0;
 }
 
+/* Gives back the memory of written regions [off, off + len). Rather than
+ * freeing it (the kernel would zero fresh pages for the regions ahead, a
+ * fifth of a compile's time), each region's pages are moved ahead of the
+ * builder, where it will write next; the region left behind reads as zeros,
+ * as after MADV_DONTNEED. Called on the writer thread. */
+static void give_back(WeightStream *s, size_t off, size_t len) {
+  for (size_t r = off; r < off + len; r += REGION) {
+    pthread_mutex_lock(&s->mu); /* the builder cannot claim a target while it is filled */
+    size_t target = round_up(s->frontier, REGION);
+    if (target < s->next_target) target = s->next_target;
+    bool moved = false;
+    if (!s->no_moves && s->moves < MAX_MOVES && target + REGION <= s->cap &&
+        target < round_up(s->frontier, REGION) + REUSE_AHEAD) {
+#ifdef MREMAP_DONTUNMAP
+      moved = mremap(s->base + r, REGION, REGION, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                     s->base + target) != MAP_FAILED;
+#endif
+      if (moved) {
+        s->next_target = target + REGION;
+        s->moves++;
+      } else {
+        s->no_moves = true; /* an older kernel: free instead */
+      }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!moved) (void)madvise(s->base + r, REGION, MADV_DONTNEED); /* advice: memory stays valid (zeros) if refused */
+  }
+}
+
 static void *writer_main(void *arg) {
   WeightStream *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -106,7 +144,7 @@ static void *writer_main(void *arg) {
     int err = s->err;
     pthread_mutex_unlock(&s->mu);
     if (j.release) {
-      (void)madvise(s->base + j.off, j.len, MADV_DONTNEED); /* advice: memory stays valid (zeros) if refused */
+      give_back(s, j.off, j.len);
     } else if (!err) {
       err = write_range(s, j.off, j.len);
 #ifdef SYNC_FILE_RANGE_WRITE
@@ -177,6 +215,7 @@ WeightStream *weight_stream_open(const char *path, size_t bound) {
   if (pthread_cond_init(&s->room, NULL) != 0) goto fail_more;
   if ((err = pthread_create(&s->writer, NULL, writer_main, s)) != 0) goto fail_room;
   s->final_queued = page; /* the first page goes last */
+  s->frontier = REGION;   /* the header's region is written first and last */
   s->final_released = REGION;
   return s;
 fail_room:
@@ -195,6 +234,12 @@ fail:
 }
 
 uint8_t *weight_stream_base(const WeightStream *s) { return s->base; }
+
+void weight_stream_claim(WeightStream *s, size_t end) {
+  pthread_mutex_lock(&s->mu);
+  if (end > s->frontier) s->frontier = end;
+  pthread_mutex_unlock(&s->mu);
+}
 
 /* Gives back the whole regions of [*released, end) and moves the cursor. */
 static void release_upto(WeightStream *s, size_t *released, size_t end) {
@@ -306,6 +351,7 @@ bool weight_stream_finish(WeightStream *s, size_t len) {
   size_t tail = round_down(len, s->page);
   if (len % s->page) {
     /* Whole pages only (O_DIRECT); the padding is cut off below. */
+    weight_stream_claim(s, round_up(len, s->page));
     memset(s->base + len, 0, round_up(len, s->page) - len);
     if (tail) enqueue(s, tail, s->page, false);
   }

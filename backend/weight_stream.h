@@ -4,8 +4,10 @@
  * which bytes are done; a writer thread sends finished pages to the disk
  * (with O_DIRECT where the file system takes it, so the bytes are neither
  * copied into the page cache nor faulted in as file pages) and gives their
- * memory back, so a compile's resident memory stays a few megabytes whatever
- * the model's size, and generating weights overlaps writing them.
+ * memory back (moved ahead of the builder for reuse, so the kernel need not
+ * zero fresh pages), so a compile's resident memory stays a few tens of
+ * megabytes whatever the model's size, and generating weights overlaps
+ * writing them.
  *
  * Bytes are either final (a prefix of the file that grows) or tentative (a
  * run after it, such as the weight being generated now, which becomes final
@@ -30,6 +32,10 @@ typedef struct WeightStream WeightStream;
 WeightStream *weight_stream_open(const char *path, size_t bound);
 /* Where byte 0 of the file is; byte i is at base + i (zeros until written). */
 uint8_t *weight_stream_base(const WeightStream *s);
+/* The builder will write bytes below `end` (before writing them): the
+ * writer reuses the memory of written regions by moving it past the
+ * furthest claim, so every write must be claimed first. */
+void weight_stream_claim(WeightStream *s, size_t end);
 /* Every byte below `end` is final. */
 void weight_stream_final(WeightStream *s, size_t end);
 /* Bytes [from, to) are written and stay as they are unless taken back; from

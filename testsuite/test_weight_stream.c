@@ -35,7 +35,10 @@ static void teardown(void) {
 /* A byte that differs from its neighbours and between the patterns. */
 static uint8_t pattern(size_t i, unsigned which) { return (uint8_t)(((i + which * 7919u) * 2654435761u) >> 13) | 1; }
 
-static void fill(uint8_t *base, size_t from, size_t to, unsigned which) {
+/* Claims, then writes (the stream's contract: see weight_stream_claim). */
+static void fill(WeightStream *s, size_t from, size_t to, unsigned which) {
+  weight_stream_claim(s, to);
+  uint8_t *base = weight_stream_base(s);
   for (size_t i = from; i < to; i++) base[i] = pattern(i, which);
 }
 
@@ -60,7 +63,7 @@ Test(weight_stream, writes_in_order_with_the_first_page_last) {
   size_t len = 9 * MIB + 123;
   for (size_t at = 0; at < len; at += MIB) {
     size_t end = at + MIB < len ? at + MIB : len;
-    fill(base, at, end, 0);
+    fill(s, at, end, 0);
     weight_stream_final(s, end);
   }
   /* The header changes after everything else is final, as a blob count does. */
@@ -82,8 +85,7 @@ Test(weight_stream, writes_in_order_with_the_first_page_last) {
 Test(weight_stream, a_file_under_a_page) {
   WeightStream *s = weight_stream_open(path, 100);
   cr_assert_not_null(s);
-  uint8_t *base = weight_stream_base(s);
-  fill(base, 0, 100, 1);
+  fill(s, 0, 100, 1);
   weight_stream_final(s, 100);
   cr_assert(weight_stream_finish(s, 100));
   weight_stream_close(s);
@@ -97,20 +99,19 @@ Test(weight_stream, a_file_under_a_page) {
 Test(weight_stream, a_tentative_run_taken_back_is_rewritten) {
   WeightStream *s = weight_stream_open(path, 32 * MIB);
   cr_assert_not_null(s);
-  uint8_t *base = weight_stream_base(s);
   size_t first = MIB + 100;
-  fill(base, 0, first, 0);
+  fill(s, 0, first, 0);
   weight_stream_final(s, first);
   /* A weight of 6 MiB after it, handed on as it is made, then found a duplicate. */
   size_t start = first + 64;
   for (size_t at = start; at < start + 6 * MIB; at += MIB / 2) {
-    fill(base, at, at + MIB / 2, 1);
+    fill(s, at, at + MIB / 2, 1);
     weight_stream_tentative(s, start, at + MIB / 2);
   }
   weight_stream_rollback(s);
   /* The next weight goes in the same place and is shorter. */
   size_t end = first + 3 * MIB + 11;
-  fill(base, first, end, 2);
+  fill(s, first, end, 2);
   weight_stream_tentative(s, start, end);
   weight_stream_final(s, end);
   cr_assert(weight_stream_finish(s, end), "%s", strerror(errno));
@@ -128,7 +129,7 @@ Test(weight_stream, same_reads_back_what_memory_gave_up) {
   cr_assert_not_null(s);
   uint8_t *base = weight_stream_base(s);
   size_t len = 8 * MIB;
-  fill(base, 0, len, 0);
+  fill(s, 0, len, 0);
   weight_stream_final(s, len);
   size_t n = 300000, off = 3 * MIB + 64; /* inside a region given back */
   uint8_t *copy = malloc(n);
@@ -144,6 +145,7 @@ Test(weight_stream, same_reads_back_what_memory_gave_up) {
   /* A tentative run long enough to be given back, equal to earlier bytes:
    * both sides come from the disk. */
   size_t big = 5 * MIB, at = len + 64;
+  weight_stream_claim(s, at + big);
   for (size_t i = 0; i < big; i++) base[at + i] = pattern(MIB + 64 + i, 0);
   weight_stream_tentative(s, at, at + big);
   cr_assert(weight_stream_same(s, MIB + 64, base + at, big));
@@ -161,8 +163,7 @@ Test(weight_stream, write_errors_are_reported) {
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &r), 0);
   WeightStream *s = weight_stream_open(path, 8 * MIB);
   cr_assert_not_null(s);
-  uint8_t *base = weight_stream_base(s);
-  fill(base, 0, 4 * MIB, 0);
+  fill(s, 0, 4 * MIB, 0);
   weight_stream_final(s, 4 * MIB);
   errno = 0;
   cr_assert_not(weight_stream_finish(s, 4 * MIB));

@@ -55,6 +55,11 @@ typedef struct BlobWriter {
   bool (*same_data)(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes);
   void *same_ctx;
   size_t copied; /* bytes of those copies */
+  /* Told, before the writer writes any byte at or past `end` - 1, that it
+   * will (a file whose memory is reused behind the writer needs to know);
+   * may be NULL. */
+  void (*claim)(void *ctx, uint64_t end);
+  void *claim_ctx;
   /* dedup index: hash -> record index + 1 (open addressing; 0 is empty) */
   size_t *table;
   size_t table_cap, table_used;
