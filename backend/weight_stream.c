@@ -365,6 +365,13 @@ bool weight_stream_finish(WeightStream *s, size_t len) {
   return ftruncate(s->fd, (off_t)len) == 0 && fsync(s->fd) == 0;
 }
 
+size_t weight_stream_reused(WeightStream *s) {
+  pthread_mutex_lock(&s->mu);
+  size_t n = s->moves;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
 int weight_stream_error(WeightStream *s) {
   pthread_mutex_lock(&s->mu);
   int err = s->err;

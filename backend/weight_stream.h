@@ -50,6 +50,9 @@ bool weight_stream_same(WeightStream *s, uint64_t offset, const void *bytes, siz
  * waits until it is on the disk. Returns false with errno set on any write
  * error, including an earlier one of the writer thread. */
 bool weight_stream_finish(WeightStream *s, size_t len);
+/* How many written regions had their memory reused ahead (0 on kernels
+ * without MREMAP_DONTUNMAP, which free it instead). */
+size_t weight_stream_reused(WeightStream *s);
 /* The first write error (an errno value) so far, 0 if none. */
 int weight_stream_error(WeightStream *s);
 /* Stops the writer and frees everything; the file stays. NULL is a no-op. */
