@@ -265,7 +265,6 @@ uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {
   uint64_t data = align64(w->len) + BLOB_METADATA_SIZE;
   if (nbytes > SIZE_MAX - data) ice("weight file too large (%u blobs, %zu bytes)", w->count, w->len);
   reserve_bytes(w, (size_t)data + nbytes);
-  if (w->claim) w->claim(w->claim_ctx, data + nbytes);
   return w->data + data;
 }
 

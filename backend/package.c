@@ -78,6 +78,12 @@ static void param_progress(void *ctx, size_t done) {
   weight_stream_tentative(c->stream, c->data_start, end);
 }
 
+/* The generator will write the weight's bytes below `end` (any thread). */
+static void param_claim(void *ctx, size_t end) {
+  LoadCtx *c = ctx;
+  weight_stream_claim(c->stream, c->data_start + end);
+}
+
 /* Materializes a param where its blob goes in the streamed file (no copy),
  * then lays out its record; a duplicate's bytes are simply overwritten by
  * the next blob. */
@@ -97,6 +103,7 @@ static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, Bl
   xxh64_init(&c->hash, 0);
   WeightLoadOptions o = *c->opt;
   o.progress = param_progress;
+  o.claim = param_claim;
   o.progress_ctx = c;
   bool ok = weights_materialize_into(m, v, &o, c->d, dst, size);
   if (ok) {

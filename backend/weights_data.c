@@ -80,6 +80,7 @@ typedef struct Out {
   /* WeightLoadOptions.progress; set in the calling thread's copy only. */
   void (*progress)(void *ctx, size_t done);
   void *progress_ctx;
+  void (*claim)(void *ctx, size_t end); /* WeightLoadOptions.claim, in every copy */
 } Out;
 
 /* A number for a message: integers without exponent or ".0", others in the
@@ -742,6 +743,7 @@ static void *gen_task(void *arg) {
     uint64_t s = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
     if (s >= sh->nslices) break;
     uint64_t end = (s + 1) * SLICE < t->out.n ? (s + 1) * SLICE : t->out.n;
+    if (t->out.claim) t->out.claim(t->out.progress_ctx, (size_t)end * esize);
     gen_range(&t->out, s * SLICE, end);
     /* Release: whoever sees the flag sees the slice's bytes. */
     atomic_store_explicit(&sh->done[s], 1, memory_order_release);
@@ -970,10 +972,17 @@ static void converted(const Out *o, uint64_t done) {
     o->progress(o->progress_ctx, (size_t)done * ir_dtype_size(o->dtype));
 }
 
+/* Claims the next FILE_PROGRESS elements when a conversion reaches them. */
+static void converting(const Out *o, uint64_t at) {
+  if (o->claim && at % FILE_PROGRESS == 0)
+    o->claim(o->progress_ctx, (size_t)(o->n - at < FILE_PROGRESS ? o->n : at + FILE_PROGRESS) * ir_dtype_size(o->dtype));
+}
+
 static void to_fp16(Out *o, const uint8_t *src, WeightFileDType t) {
   uint16_t *out = o->data;
   for (uint64_t at = 0; at < o->n; at += CHUNK) {
     size_t k = chunk_len(o, at);
+    converting(o, at);
     fp16_chunk_convert(out, src, t, at, k);
     if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, src, t);
     converted(o, at + k);
@@ -984,6 +993,7 @@ static void to_fp32(Out *o, const uint8_t *src, WeightFileDType t) {
   float *out = o->data;
   for (uint64_t at = 0; at < o->n; at += CHUNK) {
     size_t k = chunk_len(o, at);
+    converting(o, at);
     fp32_chunk_convert(out, src, t, at, k);
     if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, src, t);
     converted(o, at + k);
@@ -1138,8 +1148,12 @@ bool weights_materialize_into(IrModule *m, IrValueId param, const WeightLoadOpti
   const IrValue *p = ir_value(m, param);
   if (size != nbytes) ice("weight '%s' needs %zu bytes, not %zu", p->name, size, nbytes);
   Out o = {.param = p, .d = d, .dtype = p->type.dtype, .clamp = opt && opt->clamp_fp16, .n = n, .data = dst,
-           .progress = opt ? opt->progress : NULL, .progress_ctx = opt ? opt->progress_ctx : NULL};
+           .progress = opt ? opt->progress : NULL, .progress_ctx = opt ? opt->progress_ctx : NULL,
+           .claim = opt ? opt->claim : NULL};
   bool file = p->src.kind == SRC_SAFETENSORS || p->src.kind == SRC_NPY;
+  bool random = p->src.kind == SRC_NORMAL || p->src.kind == SRC_UNIFORM;
+  /* Float weights, random or converted, claim as they go; the rest now. */
+  if (o.claim && !((file || random) && (o.dtype == DT_FP16 || o.dtype == DT_FP32))) o.claim(o.progress_ctx, size);
   return file ? materialize_file(&o, m) : materialize_init(&o);
 }
 

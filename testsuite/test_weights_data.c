@@ -13,6 +13,7 @@
  * rounding cases (ties, subnormals, single rounding from double), and every
  * diagnostic is compared as text.
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "orion/fp16.h"
 #include "orion/weights.h"
 
@@ -21,8 +22,10 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -945,7 +948,7 @@ Test(init, threaded_generation_matches_reference, .init = tmp_setup, .fini = tmp
  * reports done already has its final value (a snapshot taken in the
  * callback equals the result). */
 typedef struct Progress {
-  const uint8_t *dst;
+  uint8_t *dst;
   size_t size, last;
   int calls;
   uint8_t *snapshot; /* the reported prefix, as it was when reported */
@@ -960,14 +963,36 @@ static void on_progress(void *ctx, size_t done) {
   p->calls++;
 }
 
+/* Claims open the destination for writing: its pages start inaccessible
+ * and each claim makes them writable up to the claimed end, so a write
+ * before its claim ends the test with SIGSEGV. */
+static pthread_mutex_t claim_mu = PTHREAD_MUTEX_INITIALIZER;
+static size_t claimed;
+
+static void on_claim(void *ctx, size_t end) {
+  Progress *p = ctx;
+  cr_assert_leq(end, p->size);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  pthread_mutex_lock(&claim_mu);
+  if (end > claimed) {
+    claimed = end;
+    cr_assert_eq(mprotect(p->dst, (end + page - 1) / page * page, PROT_READ | PROT_WRITE), 0);
+  }
+  pthread_mutex_unlock(&claim_mu);
+}
+
 static void materialize_with_progress(Run *r, IrValueId v, size_t size, int min_calls) {
-  uint8_t *dst = malloc(size), *snapshot = malloc(size);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), mapped = (size + page - 1) / page * page;
+  uint8_t *dst = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), *snapshot = malloc(size);
+  cr_assert_neq(dst, MAP_FAILED);
   Progress p = {.dst = dst, .size = size, .snapshot = snapshot};
-  WeightLoadOptions opt = {.progress = on_progress, .progress_ctx = &p};
+  claimed = 0;
+  WeightLoadOptions opt = {.progress = on_progress, .claim = on_claim, .progress_ctx = &p};
   cr_assert(weights_materialize_into(r->m, v, &opt, &r->d, dst, size), "%s", diags(r));
   cr_assert_geq(p.calls, min_calls);
+  cr_assert_eq(claimed, size, "claimed %zu of %zu bytes", claimed, size);
   cr_assert_eq(memcmp(snapshot, dst, p.last), 0, "bytes changed after they were reported done");
-  free(dst);
+  munmap(dst, mapped);
   free(snapshot);
 }
 
@@ -987,6 +1012,9 @@ Test(init, progress_reports_final_bytes, .init = tmp_setup, .fini = tmp_teardown
   IrValueId w = add_vector(&r, DT_FP16, (int64_t)m, (IrParamSource){.kind = SRC_SAFETENSORS, .path = "p.safetensors", .key = "k"});
   materialize_with_progress(&r, w, m * 2, 3);
   free(data);
+  /* Zeros are written at once: claimed whole, no progress. */
+  IrValueId z = add_vector(&r, DT_FP16, 100000, (IrParamSource){.kind = SRC_ZEROS});
+  materialize_with_progress(&r, z, 200000, 0);
   run_end(&r);
 }
 

@@ -55,9 +55,9 @@ typedef struct BlobWriter {
   bool (*same_data)(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes);
   void *same_ctx;
   size_t copied; /* bytes of those copies */
-  /* Told, before the writer writes any byte at or past `end` - 1, that it
-   * will (a file whose memory is reused behind the writer needs to know);
-   * may be NULL. */
+  /* Told, before the writer writes bytes below `end`, that it will (a file
+   * whose memory is reused behind the writer needs to know); may be NULL.
+   * The data of a staged blob is the stager's to claim as it writes it. */
   void (*claim)(void *ctx, uint64_t end);
   void *claim_ctx;
   /* dedup index: hash -> record index + 1 (open addressing; 0 is empty) */

@@ -68,6 +68,12 @@ typedef struct WeightLoadOptions {
    * lets the caller write them out while the rest is made. NULL: not called. */
   void (*progress)(void *ctx, size_t done);
   void *progress_ctx;
+  /* Called before bytes of the destination below `end` are written, from
+   * any of the threads making them (a destination whose memory is reused
+   * ahead of the writer needs to know); the whole destination is claimed at
+   * once except by random initializers and float conversions, which claim
+   * as they go. Shares progress_ctx. NULL: not called. */
+  void (*claim)(void *ctx, size_t end);
 } WeightLoadOptions;
 
 /* Produces the data of a live param in its declared dtype, row-major,
