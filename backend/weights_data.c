@@ -210,6 +210,98 @@ static void store_doubles(Out *o, uint64_t at, const double *v, size_t k) {
   }
 }
 
+/* ---- work in slices ----------------------------------------------------------- */
+
+/* Large weights are made a slice at a time by every core: a slice is small
+ * enough that the threads end together and that finished bytes reach the
+ * caller's progress early. Each slice is claimed before it is written. */
+#define SLICE (64 * (uint64_t)CHUNK)
+/* Below this many elements threads cost more than they save. */
+#define PARALLEL_MIN_ELEMENTS (1u << 20)
+#define MAX_THREADS 16
+
+/* Makes elements [begin, end) of o->data (begin a multiple of CHUNK),
+ * noting problems in o. */
+typedef void SliceFn(Out *o, uint64_t begin, uint64_t end, const void *arg);
+
+/* What the threads making one weight share. */
+typedef struct SliceShared {
+  SliceFn *fn;
+  const void *arg;
+  uint64_t nslices;
+  _Atomic uint64_t next;       /* the next slice to take */
+  _Atomic unsigned char *done; /* per slice */
+  uint64_t prefix;             /* slices known done from the start (the progress thread's) */
+} SliceShared;
+
+typedef struct SliceTask {
+  Out out; /* a private copy: its findings are merged afterwards */
+  SliceShared *shared;
+} SliceTask;
+
+static void *slice_task(void *arg) {
+  SliceTask *t = arg;
+  SliceShared *sh = t->shared;
+  size_t esize = ir_dtype_size(t->out.dtype);
+  for (;;) {
+    uint64_t s = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
+    if (s >= sh->nslices) break;
+    uint64_t end = (s + 1) * SLICE < t->out.n ? (s + 1) * SLICE : t->out.n;
+    if (t->out.claim) t->out.claim(t->out.progress_ctx, (size_t)end * esize);
+    sh->fn(&t->out, s * SLICE, end, sh->arg);
+    /* Release: whoever sees the flag sees the slice's bytes. */
+    atomic_store_explicit(&sh->done[s], 1, memory_order_release);
+    if (!t->out.progress) continue;
+    uint64_t before = sh->prefix;
+    while (sh->prefix < sh->nslices && atomic_load_explicit(&sh->done[sh->prefix], memory_order_acquire)) sh->prefix++;
+    if (sh->prefix > before) {
+      uint64_t n = sh->prefix * SLICE < t->out.n ? sh->prefix * SLICE : t->out.n;
+      t->out.progress(t->out.progress_ctx, (size_t)n * esize);
+    }
+  }
+  return NULL;
+}
+
+/* Runs fn over all of o's elements, a slice at a time on every core for a
+ * large weight, then merges what the threads noted into o, keeping the
+ * first index of each problem (each thread's first is its smallest: it takes
+ * slices in order). */
+static void run_slices(Out *o, SliceFn *fn, const void *arg) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_THREADS ? cores : MAX_THREADS);
+  SliceShared sh = {.fn = fn, .arg = arg, .nslices = (o->n + SLICE - 1) / SLICE};
+  atomic_init(&sh.next, 0);
+  void *done = xcalloc(sh.nslices ? sh.nslices : 1, sizeof *sh.done);
+  sh.done = done;
+  SliceTask tasks[MAX_THREADS];
+  pthread_t threads[MAX_THREADS];
+  uint64_t started = 0;
+  for (uint64_t i = 0; i < nthreads; i++) {
+    tasks[i].out = *o;
+    tasks[i].shared = &sh;
+    if (i > 0) tasks[i].out.progress = NULL; /* progress is reported by the calling thread only */
+    if (i > 0 && pthread_create(&threads[i], NULL, slice_task, &tasks[i]) == 0) started |= 1ull << i;
+  }
+  slice_task(&tasks[0]); /* also takes the slices of any thread that could not be made */
+  for (uint64_t i = 1; i < nthreads; i++)
+    if (started & (1ull << i)) pthread_join(threads[i], NULL);
+  free(done);
+  for (uint64_t i = 0; i < nthreads; i++) {
+    const Out *t = &tasks[i].out;
+    if (t->nan && (!o->nan || t->nan_at < o->nan_at)) {
+      o->nan = true;
+      o->nan_at = t->nan_at;
+    }
+    if (t->over && (!o->over || t->over_at < o->over_at)) {
+      o->over = true;
+      o->over_at = t->over_at;
+      o->over_value = t->over_value;
+      o->over_is_float = t->over_is_float;
+    }
+    o->clamped += t->clamped;
+  }
+}
+
 /* ---- initializers ------------------------------------------------------------ */
 
 /* Copies the first element (size bytes) over the whole buffer by doubling. */
@@ -718,89 +810,16 @@ static void gen_range(Out *o, uint64_t begin, uint64_t end) {
   }
 }
 
-/* Elements a thread takes at a time: small enough that the threads end
- * together and that finished bytes reach the caller's progress early. */
-#define SLICE (64 * (uint64_t)CHUNK)
-
-/* What the threads generating one initializer share. */
-typedef struct GenShared {
-  uint64_t nslices;
-  _Atomic uint64_t next;      /* the next slice to take */
-  _Atomic unsigned char *done; /* per slice */
-  uint64_t prefix;            /* slices known done from the start (the progress thread's) */
-} GenShared;
-
-typedef struct GenTask {
-  Out out; /* a private copy: its findings are merged afterwards */
-  GenShared *shared;
-} GenTask;
-
-static void *gen_task(void *arg) {
-  GenTask *t = arg;
-  GenShared *sh = t->shared;
-  size_t esize = ir_dtype_size(t->out.dtype);
-  for (;;) {
-    uint64_t s = atomic_fetch_add_explicit(&sh->next, 1, memory_order_relaxed);
-    if (s >= sh->nslices) break;
-    uint64_t end = (s + 1) * SLICE < t->out.n ? (s + 1) * SLICE : t->out.n;
-    if (t->out.claim) t->out.claim(t->out.progress_ctx, (size_t)end * esize);
-    gen_range(&t->out, s * SLICE, end);
-    /* Release: whoever sees the flag sees the slice's bytes. */
-    atomic_store_explicit(&sh->done[s], 1, memory_order_release);
-    if (!t->out.progress) continue;
-    uint64_t before = sh->prefix;
-    while (sh->prefix < sh->nslices && atomic_load_explicit(&sh->done[sh->prefix], memory_order_acquire)) sh->prefix++;
-    if (sh->prefix > before) {
-      uint64_t n = sh->prefix * SLICE < t->out.n ? sh->prefix * SLICE : t->out.n;
-      t->out.progress(t->out.progress_ctx, (size_t)n * esize);
-    }
-  }
-  return NULL;
+/* Random initializers are the most work of a compile (124M values for a
+ * GPT-2): shared out over the cores; jump-ahead makes the result
+ * independent of who made which slice. */
+static void gen_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
+  (void)arg;
+  gen_range(o, begin, end);
 }
 
-/* Below this many elements threads cost more than they save. */
-#define PARALLEL_MIN_ELEMENTS (1u << 20)
-#define MAX_GEN_THREADS 16
-
-/* Random initializers are the most work of a compile (124M values for a
- * GPT-2), so large ones are shared out over the machine's cores a slice at a
- * time; jump-ahead makes the result independent of who made which slice. */
 static bool gen_random(Out *o) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  uint64_t nthreads = o->n < PARALLEL_MIN_ELEMENTS || cores < 2 ? 1 : (uint64_t)(cores < MAX_GEN_THREADS ? cores : MAX_GEN_THREADS);
-  GenShared sh = {.nslices = (o->n + SLICE - 1) / SLICE};
-  atomic_init(&sh.next, 0);
-  void *done = xcalloc(sh.nslices ? sh.nslices : 1, sizeof *sh.done);
-  sh.done = done;
-  GenTask tasks[MAX_GEN_THREADS];
-  pthread_t threads[MAX_GEN_THREADS];
-  uint64_t started = 0;
-  for (uint64_t i = 0; i < nthreads; i++) {
-    tasks[i].out = *o;
-    tasks[i].shared = &sh;
-    if (i > 0) tasks[i].out.progress = NULL; /* progress is reported by the calling thread only */
-    if (i > 0 && pthread_create(&threads[i], NULL, gen_task, &tasks[i]) == 0) started |= 1ull << i;
-  }
-  gen_task(&tasks[0]); /* also takes the slices of any thread that could not be made */
-  for (uint64_t i = 1; i < nthreads; i++)
-    if (started & (1ull << i)) pthread_join(threads[i], NULL);
-  free(done);
-  /* Merge what the threads found, keeping the first index of each problem
-   * (each thread's first is its smallest: it takes slices in order). */
-  for (uint64_t i = 0; i < nthreads; i++) {
-    const Out *t = &tasks[i].out;
-    if (t->nan && (!o->nan || t->nan_at < o->nan_at)) {
-      o->nan = true;
-      o->nan_at = t->nan_at;
-    }
-    if (t->over && (!o->over || t->over_at < o->over_at)) {
-      o->over = true;
-      o->over_at = t->over_at;
-      o->over_value = t->over_value;
-      o->over_is_float = t->over_is_float;
-    }
-    o->clamped += t->clamped;
-  }
+  run_slices(o, gen_slice, NULL);
   return finish(o);
 }
 
@@ -891,8 +910,6 @@ static void fp32_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, We
   }
 }
 
-static size_t chunk_len(const Out *o, uint64_t at) { return o->n - at < CHUNK ? (size_t)(o->n - at) : CHUNK; }
-
 static bool aligned_to(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 
 /* bf16 is the upper half of an fp32, so widening is a shift (what
@@ -963,40 +980,29 @@ void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDT
   }
 }
 
-/* Reports progress every FILE_PROGRESS elements of a conversion, so that
- * the bytes can be written while later ones are read. */
-#define FILE_PROGRESS (256 * (uint64_t)CHUNK)
+/* A float conversion's source, for its slices. */
+typedef struct FileFloats {
+  const uint8_t *src;
+  WeightFileDType t;
+} FileFloats;
 
-static void converted(const Out *o, uint64_t done) {
-  if (o->progress && (done % FILE_PROGRESS == 0 || done == o->n))
-    o->progress(o->progress_ctx, (size_t)done * ir_dtype_size(o->dtype));
-}
-
-/* Claims the next FILE_PROGRESS elements when a conversion reaches them. */
-static void converting(const Out *o, uint64_t at) {
-  if (o->claim && at % FILE_PROGRESS == 0)
-    o->claim(o->progress_ctx, (size_t)(o->n - at < FILE_PROGRESS ? o->n : at + FILE_PROGRESS) * ir_dtype_size(o->dtype));
-}
-
-static void to_fp16(Out *o, const uint8_t *src, WeightFileDType t) {
+static void fp16_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
+  const FileFloats *f = arg;
   uint16_t *out = o->data;
-  for (uint64_t at = 0; at < o->n; at += CHUNK) {
-    size_t k = chunk_len(o, at);
-    converting(o, at);
-    fp16_chunk_convert(out, src, t, at, k);
-    if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, src, t);
-    converted(o, at + k);
+  for (uint64_t at = begin; at < end; at += CHUNK) {
+    size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
+    fp16_chunk_convert(out, f->src, f->t, at, k);
+    if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, f->src, f->t);
   }
 }
 
-static void to_fp32(Out *o, const uint8_t *src, WeightFileDType t) {
+static void fp32_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
+  const FileFloats *f = arg;
   float *out = o->data;
-  for (uint64_t at = 0; at < o->n; at += CHUNK) {
-    size_t k = chunk_len(o, at);
-    converting(o, at);
-    fp32_chunk_convert(out, src, t, at, k);
-    if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, src, t);
-    converted(o, at + k);
+  for (uint64_t at = begin; at < end; at += CHUNK) {
+    size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
+    fp32_chunk_convert(out, f->src, f->t, at, k);
+    if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, f->src, f->t);
   }
 }
 
@@ -1022,8 +1028,13 @@ static bool narrow_i64(Out *o, const uint8_t *src) {
 
 static bool convert(Out *o, const uint8_t *src, WeightFileDType t) {
   switch (o->dtype) {
-  case DT_FP16: to_fp16(o, src, t); return finish(o);
-  case DT_FP32: to_fp32(o, src, t); return finish(o);
+  case DT_FP16:
+  case DT_FP32: {
+    /* On every core: reading a checkpoint is most of such a compile. */
+    FileFloats f = {src, t};
+    run_slices(o, o->dtype == DT_FP16 ? fp16_slice : fp32_slice, &f);
+    return finish(o);
+  }
   case DT_INT32:
     if (t == WF_I64) return narrow_i64(o, src);
     memcpy(o->data, src, (size_t)o->n * 4);

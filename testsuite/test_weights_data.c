@@ -757,6 +757,48 @@ Test(checks, nan_is_an_error, .init = tmp_setup, .fini = tmp_teardown) {
   run_end(&r);
 }
 
+/* A conversion large enough to run on several threads reports the first
+ * problem of the whole tensor, whichever thread met it, and counts clamped
+ * values over all of them. */
+Test(checks, threaded_conversion_reports_the_first_problem, .init = tmp_setup, .fini = tmp_teardown) {
+  const size_t n = 3u << 20;
+  float *data = calloc(n, sizeof *data);
+  cr_assert_not_null(data);
+  data[2900000] = bits_f32(0x7FC00000);
+  data[1500001] = bits_f32(0x7FC00000);
+  data[2000000] = 1e6f;
+  data[300] = -1e6f;
+  data[n - 1] = 7e4f;
+  write_safetensors("big.safetensors", "k", "F32", "[3145728]", data, n * 4, 0);
+  data[2900000] = data[1500001] = 0;
+  write_safetensors("over.safetensors", "k", "F32", "[3145728]", data, n * 4, 0);
+  free(data);
+  Run r;
+  run_begin(&r);
+  load_fails(&r, add_vector(&r, DT_FP16, (int64_t)n, (IrParamSource){.kind = SRC_SAFETENSORS, .path = "big.safetensors", .key = "k"}),
+             false,
+             "orionc: error: weight 'w' from 'big.safetensors' ('k') has NaN at index 1500001\n"
+             "orionc: error: weight 'w' from 'big.safetensors' ('k') has the value -1000000 at index 300, beyond "
+             "fp16's range (65504); pass --clamp-fp16 to clamp\n");
+  run_end(&r);
+  run_begin(&r);
+  load_fails(&r, add_vector(&r, DT_FP16, (int64_t)n, (IrParamSource){.kind = SRC_SAFETENSORS, .path = "over.safetensors", .key = "k"}),
+             false,
+             "orionc: error: weight 'w' from 'over.safetensors' ('k') has the value -1000000 at index 300, beyond "
+             "fp16's range (65504); pass --clamp-fp16 to clamp\n");
+  run_end(&r);
+  run_begin(&r);
+  uint16_t *h = load_ok(&r, add_vector(&r, DT_FP16, (int64_t)n, (IrParamSource){.kind = SRC_SAFETENSORS, .path = "over.safetensors", .key = "k"}),
+                        true, n * 2,
+                        "orionc: warning: weight 'w' from 'over.safetensors' ('k'): clamped 3 values beyond fp16's range "
+                        "to +-65504\n");
+  cr_assert_eq(h[300], 0xFBFF);
+  cr_assert_eq(h[2000000], 0x7BFF);
+  cr_assert_eq(h[n - 1], 0x7BFF);
+  free(h);
+  run_end(&r);
+}
+
 Test(checks, beyond_fp16_range, .init = tmp_setup, .fini = tmp_teardown) {
   float data[6] = {1, 2, 65519.0f, 70000.0f, -1e30f, 3};
   write_safetensors("model.safetensors", "key", "F32", "[6]", data, sizeof data, 0);
