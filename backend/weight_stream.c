@@ -116,6 +116,11 @@ static void give_back(WeightStream *s, size_t off, size_t len) {
         s->moves++;
       } else {
         s->no_moves = true; /* an older kernel: free instead */
+        /* A failed move may already have unmapped its target: map it again. */
+        if (mmap(s->base + target, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0) == MAP_FAILED)
+          ice("weight stream: cannot map %zu bytes again after a failed move: %s", (size_t)REGION, strerror(errno));
+        (void)madvise(s->base + target, REGION, MADV_HUGEPAGE);
       }
     }
     pthread_mutex_unlock(&s->mu);
@@ -193,6 +198,7 @@ WeightStream *weight_stream_open(const char *path, size_t bound) {
   void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return NULL;
   WeightStream *s = calloc(1, sizeof *s);
+  if (s) s->read_fd = -1;
   if (!s) {
     munmap(map, map_len);
     errno = ENOMEM;
@@ -206,13 +212,19 @@ WeightStream *weight_stream_open(const char *path, size_t bound) {
   (void)madvise(s->base, cap, MADV_HUGEPAGE); /* advice; without it pages are small */
   s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_DIRECT, 0644);
   s->direct = s->fd >= 0;
-  /* A file system without O_DIRECT may refuse it only after creating the file. */
-  if (s->fd < 0 && errno == EINVAL) s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  s->read_fd = s->fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (s->fd < 0 && errno == EINVAL) {
+    /* A file system without O_DIRECT refuses it after creating the file
+     * (an existing file fails first, with EEXIST): ordinary writes then. */
+    unlink(path);
+    s->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   int err = errno;
-  if (s->read_fd < 0 || pthread_mutex_init(&s->mu, NULL) != 0) goto fail;
-  if (pthread_cond_init(&s->more, NULL) != 0) goto fail_mu;
-  if (pthread_cond_init(&s->room, NULL) != 0) goto fail_more;
+  if (s->fd < 0) goto fail;
+  s->read_fd = open(path, O_RDONLY | O_CLOEXEC);
+  err = errno;
+  if (s->read_fd < 0 || (err = pthread_mutex_init(&s->mu, NULL)) != 0) goto fail_file;
+  if ((err = pthread_cond_init(&s->more, NULL)) != 0) goto fail_mu;
+  if ((err = pthread_cond_init(&s->room, NULL)) != 0) goto fail_more;
   if ((err = pthread_create(&s->writer, NULL, writer_main, s)) != 0) goto fail_room;
   s->final_queued = page; /* the first page goes last */
   s->frontier = REGION;   /* the header's region is written first and last */
@@ -224,9 +236,11 @@ fail_more:
   pthread_cond_destroy(&s->more);
 fail_mu:
   pthread_mutex_destroy(&s->mu);
-fail:
-  if (s->fd >= 0) close(s->fd);
+fail_file:
   if (s->read_fd >= 0) close(s->read_fd);
+  close(s->fd);
+  unlink(path); /* created here: nothing is left behind */
+fail:
   munmap(s->map, s->map_len);
   free(s);
   errno = err ? err : ENOMEM;
@@ -256,7 +270,12 @@ void weight_stream_final(WeightStream *s, size_t end) {
     if (s->tent_queued > e) ice("weight stream: tentative bytes past the final end");
     enqueue(s, s->final_queued, s->tent_from - s->final_queued, false);
     enqueue(s, s->tent_queued, e - s->tent_queued, false);
-    s->tent_from = s->tent_queued = 0;
+    /* The run gave back its own regions: give back those before it, and
+     * go on after them (giving a region back twice would move emptiness). */
+    release_upto(s, &s->final_released, s->tent_release_from < e ? s->tent_release_from : e);
+    if (s->tent_released > s->tent_release_from && s->tent_released > s->final_released)
+      s->final_released = s->tent_released;
+    s->tent_from = s->tent_queued = s->tent_release_from = s->tent_released = 0;
   } else {
     enqueue(s, s->final_queued, e - s->final_queued, false);
   }
@@ -280,7 +299,7 @@ void weight_stream_tentative(WeightStream *s, size_t from, size_t to) {
 
 void weight_stream_rollback(WeightStream *s) {
   if (s->tent_queued > s->tent_from) drain(s); /* its pages may be written again soon: no job may still touch them */
-  s->tent_from = s->tent_queued = 0;
+  s->tent_from = s->tent_queued = s->tent_release_from = s->tent_released = 0;
 }
 
 /* Whether any of [off, off + n) lies where memory was given back (or is

@@ -14,8 +14,12 @@
  * or, if it turns out to duplicate an earlier weight, is taken back). The
  * first page, which holds the header's blob count, is written last.
  *
- * One thread (the builder) calls everything here; the writer thread is
- * internal.
+ * One thread (the builder) calls everything here, except that the threads
+ * it generates weights on may claim (weight_stream_claim); the writer thread
+ * is internal. Memory: the regions being filled, up to 32 MiB of reused
+ * regions ahead of them, and up to 256 MiB queued for a disk slower than the
+ * generator. The reserved range is not committed memory, except under strict
+ * overcommit (vm.overcommit_memory = 2), where the whole file's size counts.
  */
 #ifndef ORION_WEIGHT_STREAM_H
 #define ORION_WEIGHT_STREAM_H
@@ -30,7 +34,8 @@ typedef struct WeightStream WeightStream;
  * Returns NULL with errno set when the file or the address range cannot be
  * had (the caller can then build the file in memory instead). */
 WeightStream *weight_stream_open(const char *path, size_t bound);
-/* Where byte 0 of the file is; byte i is at base + i (zeros until written). */
+/* Where byte 0 of the file is; byte i is at base + i. Bytes not yet written
+ * hold anything (reused memory): every byte of the file must be written. */
 uint8_t *weight_stream_base(const WeightStream *s);
 /* The builder will write bytes below `end` (before writing them): the
  * writer reuses the memory of written regions by moving it past the

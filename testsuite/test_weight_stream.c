@@ -131,6 +131,93 @@ Test(weight_stream, a_tentative_run_taken_back_is_rewritten) {
   free(data);
 }
 
+/* Weights handed on as they are made, then made final: each written region
+ * is given back (and its memory moved ahead for reuse) once, not once by
+ * its tentative run and again when the run becomes final. */
+Test(weight_stream, each_region_is_given_back_once) {
+  WeightStream *s = weight_stream_open(path, 64 * MIB);
+  cr_assert_not_null(s);
+  size_t at = 64;
+  for (int blob = 0; blob < 3; blob++) {
+    size_t start = at + 64, end = start + 7 * MIB;
+    for (size_t p = start; p < end; p += MIB / 2) {
+      size_t q = p + MIB / 2 < end ? p + MIB / 2 : end;
+      fill(s, p, q, (unsigned)blob);
+      weight_stream_tentative(s, start, q);
+    }
+    fill(s, at, start, 9); /* the record, written once the weight is done */
+    weight_stream_final(s, end);
+    at = end;
+  }
+  fill(s, 0, 64, 9);
+  cr_assert(weight_stream_finish(s, at), "%s", strerror(errno));
+  /* Regions wholly written: [2 MiB, 20 MiB), nine of them. */
+  size_t reused = weight_stream_reused(s);
+  cr_assert_leq(reused, 9, "%zu regions given back, some of them twice", reused);
+#ifdef MREMAP_DONTUNMAP
+  cr_assert_geq(reused, 6);
+#endif
+  weight_stream_close(s);
+  size_t n;
+  uint8_t *data = read_back(&n);
+  cr_assert_eq(n, at);
+  at = 64;
+  for (unsigned blob = 0; blob < 3; blob++) {
+    size_t start = at + 64, end = start + 7 * MIB;
+    for (size_t i = at; i < start; i++) cr_assert_eq(data[i], pattern(i, 9), "byte %zu", i);
+    for (size_t i = start; i < end; i++) cr_assert_eq(data[i], pattern(i, blob), "byte %zu", i);
+    at = end;
+  }
+  free(data);
+}
+
+/* Many weights of mixed sizes (a few bytes to a few MiB), each laid out as
+ * the package writer does (handed on in steps while made, its record
+ * written afterwards, sometimes found a duplicate and taken back), against
+ * the bytes they should leave in the file. */
+Test(weight_stream, mixed_weights_and_duplicates) {
+  WeightStream *s = weight_stream_open(path, 96 * MIB);
+  cr_assert_not_null(s);
+  size_t cap = 96 * MIB;
+  uint8_t *want = calloc(cap, 1);
+  uint64_t rng = 12345;
+  size_t len = 64;
+  fill(s, 0, 64, 7);
+  for (size_t i = 0; i < 64; i++) want[i] = pattern(i, 7);
+  for (unsigned blob = 0; blob < 300; blob++) {
+    rng = rng * 6364136223846793005u + 1442695040888963407u;
+    unsigned kind = (unsigned)(rng >> 60);
+    size_t size = kind < 8 ? 1 + (size_t)(rng >> 40) % 5000 : kind < 14 ? (size_t)(rng >> 40) % (3 * MIB) + 1 : 5 * MIB + 17;
+    size_t meta = (len + 63) & ~(size_t)63, start = meta + 64, end = start + size;
+    if (end > cap - 2 * 4096) break;
+    bool duplicate = (rng >> 20) % 5 == 0;
+    size_t step = 1 + (size_t)(rng >> 30) % MIB;
+    for (size_t p = start; p < end; p += step) {
+      size_t q = p + step < end ? p + step : end;
+      fill(s, p, q, blob % 200);
+      weight_stream_tentative(s, start, q);
+    }
+    if (duplicate) {
+      weight_stream_rollback(s);
+      continue;
+    }
+    fill(s, len, start, 250); /* gap and record */
+    for (size_t i = len; i < start; i++) want[i] = pattern(i, 250);
+    for (size_t i = start; i < end; i++) want[i] = pattern(i, blob % 200);
+    weight_stream_final(s, end);
+    len = end;
+  }
+  cr_assert(weight_stream_finish(s, len), "%s", strerror(errno));
+  weight_stream_close(s);
+  size_t n;
+  uint8_t *data = read_back(&n);
+  cr_assert_eq(n, len);
+  if (memcmp(data, want, len) != 0)
+    for (size_t i = 0; i < len; i++) cr_assert_eq(data[i], want[i], "byte %zu of %zu", i, len);
+  free(data);
+  free(want);
+}
+
 Test(weight_stream, same_reads_back_what_memory_gave_up) {
   WeightStream *s = weight_stream_open(path, 32 * MIB);
   cr_assert_not_null(s);
