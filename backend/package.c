@@ -117,17 +117,12 @@ static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, Bl
   return ok;
 }
 
-static bool stream_same_data(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes) {
-  return weight_stream_same(ctx, data_offset, bytes, nbytes);
-}
-
-static void stream_claim(void *ctx, uint64_t end) { weight_stream_claim(ctx, (size_t)end); }
-
 typedef struct Emitted {
   StrBuf *texts;     /* per emitted function */
   MilFunction *info; /* per emitted function */
   uint32_t n;
   BlobWriter blobs;
+  WeightStream *stream; /* where blobs go, when streamed */
 } Emitted;
 
 static void emitted_free(Emitted *e) {
@@ -135,6 +130,19 @@ static void emitted_free(Emitted *e) {
   free(e->texts);
   free(e->info);
   blob_writer_free(&e->blobs);
+}
+
+static bool stream_same_data(void *ctx, uint64_t data_offset, const void *bytes, size_t nbytes) {
+  return weight_stream_same(ctx, data_offset, bytes, nbytes);
+}
+
+/* The blob writer is about to add a blob ending at `end`: everything before
+ * it is final (so constants, which are added without add_param, are written
+ * as they come too), and its bytes are claimed. */
+static void stream_claim(void *ctx, uint64_t end) {
+  const Emitted *e = ctx;
+  weight_stream_final(e->stream, e->blobs.len);
+  weight_stream_claim(e->stream, (size_t)end);
 }
 
 /* An upper bound on the weight file's size: every param and const of every
@@ -160,8 +168,9 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightS
     blob_writer_init_fixed(&e->blobs, weight_stream_base(stream), (size_t)weight_file_bound(m));
     e->blobs.same_data = stream_same_data;
     e->blobs.same_ctx = stream;
+    e->stream = stream;
     e->blobs.claim = stream_claim;
-    e->blobs.claim_ctx = stream;
+    e->blobs.claim_ctx = e;
   } else {
     blob_writer_init(&e->blobs);
     uint64_t bound = weight_file_bound(m);
