@@ -3,6 +3,7 @@
  */
 #include "orion/ir.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +50,6 @@ void ir_type_print(StrBuf *sb, const IrType *t) {
 /* ---- op table ---- */
 
 static IrOpInfo op_infos[OP_COUNT];
-static bool op_infos_ready;
 
 static const char *const op_schema_text[OP_COUNT] = {
 #define OP(id, name, min_in, max_in, nres, dtypes, attrs) [OP_##id] = attrs,
@@ -70,7 +70,8 @@ static void parse_schema(IrOpInfo *info, const char *text) {
   if (used + n + 1 > sizeof storage) ice("ops.def schema storage exhausted");
   char *s = memcpy(storage + used, text, n + 1);
   used += n + 1;
-  for (char *tok = strtok(s, " "); tok; tok = strtok(NULL, " ")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
     char *colon = strchr(tok, ':');
     if (!colon || info->nattrs >= IR_MAX_OP_ATTRS) ice("bad ops.def schema for %s: %s", info->name, text);
     *colon = 0;
@@ -93,11 +94,14 @@ static void init_op_infos(void) {
 #undef OP
   op_infos[OP_CALL] = (IrOpInfo){.name = "call", .min_inputs = 0, .max_inputs = -1, .results = 0, .dtypes = DTC_ANY};
   for (int k = 0; k < OP_COUNT; k++) parse_schema(&op_infos[k], op_schema_text[k]);
-  op_infos_ready = true;
 }
 
+/* Built on first use, once even if threads (a runtime's, a plugin's) ask at
+ * the same time. */
+static pthread_once_t op_infos_once = PTHREAD_ONCE_INIT;
+
 const IrOpInfo *ir_op_info(IrOpKind k) {
-  if (!op_infos_ready) init_op_infos();
+  pthread_once(&op_infos_once, init_op_infos);
   return &op_infos[k];
 }
 

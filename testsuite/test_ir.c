@@ -3,6 +3,7 @@
  * reordering, names, the verifier catching broken structure, and inlining.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -47,6 +48,42 @@ Test(ir, op_table_is_consistent) {
   cr_assert_eq(conv->attrs[0].kind, AS_INTS);
   cr_assert(conv->attrs[0].optional);
   cr_assert(!ir_op_info(OP_RESHAPE)->attrs[0].optional);
+}
+
+/* The op table is built on first use; threads asking at once (a runtime's,
+ * a plugin's) all see it whole. Each thread here is the first to ask in this
+ * test's fresh process, and records every op's name and attribute count. */
+typedef struct TableSeen {
+  const char *names[OP_COUNT];
+  uint32_t nattrs[OP_COUNT];
+} TableSeen;
+
+static pthread_barrier_t all_ready;
+
+static void *read_op_table(void *arg) {
+  TableSeen *seen = arg;
+  pthread_barrier_wait(&all_ready); /* all ask at the same moment */
+  for (int k = 0; k < OP_COUNT; k++) {
+    const IrOpInfo *info = ir_op_info((IrOpKind)k);
+    seen->names[k] = info->name;
+    seen->nattrs[k] = info->nattrs;
+  }
+  return NULL;
+}
+
+Test(ir, op_table_built_once_for_threads_asking_at_once) {
+  enum { THREADS = 8 };
+  static TableSeen seen[THREADS];
+  pthread_t t[THREADS];
+  cr_assert_eq(pthread_barrier_init(&all_ready, NULL, THREADS), 0);
+  for (int i = 0; i < THREADS; i++) cr_assert_eq(pthread_create(&t[i], NULL, read_op_table, &seen[i]), 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < THREADS; i++)
+    for (int k = 0; k < OP_COUNT; k++) {
+      cr_assert_str_eq(seen[i].names[k], seen[0].names[k]);
+      cr_assert_eq(seen[i].nattrs[k], seen[0].nattrs[k], "%s", seen[0].names[k]);
+    }
+  cr_assert_eq(seen[3].nattrs[OP_CONV], 5);
 }
 
 Test(ir, dtypes) {
