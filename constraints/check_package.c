@@ -65,7 +65,7 @@ void check_pkg_min_surface(LintCtx *c, uint32_t fn) {
         lint_emit(c, LINT_RULE_LEVEL, (SrcSpan){0}, c->manifest_path, f->name,
                   "%s '%s' of '%s' has a %llu-byte surface, below the %llu-byte minimum of %s", io ? "output" : "input",
                   t[i].name, f->name, (unsigned long long)t[i].surface_bytes, (unsigned long long)min,
-                  mil_target_name(c->target->target));
+                  c->target->chip ? c->target->chip : mil_target_name(c->target->target));
   }
 }
 

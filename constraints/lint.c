@@ -346,11 +346,28 @@ bool lint_package(const ConstraintTable *t, const Package *pkg, const LintOption
     diag_error(d, (SrcSpan){0}, "%s: unknown target '%s'", pkg->path, pkg->target);
     return false;
   }
+  /* The chip's numbers apply as orionc applied them: --chip's, else those of
+   * the chip the package was compiled for (its manifest's Chip). */
+  const char *chip_name = o->chip ? o->chip : pkg->chip;
+  const ConstraintChip *chip = chip_name ? constraints_chip(t, chip_name) : NULL;
+  if (chip_name && !chip) {
+    StrBuf known;
+    sb_init(&known);
+    constraints_chip_names(t, &known);
+    diag_error(d, (SrcSpan){0}, "%s: compiled for chip '%s', which the constraint table does not know (expected %s)",
+               pkg->path, chip_name, known.len ? known.data : "none");
+    sb_free(&known);
+    return false;
+  }
   StrBuf mp;
   sb_init(&mp);
   sb_printf(&mp, "%s/%s", pkg->path, PACKAGE_MANIFEST);
   LintCtx c = {.table = t, .opt = o, .report = r, .target = constraints_target(t, target), .pkg = pkg,
                .manifest_path = mp.data};
+  if (chip) {
+    c.chip_target = constraints_chip_target(t, chip, target);
+    c.target = &c.chip_target;
+  }
   bool ok = load_mil_texts(&c, r, d);
   if (ok) run_package_checkers(&c, true);
   ctx_free(&c);

@@ -269,6 +269,27 @@ contains lint-chip-m1 "over the 1.9 MiB SRAM budget of m1"
 check lint-chip-m1-ios16 1 "$lint" --fail-on=warning --chip=m1 --target=ios16 "$tmp/sram.oir"
 contains lint-chip-m1-ios16 "warning[ANE016]:"
 check lint-chip-m4 0 "$lint" --fail-on=warning --chip=m4 "$tmp/sram.oir"
+# A package is checked with the numbers of the chip it was compiled for (its
+# manifest's Chip) unless --chip says otherwise: with a table whose m1
+# minimum surface is 64 KiB, an m1 package's 48 KiB surfaces are too small.
+printf 'func main(x: fp16[1,4]) {\n  y = relu(x);\n  return y;\n}\n' >"$tmp/small.oir"
+check lint-pkg-chip-compile 0 "$orionc" --no-cache --chip=m1 -o "$tmp/m1.anepkg" "$tmp/small.oir"
+check lint-pkg-nochip-compile 0 "$orionc" --no-cache -o "$tmp/plain.anepkg" "$tmp/small.oir"
+/usr/bin/python3 - "$root/constraints/ane_constraints.json" "$tmp/m1table.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["chips"]["m1"]["min_surface_bytes"].update(value=65536, inherited=False)
+json.dump(t, open(sys.argv[2], "w"), indent=1)
+PY
+check lint-pkg-chip 1 "$lint" --table="$tmp/m1table.json" "$tmp/m1.anepkg"
+contains lint-pkg-chip "error[ANE004]: input 'x' of 'main' has a 49152-byte surface, below the 65536-byte minimum of m1"
+check lint-pkg-chip-override 0 "$lint" --table="$tmp/m1table.json" --chip=m4 "$tmp/m1.anepkg"
+check lint-pkg-nochip 0 "$lint" --table="$tmp/m1table.json" "$tmp/plain.anepkg"
+check lint-pkg-chip-flag 1 "$lint" --table="$tmp/m1table.json" --chip=m1 "$tmp/plain.anepkg"
+cp -r "$tmp/m1.anepkg" "$tmp/m9.anepkg"
+sed -i 's|<string>m1</string>|<string>m9</string>|' "$tmp/m9.anepkg/Manifest.plist"
+check lint-pkg-unknown-chip 2 "$lint" "$tmp/m9.anepkg"
+contains lint-pkg-unknown-chip "m9.anepkg: compiled for chip 'm9', which the constraint table does not know (expected m1, m2, m3, m4 or m5)"
 
 # Pass manager: --time-passes counts the runs of a fixed-point group (three
 # rounds that change the IR and one that confirms nothing changes).
