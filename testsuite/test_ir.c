@@ -86,6 +86,52 @@ Test(ir, op_table_built_once_for_threads_asking_at_once) {
   cr_assert_eq(seen[3].nattrs[OP_CONV], 5);
 }
 
+/* Whether the function of that name is still there. */
+static bool func_alive(IrModule *m, const char *name) {
+  for (IrFuncId f = 1; f < m->nfuncs; f++)
+    if (!strcmp(m->funcs[f].name, name)) return !m->funcs[f].dead;
+  cr_assert_fail("no function '%s'", name);
+  return false;
+}
+
+/* dce deletes a function whose last caller went, then those only it called,
+ * down a chain whose dead end is declared last (the order in which a sweep
+ * of the module finds one link per sweep); one still called elsewhere
+ * stays, and so do entry functions. */
+Test(ir, dce_deletes_callees_left_without_callers) {
+  StrBuf text;
+  sb_init(&text);
+  sb_puts(&text, "func leaf(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n"
+                 "func mid1(x: fp16[2]) {\n  y = call leaf(x) as a;\n  return y;\n}\n"
+                 "func mid2(x: fp16[2]) {\n  y = call leaf(x) as b;\n  return y;\n}\n"
+                 "func shared(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n"
+                 "func top(x: fp16[2]) {\n  a = call mid1(x) as c;\n  b = call mid2(x) as d;\n"
+                 "  e = call shared(x) as e;\n  s = add(a, b);\n  t = add(s, e);\n  return t;\n}\n"
+                 "func other(x: fp16[2]) {\n  y = call shared(x) as f;\n  return y;\n}\n"
+                 "func c0(x: fp16[2]) {\n  y = relu(x);\n  return y;\n}\n");
+  enum { CHAIN = 30 }; /* calls nest at most 32 deep */
+  for (int i = 1; i < CHAIN; i++)
+    sb_printf(&text, "func c%d(x: fp16[2]) {\n  y = call c%d(x) as l;\n  return y;\n}\n", i, i - 1);
+  sb_printf(&text, "func main(x: fp16[2]) {\n  t = call top(x) as g;\n  u = call c%d(x) as h;\n"
+                   "  k = call other(x) as i;\n  return k;\n}\n", CHAIN - 1);
+  Parsed p;
+  parsed_open(&p, text.data);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  PassCtx ctx = {.d = &p.d};
+  cr_assert(pass_dce(p.m, &ctx));
+  cr_assert(ctx.changed);
+  for (const char *const *n = (const char *const[]){"top", "mid1", "mid2", "leaf", "c0", "c1", "c29", NULL}; *n; n++)
+    cr_assert_not(func_alive(p.m, *n), "'%s' survived", *n);
+  for (const char *const *n = (const char *const[]){"main", "other", "shared", NULL}; *n; n++)
+    cr_assert(func_alive(p.m, *n), "'%s' was deleted", *n);
+  uint32_t alive = 0;
+  for (IrFuncId f = 1; f < p.m->nfuncs; f++) alive += !p.m->funcs[f].dead;
+  cr_assert_eq(alive, 3);
+  cr_assert_str_eq(verify_text(p.m), "ok");
+  parsed_close(&p);
+  sb_free(&text);
+}
+
 Test(ir, dtypes) {
   cr_assert_eq(ir_dtype_from_name("fp16"), DT_FP16);
   cr_assert_eq(ir_dtype_from_name("uint8"), DT_UINT8);
