@@ -4,8 +4,9 @@
  * The builder's side keeps which pages it has handed to the writer: the
  * final run [page, final_queued) and the tentative run [tent_from,
  * tent_queued). Jobs go to the writer in order; a job either writes a range
- * or gives back the memory of a range written by earlier jobs. Memory is
- * given back in 2 MiB regions (the unit of a transparent huge page, asked
+ * or gives back the memory of a range written by earlier jobs (moving its
+ * pages ahead of the builder's claims for reuse). Memory is given back in
+ * 2 MiB regions (the unit of a transparent huge page, asked
  * for with MADV_HUGEPAGE: a fault per 4 KiB page costs more than generating
  * the page's weights), only regions wholly inside a run, so a page still
  * being filled (the header, the record of the weight being generated) is
@@ -105,12 +106,11 @@ static void give_back(WeightStream *s, size_t off, size_t len) {
     size_t target = round_up(s->frontier, REGION);
     if (target < s->next_target) target = s->next_target;
     bool moved = false;
+#ifdef MREMAP_DONTUNMAP
     if (!s->no_moves && s->moves < MAX_MOVES && target + REGION <= s->cap &&
         target < round_up(s->frontier, REGION) + REUSE_AHEAD) {
-#ifdef MREMAP_DONTUNMAP
       moved = mremap(s->base + r, REGION, REGION, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
                      s->base + target) != MAP_FAILED;
-#endif
       if (moved) {
         s->next_target = target + REGION;
         s->moves++;
@@ -123,6 +123,9 @@ static void give_back(WeightStream *s, size_t off, size_t len) {
         (void)madvise(s->base + target, REGION, MADV_HUGEPAGE);
       }
     }
+#else
+    (void)target; /* no MREMAP_DONTUNMAP in this build: regions are freed */
+#endif
     pthread_mutex_unlock(&s->mu);
     if (!moved) (void)madvise(s->base + r, REGION, MADV_DONTNEED); /* advice: memory stays valid (zeros) if refused */
   }

@@ -641,7 +641,8 @@ AVX512_TARGET static inline __m512i mix64_x8(__m512i z) {
 
 /* The values of eight elements from their draws z: the same operations as
  * gen_chunk (the unit draw by an exact conversion instead of bit tricks),
- * the first tries of `normal` with gathers, its rare retries one by one. */
+ * the first tries of `normal` with scalar table reads, its rare retries one
+ * by one. */
 AVX512_TARGET __attribute__((always_inline)) static inline __m512d values_x8(const IrParamSource *src, __m512i z) {
   __m512d u = _mm512_mul_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(z, 11)), _mm512_set1_pd(0x1p-53));
   if (src->kind == SRC_UNIFORM)
