@@ -285,6 +285,10 @@ static void run_slices(Out *o, SliceFn *fn, const void *arg) {
   slice_task(&tasks[0]); /* also takes the slices of any thread that could not be made */
   for (uint64_t i = 1; i < nthreads; i++)
     if (started & (1ull << i)) pthread_join(threads[i], NULL);
+  /* The calling thread reports only the slices it saw done; when the others
+   * finished last (which depends on scheduling), the end is reported here,
+   * so the last report is always the whole weight. */
+  if (o->progress && sh.prefix < sh.nslices) o->progress(o->progress_ctx, (size_t)o->n * ir_dtype_size(o->dtype));
   free(done);
   for (uint64_t i = 0; i < nthreads; i++) {
     const Out *t = &tasks[i].out;
