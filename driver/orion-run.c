@@ -1,7 +1,8 @@
 /*
  * orion-run: runs a compiled program (a .anepkg, or a directory holding a
- * model.mil) on the CPU reference backend: inputs from .npy files, outputs
- * written as NAME.npy. Parses options and calls the runtime library.
+ * model.mil) on a backend of the registry (orion/backend.h; the CPU
+ * reference backend by default): inputs from .npy files, outputs written as
+ * NAME.npy. Parses options and calls the runtime library.
  *
  * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
  */
@@ -13,8 +14,8 @@
 #include <time.h>
 
 #include "orion-run.h"
+#include "orion/backend.h"
 #include "orion/constraints.h"
-#include "orion/cpu.h"
 #include "orion/npy.h"
 #include "orion/runtime.h"
 
@@ -27,10 +28,11 @@ typedef struct Options {
   const char *function;
   const char *output_dir;
   const char *adapter;
+  const char *backend;
   const char *input_names[MAX_BINDINGS];
   const char *input_files[MAX_BINDINGS];
   uint32_t ninputs;
-  CpuNumerics numerics;
+  OrionNumerics numerics;
   uint32_t repeat;
   bool verify;
   bool verbose;
@@ -44,7 +46,7 @@ static void usage(FILE *out) {
         "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n"
         "\n"
         "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
-        "model.mil and its weights) on the CPU reference backend.\n"
+        "model.mil and its weights) on a backend (by default the CPU reference backend).\n"
         "\n"
         "options:\n"
         "  --input NAME=FILE.npy  an input, by its .oir name (repeat for each input);\n"
@@ -56,7 +58,9 @@ static void usage(FILE *out) {
         "  --function NAME        the function to run (default: the first)\n"
         "  --numerics=MODE        ane (default: fp16 storage, each op's result rounded\n"
         "                         to fp16, overflow to inf) or fp32\n"
-        "  --backend=B            cpu (default) or ane (macOS only)\n"
+        "  --backend B            cpu (default: the CPU reference backend), check (the CPU\n"
+        "                         backend run fused and one op at a time, outputs required\n"
+        "                         to be bit-identical) or ane (macOS only)\n"
         "  --repeat N             run N times and print the time per run\n"
         "  --check-finite         stop at the first inf or NaN an op produces (or an input\n"
         "                         holds): an error naming the op, its MIL statement, the\n"
@@ -80,7 +84,8 @@ static void usage(FILE *out) {
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
-  *o = (Options){.output_dir = ".", .numerics = CPU_NUMERICS_ANE, .repeat = 1, .verify = true, .simulate = true};
+  *o = (Options){.output_dir = ".", .backend = "cpu", .numerics = ORION_NUMERICS_ANE, .repeat = 1, .verify = true,
+                 .simulate = true};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -109,16 +114,13 @@ static int parse_options(int argc, char **argv, Options *o) {
       if (a[2] == 'o') o->output_dir = argv[i];
       else o->function = argv[i];
     } else if (!strncmp(a, "--numerics=", 11)) {
-      if (!strcmp(a + 11, "ane")) o->numerics = CPU_NUMERICS_ANE;
-      else if (!strcmp(a + 11, "fp32")) o->numerics = CPU_NUMERICS_FP32;
+      if (!strcmp(a + 11, "ane")) o->numerics = ORION_NUMERICS_ANE;
+      else if (!strcmp(a + 11, "fp32")) o->numerics = ORION_NUMERICS_FP32;
       else return usage_error("unknown numerics '%s' (expected ane or fp32)", a + 11);
-    } else if (!strncmp(a, "--backend=", 10)) {
-      if (!strcmp(a + 10, "ane")) {
-        fputs("orion-run: error: the ane backend is only available on macOS (Apple's Neural Engine); "
-              "use --backend=cpu here\n", stderr);
-        return EXIT_USAGE;
-      }
-      if (strcmp(a + 10, "cpu")) return usage_error("unknown backend '%s' (expected cpu or ane)", a + 10);
+    } else if (!strcmp(a, "--backend") || !strncmp(a, "--backend=", 10)) {
+      const char *v = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
+      if (!v || !*v) return usage_error("%s needs a backend name", a);
+      o->backend = v;
     } else if (!strcmp(a, "--repeat")) {
       char *end;
       long n = ++i < argc ? strtol(argv[i], &end, 10) : 0;
@@ -155,7 +157,7 @@ static void put_shape(StrBuf *sb, IrDType dt, uint32_t rank, const int64_t *dims
 }
 
 /* Loads input `info` from its .npy, converting fp32 data for fp16 inputs. */
-static bool load_input(const OrionTensorInfo *info, const char *file, CpuTensor *t, Diag *d) {
+static bool load_input(const OrionTensorInfo *info, const char *file, OrionTensor *t, Diag *d) {
   NpyArray a;
   if (!npy_read(file, &a, d)) return false;
   IrDType want = ir_dtype_of(info->dtype);
@@ -187,7 +189,7 @@ static bool load_input(const OrionTensorInfo *info, const char *file, CpuTensor 
     if (!ok) return false;
     a = c;
   }
-  *t = (CpuTensor){.dtype = info->dtype, .rank = a.rank, .data = a.data};
+  *t = (OrionTensor){.dtype = info->dtype, .rank = a.rank, .data = a.data};
   memcpy(t->dims, a.dims, sizeof(int64_t) * a.rank);
   return true;
 }
@@ -245,9 +247,9 @@ static bool check_ane(const char *path, OrionProgram *p, uint32_t fn, Diag *d) {
 }
 
 static int by_ms_desc(const void *a, const void *b) {
-  double x = (*(const CpuStmtTime *const *)a)->ms, y = (*(const CpuStmtTime *const *)b)->ms;
+  double x = (*(const OrionStmtTime *const *)a)->ms, y = (*(const OrionStmtTime *const *)b)->ms;
   if (x != y) return x < y ? 1 : -1;
-  uint32_t i = (*(const CpuStmtTime *const *)a)->stmt, j = (*(const CpuStmtTime *const *)b)->stmt;
+  uint32_t i = (*(const OrionStmtTime *const *)a)->stmt, j = (*(const OrionStmtTime *const *)b)->stmt;
   return i < j ? -1 : i > j;
 }
 
@@ -265,14 +267,14 @@ static int kind_by_ms_desc(const void *a, const void *b) {
 
 /* --profile: every op kind (statements, total time, share) and the 10
  * slowest statements with their place in the MIL, to stderr. */
-static void print_profile(const CpuProgram *cpu, SourceSet *sources, uint32_t runs) {
-  uint32_t n = cpu_profile_count(cpu);
-  const CpuStmtTime **order = xcalloc(n + 1, sizeof *order);
+static void print_profile(const OrionExec *exec, SourceSet *sources, uint32_t runs) {
+  uint32_t n = orion_exec_profile_count(exec);
+  const OrionStmtTime **order = xcalloc(n + 1, sizeof *order);
   OpKind *kinds = xcalloc(n + 1, sizeof *kinds);
   uint32_t nk = 0;
   double total = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const CpuStmtTime *e = cpu_profile_stmt(cpu, i);
+    const OrionStmtTime *e = orion_exec_profile_stmt(exec, i);
     order[i] = e;
     total += e->ms;
     uint32_t k = 0;
@@ -292,7 +294,7 @@ static void print_profile(const CpuProgram *cpu, SourceSet *sources, uint32_t ru
   uint32_t top = n < 10 ? n : 10;
   fprintf(stderr, "  slowest statements:\n");
   for (uint32_t i = 0; i < top; i++) {
-    const CpuStmtTime *e = order[i];
+    const OrionStmtTime *e = order[i];
     uint32_t line = 0, col = 0;
     const SourceFile *sf = e->loc.file ? srcset_get(sources, e->loc.file) : NULL;
     if (sf) srcset_linecol(sources, e->loc.file, e->loc.start, &line, &col);
@@ -325,10 +327,17 @@ int main(int argc, char **argv) {
   d.program = "orion-run";
   rc = EXIT_INPUT;
   OrionProgram *p = NULL;
-  CpuProgram *cpu = NULL;
-  CpuTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
+  OrionBackend *backend = NULL;
+  OrionExec *exec = NULL;
+  OrionTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
   uint32_t nin = 0, nout = 0;
 
+  backend = orion_backend_open(o.backend, NULL, &d);
+  if (!backend) {
+    rc = EXIT_USAGE; /* a backend this build does not have is a wrong command line */
+    goto done;
+  }
+  if (o.verbose) fprintf(stderr, "orion-run: backend %s\n", orion_backend_name(backend));
   OrionOpenOptions oo = {.verify_checksums = o.verify};
   if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);
   p = orion_open(o.program, &oo, &d);
@@ -399,21 +408,22 @@ int main(int argc, char **argv) {
   orion_run_zero_lora_inputs(p, fn, inputs, bound);
 
   if (o.simulate && !check_ane(o.program, p, fn, &d)) goto done;
-  CpuOptions co = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile};
-  cpu = cpu_prepare_with(p, fn, &co, &d);
-  if (!cpu) goto done;
+  OrionPrepareOptions po = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile};
+  exec = orion_backend_prepare(backend, p, fn, &po, &d);
+  if (!exec) goto done;
   double best = 0, total = 0;
   for (uint32_t r = 0; r < o.repeat; r++) {
     double t0 = now_ms();
     /* The first run allocates the outputs; the others write into them. */
-    if (!(r == 0 ? cpu_run(cpu, inputs, outputs, &d) : cpu_run_into(cpu, inputs, outputs, &d))) goto done;
+    if (!(r == 0 ? orion_exec_run_alloc(exec, inputs, outputs, &d) : orion_exec_run(exec, inputs, outputs, &d)))
+      goto done;
     double ms = now_ms() - t0;
     total += ms;
     best = r == 0 || ms < best ? ms : best;
   }
   if (o.repeat > 1)
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
-  if (o.profile) print_profile(cpu, &sources, o.repeat);
+  if (o.profile) print_profile(exec, &sources, o.repeat);
 
   struct stat st;
   if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -439,10 +449,11 @@ int main(int argc, char **argv) {
 done:
   for (uint32_t i = 0; i < MAX_BINDINGS; i++) {
     free(inputs[i].data);
-    cpu_tensor_free(&outputs[i]);
+    orion_tensor_free(&outputs[i]);
   }
   for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
-  cpu_free(cpu);
+  orion_exec_release(exec);
+  orion_backend_close(backend);
   orion_close(p);
   srcset_free(&sources);
   return rc;

@@ -220,6 +220,7 @@ struct CpuProgram {
   float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
   int64_t scratch_floats;
   bool check_finite;
+  bool unfused;          /* CpuOptions.unfused: plan no fusion */
   CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
   uint32_t nprof;
   uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
@@ -3928,11 +3929,12 @@ static void fuse_epilogue(CpuProgram *c, uint32_t si, const uint32_t *nuse, cons
   c->fz[si].gfirst = g;
 }
 
-/* Plans the fusions (none when check_finite asks for every result). */
+/* Plans the fusions (none when check_finite asks for every result, or the
+ * caller asks for none). */
 static void plan_fusion(CpuProgram *c) {
   const MilFunc *f = c->f;
   c->fz = xcalloc(f->nstmts + 1, sizeof *c->fz);
-  if (c->check_finite) return;
+  if (c->check_finite || c->unfused) return;
   uint32_t *nuse = xcalloc(c->nslots + 1, sizeof *nuse), *user = xcalloc(c->nslots + 1, sizeof *user);
   uint32_t *stmt_of = xcalloc(c->nslots + 1, sizeof *stmt_of);
   for (uint32_t s = 0; s < c->nslots; s++) user[s] = stmt_of[s] = UINT32_MAX;
@@ -3973,6 +3975,23 @@ static bool cpu_has_f16c(void) {
 }
 #endif
 
+bool cpu_supports(const OrionProgram *p, uint32_t fn, Diag *d) {
+  const MilFunc *f = orion_function_mil(p, fn);
+  bool ok = true;
+  if (orion_function_has_dynamic_shapes(p, fn)) {
+    diag_error(d, f->loc, "function '%s' has flexible shapes; programs with flexible shapes are not supported",
+               f->name);
+    ok = false;
+  }
+  for (uint32_t i = 0; i < f->nstmts; i++) {
+    const MilStmt *s = &f->stmts[i];
+    if (!strcmp(s->op, "const") || (!strncmp(s->op, "constexpr_", 10) && find_cx(s->op)) || find_op(s->op)) continue;
+    diag_error(d, s->op_loc, "op '%s' is not supported by the CPU backend", s->op);
+    ok = false;
+  }
+  return ok;
+}
+
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d) {
   CpuOptions o = {.numerics = mode, .threads = 0};
   return cpu_prepare_with(p, fn, &o, d);
@@ -3989,6 +4008,7 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
   c->f = orion_function_mil(p, fn);
   c->mode = opt->numerics;
   c->check_finite = opt->check_finite;
+  c->unfused = opt->unfused;
   const MilFunc *f = c->f;
   bool ok = true;
   if (orion_function_has_dynamic_shapes(p, fn)) {

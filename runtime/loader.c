@@ -43,6 +43,10 @@ typedef struct Mapping {
   size_t len;
   BlobFile bf;
   bool header_ok;
+  /* After a reload: the previous mapping, kept until the backends have moved
+   * to the new one (orion_release_retired_weights) or the reload is undone. */
+  const uint8_t *retired;
+  const uint8_t *fresh; /* during a reload: the new mapping, not yet committed */
 } Mapping;
 
 typedef struct LoadedFunc {
@@ -68,6 +72,10 @@ struct OrionProgram {
   uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
   char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
   Package manifest;      /* as verified at open or at the last reload (packages) */
+  /* What the last reload replaced, until it is released or undone. */
+  bool has_retired;
+  uint64_t retired_generation;
+  Package retired_manifest;
 };
 
 /* The state of one orion_open call. */
@@ -581,6 +589,7 @@ void orion_close(OrionProgram *p) {
   for (uint32_t i = 0; i < p->nmaps; i++) {
     /* The mapping is read-only; munmap takes a non-const pointer. */
     if (p->maps[i].len) munmap((void *)(uintptr_t)p->maps[i].base, p->maps[i].len);
+    if (p->maps[i].retired) munmap((void *)(uintptr_t)p->maps[i].retired, p->maps[i].len);
     free(p->maps[i].real);
   }
   free(p->maps);
@@ -590,6 +599,7 @@ void orion_close(OrionProgram *p) {
   free(p->programs);
   free(p->root);
   package_free(&p->manifest);
+  package_free(&p->retired_manifest);
   arena_free(&p->arena);
   free(p);
 }
@@ -635,9 +645,10 @@ const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i) 
 
 uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation; }
 
-/* Maps one weight file again and moves its weights' data pointers there; the
- * layout must be the one loaded (a patch keeps every record and offset). */
-static bool remap(OrionProgram *p, Mapping *m, Diag *d) {
+/* Maps one weight file again into m->fresh, without changing anything the
+ * program uses yet; the layout must be the one loaded (a patch keeps every
+ * record and offset). */
+static bool map_again(OrionProgram *p, Mapping *m, Diag *d) {
   int fd = open(m->real, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
@@ -672,15 +683,48 @@ static bool remap(OrionProgram *p, Mapping *m, Diag *d) {
     diag_error(d, (SrcSpan){0}, "cannot reload '%s': its blob layout changed (recompiled? open it again)", m->real);
     return false;
   }
+  m->fresh = base;
+  return true;
+}
+
+/* Moves every weight pointer of mapping m from one base to another. */
+static void move_weights(OrionProgram *p, const uint8_t *from, const uint8_t *to, size_t len) {
   for (uint32_t f = 0; f < p->nfuncs; f++)
     for (uint32_t i = 0; i < p->funcs[f].nweights; i++) {
       OrionWeight *w = &p->funcs[f].weights[i];
       const uint8_t *data = w->data;
-      if (data >= m->base && data < m->base + m->len) w->data = base + (data - m->base);
+      if (data >= from && data < from + len) w->data = to + (data - from);
     }
-  munmap((void *)(uintptr_t)m->base, m->len);
-  m->base = base;
-  m->bf.data = base;
+}
+
+void orion_release_retired_weights(OrionProgram *p) {
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (m->retired) munmap((void *)(uintptr_t)m->retired, m->len);
+    m->retired = NULL;
+  }
+  if (p->has_retired) package_free(&p->retired_manifest);
+  p->has_retired = false;
+}
+
+bool orion_reload_weights_undo(OrionProgram *p) {
+  if (!p->has_retired) return false;
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (!m->retired) continue;
+    move_weights(p, m->base, m->retired, m->len);
+    munmap((void *)(uintptr_t)m->base, m->len);
+    m->base = m->retired;
+    m->bf.data = m->base;
+    m->retired = NULL;
+  }
+  if (p->is_package) {
+    package_free(&p->manifest);
+    p->manifest = p->retired_manifest;
+    memset(&p->retired_manifest, 0, sizeof p->retired_manifest);
+    p->generation = p->retired_generation;
+  }
+  p->has_retired = false;
   return true;
 }
 
@@ -720,15 +764,33 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
       return false;
     }
   }
+  /* Every file is mapped and checked before anything changes, so a failure
+   * leaves the program as it was. */
   bool ok = true;
-  for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = remap(p, &p->maps[i], d);
-  if (ok && p->is_package) {
+  for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = map_again(p, &p->maps[i], d);
+  if (!ok) {
+    for (uint32_t i = 0; i < p->nmaps; i++)
+      if (p->maps[i].fresh) munmap((void *)(uintptr_t)p->maps[i].fresh, p->maps[i].len), p->maps[i].fresh = NULL;
+    package_free(&pkg);
+    return false;
+  }
+  orion_release_retired_weights(p);
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    move_weights(p, m->base, m->fresh, m->len);
+    m->retired = m->base;
+    m->base = m->fresh;
+    m->bf.data = m->base;
+    m->fresh = NULL;
+  }
+  p->has_retired = true;
+  p->retired_generation = p->generation;
+  if (p->is_package) {
     p->generation = pkg.weights_generation;
-    package_free(&p->manifest);
+    p->retired_manifest = p->manifest;
     p->manifest = pkg;
     memset(&pkg, 0, sizeof pkg);
   }
-  if (ok && changed) *changed = true;
-  package_free(&pkg);
-  return ok;
+  if (changed) *changed = true;
+  return true;
 }

@@ -39,7 +39,7 @@
 #ifndef ORION_CPU_H
 #define ORION_CPU_H
 
-#include "orion/runtime.h"
+#include "orion/backend.h"
 
 typedef enum CpuNumerics { CPU_NUMERICS_ANE, CPU_NUMERICS_FP32 } CpuNumerics;
 
@@ -59,17 +59,14 @@ typedef struct CpuOptions {
   /* Time every statement of every run (see cpu_profile_count). Off: no clock
    * is read. */
   bool profile;
+  /* Run every statement on its own, as the MIL writes it: no fusion (the
+   * checking backend compares such a run with the fused one). */
+  bool unfused;
 } CpuOptions;
 
-/* A dense row-major tensor at the API boundary. Element storage by dtype:
- * MIL_DT_FP16 uint16_t (IEEE binary16 bits), MIL_DT_FP32 float,
- * MIL_DT_INT32 int32_t, MIL_DT_BOOL bool; data aligned for that type. */
-typedef struct CpuTensor {
-  MilDType dtype;
-  uint32_t rank;
-  int64_t dims[MIL_MAX_RANK];
-  void *data;
-} CpuTensor;
+/* A dense row-major tensor at the API boundary: the backend interface's
+ * (orion/backend.h). */
+typedef OrionTensor CpuTensor;
 
 typedef struct CpuProgram CpuProgram;
 
@@ -78,6 +75,11 @@ typedef struct CpuProgram CpuProgram;
  * cpu_prepare_with {mode, threads 0}. */
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d);
 CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d);
+
+/* Whether the backend can run every statement of function fn of p: each
+ * one it cannot (an op it does not know, a flexible shape) is reported at
+ * its location. cpu_prepare makes the same checks and more. */
+bool cpu_supports(const OrionProgram *p, uint32_t fn, Diag *d);
 
 /* Runs the prepared function. `inputs` holds orion_input_count() tensors in
  * orion_input() order, each of exactly the declared dtype and shape; fp32
@@ -118,14 +120,7 @@ bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const
  * over the runs since cpu_prepare_with or the last cpu_profile_reset. The
  * entries are the function's statements other than consts and constexpr_*
  * ops (evaluated at prepare), in statement order. */
-typedef struct CpuStmtTime {
-  uint32_t stmt;    /* index into the MilFunc's statements */
-  const char *op;   /* the op, e.g. "linear" */
-  const char *name; /* its first result */
-  SrcSpan loc;      /* the op in the MIL file (in the Diag's SourceSet used to open the program) */
-  uint64_t runs;    /* how many times it ran */
-  double ms;        /* milliseconds in total, its fp16 rounding in ANE mode included */
-} CpuStmtTime;
+typedef OrionStmtTime CpuStmtTime;
 
 /* Entries: 0 when the program was prepared without profiling. */
 uint32_t cpu_profile_count(const CpuProgram *c);

@@ -103,8 +103,11 @@ const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i);
  * the weight file again and moves every OrionWeight's data pointer to the new
  * bytes; the MIL is not read or parsed again, and the function descriptions
  * stay as they are. A backend then picks the new values up (for the CPU
- * backend, cpu_reload_weights). Data pointers from before the reload are
- * invalid afterwards.
+ * backend, cpu_reload_weights). The previous mapping stays valid, so that a
+ * backend still reading it is never left pointing at unmapped memory, until
+ * orion_release_retired_weights, the next reload, or orion_close; or the
+ * reload is undone (orion_reload_weights_undo). orion_backend_update_weights
+ * (orion/backend.h) does all of it as one call.
  *
  * Backends that cannot read weights from memory (the ANE bakes them into its
  * compiled program) implement the same call by unloading and loading the
@@ -121,10 +124,16 @@ uint64_t orion_weights_generation(const OrionProgram *p);
  * RELOAD_FILES and RECOMPILE need the ANE backend (macOS) and are reported as
  * such here; INPUTS reloads nothing (changed stays false). *changed (may be
  * NULL) tells whether anything was reloaded. Completes an interrupted
- * update first. Fails, leaving the program as it was, if the MIL or the blob
+ * update first. Every weight file is mapped and checked before anything
+ * changes. Fails, leaving the program as it was, if the MIL or the blob
  * layout changed (a recompile: open the package again) or, with
  * opt->verify_checksums, a checksum does not match. */
 bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *changed, Diag *d);
+/* Unmaps what the last reload replaced (its data pointers become invalid). */
+void orion_release_retired_weights(OrionProgram *p);
+/* Puts back the weights (and the manifest) the last reload replaced, if
+ * they are still held; false when there is nothing to undo. */
+bool orion_reload_weights_undo(OrionProgram *p);
 
 /* ---- resident programs ----
  *
