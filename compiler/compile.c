@@ -5,6 +5,8 @@
  * caller's hooks, diagnostics through the caller's Diag.
  */
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -165,7 +167,7 @@ static bool write_package(Compile *c, IrModule *m, const PackageOptions *po, con
   char key[COMPILE_CACHE_KEY_LEN + 1];
   if (o->cache_dir) {
     compile_cache_key(m, po, o->plugins, o->nplugins, key);
-    bool served = compile_cache_fetch(o->cache_dir, key, path, c->d);
+    bool served = compile_cache_fetch(o->cache_dir, key, path, &po->temp_dir, c->d);
     phase(c, "cache lookup");
     if (served) {
       c->r->from_cache = true;
@@ -202,7 +204,8 @@ static bool emit(Compile *c, const OrionCompileOptions *o, MilTarget target, uin
                        .weights = {.clamp_fp16 = o->clamp_fp16}, .stats = &c->r->stats,
                        .keep_duplicate_weights = o->no_dedup, .compile_args = o->compile_args,
                        .ncompile_args = o->ncompile_args, .lint_checked = !o->no_lint,
-                       .lint_errors = c->r->lint_errors, .lint_warnings = c->r->lint_warnings};
+                       .lint_errors = c->r->lint_errors, .lint_warnings = c->r->lint_warnings,
+                       .temp_dir = {o->hooks.temp_dir, o->hooks.ctx}};
   if (o->emit == ORION_EMIT_MIL) {
     progress(c, "emitting MIL");
     if (!package_emit_mil(m, &po, &c->r->text, c->d)) return false;
@@ -346,6 +349,18 @@ static bool compile_source(const char *path, const char *name, const char *text,
     d->sources = NULL;
   }
   return ok;
+}
+
+void orion_compile_cleanup(const char *temp_dir) {
+  if (!temp_dir) return;
+  /* Out of the writer's way first: the rename is atomic, so either the
+   * writer's install (a rename of the same directory) came first and the
+   * package is complete, or it fails and the old package stays. */
+  size_t n = strlen(temp_dir) + sizeof "-removing";
+  char *gone = xmalloc(n);
+  snprintf(gone, n, "%s-removing", temp_dir);
+  if (rename(temp_dir, gone) == 0) remove_tree(gone);
+  free(gone);
 }
 
 bool orion_compile_file(const char *path, const OrionCompileOptions *o, const char *out_package,

@@ -4,9 +4,11 @@
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "orion/cache.h"
 #include "orion/compile.h"
@@ -236,10 +238,65 @@ static void print_timing(void *ctx, const char *detail) {
   fprintf(stderr, "orionc:   %s\n", detail);
 }
 
+/* The temporary package directory being written, for removal on SIGINT or
+ * SIGTERM: the library reports it through its temp_dir hook. */
+typedef struct Interrupt {
+  pthread_mutex_t lock;
+  char *temp_dir; /* NULL when there is none */
+  sigset_t signals;
+} Interrupt;
+
+static void track_temp_dir(void *ctx, const char *path) {
+  Interrupt *in = ctx;
+  pthread_mutex_lock(&in->lock);
+  free(in->temp_dir);
+  in->temp_dir = path ? xstrdup(path) : NULL;
+  pthread_mutex_unlock(&in->lock);
+}
+
+/* Waits for the signal, removes the temporary directory, then ends the
+ * process by the same signal (so the shell sees 130 or 143, as before).
+ * The lock stays held: the compile cannot report a new directory after. */
+static void *await_interrupt(void *ctx) {
+  Interrupt *in = ctx;
+  int sig;
+  if (sigwait(&in->signals, &sig) != 0) return NULL;
+  pthread_mutex_lock(&in->lock);
+  orion_compile_cleanup(in->temp_dir);
+  signal(sig, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL);
+  raise(sig);
+  _exit(128 + sig); /* not reached */
+}
+
+/* Blocks SIGINT and SIGTERM in every thread (the library's included, which
+ * inherit the mask) and hands them to one that cleans up. A signal ignored
+ * from the start (SIGINT in a shell's background job) stays ignored. */
+static void catch_interrupts(Interrupt *in) {
+  *in = (Interrupt){.lock = PTHREAD_MUTEX_INITIALIZER};
+  sigemptyset(&in->signals);
+  static const int caught[] = {SIGINT, SIGTERM};
+  bool any = false;
+  for (size_t i = 0; i < sizeof caught / sizeof *caught; i++) {
+    struct sigaction now;
+    if (sigaction(caught[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+    sigaddset(&in->signals, caught[i]);
+    any = true;
+  }
+  pthread_t t;
+  if (!any) return;
+  if (pthread_sigmask(SIG_BLOCK, &in->signals, NULL) == 0 && pthread_create(&t, NULL, await_interrupt, in) == 0)
+    pthread_detach(t);
+  else
+    pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL); /* then a signal kills as it always did */
+}
+
 int main(int argc, char **argv) {
   /* A file size limit (ulimit -f) then fails the write with EFBIG, which is
    * reported and cleaned up, instead of killing the compiler mid-package. */
   signal(SIGXFSZ, SIG_IGN);
+  static Interrupt interrupt; /* the waiting thread may use it until the process ends */
+  catch_interrupts(&interrupt);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {
@@ -256,7 +313,8 @@ int main(int argc, char **argv) {
   d.error_limit = o.error_limit;
   c->hooks = (OrionCompileHooks){.progress = o.verbose ? print_progress : NULL,
                                  .phase = o.time_phases ? print_phase : NULL,
-                                 .timing = o.time_phases ? print_timing : NULL};
+                                 .timing = o.time_phases ? print_timing : NULL,
+                                 .temp_dir = track_temp_dir, .ctx = &interrupt};
   char *package_path = NULL, *cache_dir = NULL;
   OrionCompileResult result = {0};
   rc = EXIT_USAGE;
@@ -293,6 +351,7 @@ int main(int argc, char **argv) {
   rc = EXIT_OK;
 done:
   orion_compile_result_free(&result);
+  track_temp_dir(&interrupt, NULL);
   orion_compile_args_free(&o.args);
   free(package_path);
   free(cache_dir);

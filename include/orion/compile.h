@@ -177,8 +177,12 @@ OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, ch
 /* ---- cleanup of an interrupted compile ---- */
 
 /* Removes the temporary package directory that a compile reported through
- * hooks.temp_dir and has not removed yet (path NULL: nothing). For a
- * driver's signal handling thread; not async-signal-safe. */
+ * hooks.temp_dir and has not removed yet (NULL: nothing), safely while the
+ * compile still runs: it is renamed out of the writer's way first, so a
+ * package being put in place is either complete or not put there at all.
+ * Not async-signal-safe: orionc calls it from a thread that waits for
+ * SIGINT and SIGTERM (sigwait), with the hook's path kept under a mutex,
+ * then ends by the signal. */
 void orion_compile_cleanup(const char *temp_dir);
 
 #endif
