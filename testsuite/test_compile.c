@@ -298,6 +298,50 @@ Test(compile, a_second_compile_is_served_from_the_cache) {
   sb_free(&msgs);
 }
 
+/* What the temp_dir hook was told, in order. */
+typedef struct TempLog {
+  char paths[4][256];
+  int n;
+  bool remove_at_once; /* act as a signal arriving just after the directory was made */
+} TempLog;
+
+static void log_temp_dir(void *ctx, const char *path) {
+  TempLog *log = ctx;
+  cr_assert_lt(log->n, 4);
+  snprintf(log->paths[log->n++], 256, "%s", path ? path : "(none)");
+  if (path && log->remove_at_once) orion_compile_cleanup(path);
+}
+
+Test(compile, the_temporary_directory_is_reported_and_can_be_removed_mid_write) {
+  OrionCompileOptions o;
+  orion_compile_options_init(&o);
+  TempLog log = {0};
+  o.hooks = (OrionCompileHooks){.temp_dir = log_temp_dir, .ctx = &log};
+  Diag d;
+  StrBuf msgs;
+  capture(&d, &msgs);
+  OrionCompileResult r;
+  cr_assert(orion_compile_text("t.oir", program, strlen(program), &o, out, &r, &d), "%s", text_of(&msgs));
+  orion_compile_result_free(&r);
+  cr_assert_eq(log.n, 2);
+  cr_assert_eq(strncmp(log.paths[0], out, strlen(out)), 0, "%s", log.paths[0]);
+  cr_assert_eq(strncmp(log.paths[0] + strlen(out), ".tmp-", 5), 0, "beside the package: %s", log.paths[0]);
+  cr_assert_str_eq(log.paths[1], "(none)");
+
+  /* Removed while the package is written into it (the package already there is kept). */
+  log = (TempLog){.remove_at_once = true};
+  cr_assert_not(orion_compile_text("t.oir", program, strlen(program), &o, out, &r, &d));
+  cr_assert_not_null(strstr(text_of(&msgs), "cannot write the package"), "%s", text_of(&msgs));
+  orion_compile_result_free(&r);
+  cr_assert_str_eq(entries(), "m.anepkg", "nothing but the earlier package is left");
+  Package pkg;
+  cr_assert(package_read(out, &pkg, &d));
+  cr_assert(package_verify(&pkg, &d), "%s", text_of(&msgs));
+  package_free(&pkg);
+  orion_compile_cleanup(NULL); /* nothing to do */
+  sb_free(&msgs);
+}
+
 /* ---- orionc's argument spelling ---- */
 
 TestSuite(compile_args, .init = make_dir, .fini = cleanup);
