@@ -121,14 +121,14 @@ bool orion_compile_load_plugins(const char *const *paths, uint32_t n, Diag *d) {
  * each, `message [ANE001]`; orion-lint shows the full entries. Violations of
  * error severity stop the compile unless `allow` names their rule, which
  * turns them into warnings. */
-static bool check_constraints(Compile *c, const OrionCompileOptions *o, MilTarget target, IrModule *m) {
+static bool check_constraints(Compile *c, const OrionCompileOptions *o, IrModule *m) {
   Diag *d = c->d;
   ConstraintTable *t = table_of(o, d);
   if (!t) return false;
   /* The package writer pads small surfaces, so for a compile ANE004 is news, not a problem. */
   static const LintSeverityOverride overrides[] = {{"ANE004", DIAG_NOTE}};
-  LintOptions lo = {.target = target, .chip = o->chip, .allow = NULL, .overrides = overrides, .noverrides = 1};
-  LintOptions check = {.target = target, .chip = o->chip, .allow = o->allow, .nallow = o->nallow};
+  LintOptions lo = {.target = o->target, .chip = o->chip, .allow = NULL, .overrides = overrides, .noverrides = 1};
+  LintOptions check = {.target = o->target, .chip = o->chip, .allow = o->allow, .nallow = o->nallow};
   if (!lint_options_check(t, &check, d)) {
     table_done(o, t);
     return false;
@@ -195,9 +195,9 @@ static bool write_package(Compile *c, IrModule *m, const PackageOptions *po, con
 }
 
 /* Legalized IR to MIL text or a package. */
-static bool emit(Compile *c, const OrionCompileOptions *o, MilTarget target, uint64_t min_surface_bytes, IrModule *m,
+static bool emit(Compile *c, const OrionCompileOptions *o, uint64_t min_surface_bytes, IrModule *m,
                  const char *out_package) {
-  PackageOptions po = {.target = target, .chip = o->chip, .min_surface_bytes = min_surface_bytes,
+  PackageOptions po = {.target = o->target, .chip = o->chip, .min_surface_bytes = min_surface_bytes,
                        .source_name = o->source_name, .source_text = o->source_text ? o->source_text : "",
                        .source_len = o->source_text ? o->source_len : 0,
                        .warnings = c->d->nwarnings - c->warnings_before,
@@ -257,7 +257,6 @@ static bool prepare(Compile *c, Prepared *p) {
 static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_package) {
   const OrionCompileOptions o = p->o;
   const char *name = o.source_name ? o.source_name : "<module>";
-  uint64_t min_surface_bytes = p->min_surface_bytes;
   StrBuf *text = &c->r->text;
   if (o.emit == ORION_EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, text);
   PassCtx inline_ctx = {.d = c->d};
@@ -283,16 +282,16 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
   case ORION_EMIT_NONE:
     /* A full check: the passes and the constraints, without writing anything. */
     if (!passes_run(m, &o.passes, c->d)) return false;
-    if (!o.no_lint && !check_constraints(c, &o, o.target, m)) return false;
+    if (!o.no_lint && !check_constraints(c, &o, m)) return false;
     break;
   case ORION_EMIT_MIL:
   case ORION_EMIT_PACKAGE:
     progress(c, "running the %s pipeline", o.passes.passes ? "given" : o.passes.pipeline);
     if (!passes_run(m, &o.passes, c->d)) return false;
     phase(c, "passes");
-    if (!o.no_lint && !check_constraints(c, &o, o.target, m)) return false;
+    if (!o.no_lint && !check_constraints(c, &o, m)) return false;
     phase(c, "constraints");
-    if (!emit(c, &o, o.target, min_surface_bytes, m, out_package)) return false;
+    if (!emit(c, &o, p->min_surface_bytes, m, out_package)) return false;
     break;
   }
   if (failed(c)) return false;

@@ -1,6 +1,8 @@
 /*
- * orionc: the orion compiler driver. Parses options and calls the libraries;
- * no compiler logic lives here.
+ * orionc: the orion compiler driver. Turns the command line into
+ * OrionCompileOptions, calls the compile library (orion/compile.h) and
+ * prints what it returns; no compiler logic lives here. Killed by SIGINT or
+ * SIGTERM, it removes the package directory it was writing.
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */

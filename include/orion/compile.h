@@ -134,8 +134,8 @@ bool orion_compile_file(const char *path, const OrionCompileOptions *o, const ch
 bool orion_compile_text(const char *name, const char *text, size_t len, const OrionCompileOptions *o,
                         const char *out_package, OrionCompileResult *result, Diag *d);
 /* The same from verified IR (built by the caller, e.g. from a model file);
- * m is changed in place and stays the caller's. Spans in m refer to
- * d->sources. */
+ * m is changed in place and stays the caller's. d->sources must be the set
+ * that m's spans refer to (NULL when m has none). */
 bool orion_compile_module(IrModule *m, const OrionCompileOptions *o, const char *out_package,
                           OrionCompileResult *result, Diag *d);
 
