@@ -170,7 +170,7 @@ static char *entry_path(const char *dir, const char *key) {
   return sb.data;
 }
 
-bool compile_cache_fetch(const char *dir, const char *key, const char *path, Diag *d) {
+bool compile_cache_fetch(const char *dir, const char *key, const char *path, const TempDirHook *temp_dir, Diag *d) {
   char *entry = entry_path(dir, key);
   Package pkg;
   bool hit = false;
@@ -194,7 +194,9 @@ bool compile_cache_fetch(const char *dir, const char *key, const char *path, Dia
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.tmp-XXXXXX", path);
     const char *err = NULL;
-    if (mkdtemp(tmp) && copy_package(entry, tmp) && package_install(tmp, path, exists, &err)) {
+    bool made = mkdtemp(tmp) != NULL;
+    if (made && temp_dir && temp_dir->fn) temp_dir->fn(temp_dir->ctx, tmp);
+    if (made && copy_package(entry, tmp) && package_install(tmp, path, exists, &err)) {
       ok = true;
       utimensat(AT_FDCWD, entry, NULL, 0); /* recently used */
     } else if (!err) {
@@ -202,6 +204,7 @@ bool compile_cache_fetch(const char *dir, const char *key, const char *path, Dia
     }
     if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s' from the compile cache: %s", path, err);
     remove_tree(tmp); /* a failed copy, or after a swap the old package */
+    if (made && temp_dir && temp_dir->fn) temp_dir->fn(temp_dir->ctx, NULL);
     free(tmp);
   }
   free(entry);

@@ -445,6 +445,7 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     err = strerror(errno);
     goto out_nodir;
   }
+  if (opt->temp_dir.fn) opt->temp_dir.fn(opt->temp_dir.ctx, tmp);
   snprintf(sub, plen + 64, "%s/weights", tmp);
   if (mkdir(sub, 0755) != 0) {
     err = strerror(errno);
@@ -493,6 +494,7 @@ out_quiet:
   weight_stream_close(stream);
   if (fd >= 0) close(fd);
   remove_tree(tmp); /* the temporary, or after a swap the old package */
+  if (opt->temp_dir.fn) opt->temp_dir.fn(opt->temp_dir.ctx, NULL);
   free(tmp);
   free(sub);
   free(manifest);

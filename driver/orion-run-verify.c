@@ -2,27 +2,23 @@
  * `orion-run patch --verify`: the patched package must be exactly what a
  * fresh compile of its source with the new weights gives — the same MIL text,
  * the same weight file byte for byte — and must compute bit-identical outputs.
- * The compile runs the orionc installed beside orion-run, with the options the
- * manifest recorded (CompileArguments) plus the new weights as overrides.
+ * The compile is a call of the compile library (orion/compile.h), with the
+ * options the manifest recorded (CompileArguments) plus the new weights as
+ * overrides; no orionc binary is needed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <libgen.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "orion-run.h"
+#include "orion/compile.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"
 #include "orion/runtime.h"
 #include "orion/sha256.h"
-
-extern char **environ;
 
 /* The source as the manifest names it: relative to the current directory, or else to the package's. */
 static char *find_source(const char *package, const Package *pkg, const char *given, Diag *d) {
@@ -59,45 +55,46 @@ static bool same_source(const char *path, const Package *pkg, Diag *d) {
   return true;
 }
 
-static bool run_orionc(const Package *pkg, const char *source, const char *out, const char *const *files,
-                       const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
-  if (n <= 0) {
-    diag_error(d, (SrcSpan){0}, "--verify: cannot find orionc: %s", strerror(errno));
-    return false;
-  }
-  self[n] = 0;
-  char *dir = dirname(self);
-  char orionc[4200];
-  snprintf(orionc, sizeof orionc, "%s/orionc", dir);
-  uint32_t argc = 0, cap = pkg->ncompile_args + nfiles + 8;
-  char **argv = xcalloc(cap, sizeof *argv);
-  argv[argc++] = xstrdup(orionc);
-  for (uint32_t i = 0; i < pkg->ncompile_args; i++) argv[argc++] = xstrdup(pkg->compile_args[i]);
+/* Compiles the source again through the compile library, with the options the
+ * manifest recorded (in orionc's spelling) and the new weights as overrides. */
+static bool fresh_compile(const Package *pkg, const char *source, const char *out, const char *const *files,
+                          const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d) {
+  char **extra = xcalloc(nfiles + 1, sizeof *extra);
   for (uint32_t i = 0; i < nfiles; i++) {
     StrBuf sb;
     sb_init(&sb);
     if (npy_names[i]) sb_printf(&sb, "--weight-override=%s=%s", npy_names[i], files[i]);
     else sb_printf(&sb, "--weights-override=%s", files[i]);
-    argv[argc++] = sb.data;
+    extra[i] = sb.data;
   }
-  argv[argc++] = xstrdup("--no-cache"); /* a fresh compile, not a copy */
-  argv[argc++] = xstrdup("-o");
-  argv[argc++] = xstrdup(out);
-  argv[argc++] = xstrdup(source);
-  if (verbose) {
-    fputs("orion-run: verifying with", stderr);
-    for (uint32_t i = 0; i < argc; i++) fprintf(stderr, " %s", argv[i]);
-    fputc('\n', stderr);
+  OrionCompileArgs args;
+  orion_compile_args_init(&args);
+  bool ok = true;
+  char err[512];
+  for (uint32_t i = 0; ok && i < pkg->ncompile_args + nfiles; i++) {
+    const char *arg = i < pkg->ncompile_args ? pkg->compile_args[i] : extra[i - pkg->ncompile_args];
+    OrionArgStatus st = orion_compile_args_parse(&args, arg, err, sizeof err);
+    if (st == ORION_ARG_NOT_MINE)
+      diag_error(d, (SrcSpan){0}, "--verify: the manifest's CompileArguments has '%s', which is not a compile option",
+                 arg);
+    else if (st == ORION_ARG_INVALID)
+      diag_error(d, (SrcSpan){0}, "--verify: the manifest's CompileArguments: %s", err);
+    ok = st == ORION_ARG_TAKEN;
   }
-  pid_t pid;
-  int status = 0;
-  bool ok = posix_spawn(&pid, orionc, NULL, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid &&
-            WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok) diag_error(d, (SrcSpan){0}, "--verify: the fresh compile with the new weights failed (%s)", orionc);
-  for (uint32_t i = 0; i < argc; i++) free(argv[i]);
-  free(argv);
+  if (ok && verbose) {
+    fputs("orion-run: verifying with a fresh compile:", stderr);
+    for (uint32_t i = 0; i < args.options.ncompile_args; i++) fprintf(stderr, " %s", args.options.compile_args[i]);
+    fprintf(stderr, " -o %s %s\n", out, source);
+  }
+  /* A fresh compile, not a copy from the compile cache (cache_dir stays NULL). */
+  OrionCompileResult result = {0};
+  ok = ok && orion_compile_load_plugins(args.options.plugins, args.options.nplugins, d) &&
+       orion_compile_file(source, &args.options, out, &result, d);
+  if (!ok) diag_error(d, (SrcSpan){0}, "--verify: the fresh compile with the new weights failed");
+  orion_compile_result_free(&result);
+  orion_compile_args_free(&args);
+  for (uint32_t i = 0; i < nfiles; i++) free(extra[i]);
+  free(extra);
   return ok;
 }
 
@@ -204,7 +201,7 @@ bool orion_run_verify_patch(const char *package, const char *source, const char 
   sb_init(&a);
   sb_init(&b);
   sb_printf(&out, "%s/fresh.anepkg", tmp);
-  ok = ok && run_orionc(&pkg, src, out.data, files, npy_names, nfiles, verbose, d);
+  ok = ok && fresh_compile(&pkg, src, out.data, files, npy_names, nfiles, verbose, d);
   for (uint32_t i = 0; ok && i < pkg.nfunctions; i++) {
     a.len = b.len = 0;
     sb_printf(&a, "%s/%s", package, pkg.functions[i].mil_file);

@@ -1,65 +1,38 @@
 /*
- * orionc: the orion compiler driver. Parses options and calls the libraries;
- * no compiler logic lives here.
+ * orionc: the orion compiler driver. Turns the command line into
+ * OrionCompileOptions, calls the compile library (orion/compile.h) and
+ * prints what it returns; no compiler logic lives here. Killed by SIGINT or
+ * SIGTERM, it removes the package directory it was writing.
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */
-#define _XOPEN_SOURCE 700 /* realpath */
+#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
 #include "orion/cache.h"
-#include "orion/constraints.h"
-#include "orion/frontend.h"
-#include "orion/package.h"
+#include "orion/compile.h"
 #include "orion/pass_plugin.h"
-#include "orion/passes.h"
-#include "orion/patch.h"
-#include "orion/weights.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
-typedef enum Emit { EMIT_PACKAGE, EMIT_OIR, EMIT_MIL, EMIT_NONE, EMIT_DOT } Emit;
-
+/* The command line: the compile's options (those that shape the package
+ * parsed by the library, in the form the manifest records) and what orionc
+ * itself does with the result. */
 typedef struct Options {
+  OrionCompileArgs args;
   const char *input;
   const char *output;
-  Emit emit;
   bool emit_given;
-  bool inline_calls;
-  bool legalize;
-  bool summary;
-  bool check_weights;
-  bool werror;
-  bool no_warnings;
   bool time_phases;
   bool verbose;
-  bool clamp_fp16;
-  bool no_dedup;
+  bool werror;
+  bool no_warnings;
   bool no_cache;
   const char *cache_dir;
-  const char *override_files[64], *override_names[64]; /* --weights-override, --weight-override */
-  uint32_t noverrides;
-  /* The options that shape the package, recorded in its manifest so that
-   * `orion-run patch --verify` can compile the same program again. */
-  LoraSpec lora[32];
-  char *lora_patterns[32];
-  const char *compile_args[128];
-  uint32_t ncompile_args;
-  MilTarget target;
-  bool target_given;
-  const char *chip; /* --chip: its numbers replace the target's defaults */
-  uint64_t min_surface_bytes; /* of the target or chip, for the package */
   uint32_t error_limit;
-  PassManagerOptions pm;
-  const char *plugins[16];
-  uint32_t nplugins;
-  const char *allow[32]; /* constraint ids whose violations do not stop the compile */
-  uint32_t nallow;
-  bool no_lint;
   bool list_passes;
 } Options;
 
@@ -139,35 +112,27 @@ static void usage(FILE *out) {
 
 #define usage_error(...) cli_usage_error("orionc", __VA_ARGS__)
 
-/* Options naming files are recorded with absolute paths. */
-static void record_arg(Options *o, const char *a, const char *path) {
-  if (o->ncompile_args >= sizeof o->compile_args / sizeof *o->compile_args) return;
-  char *abs = path ? realpath(path, NULL) : NULL;
-  if (!abs) {
-    o->compile_args[o->ncompile_args++] = xstrdup(a);
-    return;
-  }
-  size_t n = (size_t)(path - a) + strlen(abs) + 1;
-  char *s = xmalloc(n);
-  snprintf(s, n, "%.*s%s", (int)(path - a), a, abs);
-  free(abs);
-  o->compile_args[o->ncompile_args++] = s;
-}
-
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
-  *o = (Options){.check_weights = true, .error_limit = DEFAULT_ERROR_LIMIT, .target = MIL_IOS18};
-  o->pm.pipeline = "O1";
+  *o = (Options){.error_limit = DEFAULT_ERROR_LIMIT};
+  orion_compile_args_init(&o->args);
+  OrionCompileOptions *c = &o->args.options;
   /* The test suite verifies after every pass on every compile it makes. */
   const char *ve = getenv("ORION_VERIFY_EACH");
-  o->pm.verify_each = ve && *ve && strcmp(ve, "0") != 0;
+  c->passes.verify_each = ve && *ve && strcmp(ve, "0") != 0;
   bool only_files = false;
+  char err[512];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (only_files || a[0] != '-' || !strcmp(a, "-")) {
       if (o->input) return usage_error("more than one input file ('%s')", a);
       o->input = a;
-    } else if (!strcmp(a, "--")) {
+      continue;
+    }
+    OrionArgStatus st = orion_compile_args_parse(&o->args, a, err, sizeof err);
+    if (st == ORION_ARG_INVALID) return usage_error("%s", err);
+    if (st == ORION_ARG_TAKEN) continue;
+    if (!strcmp(a, "--")) {
       only_files = true;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
@@ -177,10 +142,12 @@ static int parse_options(int argc, char **argv, Options *o) {
       return EXIT_OK;
     } else if (!strncmp(a, "--emit=", 7)) {
       static const char *const kinds[] = {"package", "oir", "mil", "none", "dot"};
+      static const OrionCompileEmit emits[] = {ORION_EMIT_PACKAGE, ORION_EMIT_OIR, ORION_EMIT_MIL, ORION_EMIT_NONE,
+                                               ORION_EMIT_DOT};
       o->emit_given = false;
       for (int k = 0; k < 5; k++)
         if (!strcmp(a + 7, kinds[k])) {
-          o->emit = (Emit)k;
+          c->emit = emits[k];
           o->emit_given = true;
         }
       if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil, dot or none)", a + 7);
@@ -188,96 +155,32 @@ static int parse_options(int argc, char **argv, Options *o) {
       return usage_error("%s needs a value, e.g. --chip=m4", a);
     } else if (!strcmp(a, "--emit") || !strcmp(a, "--target")) {
       return usage_error("%s needs a value, e.g. %s", a, a[2] == 'e' ? "--emit=mil" : "--target=ios18");
-    } else if (!strncmp(a, "--target=", 9)) {
-      if (!mil_target_from_name(a + 9, &o->target))
-        return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
-      o->target_given = true;
-      record_arg(o, a, NULL);
-    } else if (!strncmp(a, "--chip=", 7)) {
-      o->chip = a + 7; /* checked against the constraint table below */
-      record_arg(o, a, NULL);
     } else if (!strcmp(a, "-o")) {
       if (++i >= argc) return usage_error("%s needs a path", a);
       o->output = argv[i];
-    } else if (!strcmp(a, "-O0") || !strcmp(a, "-O1")) {
-      o->pm.pipeline = a + 1;
-      record_arg(o, a, NULL);
-    } else if (!strncmp(a, "-O", 2)) {
-      return usage_error("unknown optimization level '%s' (expected -O0 or -O1)", a);
-    } else if (!strncmp(a, "--passes=", 9)) {
-      o->pm.passes = a + 9;
-      record_arg(o, a, NULL);
     } else if (!strcmp(a, "--list-passes")) {
       o->list_passes = true;
     } else if (!strncmp(a, "--print-after=", 14)) {
-      o->pm.print_after = a + 14;
+      c->passes.print_after = a + 14;
     } else if (!strcmp(a, "--print-after-all")) {
-      o->pm.print_after = "all";
+      c->passes.print_after = "all";
     } else if (!strcmp(a, "--verify-each")) {
-      o->pm.verify_each = true;
+      c->passes.verify_each = true;
     } else if (!strcmp(a, "--time-passes")) {
-      o->pm.time_passes = true;
-    } else if (!strncmp(a, "--lora=", 7)) {
-      const char *v = a + 7, *colon = strchr(v, ':');
-      if (o->pm.pass_options.nlora >= 32) return usage_error("%s", "too many --lora options (limit is 32)");
-      char *end = NULL;
-      long rank = colon ? strtol(colon + 1, &end, 10) : 0;
-      double alpha = (double)rank;
-      if (end && *end == ':') {
-        char *aend;
-        alpha = strtod(end + 1, &aend);
-        if (aend == end + 1 || *aend || !(alpha > 0) || alpha > 1e6) return usage_error("invalid LoRA alpha in '%s'", a);
-        end = aend;
-      }
-      if (!colon || colon == v || !end || *end || rank < 1 || rank > 4096)
-        return usage_error("'%s' is not --lora=PATTERN:RANK[:ALPHA] (RANK from 1 to 4096)", a);
-      uint32_t k = o->pm.pass_options.nlora++;
-      o->lora_patterns[k] = strndup(v, (size_t)(colon - v));
-      o->lora[k] = (LoraSpec){.pattern = o->lora_patterns[k], .rank = (uint32_t)rank, .alpha = alpha};
-      o->pm.pass_options.lora = o->lora;
-      record_arg(o, a, NULL);
-    } else if (!strcmp(a, "--fp16-range-guard")) {
-      o->pm.pass_options.fp16_range_guard = true;
-      record_arg(o, a, NULL);
-    } else if (!strncmp(a, "--load-pass=", 12)) {
-      if (o->nplugins >= 16) return usage_error("%s", "too many --load-pass options (limit is 16)");
-      o->plugins[o->nplugins++] = a + 12;
-      record_arg(o, a, a + 12);
-    } else if (!strncmp(a, "--allow=", 8)) {
-      if (o->nallow >= 32) return usage_error("%s", "too many --allow options (limit is 32)");
-      o->allow[o->nallow++] = a + 8;
-      record_arg(o, a, NULL);
-    } else if (!strcmp(a, "--no-lint")) {
-      o->no_lint = true;
-      record_arg(o, a, NULL);
+      c->passes.time_passes = true;
     } else if (!strcmp(a, "--inline")) {
-      o->inline_calls = true;
+      c->inline_calls = true;
     } else if (!strcmp(a, "--legalize")) {
-      o->legalize = true;
+      c->legalize = true;
     } else if (!strcmp(a, "--summary")) {
-      o->summary = true;
+      c->summary = true;
     } else if (!strcmp(a, "--no-weight-check")) {
-      o->check_weights = false;
+      c->check_weights = false;
     } else if (!strcmp(a, "--no-cache")) {
       o->no_cache = true;
     } else if (!strncmp(a, "--cache-dir=", 12)) {
       if (!a[12]) return usage_error("%s needs a directory", a);
       o->cache_dir = a + 12;
-    } else if (!strcmp(a, "--no-dedup")) {
-      o->no_dedup = true;
-      record_arg(o, a, NULL);
-    } else if (!strcmp(a, "--clamp-fp16")) {
-      o->clamp_fp16 = true;
-      record_arg(o, a, NULL);
-    } else if (!strncmp(a, "--weights-override=", 19) || !strncmp(a, "--weight-override=", 18)) {
-      bool npy = a[8] == '-';
-      const char *v = a + (npy ? 18 : 19), *eq = npy ? strchr(v, '=') : NULL;
-      if (npy && (!eq || eq == v || !eq[1])) return usage_error("'%s' is not --weight-override=NAME=FILE.npy", a);
-      if (!npy && !*v) return usage_error("%s needs a file", a);
-      if (o->noverrides >= 64) return usage_error("%s", "too many weight overrides (limit is 64)");
-      o->override_names[o->noverrides] = npy ? strndup(v, (size_t)(eq - v)) : NULL;
-      o->override_files[o->noverrides++] = npy ? eq + 1 : v;
-      record_arg(o, a, npy ? eq + 1 : v);
     } else if (!strcmp(a, "--time")) {
       o->time_phases = true;
     } else if (!strcmp(a, "-v")) {
@@ -296,171 +199,21 @@ static int parse_options(int argc, char **argv, Options *o) {
     }
   }
   if (o->list_passes) return -1;
-  if (o->chip) {
-    /* The chip names its newest dialect: the default target, and a limit on an explicit one. */
+  {
     Diag d;
     diag_init(&d, NULL);
-    ConstraintTable *t = constraints_builtin(&d);
-    if (!t) return EXIT_USAGE;
-    const ConstraintChip *chip = constraints_chip(t, o->chip);
-    int rc = -1;
-    if (!chip) {
-      StrBuf known;
-      sb_init(&known);
-      constraints_chip_names(t, &known);
-      rc = usage_error("unknown chip '%s' (expected %s)", o->chip, known.data ? known.data : "none");
-      sb_free(&known);
-    } else if (!o->target_given) {
-      o->target = chip->target;
-    } else if (o->target > chip->target) {
-      rc = usage_error("--target=%s is newer than %s supports (at most %s)", mil_target_name(o->target), o->chip,
-                       mil_target_name(chip->target));
-    }
-    constraints_free(t);
-    if (rc >= 0) return rc;
+    if (!orion_compile_options_resolve(c, &d, err, sizeof err)) return err[0] ? usage_error("%s", err) : EXIT_USAGE;
   }
+  c->report_notes = o->verbose;
   if (!o->input) return usage_error("%s", "no input file");
-  if (o->output && o->emit == EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
-  if ((o->inline_calls || o->legalize) && o->emit != EMIT_OIR) return usage_error("%s", "--inline and --legalize go with --emit=oir");
-  if (!o->check_weights && (o->emit == EMIT_PACKAGE || o->emit == EMIT_MIL))
+  if (o->output && c->emit == ORION_EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
+  if ((c->inline_calls || c->legalize) && c->emit != ORION_EMIT_OIR)
+    return usage_error("%s", "--inline and --legalize go with --emit=oir");
+  if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");
-  if (o->emit == EMIT_PACKAGE && !o->output && !strcmp(o->input, "-")) return usage_error("%s", "reading standard input needs -o PATH");
+  if (c->emit == ORION_EMIT_PACKAGE && !o->output && !strcmp(o->input, "-"))
+    return usage_error("%s", "reading standard input needs -o PATH");
   return -1;
-}
-
-/* "512 B", "14.2 KiB", "27.04 MiB": sizes people read at a glance. */
-static const char *human_bytes(uint64_t n, char *buf, size_t len) {
-  static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-  if (n < 1024) {
-    snprintf(buf, len, "%llu B", (unsigned long long)n);
-    return buf;
-  }
-  double v = (double)n / 1024.0;
-  int u = 0;
-  while (v >= 1024.0 && u < 3) {
-    v /= 1024.0;
-    u++;
-  }
-  snprintf(buf, len, "%.2f %s", v, units[u]);
-  return buf;
-}
-
-static void print_summary(IrModule *m, const char *input, FILE *out) {
-  uint32_t nfuncs = 0;
-  for (IrFuncId f = 1; f < m->nfuncs; f++) nfuncs += !m->funcs[f].dead;
-  fprintf(out, "%s: %u function%s\n", input, nfuncs, nfuncs == 1 ? "" : "s");
-  for (IrFuncId f = 1; f < m->nfuncs; f++) {
-    IrFunc *fn = ir_func(m, f);
-    if (fn->dead) continue;
-    uint64_t nparams = 0, elements = 0, bytes = 0, nconsts = 0;
-    for (uint32_t i = 0; i < fn->ndecls; i++) {
-      IrValue *v = ir_value(m, fn->decls[i]);
-      if (v->kind != VK_PARAM) {
-        nconsts++;
-        continue;
-      }
-      nparams++;
-      elements += ir_type_elements(&v->type);
-      bytes += ir_type_elements(&v->type) * ir_dtype_size(v->type.dtype);
-    }
-    char size[32];
-    fprintf(out, "func %s: %u input%s, %u output%s, %u ops, %llu params (%llu weights, %s), %llu consts\n", fn->name,
-            fn->ninputs, fn->ninputs == 1 ? "" : "s", fn->noutputs, fn->noutputs == 1 ? "" : "s", fn->nops,
-            (unsigned long long)nparams, (unsigned long long)elements, human_bytes(bytes, size, sizeof size),
-            (unsigned long long)nconsts);
-    StrBuf sb;
-    sb_init(&sb);
-    for (uint32_t i = 0; i < fn->ninputs; i++) {
-      IrValue *v = ir_value(m, fn->inputs[i]);
-      sb.len = 0;
-      ir_type_print(&sb, &v->type);
-      fprintf(out, "  input  %s: %s\n", v->name, sb.data);
-    }
-    for (uint32_t i = 0; i < fn->noutputs; i++) {
-      IrValue *v = ir_value(m, fn->outputs[i].value);
-      sb.len = 0;
-      ir_type_print(&sb, &v->type);
-      fprintf(out, "  output %s: %s\n", fn->outputs[i].name, sb.data);
-    }
-    uint32_t counts[OP_COUNT] = {0};
-    IR_FOR_EACH_OP(m, f, op) counts[ir_op(m, op)->kind]++;
-    sb.len = 0;
-    for (int k = 0; k < OP_COUNT; k++)
-      if (counts[k]) sb_printf(&sb, "%s%s %u", sb.len ? ", " : "", ir_op_info((IrOpKind)k)->name, counts[k]);
-    if (sb.len) fprintf(out, "  ops: %s\n", sb.data);
-    sb_free(&sb);
-  }
-}
-
-/* Phase timing for --time. */
-typedef struct Clock {
-  bool on;
-  struct timespec last;
-} Clock;
-
-static double elapsed_ms(struct timespec a, struct timespec b) {
-  return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
-}
-
-static void phase(Clock *c, const char *name) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  if (c->on && name) fprintf(stderr, "orionc: %-16s %9.2f ms\n", name, elapsed_ms(c->last, now));
-  c->last = now;
-}
-
-static void progress(const Options *o, const char *fmt, ...) ORION_PRINTF(2, 3);
-static void progress(const Options *o, const char *fmt, ...) {
-  if (!o->verbose) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("orionc: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-}
-
-/* Checks the legalized program against the ANE constraint table. Findings
- * go through the diagnostics module (so -w and -Werror apply) as one line
- * each, `message [ANE001]`; orion-lint shows the full entries. Violations of
- * error severity stop the compile unless --allow names their rule, which
- * turns them into warnings. */
-static bool check_constraints(const Options *o, IrModule *m, SourceSet *sources, Diag *d, uint32_t *errors,
-                              uint32_t *warnings) {
-  ConstraintTable *t = constraints_builtin(d);
-  if (!t) return false;
-  /* The package writer pads small surfaces, so for a compile ANE004 is news, not a problem. */
-  static const LintSeverityOverride overrides[] = {{"ANE004", DIAG_NOTE}};
-  LintOptions lo = {.target = o->target, .chip = o->chip, .allow = NULL, .overrides = overrides, .noverrides = 1};
-  LintOptions check = {.target = o->target, .chip = o->chip, .allow = o->allow, .nallow = o->nallow};
-  if (!lint_options_check(t, &check, d)) {
-    constraints_free(t);
-    return false;
-  }
-  LintReport r;
-  lint_report_init(&r, sources);
-  lint_ir(t, m, &lo, &r);
-  lint_report_sort(&r);
-  *errors = *warnings = 0;
-  for (uint32_t i = 0; i < r.n; i++) {
-    const LintFinding *f = &r.items[i];
-    DiagLevel level = f->severity;
-    for (uint32_t k = 0; k < o->nallow; k++)
-      if (level == DIAG_ERROR && !strcmp(o->allow[k], f->rule->id)) level = DIAG_WARNING;
-    if (level == DIAG_NOTE && !o->verbose) continue;
-    uint32_t before = d->nerrors + d->nwarnings;
-    diag_report(d, level, f->span, "%s [%s]", f->message, f->rule->id);
-    if (level == DIAG_ERROR) (*errors)++;
-    else if (level == DIAG_WARNING) (*warnings)++;
-    if (d->nerrors + d->nwarnings > before)
-      diag_note(d, f->span, "'orion-lint --explain %s' describes the constraint and its workaround", f->rule->id);
-  }
-  if (*errors)
-    diag_error(d, (SrcSpan){0}, "the program violates %u ANE constraint%s; --allow=ID compiles it anyway", *errors,
-               *errors == 1 ? "" : "s");
-  lint_report_free(&r);
-  constraints_free(t);
-  return !diag_has_errors(d);
 }
 
 /* FILE.oir -> FILE.anepkg (in the current directory's terms). */
@@ -474,24 +227,85 @@ static char *default_package_path(const char *input) {
   return p;
 }
 
-/* What parse_options allocated (also after a usage error found late, e.g. --chip's). */
-static void options_free(Options *o) {
-  for (uint32_t i = 0; i < o->ncompile_args; i++) free((void *)(uintptr_t)o->compile_args[i]);
-  for (uint32_t i = 0; i < o->noverrides; i++) free((void *)(uintptr_t)o->override_names[i]);
-  for (uint32_t i = 0; i < o->pm.pass_options.nlora; i++) free(o->lora_patterns[i]);
+/* -v and --time: what the library reports, on stderr. */
+static void print_progress(void *ctx, const char *message) {
+  fprintf(stderr, "orionc: %s\n", message);
+}
+
+static void print_phase(void *ctx, const char *name, double ms) {
+  fprintf(stderr, "orionc: %-16s %9.2f ms\n", name, ms);
+}
+
+static void print_timing(void *ctx, const char *detail) {
+  fprintf(stderr, "orionc:   %s\n", detail);
+}
+
+/* The temporary package directory being written, for removal on SIGINT or
+ * SIGTERM: the library reports it through its temp_dir hook. */
+typedef struct Interrupt {
+  pthread_mutex_t lock;
+  char *temp_dir; /* NULL when there is none */
+  sigset_t signals;
+} Interrupt;
+
+static void track_temp_dir(void *ctx, const char *path) {
+  Interrupt *in = ctx;
+  pthread_mutex_lock(&in->lock);
+  free(in->temp_dir);
+  in->temp_dir = path ? xstrdup(path) : NULL;
+  pthread_mutex_unlock(&in->lock);
+}
+
+/* Waits for the signal, removes the temporary directory, then ends the
+ * process by the same signal (so the shell sees 130 or 143, as before).
+ * The lock stays held: the compile cannot report a new directory after. */
+static void *await_interrupt(void *ctx) {
+  Interrupt *in = ctx;
+  int sig;
+  if (sigwait(&in->signals, &sig) != 0) return NULL;
+  pthread_mutex_lock(&in->lock);
+  orion_compile_cleanup(in->temp_dir);
+  signal(sig, SIG_DFL);
+  pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL);
+  raise(sig);
+  _exit(128 + sig); /* not reached */
+}
+
+/* Blocks SIGINT and SIGTERM in every thread (the library's included, which
+ * inherit the mask) and hands them to one that cleans up. A signal ignored
+ * from the start (SIGINT in a shell's background job) stays ignored. */
+static void catch_interrupts(Interrupt *in) {
+  *in = (Interrupt){.lock = PTHREAD_MUTEX_INITIALIZER};
+  sigemptyset(&in->signals);
+  static const int caught[] = {SIGINT, SIGTERM};
+  bool any = false;
+  for (size_t i = 0; i < sizeof caught / sizeof *caught; i++) {
+    struct sigaction now;
+    if (sigaction(caught[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+    sigaddset(&in->signals, caught[i]);
+    any = true;
+  }
+  pthread_t t;
+  if (!any) return;
+  if (pthread_sigmask(SIG_BLOCK, &in->signals, NULL) == 0 && pthread_create(&t, NULL, await_interrupt, in) == 0)
+    pthread_detach(t);
+  else
+    pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL); /* then a signal kills as it always did */
 }
 
 int main(int argc, char **argv) {
   /* A file size limit (ulimit -f) then fails the write with EFBIG, which is
    * reported and cleaned up, instead of killing the compiler mid-package. */
   signal(SIGXFSZ, SIG_IGN);
+  static Interrupt interrupt; /* the waiting thread may use it until the process ends */
+  catch_interrupts(&interrupt);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {
-    options_free(&o);
+    orion_compile_args_free(&o.args);
     return rc;
   }
-
+  OrionCompileOptions *c = &o.args.options;
   SourceSet sources;
   srcset_init(&sources);
   Diag d;
@@ -499,156 +313,50 @@ int main(int argc, char **argv) {
   d.warnings_as_errors = o.werror;
   d.suppress_warnings = o.no_warnings;
   d.error_limit = o.error_limit;
-  Clock clock = {.on = o.time_phases};
-  phase(&clock, NULL);
-
-  rc = EXIT_INPUT;
-  StrBuf text;
-  sb_init(&text);
-  char *package_path = NULL;
-  char *summary = NULL;
-  size_t summary_len = 0;
-  uint32_t lint_errors = 0, lint_warnings = 0;
-  IrModule *m = NULL;
+  c->hooks = (OrionCompileHooks){.progress = o.verbose ? print_progress : NULL,
+                                 .phase = o.time_phases ? print_phase : NULL,
+                                 .timing = o.time_phases ? print_timing : NULL,
+                                 .temp_dir = track_temp_dir, .ctx = &interrupt};
+  char *package_path = NULL, *cache_dir = NULL;
+  OrionCompileResult result = {0};
   rc = EXIT_USAGE;
-  for (uint32_t i = 0; i < o.nplugins; i++)
-    if (!passes_load_plugin(o.plugins[i], &d)) goto done;
+  if (!orion_compile_load_plugins(c->plugins, c->nplugins, &d)) goto done;
   if (o.list_passes) {
     for (uint32_t i = 0; i < pass_count(); i++) printf("%-20s %s\n", pass_at(i)->name, pass_at(i)->description);
     printf("\npipelines:\n  -O0  %s\n  -O1  %s\n", passes_pipeline("O0"), passes_pipeline("O1"));
     rc = EXIT_OK;
     goto done;
   }
-  if (!passes_check_spec(&o.pm, &d)) goto done;
-  {
-    /* The SRAM budget and the minimum surface the passes plan for are the
-     * target's, or the chip's with --chip, from the constraint table. */
-    ConstraintTable *table = constraints_builtin(&d);
-    if (!table) goto done;
-    const ConstraintChip *chip = o.chip ? constraints_chip(table, o.chip) : NULL;
-    ConstraintTarget target = chip ? constraints_chip_target(table, chip, o.target) : *constraints_target(table, o.target);
-    if (target.sram_budget_bytes <= UINT32_MAX) o.pm.pass_options.target_sram_bytes = (uint32_t)target.sram_budget_bytes;
-    o.pm.pass_options.target_min_surface_bytes = target.min_surface_bytes;
-    o.min_surface_bytes = target.min_surface_bytes;
-    constraints_free(table);
+  if (c->emit == ORION_EMIT_PACKAGE) {
+    package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
+    cache_dir = o.no_cache ? NULL : o.cache_dir ? xstrdup(o.cache_dir) : compile_cache_default_dir();
+    c->cache_dir = cache_dir;
+    const char *max = getenv("ORION_CACHE_MAX_BYTES");
+    if (max && *max) c->cache_max_bytes = strtoull(max, NULL, 10);
   }
-  rc = EXIT_INPUT;
-  progress(&o, "parsing %s", o.input);
-  m = oir_parse_file(o.input, &d);
-  phase(&clock, "parse+verify");
-  if (!m) goto done;
-  if (o.emit == EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, &text);
-  PassCtx inline_ctx = {.d = &d};
-  if (!pass_inline(m, &inline_ctx) || !ir_verify(m, &d)) goto done;
-  phase(&clock, "inline");
-  for (uint32_t i = 0; i < o.noverrides; i++)
-    if (!weights_override(m, o.override_names[i], o.override_files[i], &d)) goto done;
-  if (o.check_weights && !weights_check_sources(m, &d)) goto done;
-  phase(&clock, "weight check");
-  if (o.summary) { /* printed after the emitted text */
-    FILE *mem = open_memstream(&summary, &summary_len);
-    if (mem) {
-      print_summary(m, o.input, mem);
-      fclose(mem);
-    }
-  }
-  if (o.emit == EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, &text);
-  if (o.emit == EMIT_DOT) {
-    if (!passes_run(m, &o.pm, &d)) goto done;
-    ir_print_dot(m, &text);
-  } else if (o.emit == EMIT_OIR) {
-    if (o.legalize) {
-      if (!passes_run(m, &o.pm, &d)) goto done;
-      ir_print_module(m, &text);
-    }
-  } else if (o.emit == EMIT_NONE) {
-    /* A full check: the passes and the constraints, without writing anything. */
-    if (!passes_run(m, &o.pm, &d)) goto done;
-    if (!o.no_lint && !check_constraints(&o, m, &sources, &d, &lint_errors, &lint_warnings)) goto done;
-  } else {
-    progress(&o, "running the %s pipeline", o.pm.passes ? "given" : o.pm.pipeline);
-    if (!passes_run(m, &o.pm, &d)) goto done;
-    phase(&clock, "passes");
-    if (!o.no_lint && !check_constraints(&o, m, &sources, &d, &lint_errors, &lint_warnings)) goto done;
-    phase(&clock, "constraints");
-    PackageStats stats = {0};
-    PackageOptions po = {.target = o.target, .chip = o.chip, .min_surface_bytes = o.min_surface_bytes,
-                         .source_name = o.input, .warnings = d.nwarnings,
-                         .weights = {.clamp_fp16 = o.clamp_fp16}, .stats = &stats, .keep_duplicate_weights = o.no_dedup,
-                         .compile_args = o.compile_args, .ncompile_args = o.ncompile_args,
-                         .lint_checked = !o.no_lint, .lint_errors = lint_errors, .lint_warnings = lint_warnings};
-    const SourceFile *src = srcset_get(&sources, 1);
-    po.source_text = src ? src->text : "";
-    po.source_len = src ? src->len : 0;
-    if (o.emit == EMIT_MIL) {
-      progress(&o, "emitting MIL");
-      if (!package_emit_mil(m, &po, &text, &d)) goto done;
-      phase(&clock, "emit");
-      if (o.time_phases)
-        fprintf(stderr, "orionc:   weights        %9.2f ms (%llu bytes)\norionc:   mil text       %9.2f ms\n",
-                stats.weights_ms, (unsigned long long)stats.weight_bytes, stats.mil_ms);
-    } else {
-      package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
-      char *cache_dir = o.no_cache ? NULL : o.cache_dir ? xstrdup(o.cache_dir) : compile_cache_default_dir();
-      char key[COMPILE_CACHE_KEY_LEN + 1];
-      bool served = false;
-      if (cache_dir) {
-        compile_cache_key(m, &po, o.plugins, o.nplugins, key);
-        served = compile_cache_fetch(cache_dir, key, package_path, &d);
-        phase(&clock, "cache lookup");
-      }
-      if (served) {
-        if (o.time_phases) fprintf(stderr, "orionc:   served from the compile cache (%s/%s.anepkg)\n", cache_dir, key);
-        progress(&o, "wrote %s (copied from the compile cache)", package_path);
-        free(cache_dir);
-        goto written;
-      }
-      if (diag_has_errors(&d)) {
-        free(cache_dir);
-        goto done;
-      }
-      progress(&o, "writing %s", package_path);
-      if (!package_write(m, package_path, &po, &d)) {
-        free(cache_dir);
-        goto done;
-      }
-      phase(&clock, "package");
-      if (cache_dir) {
-        const char *max = getenv("ORION_CACHE_MAX_BYTES");
-        uint64_t limit = max && *max ? strtoull(max, NULL, 10) : COMPILE_CACHE_DEFAULT_MAX_BYTES;
-        if (!compile_cache_store(cache_dir, key, package_path, limit)) progress(&o, "not stored in the compile cache %s", cache_dir);
-        phase(&clock, "cache store");
-      }
-      free(cache_dir);
-      if (o.time_phases)
-        fprintf(stderr,
-                "orionc:   weights        %9.2f ms (%llu bytes)\norionc:   mil text       %9.2f ms\n"
-                "orionc:   manifest       %9.2f ms\norionc:   write          %9.2f ms\n",
-                stats.weights_ms, (unsigned long long)stats.weight_bytes, stats.mil_ms, stats.manifest_ms, stats.write_ms);
-      progress(&o, "wrote %s", package_path);
-    }
-  }
-written:
-  if (diag_has_errors(&d)) goto done;
-  if (o.emit == EMIT_OIR || o.emit == EMIT_MIL || o.emit == EMIT_DOT) {
+  bool ok = orion_compile_file(o.input, c, package_path, &result, &d);
+  rc = result.status == ORION_COMPILE_OPTIONS_ERROR ? EXIT_USAGE : EXIT_INPUT;
+  if (!ok) goto done;
+  if (c->emit == ORION_EMIT_OIR || c->emit == ORION_EMIT_MIL || c->emit == ORION_EMIT_DOT) {
     const char *err;
+    const StrBuf *text = &result.text;
     if (o.output) {
-      if (!write_file_atomic(o.output, text.data ? text.data : "", text.len, &err)) {
+      if (!write_file_atomic(o.output, text->data ? text->data : "", text->len, &err)) {
         fprintf(stderr, "orionc: error: cannot write '%s': %s\n", o.output, err);
         goto done;
       }
     } else {
-      fwrite(text.data ? text.data : "", 1, text.len, stdout);
+      fwrite(text->data ? text->data : "", 1, text->len, stdout);
     }
   }
-  if (summary) fwrite(summary, 1, summary_len, stdout);
+  if (result.summary.len) fwrite(result.summary.data, 1, result.summary.len, stdout);
   rc = EXIT_OK;
 done:
-  options_free(&o);
-  free(summary);
+  orion_compile_result_free(&result);
+  track_temp_dir(&interrupt, NULL);
+  orion_compile_args_free(&o.args);
   free(package_path);
-  sb_free(&text);
-  ir_module_free(m);
+  free(cache_dir);
   srcset_free(&sources);
   return rc;
 }

@@ -22,9 +22,10 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
                        char key[COMPILE_CACHE_KEY_LEN + 1]);
 
 /* On a hit (an entry that passes its checksums) writes it to `path` exactly
- * as package_write would and returns true. A miss returns false quietly; a
- * failure to write `path` is reported. */
-bool compile_cache_fetch(const char *dir, const char *key, const char *path, Diag *d);
+ * as package_write would (telling temp_dir, if given, its temporary
+ * directory) and returns true. A miss returns false quietly; a failure to
+ * write `path` is reported. */
+bool compile_cache_fetch(const char *dir, const char *key, const char *path, const TempDirHook *temp_dir, Diag *d);
 
 /* Stores the package at `path` under `key` (best effort: false if it could
  * not), then evicts least recently used entries beyond max_bytes. */

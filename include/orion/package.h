@@ -30,6 +30,14 @@ typedef struct PackageStats {
   uint64_t weight_bytes;
 } PackageStats;
 
+/* Told the temporary directory a writer makes beside the package when it is
+ * made, and NULL once it is gone, so that a driver can remove it when it is
+ * killed in between (orion/compile.h, orion_compile_cleanup). */
+typedef struct TempDirHook {
+  void (*fn)(void *ctx, const char *path);
+  void *ctx;
+} TempDirHook;
+
 typedef struct PackageOptions {
   MilTarget target;
   const char *chip;           /* orionc --chip, recorded in the manifest (Chip), or NULL */
@@ -45,6 +53,7 @@ typedef struct PackageOptions {
   bool keep_duplicate_weights; /* one blob per weight even when equal (patchable one by one) */
   const char *const *compile_args; /* compiler options that shape the package (manifest CompileArguments) */
   uint32_t ncompile_args;
+  TempDirHook temp_dir;     /* optional */
 } PackageOptions;
 
 /* Emits every live function of a legalized module and writes the package to

@@ -7,7 +7,8 @@
  * `orionc --load-pass=plugin.so` loads it, checks the version, and calls the
  * init function, which registers its passes with host->register_pass. The
  * passes then run like built-in ones (--passes=, --print-after=, ...) and use
- * the IR API of orion/ir.h, which orionc exports. See docs/writing-a-pass.md.
+ * the IR API of orion/ir.h, which orionc (and orion-run, for patch --verify)
+ * exports. See docs/writing-a-pass.md.
  *
  * Version history: 1 = the first (PassInfo, PassCtx, the IR API of ir.h).
  */

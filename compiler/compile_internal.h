@@ -1,0 +1,11 @@
+/* Shared between the files of the compile library (not installed). */
+#ifndef ORION_COMPILE_INTERNAL_H
+#define ORION_COMPILE_INTERNAL_H
+
+#include "orion/compile.h"
+
+/* orionc --summary: functions, inputs, outputs, weights and op counts of m
+ * (calls expanded), appended to out. */
+void compile_summary(IrModule *m, const char *input, StrBuf *out);
+
+#endif
