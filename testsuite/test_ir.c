@@ -4,6 +4,7 @@
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -150,6 +151,27 @@ Test(ir, dtypes) {
   cr_assert_str_eq(sb.data, "fp16[]");
   sb_free(&sb);
 }
+
+/* The fixed arrays of passes and the emitter hold IR_MAX_OPERANDS operands or
+ * results: an op at the limit is made, one over it cannot be (an internal
+ * error, since the builder reports such a statement first). */
+static void make_concat(uint32_t ninputs, uint32_t nresults) {
+  IrModule *m = ir_module_new();
+  IrFuncId f = ir_func_new(m, "main", (SrcSpan){0});
+  IrType t = t2(DT_FP16, 1, 4);
+  IrValueId x = ir_func_add_input(m, f, "x", &t, (SrcSpan){0});
+  IrValueId ins[IR_MAX_OPERANDS + 1];
+  for (uint32_t i = 0; i <= IR_MAX_OPERANDS; i++) ins[i] = x;
+  IrOpId at = ir_op_new(m, f, OP_CONCAT, ins, IR_MAX_OPERANDS, 1, NULL, (SrcSpan){0});
+  cr_assert_eq(ir_op(m, at)->ninputs, IR_MAX_OPERANDS);
+  IrOpId split = ir_op_new(m, f, OP_SPLIT, &x, 1, IR_MAX_OPERANDS, NULL, (SrcSpan){0});
+  cr_assert_eq(ir_op(m, split)->nresults, IR_MAX_OPERANDS);
+  ir_op_new(m, f, OP_CONCAT, ins, ninputs, nresults, NULL, (SrcSpan){0});
+  ir_module_free(m);
+}
+
+Test(ir, op_new_refuses_an_operand_over_the_limit, .signal = SIGABRT) { make_concat(IR_MAX_OPERANDS + 1, 1); }
+Test(ir, op_new_refuses_a_result_over_the_limit, .signal = SIGABRT) { make_concat(1, IR_MAX_OPERANDS + 1); }
 
 Test(ir, uses_replace_and_erase) {
   IrModule *m = ir_module_new();
