@@ -134,7 +134,7 @@ bool ir_verify(IrModule *m, Diag *d) {
   vf.op_slots = xcalloc(m->nops, sizeof *vf.op_slots);
   vf.out_slots = xcalloc(m->nfuncs, sizeof *vf.out_slots);
   uint64_t nslots = 0;
-  for (uint32_t op = 1; op < m->nops; op++) vf.op_slots[op] = nslots, nslots += m->ops[op].ninputs;
+  for (IrOpId op = ir_op_id(1); op.id < m->nops; op.id++) vf.op_slots[op.id] = nslots, nslots += ir_op(m, op)->ninputs;
   for (IrFuncId f = 1; f < m->nfuncs; f++) vf.out_slots[f] = nslots, nslots += m->funcs[f].noutputs;
   vf.recorded = xcalloc(nslots, 1);
   /* Every use recorded must be an operand or output that names the value,
