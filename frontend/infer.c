@@ -317,11 +317,13 @@ static bool infer_split(Infer *c, IrType *outs, uint32_t nres) {
   bool has_n = ir_op_attr(c->m, c->op, "num_splits") != NULL;
   int64_t sizes[IR_MAX_OPERANDS];
   int ns = ir_attr_ints(c->m, c->op, "split_sizes", sizes, IR_MAX_OPERANDS);
-  if (ns > IR_MAX_OPERANDS) return fail_attr(c, "split_sizes", "'split' into %d parts exceeds the limit of %d", ns, IR_MAX_OPERANDS);
+  if (ns > IR_MAX_OPERANDS)
+    return fail_attr(c, "split_sizes", "'split' into %d parts exceeds the limit of %d", ns, IR_MAX_OPERANDS);
   if (has_n == (ns >= 0)) return fail(c, "'split' needs exactly one of 'num_splits' and 'split_sizes'");
   int64_t dim = x->dims[axis];
   if (has_n) {
-    if (n <= 0 || n > IR_MAX_OPERANDS) return fail_attr(c, "num_splits", "'num_splits' of 'split' must be from 1 to %d", IR_MAX_OPERANDS);
+    if (n <= 0 || n > IR_MAX_OPERANDS)
+      return fail_attr(c, "num_splits", "'num_splits' of 'split' must be from 1 to %d", IR_MAX_OPERANDS);
     if (dim % n)
       return fail_attr(c, "num_splits", "'split' cannot divide dimension %d of size %lld into %lld equal parts", axis,
                        (long long)dim, (long long)n);

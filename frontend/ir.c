@@ -263,7 +263,8 @@ void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *
   IrFunc *fn = ir_func(m, f);
   /* Renumber the uses of the outputs that move, from the last down. */
   for (uint32_t i = fn->noutputs; i-- > index;)
-    if (!ir_id_is_none(fn->outputs[i].value)) ir_value(m, fn->outputs[i].value)->uses[fn->outputs[i].use_slot].index = i + 1;
+    if (!ir_id_is_none(fn->outputs[i].value))
+      ir_value(m, fn->outputs[i].value)->uses[fn->outputs[i].use_slot].index = i + 1;
   xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
   memmove(&fn->outputs[index + 1], &fn->outputs[index], (fn->noutputs - index) * sizeof *fn->outputs);
   fn->noutputs++;
@@ -278,7 +279,7 @@ void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *
 IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs, uint32_t ninputs,
                  uint32_t nresults, const char *const *result_names, SrcSpan loc) {
   if (ninputs > IR_MAX_OPERANDS || nresults > IR_MAX_OPERANDS)
-    ice("'%s' with %u operands and %u results exceeds the limit of %d (IR_MAX_OPERANDS)",
+    ice("ir_op_new: '%s' with operands/results %u/%u over the limit of %d (IR_MAX_OPERANDS)",
         kind == OP_CALL ? "call" : ir_op_info(kind)->name, ninputs, nresults, IR_MAX_OPERANDS);
   xgrow((void **)&m->ops, sizeof *m->ops, &m->cap_ops, m->nops + 1);
   IrOpId id = ir_op_id(m->nops++);

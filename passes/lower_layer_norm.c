@@ -43,7 +43,8 @@ static void lower(IrModule *m, IrOpId op) {
   IrFuncId f = o->func;
   SrcSpan loc = o->loc;
   /* o dangles once ops are created below: read everything first. */
-  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : IR_NO_VALUE, beta = o->ninputs > 2 ? o->inputs[2] : IR_NO_VALUE;
+  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : IR_NO_VALUE,
+            beta = o->ninputs > 2 ? o->inputs[2] : IR_NO_VALUE;
   IrValueId out = o->results[0];
   IrType xt = ir_value(m, x)->type;
   int64_t axes[IR_MAX_RANK];

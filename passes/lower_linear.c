@@ -25,7 +25,8 @@ bool pass_lower_linear(IrModule *m, PassCtx *ctx) {
     IrOp *o = ir_op(m, op);
     if (o->kind != OP_LINEAR) continue;
     /* o dangles once ops are created below: read everything first. */
-    IrValueId x = o->inputs[0], w = o->inputs[1], out = o->results[0], bias = o->ninputs > 2 ? o->inputs[2] : IR_NO_VALUE;
+    IrValueId x = o->inputs[0], w = o->inputs[1], out = o->results[0];
+    IrValueId bias = o->ninputs > 2 ? o->inputs[2] : IR_NO_VALUE;
     const IrType xt = ir_value(m, x)->type;
     if (!pass_is_constant(m, w) || xt.rank < 2 || xt.rank > 3) continue;
     int64_t B = xt.rank == 3 ? xt.dims[0] : 1, S = xt.dims[xt.rank - 2], Cin = xt.dims[xt.rank - 1];
