@@ -80,7 +80,7 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
   /* Every weight file, once, by content. */
   StrBuf seen;
   sb_init(&seen);
-  for (IrValueId v = 1; v < m->nvalues; v++) {
+  for (IrValueId v = ir_value_id(1); v.id < m->nvalues; v.id++) {
     IrValue *val = ir_value(m, v);
     if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead || !val->src.path) continue;
     const char *path = val->src.path;

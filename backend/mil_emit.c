@@ -247,7 +247,7 @@ static void *const_bytes(IrModule *m, IrValueId v, Diag *d, size_t *nbytes) {
 
 static void emit_decl(Emitter *e, IrValueId v) {
   IrValue *val = ir_value(e->m, v);
-  const char *name = e->mil_name[v];
+  const char *name = e->mil_name[v.id];
   uint64_t elements = ir_type_elements(&val->type);
   BlobDType bd;
   /* coremltools' rule: float consts of 10 or more elements go to the weight file. */
@@ -311,8 +311,8 @@ static void emit_decl(Emitter *e, IrValueId v) {
 
 #define MAX_ARGS 12
 
-static const char *res_name(Emitter *e, IrOpId op) { return e->mil_name[ir_op(e->m, op)->results[0]]; }
-static const char *in_name(Emitter *e, IrOpId op, uint32_t i) { return e->mil_name[ir_op(e->m, op)->inputs[i]]; }
+static const char *res_name(Emitter *e, IrOpId op) { return e->mil_name[ir_op(e->m, op)->results[0].id]; }
+static const char *in_name(Emitter *e, IrOpId op, uint32_t i) { return e->mil_name[ir_op(e->m, op)->inputs[i].id]; }
 static const IrType *in_type(Emitter *e, IrOpId op, uint32_t i) { return &ir_value(e->m, ir_op(e->m, op)->inputs[i])->type; }
 
 static const char *helper(Emitter *e, IrOpId op, const char *what) {
@@ -321,11 +321,11 @@ static const char *helper(Emitter *e, IrOpId op, const char *what) {
 
 static void simple(Emitter *e, IrOpId op, const char *milop, Arg *args, uint32_t n) {
   IrOp *o = ir_op(e->m, op);
-  IrType types[256];
-  const char *names[256];
+  IrType types[IR_MAX_OPERANDS]; /* every op is within the limit (ir_op_new) */
+  const char *names[IR_MAX_OPERANDS];
   for (uint32_t i = 0; i < o->nresults; i++) {
     types[i] = ir_value(e->m, o->results[i])->type;
-    names[i] = e->mil_name[o->results[i]];
+    names[i] = e->mil_name[o->results[i].id];
   }
   put_op(e, milop, types, names, o->nresults, args, n);
 }
@@ -405,8 +405,8 @@ static void emit_split(Emitter *e, IrOpId op) {
   int axis = (int)ir_attr_int(e->m, op, "axis", 0);
   const IrType *x = in_type(e, op, 0);
   if (axis < 0) axis += x->rank;
-  int64_t sizes[256];
-  for (uint32_t i = 0; i < o->nresults && i < 256; i++) sizes[i] = ir_value(e->m, o->results[i])->type.dims[axis];
+  int64_t sizes[IR_MAX_OPERANDS];
+  for (uint32_t i = 0; i < o->nresults; i++) sizes[i] = ir_value(e->m, o->results[i])->type.dims[axis];
   Arg a[3] = {{"x", in_name(e, op, 0), NULL, 0},
               {"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0},
               {"split_sizes", const_ints(e, helper(e, op, "split_sizes"), sizes, (int)o->nresults), NULL, 0}};
@@ -597,7 +597,7 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   for (uint32_t i = 0; i < nin; i++) {
     IrValueId v = fn->inputs[i];
     const IrBinding *b = &bt->inputs[i];
-    e.mil_name[v] = b->mil_name;
+    e.mil_name[v.id] = b->mil_name;
     ins[i] = (MilBinding){b->name, b->mil_name, ir_value(m, v)->type, b->binding, b->bytes};
   }
   for (uint32_t i = 0; i < nout; i++) {
@@ -605,16 +605,16 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
     IrValue *v = ir_value(m, o->value);
     const IrBinding *b = &bt->outputs[i];
     outs[i] = (MilBinding){b->name, b->mil_name, v->type, b->binding, b->bytes};
-    if (v->kind == VK_RESULT && !e.mil_name[o->value] && !strcmp(o->name, v->name)) {
-      e.mil_name[o->value] = outs[i].mil_name;
+    if (v->kind == VK_RESULT && !e.mil_name[o->value.id] && !strcmp(o->name, v->name)) {
+      e.mil_name[o->value.id] = outs[i].mil_name;
       direct[i] = true;
     }
   }
-  for (uint32_t i = 0; i < fn->ndecls; i++) e.mil_name[fn->decls[i]] = claim(&e, ir_value(m, fn->decls[i])->name);
+  for (uint32_t i = 0; i < fn->ndecls; i++) e.mil_name[fn->decls[i].id] = claim(&e, ir_value(m, fn->decls[i])->name);
   IR_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     for (uint32_t r = 0; r < o->nresults; r++)
-      if (!e.mil_name[o->results[r]]) e.mil_name[o->results[r]] = claim(&e, ir_value(m, o->results[r])->name);
+      if (!e.mil_name[o->results[r].id]) e.mil_name[o->results[r].id] = claim(&e, ir_value(m, o->results[r])->name);
   }
 
   sb_printf(out, "program(%s)\n", mil_program_version(opt->target));
@@ -642,7 +642,7 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   }
   for (uint32_t i = 0; i < nout && e.ok; i++) {
     if (direct[i]) continue;
-    Arg a = {"x", e.mil_name[fn->outputs[i].value], NULL, 0};
+    Arg a = {"x", e.mil_name[fn->outputs[i].value.id], NULL, 0};
     put_op(&e, "identity", &outs[i].type, &outs[i].mil_name, 1, &a, 1);
   }
   sb_puts(out, "    } -> (");

@@ -880,7 +880,7 @@ void patch_set_free(PatchSet *s) {
 static bool override_one(IrModule *m, const char *name, IrParamSourceKind kind, const char *abs, const char *origin,
                          Diag *d) {
   bool found = false;
-  for (IrValueId v = 1; v < m->nvalues; v++) {
+  for (IrValueId v = ir_value_id(1); v.id < m->nvalues; v.id++) {
     IrValue *val = ir_value(m, v);
     if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead || strcmp(val->name, name)) continue;
     val->src = (IrParamSource){.kind = kind, .path = arena_strdup(&m->arena, abs),

@@ -112,7 +112,7 @@ bool weights_check_fits(Diag *d, const IrValue *param, const WeightInfo *info) {
 
 bool weights_check_sources(IrModule *m, Diag *d) {
   bool ok = true;
-  for (IrValueId v = 1; v < m->nvalues; v++) {
+  for (IrValueId v = ir_value_id(1); v.id < m->nvalues; v.id++) {
     const IrValue *val = ir_value(m, v);
     if (diag_should_stop(d)) return false; /* the rest went unchecked */
     if (val->dead || val->kind != VK_PARAM) continue;

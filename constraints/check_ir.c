@@ -98,10 +98,10 @@ void check_ir_const_matmul(LintCtx *c, IrFuncId f) {
   IR_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     if (o->kind >= OP_CALL || !constraint_has_op(c->rule, o->kind) || o->ninputs < 2) continue;
-    IrValueId w = 0;
-    if (o->kind == OP_LINEAR) w = is_constant(m, o->inputs[1]) ? o->inputs[1] : 0;
-    else w = is_constant(m, o->inputs[1]) ? o->inputs[1] : is_constant(m, o->inputs[0]) ? o->inputs[0] : 0;
-    if (!w) continue;
+    IrValueId w = IR_NO_VALUE;
+    if (o->kind == OP_LINEAR) w = is_constant(m, o->inputs[1]) ? o->inputs[1] : IR_NO_VALUE;
+    else w = is_constant(m, o->inputs[1]) ? o->inputs[1] : is_constant(m, o->inputs[0]) ? o->inputs[0] : IR_NO_VALUE;
+    if (ir_id_is_none(w)) continue;
     lint_emit(c, LINT_RULE_LEVEL, o->loc, NULL, ir_func(m, f)->name,
               "%s producing '%s' multiplies by the constant '%s'; as a 1x1 conv it would run about 3x faster",
               op_name(o), result_name(m, o), ir_value(m, w)->name);
@@ -186,7 +186,7 @@ void check_ir_fp32(LintCtx *c, IrFuncId f) {
                   fn->outputs[i].name, fn->name);
   }
   uint32_t count = 0;
-  IrOpId first = 0;
+  IrOpId first = IR_NO_OP;
   IR_FOR_EACH_OP(m, f, op) {
     IrOp *o = ir_op(m, op);
     /* A cast is the conversion at the boundary that the workaround asks for. */

@@ -114,8 +114,8 @@ static bool resolve_type(Builder *b, const AstType *at, IrType *out) {
 /* ---- names ---- */
 
 static bool define_name(Builder *b, const char *name, SrcSpan loc) {
-  IrValueId prev = strmap_get(&b->names, name);
-  if (prev) {
+  IrValueId prev = ir_value_id(strmap_get(&b->names, name));
+  if (!ir_id_is_none(prev)) {
     diag_error(b->d, loc, "redefinition of '%s'", name);
     diag_note(b->d, ir_value(b->m, prev)->loc, "previous definition of '%s' is here", name);
     return false;
@@ -124,8 +124,8 @@ static bool define_name(Builder *b, const char *name, SrcSpan loc) {
 }
 
 static IrValueId lookup_value(Builder *b, const char *name, SrcSpan loc) {
-  IrValueId v = strmap_get(&b->names, name);
-  if (!v && !strmap_get(&b->poisoned, name)) diag_error(b->d, loc, "use of undefined value '%s'", name);
+  IrValueId v = ir_value_id(strmap_get(&b->names, name));
+  if (ir_id_is_none(v) && !strmap_get(&b->poisoned, name)) diag_error(b->d, loc, "use of undefined value '%s'", name);
   return v;
 }
 
@@ -274,7 +274,7 @@ static void build_const(Builder *b, const AstStmt *s) {
   for (uint64_t i = 0; i < n; i++)
     if (!value_fits(b, t.dtype, data[i], l->loc, "constant")) goto out;
   IrValueId v = ir_const_new(b->m, b->f, s->name, &t, data, n, s->name_loc);
-  strmap_put(&b->names, ir_value(b->m, v)->name, v);
+  strmap_put(&b->names, ir_value(b->m, v)->name, v.id);
 out:
   free(data);
 }
@@ -448,7 +448,7 @@ static void build_param(Builder *b, AstStmt *s) {
   poison(b, s->name); /* until the param is made */
   if (!ok || !build_source(b, s, &t, &src)) return;
   IrValueId v = ir_param_new(b->m, b->f, s->name, &t, &src, s->name_loc);
-  strmap_put(&b->names, ir_value(b->m, v)->name, v);
+  strmap_put(&b->names, ir_value(b->m, v)->name, v.id);
 }
 
 /* ---- ops ---- */
@@ -525,7 +525,7 @@ static bool collect_args(Builder *b, const AstStmt *s, const IrOpInfo *info, IrV
       continue;
     }
     IrValueId v = lookup_value(b, a->name, a->loc);
-    if (!v) ok = false;
+    if (ir_id_is_none(v)) ok = false;
     if (*ninputs < max_inputs) inputs[*ninputs] = v;
     (*ninputs)++;
   }
@@ -537,13 +537,13 @@ static bool collect_args(Builder *b, const AstStmt *s, const IrOpInfo *info, IrV
 static void define_results(Builder *b, const AstStmt *s, IrOpId op) {
   uint32_t i = 0;
   for (const AstResult *r = s->results; r; r = r->next, i++) {
-    if (!op) {
+    if (ir_id_is_none(op)) {
       poison(b, r->name);
       continue;
     }
     IrValueId v = ir_op(b->m, op)->results[i];
     ir_value(b->m, v)->loc = r->loc;
-    strmap_put(&b->names, ir_value(b->m, v)->name, v);
+    strmap_put(&b->names, ir_value(b->m, v)->name, v.id);
     if (r->type) {
       IrType t;
       if (resolve_type(b, r->type, &t)) {
@@ -554,32 +554,29 @@ static void define_results(Builder *b, const AstStmt *s, IrOpId op) {
   }
 }
 
-/* Most operands any op can take; a larger concat is a named limit. */
-#define MAX_OPERANDS 256
-
 static void build_op(Builder *b, AstStmt *s) {
   REVERSE_LIST(AstResult, s->results);
   REVERSE_LIST(AstArg, s->args);
   bool ok = true;
   uint32_t nresults = 0;
-  const char *names[MAX_OPERANDS];
+  const char *names[IR_MAX_OPERANDS];
   for (const AstResult *r = s->results; r; r = r->next) {
     if (!define_name(b, r->name, r->loc)) ok = false;
     /* Pairwise, but only up to the limit: past it the statement is an error anyway. */
-    for (const AstResult *q = s->results; q != r && nresults < MAX_OPERANDS; q = q->next)
+    for (const AstResult *q = s->results; q != r && nresults < IR_MAX_OPERANDS; q = q->next)
       if (!strcmp(q->name, r->name)) {
         diag_error(b->d, r->loc, "'%s' named twice among the results", r->name);
         ok = false;
       }
-    if (nresults < MAX_OPERANDS) names[nresults] = r->name;
+    if (nresults < IR_MAX_OPERANDS) names[nresults] = r->name;
     nresults++;
   }
-  if (nresults > MAX_OPERANDS) {
-    diag_error(b->d, s->loc, "too many results (limit is %d)", MAX_OPERANDS);
+  if (nresults > IR_MAX_OPERANDS) {
+    diag_error(b->d, s->loc, "too many results (limit is %d)", IR_MAX_OPERANDS);
     return;
   }
 
-  IrValueId inputs[MAX_OPERANDS];
+  IrValueId inputs[IR_MAX_OPERANDS];
   uint32_t ninputs = 0;
   IrOpKind kind;
   const IrOpInfo *info = NULL;
@@ -598,16 +595,17 @@ static void build_op(Builder *b, AstStmt *s) {
       const char *sugg = suggest_op(s->op);
       if (fn) diag_note(b->d, s->op_loc, "'%s' is a function; write 'call %s(...) as NAME'", s->op, s->op);
       else if (sugg) diag_note(b->d, s->op_loc, "did you mean '%s'?", sugg);
-      collect_args(b, s, NULL, inputs, &ninputs, MAX_OPERANDS);
-      define_results(b, s, 0);
+      collect_args(b, s, NULL, inputs, &ninputs, IR_MAX_OPERANDS);
+      define_results(b, s, IR_NO_OP);
       return;
     }
     info = ir_op_info(kind);
   }
-  ok = collect_args(b, s, info, inputs, &ninputs, MAX_OPERANDS) && ok;
-  if (ninputs > MAX_OPERANDS) {
-    diag_error(b->d, s->loc, "too many operands (limit is %d)", MAX_OPERANDS);
-    define_results(b, s, 0);
+  ok = collect_args(b, s, info, inputs, &ninputs, IR_MAX_OPERANDS) && ok;
+  if (ninputs > IR_MAX_OPERANDS) {
+    diag_error(b->d, s->loc, "too many operands for '%s': %u given (limit is %d)",
+               s->kind == STMT_CALL ? "call" : s->op, ninputs, IR_MAX_OPERANDS);
+    define_results(b, s, IR_NO_OP);
     return;
   }
   if (info) {
@@ -656,7 +654,7 @@ static void build_op(Builder *b, AstStmt *s) {
     strmap_put(&b->instances, s->instance, 1);
   }
   if (!ok) {
-    define_results(b, s, 0);
+    define_results(b, s, IR_NO_OP);
     return;
   }
   IrOpId op = ir_op_new(b->m, b->f, kind, inputs, ninputs, nresults, names, s->loc);
@@ -701,7 +699,7 @@ static void build_return(Builder *b, AstStmt *s) {
     }
     strmap_put(&returned, r->out_name, 1);
     IrValueId v = lookup_value(b, r->value, r->loc);
-    if (v) ir_func_add_output(b->m, b->f, r->out_name, v, r->loc);
+    if (!ir_id_is_none(v)) ir_func_add_output(b->m, b->f, r->out_name, v, r->loc);
   }
   strmap_free(&returned);
 }
@@ -757,7 +755,7 @@ static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
       continue;
     }
     IrValueId v = ir_func_add_input(b->m, f, in->name, &t, in->loc);
-    strmap_put(&b->names, ir_value(b->m, v)->name, v);
+    strmap_put(&b->names, ir_value(b->m, v)->name, v.id);
   }
   bool too_large = false;
   for (AstStmt *s = af->stmts; s && !diag_should_stop(b->d); s = s->next) {

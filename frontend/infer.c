@@ -315,14 +315,15 @@ static bool infer_split(Infer *c, IrType *outs, uint32_t nres) {
   if (!norm_axis(c, "axis", ir_attr_int(c->m, c->op, "axis", 0), x->rank, &axis)) return false;
   int64_t n = ir_attr_int(c->m, c->op, "num_splits", 0);
   bool has_n = ir_op_attr(c->m, c->op, "num_splits") != NULL;
-  enum { MAX_SPLITS = 256 };
-  int64_t sizes[MAX_SPLITS];
-  int ns = ir_attr_ints(c->m, c->op, "split_sizes", sizes, MAX_SPLITS);
-  if (ns > MAX_SPLITS) return fail_attr(c, "split_sizes", "'split' into %d parts exceeds the limit of %d", ns, MAX_SPLITS);
+  int64_t sizes[IR_MAX_OPERANDS];
+  int ns = ir_attr_ints(c->m, c->op, "split_sizes", sizes, IR_MAX_OPERANDS);
+  if (ns > IR_MAX_OPERANDS)
+    return fail_attr(c, "split_sizes", "'split' into %d parts exceeds the limit of %d", ns, IR_MAX_OPERANDS);
   if (has_n == (ns >= 0)) return fail(c, "'split' needs exactly one of 'num_splits' and 'split_sizes'");
   int64_t dim = x->dims[axis];
   if (has_n) {
-    if (n <= 0 || n > MAX_SPLITS) return fail_attr(c, "num_splits", "'num_splits' of 'split' must be from 1 to %d", MAX_SPLITS);
+    if (n <= 0 || n > IR_MAX_OPERANDS)
+      return fail_attr(c, "num_splits", "'num_splits' of 'split' must be from 1 to %d", IR_MAX_OPERANDS);
     if (dim % n)
       return fail_attr(c, "num_splits", "'split' cannot divide dimension %d of size %lld into %lld equal parts", axis,
                        (long long)dim, (long long)n);
@@ -618,14 +619,11 @@ static bool infer_call(Infer *c, IrType *outs, uint32_t nres) {
                 callee->noutputs == 1 ? "" : "s", nres, nres == 1 ? "" : "s");
   for (uint32_t i = 0; i < nres; i++) {
     IrValueId v = callee->outputs[i].value;
-    if (!v || ir_value(c->m, v)->type.dtype == DT_INVALID) return false; /* callee already reported */
+    if (ir_id_is_none(v) || ir_value(c->m, v)->type.dtype == DT_INVALID) return false; /* callee already reported */
     outs[i] = ir_value(c->m, v)->type;
   }
   return true;
 }
-
-/* Largest result count (split into parts, calls); larger is a named error in the rules. */
-#define MAX_RESULTS 256
 
 bool ir_infer_op(IrModule *m, IrOpId id, Diag *d) {
   IrOp *op = ir_op(m, id);
@@ -636,8 +634,8 @@ bool ir_infer_op(IrModule *m, IrOpId id, Diag *d) {
     if (v->type.dtype == DT_INVALID) return false; /* an earlier error */
     if (i < 8) c.in[i] = v->type;
   }
-  if (op->nresults > MAX_RESULTS) return fail(&c, "too many results (limit is %d)", MAX_RESULTS);
-  IrType outs[MAX_RESULTS];
+  if (op->nresults > IR_MAX_OPERANDS) return fail(&c, "too many results (limit is %d)", IR_MAX_OPERANDS);
+  IrType outs[IR_MAX_OPERANDS];
   memset(outs, 0, sizeof(IrType) * (op->nresults ? op->nresults : 1));
   bool ok;
   switch (op->kind) {

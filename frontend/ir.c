@@ -168,21 +168,21 @@ IrFuncId ir_func_lookup(IrModule *m, const char *name) {
 static IrValueId value_new(IrModule *m, IrFuncId f, IrValueKind kind, const char *name, const IrType *t,
                            SrcSpan loc) {
   xgrow((void **)&m->values, sizeof *m->values, &m->cap_values, m->nvalues + 1);
-  IrValueId id = m->nvalues++;
-  IrValue *v = &m->values[id];
+  IrValueId id = ir_value_id(m->nvalues++);
+  IrValue *v = ir_value(m, id);
   memset(v, 0, sizeof *v);
   v->kind = kind;
   v->func = f;
   v->name = arena_strdup(&m->arena, name);
   if (t) v->type = *t;
   v->loc = loc;
-  if (f) strmap_put(&m->funcs[f].value_names, v->name, id);
+  if (f) strmap_put(&m->funcs[f].value_names, v->name, id.id);
   return id;
 }
 
 IrValueId ir_func_add_input(IrModule *m, IrFuncId f, const char *name, const IrType *t, SrcSpan loc) {
   IrValueId v = value_new(m, f, VK_INPUT, name, t, loc);
-  m->values[v].type_declared = true;
+  ir_value(m, v)->type_declared = true;
   IrFunc *fn = ir_func(m, f);
   xgrow((void **)&fn->inputs, sizeof *fn->inputs, &fn->cap_inputs, fn->ninputs + 1);
   fn->inputs[fn->ninputs++] = v;
@@ -220,11 +220,12 @@ IrValueId ir_const_new(IrModule *m, IrFuncId f, const char *name, const IrType *
 
 /* The back-pointer from a use (operand or output) to its place in v's list. */
 static uint32_t *use_slot(IrModule *m, IrValueId v, IrUse u) {
-  return u.op ? &m->ops[u.op].use_slots[u.index] : &m->funcs[m->values[v].func].outputs[u.index].use_slot;
+  return !ir_id_is_none(u.op) ? &ir_op(m, u.op)->use_slots[u.index]
+                              : &m->funcs[ir_value(m, v)->func].outputs[u.index].use_slot;
 }
 
 static void use_add(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
-  if (!v) return;
+  if (ir_id_is_none(v)) return;
   IrValue *val = ir_value(m, v);
   xgrow((void **)&val->uses, sizeof *val->uses, &val->cap_uses, val->nuses + 1);
   val->uses[val->nuses] = (IrUse){op, index};
@@ -233,11 +234,11 @@ static void use_add(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
 }
 
 static void use_remove(IrModule *m, IrValueId v, IrOpId op, uint32_t index) {
-  if (!v) return;
+  if (ir_id_is_none(v)) return;
   IrValue *val = ir_value(m, v);
   uint32_t i = *use_slot(m, v, (IrUse){op, index});
-  if (i >= val->nuses || val->uses[i].op != op || val->uses[i].index != index)
-    ice("use list of '%s' lacks (op %u, operand %u)", val->name, op, index);
+  if (i >= val->nuses || !ir_id_eq(val->uses[i].op, op) || val->uses[i].index != index)
+    ice("use list of '%s' lacks (op %u, operand %u)", val->name, op.id, index);
   /* The last use fills the hole and learns its new place. */
   val->uses[i] = val->uses[--val->nuses];
   if (i < val->nuses) *use_slot(m, v, val->uses[i]) = i;
@@ -248,26 +249,27 @@ void ir_func_add_output(IrModule *m, IrFuncId f, const char *name, IrValueId v, 
   xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
   uint32_t idx = fn->noutputs++;
   fn->outputs[idx] = (IrOutput){.name = arena_strdup(&m->arena, name), .value = v, .loc = loc};
-  use_add(m, v, 0, idx);
+  use_add(m, v, IR_NO_OP, idx);
 }
 
 void ir_func_set_output(IrModule *m, IrFuncId f, uint32_t index, IrValueId v) {
   IrFunc *fn = ir_func(m, f);
-  use_remove(m, fn->outputs[index].value, 0, index);
+  use_remove(m, fn->outputs[index].value, IR_NO_OP, index);
   fn->outputs[index].value = v;
-  use_add(m, v, 0, index);
+  use_add(m, v, IR_NO_OP, index);
 }
 
 void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *name, IrValueId v, SrcSpan loc) {
   IrFunc *fn = ir_func(m, f);
   /* Renumber the uses of the outputs that move, from the last down. */
   for (uint32_t i = fn->noutputs; i-- > index;)
-    if (fn->outputs[i].value) ir_value(m, fn->outputs[i].value)->uses[fn->outputs[i].use_slot].index = i + 1;
+    if (!ir_id_is_none(fn->outputs[i].value))
+      ir_value(m, fn->outputs[i].value)->uses[fn->outputs[i].use_slot].index = i + 1;
   xgrow((void **)&fn->outputs, sizeof *fn->outputs, &fn->cap_outputs, fn->noutputs + 1);
   memmove(&fn->outputs[index + 1], &fn->outputs[index], (fn->noutputs - index) * sizeof *fn->outputs);
   fn->noutputs++;
   fn->outputs[index] = (IrOutput){.name = arena_strdup(&m->arena, name), .value = v, .loc = loc};
-  use_add(m, v, 0, index);
+  use_add(m, v, IR_NO_OP, index);
   for (uint32_t g = 0; g < fn->ngroups; g++)
     if (fn->groups[g].first >= index) fn->groups[g].first++;
 }
@@ -276,9 +278,12 @@ void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *
 
 IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs, uint32_t ninputs,
                  uint32_t nresults, const char *const *result_names, SrcSpan loc) {
+  if (ninputs > IR_MAX_OPERANDS || nresults > IR_MAX_OPERANDS)
+    ice("ir_op_new: '%s' with operands/results %u/%u over the limit of %d (IR_MAX_OPERANDS)",
+        kind == OP_CALL ? "call" : ir_op_info(kind)->name, ninputs, nresults, IR_MAX_OPERANDS);
   xgrow((void **)&m->ops, sizeof *m->ops, &m->cap_ops, m->nops + 1);
-  IrOpId id = m->nops++;
-  IrOp *op = &m->ops[id];
+  IrOpId id = ir_op_id(m->nops++);
+  IrOp *op = ir_op(m, id);
   memset(op, 0, sizeof *op);
   op->kind = kind;
   op->func = f;
@@ -289,20 +294,20 @@ IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs
   op->nresults = nresults;
   op->results = arena_alloc(&m->arena, sizeof(IrValueId) * (nresults ? nresults : 1));
   for (uint32_t i = 0; i < ninputs; i++) {
-    m->ops[id].inputs[i] = inputs[i];
+    ir_op(m, id)->inputs[i] = inputs[i];
     use_add(m, inputs[i], id, i);
   }
   for (uint32_t i = 0; i < nresults; i++) {
     const char *name = result_names && result_names[i] ? result_names[i] : ir_unique_name(m, f, "t");
     IrValueId v = value_new(m, f, VK_RESULT, name, NULL, loc);
-    m->values[v].def = id;
-    m->values[v].def_index = i;
-    m->ops[id].results[i] = v;
+    ir_value(m, v)->def = id;
+    ir_value(m, v)->def_index = i;
+    ir_op(m, id)->results[i] = v;
   }
   IrFunc *fn = ir_func(m, f);
-  op = &m->ops[id];
+  op = ir_op(m, id);
   op->prev = fn->last;
-  if (fn->last) m->ops[fn->last].next = id;
+  if (!ir_id_is_none(fn->last)) ir_op(m, fn->last)->next = id;
   else fn->first = id;
   fn->last = id;
   fn->nops++;
@@ -312,21 +317,21 @@ IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs
 static void unlink_op(IrModule *m, IrOpId id) {
   IrOp *op = ir_op(m, id);
   IrFunc *fn = ir_func(m, op->func);
-  if (op->prev) m->ops[op->prev].next = op->next;
+  if (!ir_id_is_none(op->prev)) ir_op(m, op->prev)->next = op->next;
   else fn->first = op->next;
-  if (op->next) m->ops[op->next].prev = op->prev;
+  if (!ir_id_is_none(op->next)) ir_op(m, op->next)->prev = op->prev;
   else fn->last = op->prev;
-  op->prev = op->next = 0;
+  op->prev = op->next = IR_NO_OP;
 }
 
 void ir_op_move_before(IrModule *m, IrOpId id, IrOpId before) {
-  if (id == before) return;
+  if (ir_id_eq(id, before)) return;
   unlink_op(m, id);
   IrOp *op = ir_op(m, id);
   IrFunc *fn = ir_func(m, op->func);
-  if (!before) { /* to the end */
+  if (ir_id_is_none(before)) { /* to the end */
     op->prev = fn->last;
-    if (fn->last) m->ops[fn->last].next = id;
+    if (!ir_id_is_none(fn->last)) ir_op(m, fn->last)->next = id;
     else fn->first = id;
     fn->last = id;
     return;
@@ -334,7 +339,7 @@ void ir_op_move_before(IrModule *m, IrOpId id, IrOpId before) {
   IrOp *b = ir_op(m, before);
   op->next = before;
   op->prev = b->prev;
-  if (b->prev) m->ops[b->prev].next = id;
+  if (!ir_id_is_none(b->prev)) ir_op(m, b->prev)->next = id;
   else fn->first = id;
   b->prev = id;
 }
@@ -365,7 +370,7 @@ void ir_decl_erase(IrModule *m, IrValueId v) {
   if (val->nuses) ice("erasing '%s' which still has %u uses", val->name, val->nuses);
   IrFunc *fn = ir_func(m, val->func);
   for (uint32_t i = 0; i < fn->ndecls; i++)
-    if (fn->decls[i] == v) {
+    if (ir_id_eq(fn->decls[i], v)) {
       memmove(&fn->decls[i], &fn->decls[i + 1], (fn->ndecls - i - 1) * sizeof *fn->decls);
       fn->ndecls--;
       break;
@@ -387,33 +392,33 @@ uint32_t ir_erase_unused_decls(IrModule *m, IrFuncId f) {
 }
 
 void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to) {
-  if (from == to) return;
+  if (ir_id_eq(from, to)) return;
   while (ir_value(m, from)->nuses) {
     IrUse u = ir_value(m, from)->uses[0];
-    if (u.op) ir_op_set_input(m, u.op, u.index, to);
+    if (!ir_id_is_none(u.op)) ir_op_set_input(m, u.op, u.index, to);
     else ir_func_set_output(m, ir_value(m, from)->func, u.index, to);
   }
 }
 
 IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name) {
-  IrValueId newest = strmap_get(&ir_func(m, f)->value_names, name);
-  if (!newest) return 0;
+  IrValueId newest = ir_value_id(strmap_get(&ir_func(m, f)->value_names, name));
+  if (ir_id_is_none(newest)) return IR_NO_VALUE;
   IrValue *nv = ir_value(m, newest);
   if (!nv->dead && strcmp(nv->name, name) == 0) return newest;
   /* The newest holder of the name was erased or renamed; an older value (or
    * one renamed to it) may still carry it. Rare, so a scan is fine. */
-  for (IrValueId v = 1; v < m->nvalues; v++) {
+  for (uint32_t v = 1; v < m->nvalues; v++) {
     IrValue *val = &m->values[v];
-    if (val->func == f && !val->dead && strcmp(val->name, name) == 0) return v;
+    if (val->func == f && !val->dead && strcmp(val->name, name) == 0) return ir_value_id(v);
   }
-  return 0;
+  return IR_NO_VALUE;
 }
 
 const char *ir_unique_name(IrModule *m, IrFuncId f, const char *base) {
-  if (!ir_func_find_value(m, f, base)) return arena_strdup(&m->arena, base);
+  if (ir_id_is_none(ir_func_find_value(m, f, base))) return arena_strdup(&m->arena, base);
   for (;;) {
     char *cand = arena_printf(&m->arena, "%s_%u", base, ++ir_func(m, f)->name_counter);
-    if (!ir_func_find_value(m, f, cand)) return cand;
+    if (ir_id_is_none(ir_func_find_value(m, f, cand))) return cand;
   }
 }
 

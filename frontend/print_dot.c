@@ -17,7 +17,7 @@ static void put_escaped(StrBuf *sb, const char *s) {
 static void put_value_node(IrModule *m, StrBuf *sb, IrValueId v) {
   IrValue *val = ir_value(m, v);
   static const char *const shapes[] = {[VK_INPUT] = "invhouse", [VK_PARAM] = "box3d", [VK_CONST] = "note"};
-  sb_printf(sb, "    v%u [shape=%s, label=\"", v, shapes[val->kind]);
+  sb_printf(sb, "    v%u [shape=%s, label=\"", v.id, shapes[val->kind]);
   put_escaped(sb, val->name);
   sb_puts(sb, "\\n");
   ir_type_print(sb, &val->type);
@@ -27,8 +27,8 @@ static void put_value_node(IrModule *m, StrBuf *sb, IrValueId v) {
 /* The node a value comes from: its op for results, itself otherwise. */
 static void put_source(IrModule *m, StrBuf *sb, IrValueId v) {
   IrValue *val = ir_value(m, v);
-  if (val->kind == VK_RESULT) sb_printf(sb, "op%u", val->def);
-  else sb_printf(sb, "v%u", v);
+  if (val->kind == VK_RESULT) sb_printf(sb, "op%u", val->def.id);
+  else sb_printf(sb, "v%u", v.id);
 }
 
 static void put_edge_label(IrModule *m, StrBuf *sb, IrValueId v) {
@@ -49,7 +49,7 @@ void ir_print_dot(IrModule *m, StrBuf *sb) {
     for (uint32_t i = 0; i < fn->ndecls; i++) put_value_node(m, sb, fn->decls[i]);
     IR_FOR_EACH_OP(m, f, op) {
       IrOp *o = ir_op(m, op);
-      sb_printf(sb, "    op%u [shape=ellipse, label=\"", op);
+      sb_printf(sb, "    op%u [shape=ellipse, label=\"", op.id);
       put_escaped(sb, o->kind == OP_CALL ? ir_func(m, o->callee)->name : ir_op_info(o->kind)->name);
       sb_puts(sb, "\\n");
       for (uint32_t r = 0; r < o->nresults; r++) {
@@ -60,7 +60,7 @@ void ir_print_dot(IrModule *m, StrBuf *sb) {
       for (uint32_t i = 0; i < o->ninputs; i++) {
         sb_puts(sb, "    ");
         put_source(m, sb, o->inputs[i]);
-        sb_printf(sb, " -> op%u", op);
+        sb_printf(sb, " -> op%u", op.id);
         put_edge_label(m, sb, o->inputs[i]);
         sb_puts(sb, ";\n");
       }

@@ -25,7 +25,7 @@ typedef struct Verifier {
 } Verifier;
 
 static uint64_t use_slot(Verifier *vf, IrValueId v, IrUse u) {
-  return u.op ? vf->op_slots[u.op] + u.index : vf->out_slots[ir_value(vf->m, v)->func] + u.index;
+  return !ir_id_is_none(u.op) ? vf->op_slots[u.op.id] + u.index : vf->out_slots[ir_value(vf->m, v)->func] + u.index;
 }
 
 static bool has_use(Verifier *vf, IrValueId v, IrOpId op, uint32_t index) {
@@ -41,12 +41,12 @@ static bool check_operands(Verifier *vf, IrFuncId f, IrOpId id) {
   for (uint32_t i = 0; i < op->ninputs; i++) {
     IrValueId v = op->inputs[i];
     IrValue *val = ir_value(m, v);
-    if (!v || val->dead || val->func != f) {
+    if (ir_id_is_none(v) || val->dead || val->func != f) {
       diag_error(vf->d, op->loc, "verifier: operand %u of '%s' is %s", i + 1, ir_op_info(op->kind)->name,
-                 !v ? "missing" : val->dead ? "a deleted value" : "a value of another function");
+                 ir_id_is_none(v) ? "missing" : val->dead ? "a deleted value" : "a value of another function");
       return false;
     }
-    if (val->kind == VK_RESULT && !vf->position[v]) {
+    if (val->kind == VK_RESULT && !vf->position[v.id]) {
       diag_error(vf->d, op->loc, "verifier: operand '%s' of '%s' is used before it is defined", val->name,
                  ir_op_info(op->kind)->name);
       return false;
@@ -91,7 +91,7 @@ static void verify_func(Verifier *vf, IrFuncId f) {
       break;
     }
     if (!check_operands(vf, f, op) || !ir_infer_op(m, op, vf->d)) vf->ok = false;
-    for (uint32_t i = 0; i < o->nresults; i++) vf->position[ir_op(m, op)->results[i]] = 1;
+    for (uint32_t i = 0; i < o->nresults; i++) vf->position[ir_op(m, op)->results[i].id] = 1;
   }
   IrFunc *fn = ir_func(m, f);
   if (!fn->has_return && fn->noutputs == 0) {
@@ -101,7 +101,7 @@ static void verify_func(Verifier *vf, IrFuncId f) {
   for (uint32_t i = 0; i < fn->noutputs && vf->ok; i++) {
     IrOutput *out = &fn->outputs[i];
     IrValueId v = out->value;
-    if (!v || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(vf, v, 0, i)) {
+    if (ir_id_is_none(v) || ir_value(m, v)->dead || ir_value(m, v)->func != f || !has_use(vf, v, IR_NO_OP, i)) {
       diag_error(vf->d, out->loc, "verifier: output '%s' of '%s' does not name a live value with a use", out->name,
                  fn->name);
       vf->ok = false;
@@ -134,18 +134,22 @@ bool ir_verify(IrModule *m, Diag *d) {
   vf.op_slots = xcalloc(m->nops, sizeof *vf.op_slots);
   vf.out_slots = xcalloc(m->nfuncs, sizeof *vf.out_slots);
   uint64_t nslots = 0;
-  for (IrOpId op = 1; op < m->nops; op++) vf.op_slots[op] = nslots, nslots += m->ops[op].ninputs;
+  for (IrOpId op = ir_op_id(1); op.id < m->nops; op.id++) vf.op_slots[op.id] = nslots, nslots += ir_op(m, op)->ninputs;
   for (IrFuncId f = 1; f < m->nfuncs; f++) vf.out_slots[f] = nslots, nslots += m->funcs[f].noutputs;
   vf.recorded = xcalloc(nslots, 1);
   /* Every use recorded must be an operand or output that names the value,
    * recorded once; the first bad one is reported. */
-  for (IrValueId v = 1; v < m->nvalues; v++) {
+  for (uint32_t i = 1; i < m->nvalues; i++) {
+    IrValueId v = ir_value_id(i);
     IrValue *val = ir_value(m, v);
     if (val->dead) continue;
-    for (uint32_t i = 0; i < val->nuses; i++) {
-      IrUse u = val->uses[i];
-      bool good = u.op ? (!ir_op(m, u.op)->dead && u.index < ir_op(m, u.op)->ninputs && ir_op(m, u.op)->inputs[u.index] == v)
-                       : (u.index < ir_func(m, val->func)->noutputs && ir_func(m, val->func)->outputs[u.index].value == v);
+    for (uint32_t k = 0; k < val->nuses; k++) {
+      IrUse u = val->uses[k];
+      bool good = !ir_id_is_none(u.op)
+                      ? (!ir_op(m, u.op)->dead && u.index < ir_op(m, u.op)->ninputs &&
+                         ir_id_eq(ir_op(m, u.op)->inputs[u.index], v))
+                      : (u.index < ir_func(m, val->func)->noutputs &&
+                         ir_id_eq(ir_func(m, val->func)->outputs[u.index].value, v));
       bool twice = good && vf.recorded[use_slot(&vf, v, u)];
       if (good && !twice) {
         vf.recorded[use_slot(&vf, v, u)] = 1;

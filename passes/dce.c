@@ -23,7 +23,7 @@ bool pass_dce(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) was_callee[f] = !m->funcs[f].dead && m->funcs[f].ncallers > 0;
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
-    for (IrOpId op = ir_func(m, f)->last, prev; op; op = prev) {
+    for (IrOpId op = ir_func(m, f)->last, prev; !ir_id_is_none(op); op = prev) {
       prev = ir_op(m, op)->prev;
       if (!op_is_dead(m, op)) continue;
       if (ir_op(m, op)->kind == OP_CALL) ir_func(m, ir_op(m, op)->callee)->ncallers--;

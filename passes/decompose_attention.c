@@ -19,7 +19,7 @@ static void decompose(IrModule *m, IrOpId op) {
   IrOp *o = ir_op(m, op);
   IrFuncId f = o->func;
   SrcSpan loc = o->loc;
-  IrValueId q = o->inputs[0], k = o->inputs[1], v = o->inputs[2], mask = o->ninputs > 3 ? o->inputs[3] : 0;
+  IrValueId q = o->inputs[0], k = o->inputs[1], v = o->inputs[2], mask = o->ninputs > 3 ? o->inputs[3] : IR_NO_VALUE;
   IrValueId out = o->results[0];
   IrType qt = ir_value(m, q)->type;
   int r = qt.rank;
@@ -29,7 +29,7 @@ static void decompose(IrModule *m, IrOpId op) {
   IrDType dt = qt.dtype;
 
   IrValueId in2[2] = {q, k};
-  IrOpId mm = 0;
+  IrOpId mm = IR_NO_OP;
   {
     const char *name = ir_unique_name(m, f, pass_name(m, out, "scores"));
     mm = ir_op_new(m, f, OP_MATMUL, in2, 2, 1, &name, loc);
@@ -40,7 +40,7 @@ static void decompose(IrModule *m, IrOpId op) {
   IrValueId x = ir_op(m, mm)->results[0];
   IrValueId sc = pass_scalar_const(m, f, pass_name(m, out, "scale"), dt, scale, loc);
   x = pass_op1(m, op, OP_MUL, (IrValueId[]){x, sc}, 2, pass_name(m, out, "scaled"));
-  if (mask) {
+  if (!ir_id_is_none(mask)) {
     if (ir_value(m, mask)->type.dtype == DT_BOOL) {
       IrValueId zero = pass_scalar_const(m, f, pass_name(m, out, "keep"), dt, 0.0, loc);
       IrValueId neg = pass_scalar_const(m, f, pass_name(m, out, "masked"), dt, MASKED, loc);
@@ -66,7 +66,7 @@ static void decompose(IrModule *m, IrOpId op) {
 bool pass_decompose_attention(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
-    for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
+    for (IrOpId op = ir_func(m, f)->first, next; !ir_id_is_none(op); op = next) {
       next = ir_op(m, op)->next;
       if (ir_op(m, op)->kind == OP_SDPA) {
         decompose(m, op);

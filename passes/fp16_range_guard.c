@@ -19,7 +19,7 @@ static bool can_overflow(IrOpKind k) {
 
 static bool already_guarded(IrModule *m, IrValueId v) {
   IrValue *val = ir_value(m, v);
-  if (val->nuses != 1 || !val->uses[0].op) return false;
+  if (val->nuses != 1 || ir_id_is_none(val->uses[0].op)) return false;
   IrOpId u = val->uses[0].op;
   return ir_op(m, u)->kind == OP_CLIP && ir_attr_float(m, u, "max", 0) <= 65504.0 && ir_attr_float(m, u, "min", 0) >= -65504.0;
 }
@@ -34,7 +34,7 @@ bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx) {
     IrOpId anchor = ir_op(m, op)->next; /* the clip goes right after the op */
     const char *name = ir_unique_name(m, f, pass_name(m, r, "guarded"));
     IrOpId clip = ir_op_new(m, f, OP_CLIP, &r, 1, 1, &name, o->loc);
-    if (anchor) ir_op_move_before(m, clip, anchor);
+    if (!ir_id_is_none(anchor)) ir_op_move_before(m, clip, anchor);
     ir_op_set_attr_float(m, clip, "min", -65504.0);
     ir_op_set_attr_float(m, clip, "max", 65504.0);
     IrValueId g = ir_op(m, clip)->results[0];

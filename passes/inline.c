@@ -37,7 +37,7 @@ static const char *prefixed(Inliner *in, IrOpId call, const char *inst, const ch
                full, IR_MAX_NAME);
     return NULL;
   }
-  if (ir_func_find_value(in->m, ir_op(in->m, call)->func, full)) {
+  if (!ir_id_is_none(ir_func_find_value(in->m, ir_op(in->m, call)->func, full))) {
     diag_error(in->d, ir_op(in->m, call)->loc, "inlining '%s' as '%s' would define '%s', which '%s' already defines",
                ir_func(in->m, ir_op(in->m, call)->callee)->name, inst, full,
                ir_func(in->m, ir_op(in->m, call)->func)->name);
@@ -53,7 +53,7 @@ static bool inline_call(Inliner *in, IrOpId call) {
   const char *inst = ir_op(m, call)->instance;
   xgrow((void **)&in->map, sizeof *in->map, &in->cap_map, m->nvalues);
   for (uint32_t i = 0; i < ir_func(m, callee)->ninputs; i++)
-    in->map[ir_func(m, callee)->inputs[i]] = ir_op(m, call)->inputs[i];
+    in->map[ir_func(m, callee)->inputs[i].id] = ir_op(m, call)->inputs[i];
   for (uint32_t i = 0; i < ir_func(m, callee)->ndecls; i++) {
     IrValueId src = ir_func(m, callee)->decls[i];
     IrValue sv = *ir_value(m, src);
@@ -68,14 +68,13 @@ static bool inline_call(Inliner *in, IrOpId call) {
     } else {
       nv = ir_const_new(m, caller, name, &sv.type, sv.data, sv.ndata, sv.loc);
     }
-    in->map[src] = nv;
+    in->map[src.id] = nv;
   }
   IR_FOR_EACH_OP(m, callee, op) {
     IrOp so = *ir_op(m, op);
-    IrValueId inputs[256];
-    const char *names[256];
-    if (so.ninputs > 256 || so.nresults > 256) ice("op with more than 256 operands reached inlining");
-    for (uint32_t i = 0; i < so.ninputs; i++) inputs[i] = in->map[so.inputs[i]];
+    IrValueId inputs[IR_MAX_OPERANDS]; /* every op is within the limit (ir_op_new) */
+    const char *names[IR_MAX_OPERANDS];
+    for (uint32_t i = 0; i < so.ninputs; i++) inputs[i] = in->map[so.inputs[i].id];
     for (uint32_t i = 0; i < so.nresults; i++) {
       IrValue *r = ir_value(m, so.results[i]);
       if (!(names[i] = prefixed(in, call, inst, r->name, r->loc))) return false;
@@ -92,11 +91,11 @@ static bool inline_call(Inliner *in, IrOpId call) {
       IrValueId r = ir_op(m, nop)->results[i];
       ir_value(m, r)->type = ir_value(m, so.results[i])->type;
       ir_value(m, r)->loc = ir_value(m, so.results[i])->loc;
-      in->map[so.results[i]] = r;
+      in->map[so.results[i].id] = r;
     }
   }
   for (uint32_t i = 0; i < ir_op(m, call)->nresults; i++)
-    ir_replace_all_uses(m, ir_op(m, call)->results[i], in->map[ir_func(m, callee)->outputs[i].value]);
+    ir_replace_all_uses(m, ir_op(m, call)->results[i], in->map[ir_func(m, callee)->outputs[i].value.id]);
   ir_op_erase(m, call);
   ir_func(m, callee)->ncallers--;
   return true;
@@ -179,7 +178,7 @@ bool pass_inline(IrModule *m, PassCtx *ctx) {
     /* One walk in program order. A call's copy goes in its place, so the walk
      * goes on at the copy's first op and expands nested calls as it meets
      * them: each op is visited once, however deep and wide the calls. */
-    for (IrOpId op = ir_func(m, f)->first; op;) {
+    for (IrOpId op = ir_func(m, f)->first; !ir_id_is_none(op);) {
       if (ir_op(m, op)->kind != OP_CALL) {
         op = ir_op(m, op)->next;
         continue;
@@ -191,7 +190,7 @@ bool pass_inline(IrModule *m, PassCtx *ctx) {
         return false;
       }
       ctx->changed = true;
-      op = before ? ir_op(m, before)->next : ir_func(m, f)->first;
+      op = !ir_id_is_none(before) ? ir_op(m, before)->next : ir_func(m, f)->first;
     }
   }
   free(in.map);

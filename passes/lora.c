@@ -61,7 +61,7 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     }
     const char *a_name = arena_printf(&m->arena, "%s.lora_A", module);
     const char *b_name = arena_printf(&m->arena, "%s.lora_B", module);
-    if (ir_func_find_value(m, f, a_name) || ir_func_find_value(m, f, b_name)) {
+    if (!ir_id_is_none(ir_func_find_value(m, f, a_name)) || !ir_id_is_none(ir_func_find_value(m, f, b_name))) {
       diag_error(ctx->d, loc, "--lora: layer '%s' already has adapter inputs (two patterns, or the names are taken)",
                  module);
       ok = false;
@@ -81,7 +81,7 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     IrOpId next = ir_op(m, op)->next;
     const char *sum_name = ir_unique_name(m, f, pass_name(m, out, "lora"));
     IrOpId add = ir_op_new(m, f, OP_ADD, (IrValueId[]){out, scaled}, 2, 1, &sum_name, loc);
-    if (next) ir_op_move_before(m, add, next); /* else it was appended, after the linear */
+    if (!ir_id_is_none(next)) ir_op_move_before(m, add, next); /* else it was appended, after the linear */
     pass_reinfer(m, add);
     IrValueId sum = ir_op(m, add)->results[0];
     /* Every user of the linear's result, outputs included, now reads the sum. */

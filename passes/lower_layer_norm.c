@@ -43,7 +43,8 @@ static void lower(IrModule *m, IrOpId op) {
   IrFuncId f = o->func;
   SrcSpan loc = o->loc;
   /* o dangles once ops are created below: read everything first. */
-  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : 0, beta = o->ninputs > 2 ? o->inputs[2] : 0;
+  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : IR_NO_VALUE,
+            beta = o->ninputs > 2 ? o->inputs[2] : IR_NO_VALUE;
   IrValueId out = o->results[0];
   IrType xt = ir_value(m, x)->type;
   int64_t axes[IR_MAX_RANK];
@@ -68,11 +69,11 @@ static void lower(IrModule *m, IrOpId op) {
   IrValueId ve = pass_op1(m, op, OP_ADD, (IrValueId[]){var, e}, 2, pass_name(m, out, "var_eps"));
   IrValueId inv = pass_op1(m, op, OP_RSQRT, (IrValueId[]){ve}, 1, pass_name(m, out, "inv_std"));
   IrValueId y = pass_op1(m, op, OP_MUL, (IrValueId[]){d, inv}, 2, pass_name(m, out, "normed"));
-  if (gamma) {
+  if (!ir_id_is_none(gamma)) {
     IrValueId g = to_broadcast(m, op, gamma, &xt, axes, n, "gamma");
     y = pass_op1(m, op, OP_MUL, (IrValueId[]){y, g}, 2, pass_name(m, out, "scaled"));
   }
-  if (beta) {
+  if (!ir_id_is_none(beta)) {
     IrValueId b = to_broadcast(m, op, beta, &xt, axes, n, "beta");
     y = pass_op1(m, op, OP_ADD, (IrValueId[]){y, b}, 2, pass_name(m, out, "shifted"));
   }

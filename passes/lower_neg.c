@@ -7,7 +7,7 @@
 bool pass_lower_neg(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
-    for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
+    for (IrOpId op = ir_func(m, f)->first, next; !ir_id_is_none(op); op = next) {
       next = ir_op(m, op)->next;
       if (ir_op(m, op)->kind != OP_NEG) continue;
       IrValueId x = ir_op(m, op)->inputs[0], out = ir_op(m, op)->results[0];

@@ -11,7 +11,7 @@ static void lower(IrModule *m, IrOpId op) {
   IrOp *o = ir_op(m, op);
   IrFuncId f = o->func;
   SrcSpan loc = o->loc;
-  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : 0, out = o->results[0];
+  IrValueId x = o->inputs[0], gamma = o->ninputs > 1 ? o->inputs[1] : IR_NO_VALUE, out = o->results[0];
   IrType xt = ir_value(m, x)->type;
   int64_t axes[IR_MAX_RANK];
   int n = ir_attr_ints(m, op, "axes", axes, IR_MAX_RANK);
@@ -31,7 +31,7 @@ static void lower(IrModule *m, IrOpId op) {
   IrValueId sum = pass_op1(m, op, OP_ADD, (IrValueId[]){mean, e}, 2, pass_name(m, out, "ms_eps"));
   IrValueId inv = pass_op1(m, op, OP_RSQRT, (IrValueId[]){sum}, 1, pass_name(m, out, "inv_rms"));
   IrValueId y = pass_op1(m, op, OP_MUL, (IrValueId[]){x, inv}, 2, pass_name(m, out, "normed"));
-  if (gamma) {
+  if (!ir_id_is_none(gamma)) {
     /* gamma is laid out in the order `axes` lists them; broadcasting needs
      * x's order, so unsorted axes first transpose gamma. */
     int64_t order[IR_MAX_RANK];
@@ -63,7 +63,7 @@ static void lower(IrModule *m, IrOpId op) {
 bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
-    for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
+    for (IrOpId op = ir_func(m, f)->first, next; !ir_id_is_none(op); op = next) {
       next = ir_op(m, op)->next;
       if (ir_op(m, op)->kind == OP_RMS_NORM) {
         lower(m, op);

@@ -124,11 +124,11 @@ void pass_replace_uses_except(IrModule *m, IrFuncId f, IrValueId old, IrValueId 
   IrValue *ov = ir_value(m, old);
   for (uint32_t i = 0; i < ov->nuses;) {
     IrUse u = ov->uses[i];
-    if (u.op == keep) {
+    if (ir_id_eq(u.op, keep)) {
       i++;
       continue;
     }
-    if (u.op) ir_op_set_input(m, u.op, u.index, repl);
+    if (!ir_id_is_none(u.op)) ir_op_set_input(m, u.op, u.index, repl);
     else ir_func_set_output(m, f, u.index, repl);
     ov = ir_value(m, old); /* the use list changed (and may have moved) */
   }
@@ -136,10 +136,10 @@ void pass_replace_uses_except(IrModule *m, IrFuncId f, IrValueId old, IrValueId 
 
 void pass_delete_func(IrModule *m, IrFuncId f) {
   IrFunc *fn = ir_func(m, f);
-  for (uint32_t i = 0; i < fn->noutputs; i++) ir_func_set_output(m, f, i, 0);
-  while (fn->last) {
+  for (uint32_t i = 0; i < fn->noutputs; i++) ir_func_set_output(m, f, i, IR_NO_VALUE);
+  while (!ir_id_is_none(fn->last)) {
     IrOpId op = fn->last;
-    for (uint32_t i = 0; i < ir_op(m, op)->nresults; i++) ir_replace_all_uses(m, ir_op(m, op)->results[i], 0);
+    for (uint32_t i = 0; i < ir_op(m, op)->nresults; i++) ir_replace_all_uses(m, ir_op(m, op)->results[i], IR_NO_VALUE);
     if (ir_op(m, op)->kind == OP_CALL) ir_func(m, ir_op(m, op)->callee)->ncallers--;
     ir_op_erase(m, op);
     fn = ir_func(m, f);

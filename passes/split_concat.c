@@ -23,8 +23,8 @@ typedef struct Concat {
   IrValueId out;
   int axis; /* normalized */
   uint32_t n;
-  IrValueId parts[256];
-  int64_t begin[256]; /* offset of each part along the axis */
+  IrValueId parts[IR_MAX_OPERANDS]; /* every op is within the limit (ir_op_new) */
+  int64_t begin[IR_MAX_OPERANDS]; /* offset of each part along the axis */
 } Concat;
 
 static void read_concat(IrModule *m, IrOpId op, Concat *c) {
@@ -92,7 +92,7 @@ static const char *plan_product(IrModule *m, const Concat *c, IrOpId use, uint32
   }
   bool tx = ir_attr_bool(m, use, "transpose_x", false), ty = ir_attr_bool(m, use, "transpose_y", false);
   int other_rank = ir_value(m, u->inputs[1 - index])->type.rank;
-  if (u->inputs[0] == u->inputs[1]) return "multiplies it by itself";
+  if (ir_id_eq(u->inputs[0], u->inputs[1])) return "multiplies it by itself";
   if (rank < 2 || other_rank < 2) return "multiplies a vector";
   int contracted = index == 0 ? (tx ? rank - 2 : rank - 1) : (ty ? rank - 1 : rank - 2);
   if (c->axis != contracted) return "does not contract the concatenated axis";
@@ -111,8 +111,8 @@ static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t ind
   IrOpKind kind = u->kind;
   IrValueId out = u->results[0];
   uint32_t other = plan.other;
-  IrValueId w = u->inputs[other], bias = u->ninputs == 3 ? u->inputs[2] : 0;
-  IrValueId sum = 0;
+  IrValueId w = u->inputs[other], bias = u->ninputs == 3 ? u->inputs[2] : IR_NO_VALUE;
+  IrValueId sum = IR_NO_VALUE;
   for (uint32_t k = 0; k < c->n; k++) {
     const char *nm = arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k);
     IrValueId ws = slice_of(m, use, w, plan.wslice_axis, c->begin[k], part_len(m, c, k),
@@ -121,10 +121,10 @@ static bool split_product(IrModule *m, const Concat *c, IrOpId use, uint32_t ind
     ins[index] = c->parts[k];
     ins[other] = ws;
     uint32_t nin = 2;
-    if (k == 0 && bias) ins[nin++] = bias;
+    if (k == 0 && !ir_id_is_none(bias)) ins[nin++] = bias;
     IrValueId p = pass_op1(m, use, kind, ins, nin, nm);
     copy_attrs(m, use, ir_value(m, p)->def);
-    sum = sum ? pass_op1(m, use, OP_ADD, (IrValueId[]){sum, p}, 2, pass_name(m, out, "sum")) : p;
+    sum = !ir_id_is_none(sum) ? pass_op1(m, use, OP_ADD, (IrValueId[]){sum, p}, 2, pass_name(m, out, "sum")) : p;
   }
   pass_replace_op(m, use, out, sum);
   return true;
@@ -160,7 +160,7 @@ static const char *plan_distribute(IrModule *m, const Concat *c, IrOpId use) {
     return "broadcasts it along the concatenated axis";
   /* The concat operand must not be broadcast to a higher rank, and parts pair with parts only once. */
   if (u->ninputs == 2 && ct->rank != ot->rank) return "broadcasts it to a higher rank";
-  if (u->ninputs == 2 && u->inputs[0] == u->inputs[1]) return "takes it as both operands";
+  if (u->ninputs == 2 && ir_id_eq(u->inputs[0], u->inputs[1])) return "takes it as both operands";
   return NULL;
 }
 
@@ -174,8 +174,8 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
   /* u dangles once ops are created below: read everything first. */
   IrOpKind kind = u->kind;
   uint32_t ninputs = u->ninputs;
-  IrValueId other = ninputs == 2 ? u->inputs[1 - index] : 0;
-  IrValueId parts[256];
+  IrValueId other = ninputs == 2 ? u->inputs[1 - index] : IR_NO_VALUE;
+  IrValueId parts[IR_MAX_OPERANDS];
   for (uint32_t k = 0; k < c->n; k++) {
     IrValueId ins[2];
     ins[index] = c->parts[k];
@@ -272,7 +272,7 @@ static void split_output(IrModule *m, const Concat *c, IrFuncId f, uint32_t inde
 /* Why one use stops split-concat from taking the concat apart (NULL if it
  * does not): the same decisions sweep() makes, in words. */
 static const char *use_blocker(IrModule *m, const Concat *c, IrUse use) {
-  if (!use.op) return NULL; /* an output: split into outputs */
+  if (ir_id_is_none(use.op)) return NULL; /* an output: split into outputs */
   IrOp *u = ir_op(m, use.op);
   ProductPlan plan;
   if (is_product(u->kind)) return plan_product(m, c, use.op, use.index, &plan);
@@ -314,7 +314,7 @@ static bool sweep(IrModule *m, PassCtx *ctx) {
       IrValue *r = ir_value(m, c.out);
       for (uint32_t i = 0; i < r->nuses; i++) {
         IrUse use = r->uses[i];
-        if (!use.op) {
+        if (ir_id_is_none(use.op)) {
           split_output(m, &c, f, use.index);
           progress = changed = true;
           break;

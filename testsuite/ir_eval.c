@@ -18,7 +18,7 @@
 #include "orion/weights.h"
 
 #define PI 3.14159265358979323846
-#define MAX_RESULTS 256
+#define MAX_RESULTS IR_MAX_OPERANDS
 
 /* ---- tensors and indices ---- */
 
@@ -120,7 +120,7 @@ static bool fail(Ev *e, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   if (!e->err || !e->errlen) return false;
-  if (e->op) {
+  if (!ir_id_is_none(e->op)) {
     IrOp *o = ir_op(e->m, e->op);
     const char *opname = o->kind == OP_CALL ? "call" : ir_op_info(o->kind)->name;
     const char *res = o->nresults ? ir_value(e->m, o->results[0])->name : "?";
@@ -945,7 +945,7 @@ static bool eval_op(Ev *e, IrOpId op, const EvalTensor *in, const char *path, in
 static bool eval_func(Ev *e, IrFuncId f, const EvalTensor *inputs, const char *path, int depth, EvalTensor *outputs) {
   IrModule *m = e->m;
   e->func = ir_func(m, f)->name;
-  e->op = 0;
+  e->op = IR_NO_OP;
   EvalTensor *vals = xcalloc(m->nvalues, sizeof *vals); /* by value id; data NULL: not computed */
   uint32_t nvals = m->nvalues;
   bool ok = true;
@@ -959,16 +959,16 @@ static bool eval_func(Ev *e, IrFuncId f, const EvalTensor *inputs, const char *p
       break;
     }
     ok = check_values(e, &inputs[i], v->name);
-    vals[ir_func(m, f)->inputs[i]] = tensor_dup(&inputs[i]);
+    vals[ir_func(m, f)->inputs[i].id] = tensor_dup(&inputs[i]);
   }
   for (uint32_t i = 0; ok && i < ir_func(m, f)->ndecls; i++) {
     IrValueId d = ir_func(m, f)->decls[i];
     if (ir_value(m, d)->dead) continue;
-    if (ir_value(m, d)->kind == VK_PARAM) ok = load_param(e, d, path, &vals[d]);
-    else vals[d] = load_const(m, d);
+    if (ir_value(m, d)->kind == VK_PARAM) ok = load_param(e, d, path, &vals[d.id]);
+    else vals[d.id] = load_const(m, d);
   }
   EvalTensor *in = xcalloc(MAX_RESULTS, sizeof *in), *res = xcalloc(MAX_RESULTS, sizeof *res);
-  for (IrOpId op = ok ? ir_func(m, f)->first : 0; op; op = ir_op(m, op)->next) {
+  for (IrOpId op = ok ? ir_func(m, f)->first : IR_NO_OP; !ir_id_is_none(op); op = ir_op(m, op)->next) {
     IrOp *o = ir_op(m, op);
     e->op = op;
     if (o->ninputs > MAX_RESULTS || o->nresults > MAX_RESULTS) {
@@ -976,10 +976,10 @@ static bool eval_func(Ev *e, IrFuncId f, const EvalTensor *inputs, const char *p
       break;
     }
     for (uint32_t i = 0; ok && i < o->ninputs; i++) {
-      if (o->inputs[i] >= nvals || !vals[o->inputs[i]].data)
+      if (o->inputs[i].id >= nvals || !vals[o->inputs[i].id].data)
         ok = fail(e, "operand %u ('%s') has no value yet", i + 1, ir_value(m, o->inputs[i])->name);
       else
-        in[i] = vals[o->inputs[i]];
+        in[i] = vals[o->inputs[i].id];
     }
     if (!ok) break;
     memset(res, 0, sizeof(EvalTensor) * o->nresults);
@@ -988,20 +988,21 @@ static bool eval_func(Ev *e, IrFuncId f, const EvalTensor *inputs, const char *p
     e->op = op;
     o = ir_op(m, op);
     for (uint32_t i = 0; i < o->nresults; i++) {
-      if (ok) vals[o->results[i]] = res[i];
+      if (ok) vals[o->results[i].id] = res[i];
       else eval_tensor_free(&res[i]);
     }
     if (!ok) break;
   }
   free(in);
   free(res);
-  e->op = 0;
+  e->op = IR_NO_OP;
   uint32_t nout = ir_func(m, f)->noutputs;
   for (uint32_t i = 0; i < nout; i++) outputs[i] = (EvalTensor){0};
   for (uint32_t i = 0; ok && i < nout; i++) {
     IrValueId v = ir_func(m, f)->outputs[i].value;
-    if (!v || v >= nvals || !vals[v].data) ok = fail(e, "output '%s' has no value", ir_func(m, f)->outputs[i].name);
-    else outputs[i] = tensor_dup(&vals[v]);
+    if (ir_id_is_none(v) || v.id >= nvals || !vals[v.id].data)
+      ok = fail(e, "output '%s' has no value", ir_func(m, f)->outputs[i].name);
+    else outputs[i] = tensor_dup(&vals[v.id]);
   }
   if (!ok)
     for (uint32_t i = 0; i < nout; i++) eval_tensor_free(&outputs[i]);

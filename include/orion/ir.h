@@ -2,7 +2,9 @@
  * The orion graph IR.
  *
  * A module owns every object: functions, values and ops live in module arrays
- * and refer to each other by 32-bit ids (0 means "none"); strings, attribute
+ * and refer to each other by 32-bit ids (0 means "none"); value ids and op ids
+ * are distinct types (IrValueId, IrOpId), so one cannot be passed where the
+ * other is expected; strings, attribute
  * data and constant data live in the module's arena. Arrays grow, so a pointer
  * from ir_value()/ir_op()/ir_func() is valid only until the next object of
  * that kind is created: hold ids, not pointers, across creations.
@@ -19,9 +21,31 @@
 
 #include "orion/support.h"
 
-typedef uint32_t IrValueId;
-typedef uint32_t IrOpId;
+/* Value and op ids are single-member structs, not integers, so that mixing
+ * them up (an op id given to ir_value, a value id stored as a use's op) is a
+ * compile error rather than a wrong object at run time. `.id` is the index in
+ * the module's array; 0 is the "none" object of each kind. Compare with
+ * ir_id_eq, test for none with ir_id_is_none. */
+typedef struct IrValueId {
+  uint32_t id;
+} IrValueId;
+typedef struct IrOpId {
+  uint32_t id;
+} IrOpId;
 typedef uint32_t IrFuncId;
+
+#define IR_NO_VALUE ((IrValueId){0})
+#define IR_NO_OP ((IrOpId){0})
+
+static inline IrValueId ir_value_id(uint32_t id) { return (IrValueId){id}; }
+static inline IrOpId ir_op_id(uint32_t id) { return (IrOpId){id}; }
+static inline bool ir_value_id_eq(IrValueId a, IrValueId b) { return a.id == b.id; }
+static inline bool ir_op_id_eq(IrOpId a, IrOpId b) { return a.id == b.id; }
+static inline bool ir_value_id_is_none(IrValueId v) { return v.id == 0; }
+static inline bool ir_op_id_is_none(IrOpId op) { return op.id == 0; }
+/* Either kind of id; comparing a value id with an op id does not compile. */
+#define ir_id_eq(a, b) _Generic((a), IrValueId: ir_value_id_eq, IrOpId: ir_op_id_eq)((a), (b))
+#define ir_id_is_none(x) _Generic((x), IrValueId: ir_value_id_is_none, IrOpId: ir_op_id_is_none)(x)
 
 /* ---- types ---- */
 
@@ -42,6 +66,13 @@ typedef enum IrDType { DT_INVALID, DT_FP16, DT_FP32, DT_INT32, DT_INT8, DT_UINT8
  * below (a 12-block GPT-2 is about 500 ops). */
 #define IR_MAX_OPS_PER_FUNC (1u << 18)
 #define IR_MAX_DECLS_PER_FUNC (1u << 18)
+/* Most operands, and most results, of one op (a concat's parts, a split's or
+ * a call's results). Passes and the MIL emitter keep one op's operands or
+ * results in fixed arrays of this size: the builder rejects a statement over
+ * it with an error naming the limit, and ir_op_new refuses to create such an
+ * op (an internal error: a pass must not make what no source can), so every
+ * op in a module is within it. */
+#define IR_MAX_OPERANDS 256
 
 typedef struct IrType {
   IrDType dtype; /* DT_INVALID: not inferred yet */
@@ -140,7 +171,7 @@ typedef struct IrParamSource {
 } IrParamSource;
 
 typedef struct IrUse {
-  IrOpId op;      /* 0: the function's output number `index` */
+  IrOpId op;      /* IR_NO_OP: the function's output number `index` */
   uint32_t index; /* operand index */
 } IrUse;
 
@@ -253,8 +284,8 @@ IrModule *ir_module_new(void);
 void ir_module_free(IrModule *m);
 
 static inline IrFunc *ir_func(IrModule *m, IrFuncId id) { return &m->funcs[id]; }
-static inline IrValue *ir_value(IrModule *m, IrValueId id) { return &m->values[id]; }
-static inline IrOp *ir_op(IrModule *m, IrOpId id) { return &m->ops[id]; }
+static inline IrValue *ir_value(IrModule *m, IrValueId id) { return &m->values[id.id]; }
+static inline IrOp *ir_op(IrModule *m, IrOpId id) { return &m->ops[id.id]; }
 
 /* Functions. */
 IrFuncId ir_func_new(IrModule *m, const char *name, SrcSpan loc);
@@ -272,7 +303,8 @@ void ir_func_insert_output(IrModule *m, IrFuncId f, uint32_t index, const char *
 
 /* Ops. ir_op_new creates an op and its nresults result values (types not yet
  * inferred, names taken from result_names or generated) and appends it to the
- * function; ir_op_move_before reorders. */
+ * function (ninputs and nresults at most IR_MAX_OPERANDS); ir_op_move_before
+ * reorders (before == IR_NO_OP: to the end). */
 IrOpId ir_op_new(IrModule *m, IrFuncId f, IrOpKind kind, const IrValueId *inputs, uint32_t ninputs,
                  uint32_t nresults, const char *const *result_names, SrcSpan loc);
 void ir_op_move_before(IrModule *m, IrOpId op, IrOpId before);
@@ -288,7 +320,7 @@ uint32_t ir_erase_unused_decls(IrModule *m, IrFuncId f);
 void ir_replace_all_uses(IrModule *m, IrValueId from, IrValueId to);
 /* A name not yet used in the function, based on `base`. */
 const char *ir_unique_name(IrModule *m, IrFuncId f, const char *base);
-/* The live value named `name` in f, or 0. Constant time through the name
+/* The live value named `name` in f, or IR_NO_VALUE. Constant time through the name
  * index, which remembers the newest value created with each name; a renamed
  * value (pass_replace_op) must take a name some value of f was created with. */
 IrValueId ir_func_find_value(IrModule *m, IrFuncId f, const char *name);
@@ -311,7 +343,7 @@ int ir_attr_ints(IrModule *m, IrOpId op, const char *name, int64_t *out, int max
 
 /* Iteration over a function's live ops in program order. */
 #define IR_FOR_EACH_OP(m, fid, opvar) \
-  for (IrOpId opvar = ir_func((m), (fid))->first; opvar; opvar = ir_op((m), opvar)->next)
+  for (IrOpId opvar = ir_func((m), (fid))->first; !ir_id_is_none(opvar); opvar = ir_op((m), opvar)->next)
 
 /* ---- analyses and transformations (frontend) ---- */
 

@@ -11,6 +11,14 @@
  * exports. See docs/writing-a-pass.md.
  *
  * Version history: 1 = the first (PassInfo, PassCtx, the IR API of ir.h).
+ *
+ * Ids: IrValueId and IrOpId are single-member structs ({uint32_t id}), no
+ * longer bare uint32_t, so a plugin that mixes them up does not compile.
+ * Their size, alignment and calling convention are those of uint32_t on the
+ * 64-bit ABIs orion supports (x86-64 System V, AArch64 and Apple arm64), so
+ * the binary interface, and with it the version, did not change: a plugin
+ * built against the integer ids still loads. Its source needs ir_id_eq,
+ * ir_id_is_none, IR_NO_VALUE / IR_NO_OP and `.id` to compile again.
  */
 #ifndef ORION_PASS_PLUGIN_H
 #define ORION_PASS_PLUGIN_H

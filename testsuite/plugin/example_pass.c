@@ -11,7 +11,7 @@ bool orion_pass_plugin_init(const OrionPassHost *host);
 static bool relu_to_max(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
-    for (IrOpId op = ir_func(m, f)->first, next; op; op = next) {
+    for (IrOpId op = ir_func(m, f)->first, next; !ir_id_is_none(op); op = next) {
       next = ir_op(m, op)->next;
       if (ir_op(m, op)->kind != OP_RELU) continue;
       IrValueId x = ir_op(m, op)->inputs[0], out = ir_op(m, op)->results[0];
@@ -35,7 +35,7 @@ static bool relu_to_max(IrModule *m, PassCtx *ctx) {
 static bool break_order(IrModule *m, PassCtx *ctx) {
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     IrFunc *fn = ir_func(m, f);
-    if (fn->dead || fn->first == fn->last) continue;
+    if (fn->dead || ir_id_eq(fn->first, fn->last)) continue;
     ir_op_move_before(m, fn->last, fn->first);
     ctx->changed = true;
   }
