@@ -10,8 +10,8 @@
  *   - opsets are iosNN or CoreMLn (= ios(n+10));
  *   - the arguments of an op the MIL op table knows are the table's and
  *     each is of its kind (mil_op_args.c).
- * A tolerant read (MilReadOptions) reports the problems of names and op
- * arguments as warnings and keeps the program.
+ * A tolerant read (MilReadOptions) reports the problems of names, of op
+ * arguments and of a const's declared type as warnings and keeps the program.
  * Syntax errors stop before these checks, so a broken statement cannot set
  * off a cascade of "undefined value" errors; errors the grammar reports that
  * leave the tree whole (an unknown dtype, a negative dimension) do not.
@@ -194,8 +194,8 @@ typedef struct Builder {
   bool tolerant;
 } Builder;
 
-/* A problem of names or op arguments: an error, or in a tolerant read a
- * warning that lets the read go on. Returns whether the read may go on. */
+/* A problem of names, types or op arguments: an error, or in a tolerant
+ * read a warning that lets the read go on. Returns whether it may go on. */
 static bool name_problem(Builder *b, SrcSpan at, const char *fmt, ...) ORION_PRINTF(3, 4);
 static bool name_problem(Builder *b, SrcSpan at, const char *fmt, ...) {
   va_list ap;
@@ -703,9 +703,9 @@ static bool build_stmt(Builder *b, const AstStmt *as, MilStmt *st, Scope *sc, ui
       ok = false;
     } else if (!has_unknown_dtype(&val->value->type) && !has_unknown_dtype(&st->results[0].type) &&
                !mil_type_equal(&val->value->type, &st->results[0].type)) {
-      diag_error(b->d, val->value->loc, "'val' has type %s but '%s' is declared as %s", type_str(b, &val->value->type),
-                 st->results[0].name, type_str(b, &st->results[0].type));
-      ok = false;
+      if (!name_problem(b, val->value->loc, "'val' has type %s but '%s' is declared as %s",
+                        type_str(b, &val->value->type), st->results[0].name, type_str(b, &st->results[0].type)))
+        ok = false;
     }
   }
   return ok;

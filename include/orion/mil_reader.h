@@ -228,9 +228,10 @@ MilProgram *mil_read_string(const char *name, const char *text, size_t len, Diag
 MilProgram *mil_read_file(const char *path, Diag *d);
 
 typedef struct MilReadOptions {
-  /* Read past problems of names and op arguments (a name defined nowhere or
+  /* Read past problems of names and types (a name defined nowhere or
    * used before its definition, an argument the op table does not know or
-   * one of the wrong kind): each is reported as a
+   * one of the wrong kind, a const whose value's type is not the one it
+   * declares): each is reported as a
    * warning, with the message it has as an error, and the program is
    * returned (an undefined name's operand has def_stmt MIL_DEF_UNDEFINED).
    * Syntax errors, bad literals and everything else still fail the read.
