@@ -3,7 +3,8 @@
  * covers what uses it: every op the CPU backend runs and every argument name
  * its kernels read (found in the backend's source), and every op the
  * emitter writes (the golden MIL outputs, read strictly, so their arguments
- * are checked against the table too).
+ * are checked against the table too); and the reader's checks of arguments
+ * by the table, strict and tolerant.
  *
  * Needs ORION_SOURCE_ROOT (meson sets it).
  */
@@ -178,4 +179,143 @@ Test(table, every_emitted_op) {
     free(text);
   }
   cr_assert_geq(nops, 100);
+}
+
+/* ---- the reader's checks by the table ---- */
+
+#define HEADER "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [2]> x) {\n" /* body starts on line 4 */
+#define FOOTER "    } -> (x);\n}\n"
+
+typedef struct Read {
+  MilProgram *p;
+  SourceSet sources;
+  Diag d;
+  StrBuf diags;
+} Read;
+
+/* Reads text (strictly, or tolerantly). */
+static void read_with(Read *r, const char *text, bool tolerant) {
+  srcset_init(&r->sources);
+  diag_init(&r->d, &r->sources);
+  sb_init(&r->diags);
+  r->d.capture = &r->diags;
+  uint32_t file = srcset_add(&r->sources, "t.mil", text, strlen(text));
+  MilReadOptions opt = {.tolerant = tolerant};
+  r->p = mil_read_source(file, &opt, &r->d);
+}
+
+static void read_close(Read *r) {
+  mil_program_free(r->p);
+  srcset_free(&r->sources);
+  sb_free(&r->diags);
+}
+
+static const char *diags(const Read *r) { return r->diags.data ? r->diags.data : ""; }
+
+static void read_ok(Read *r, const char *text) {
+  read_with(r, text, false);
+  cr_assert_not_null(r->p, "rejected:\n%s", diags(r));
+  cr_assert_eq(r->diags.len, 0, "unexpected diagnostics:\n%s", diags(r));
+}
+
+/* The first line of the diagnostics of text that must be rejected. */
+static const char *first_error(const char *text) {
+  static char line[1024];
+  Read r;
+  read_with(&r, text, false);
+  cr_assert_null(r.p, "accepted: %s", text);
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(diags(&r), "\n"), diags(&r));
+  read_close(&r);
+  return line;
+}
+
+static const MilStmt *stmt_defining(const MilFunc *f, const char *name) {
+  for (uint32_t i = 0; i < f->nstmts; i++)
+    for (uint32_t k = 0; k < f->stmts[i].nresults; k++)
+      if (!strcmp(f->stmts[i].results[k].name, name)) return &f->stmts[i];
+  cr_assert_fail("no statement defines '%s'", name);
+  return NULL;
+}
+
+
+Test(op_args, unknown_names_and_wrong_kinds) {
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = x, alpha = x);\n" FOOTER),
+                   "t.mil:4:30: error: relu: unknown argument 'alpha' (it takes x)");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = matmul(x = x, y = x, transposex = bool(true));\n" FOOTER),
+                   "t.mil:4:39: error: matmul: unknown argument 'transposex' (it takes x, y, transpose_x and "
+                   "transpose_y)");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = (x, x));\n" FOOTER),
+                   "t.mil:4:23: error: relu: argument 'x' must be a single value");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = softmax(axis = tensor<int32, [2]>([0, 1]), x = x);\n" FOOTER),
+                   "t.mil:4:33: error: softmax: argument 'axis' must be a scalar");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = gelu(mode = int32(1), x = x);\n" FOOTER),
+                   "t.mil:4:30: error: gelu: argument 'mode' must be a string");
+  cr_assert_str_eq(first_error(HEADER "        string m = const()[val = string(\"EXACT\")];\n"
+                                      "        fp16 y = relu(x = m);\n" FOOTER),
+                   "t.mil:5:27: error: relu: argument 'x' must be a tensor");
+}
+
+/* What the table does not check: ops it does not have, and required
+ * arguments (the backend asked to run the program refuses it). */
+Test(op_args, unknown_ops_and_missing_arguments_are_read) {
+  Read r;
+  read_ok(&r, HEADER "        fp16 y = frobnicate(anything = x);\n"
+                     "        fp16 z = max_pool(x = y);\n" FOOTER);
+  const MilOpInfo *op = mil_op_find("max_pool");
+  cr_assert_not_null(op);
+  const MilStmt *st = stmt_defining(&r.p->funcs[0], "z");
+  cr_assert_not(mil_op_check_required(op, st, &r.d));
+  cr_assert_str_eq(diags(&r), "t.mil:5:18: error: max_pool: missing argument 'kernel_sizes'\n"
+                              "    5 |         fp16 z = max_pool(x = y);\n"
+                              "      |                  ^~~~~~~~\n"
+                              "t.mil:5:18: error: max_pool: missing argument 'pad_type'\n"
+                              "    5 |         fp16 z = max_pool(x = y);\n"
+                              "      |                  ^~~~~~~~\n");
+  read_close(&r);
+}
+
+/* A tolerant read reports problems of names and arguments as warnings, in
+ * the same words, and returns the program; other errors still fail it. */
+Test(op_args, tolerant_reading) {
+  const char *text = HEADER "        fp16 y = relu(bogus = x, x = nowhere);\n"
+                            "        fp16 z = relu(x = later);\n"
+                            "        fp16 later = relu(x = x);\n    } -> (y, gone);\n}\n";
+  cr_assert_str_eq(first_error(text), "t.mil:4:38: error: use of undefined value 'nowhere'");
+  Read r;
+  read_with(&r, text, true);
+  cr_assert_not_null(r.p, "%s", diags(&r));
+  cr_assert_eq(r.d.nerrors, 0);
+  cr_assert_eq(r.d.nwarnings, 4, "%s", diags(&r));
+  const char *want[] = {"t.mil:4:38: warning: use of undefined value 'nowhere'",
+                        "t.mil:4:23: warning: relu: unknown argument 'bogus' (it takes x)",
+                        "t.mil:5:27: warning: 'later' is used before its definition",
+                        "t.mil:7:14: warning: function 'main' returns undefined value 'gone'"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    cr_assert_not_null(strstr(diags(&r), want[i]), "no '%s' in:\n%s", want[i], diags(&r));
+  const MilFunc *f = &r.p->funcs[0];
+  cr_assert_eq(f->returns[1].def_stmt, MIL_DEF_UNDEFINED);
+  cr_assert_eq(f->stmts[0].args[1].items[0].def_stmt, MIL_DEF_UNDEFINED);
+  cr_assert_null(mil_operand_type(f, &f->returns[1]));
+  read_close(&r);
+  /* A syntax error is an error in a tolerant read too. */
+  const char *broken = HEADER "        fp16 y = relu(x = x) extra;\n" FOOTER;
+  read_with(&r, broken, true);
+  cr_assert_null(r.p);
+  cr_assert_eq(r.d.nerrors, 1, "%s", diags(&r));
+  read_close(&r);
+}
+
+
+/* The linter checks BLOBFILEs against their declared types itself (ANE008),
+ * so a tolerant read keeps a const whose value's type is not its own. */
+Test(op_args, tolerant_const_types) {
+  const char *text = HEADER "        tensor<fp16, [2]> k = const()[val = tensor<fp32, [2]>([1, 2])];\n" FOOTER;
+  cr_assert_str_eq(first_error(text),
+                   "t.mil:4:45: error: 'val' has type tensor<fp32, [2]> but 'k' is declared as tensor<fp16, [2]>");
+  Read r;
+  read_with(&r, text, true);
+  cr_assert_not_null(r.p, "%s", diags(&r));
+  cr_assert_eq(r.d.nwarnings, 1, "%s", diags(&r));
+  cr_assert_eq(strncmp(diags(&r), "t.mil:4:45: warning: 'val' has type tensor<fp32, [2]>", 53), 0, "%s", diags(&r));
+  read_close(&r);
 }

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/mil_ops.h"
 #include "orion/mil_reader.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -828,86 +827,6 @@ Test(errors, blobfile) {
 }
 
 /* ---- limits ------------------------------------------------------------------------------------------ */
-
-/* ---- the op table's argument checks and the tolerant reading ---------------------- */
-
-Test(op_args, unknown_names_and_wrong_kinds) {
-  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = x, alpha = x);\n" FOOTER),
-                   "t.mil:4:30: error: relu: unknown argument 'alpha' (it takes x)");
-  cr_assert_str_eq(first_error(HEADER "        fp16 y = matmul(x = x, y = x, transposex = bool(true));\n" FOOTER),
-                   "t.mil:4:39: error: matmul: unknown argument 'transposex' (it takes x, y, transpose_x and "
-                   "transpose_y)");
-  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = (x, x));\n" FOOTER),
-                   "t.mil:4:23: error: relu: argument 'x' must be a single value");
-  cr_assert_str_eq(first_error(HEADER "        fp16 y = softmax(axis = tensor<int32, [2]>([0, 1]), x = x);\n" FOOTER),
-                   "t.mil:4:33: error: softmax: argument 'axis' must be a scalar");
-  cr_assert_str_eq(first_error(HEADER "        fp16 y = gelu(mode = int32(1), x = x);\n" FOOTER),
-                   "t.mil:4:30: error: gelu: argument 'mode' must be a string");
-  cr_assert_str_eq(first_error(HEADER "        string m = const()[val = string(\"EXACT\")];\n"
-                                      "        fp16 y = relu(x = m);\n" FOOTER),
-                   "t.mil:5:27: error: relu: argument 'x' must be a tensor");
-}
-
-/* What the table does not check: ops it does not have, and required
- * arguments (the backend asked to run the program refuses it). */
-Test(op_args, unknown_ops_and_missing_arguments_are_read) {
-  Read r;
-  read_ok(&r, HEADER "        fp16 y = frobnicate(anything = x);\n"
-                     "        fp16 z = max_pool(x = y);\n" FOOTER);
-  const MilOpInfo *op = mil_op_find("max_pool");
-  cr_assert_not_null(op);
-  const MilStmt *st = stmt_defining(&r.p->funcs[0], "z");
-  cr_assert_not(mil_op_check_required(op, st, &r.d));
-  cr_assert_str_eq(diags(&r), "t.mil:5:18: error: max_pool: missing argument 'kernel_sizes'\n"
-                              "    5 |         fp16 z = max_pool(x = y);\n"
-                              "      |                  ^~~~~~~~\n"
-                              "t.mil:5:18: error: max_pool: missing argument 'pad_type'\n"
-                              "    5 |         fp16 z = max_pool(x = y);\n"
-                              "      |                  ^~~~~~~~\n");
-  read_close(&r);
-}
-
-/* A tolerant read reports problems of names and arguments as warnings, in
- * the same words, and returns the program; other errors still fail it. */
-Test(op_args, tolerant_reading) {
-  const char *text = HEADER "        fp16 y = relu(bogus = x, x = nowhere);\n"
-                            "        fp16 z = relu(x = later);\n"
-                            "        fp16 later = relu(x = x);\n    } -> (y, gone);\n}\n";
-  cr_assert_str_eq(first_error(text), "t.mil:4:38: error: use of undefined value 'nowhere'");
-  Read r;
-  srcset_init(&r.sources);
-  diag_init(&r.d, &r.sources);
-  sb_init(&r.diags);
-  r.d.capture = &r.diags;
-  uint32_t file = srcset_add(&r.sources, "t.mil", text, strlen(text));
-  MilReadOptions opt = {.tolerant = true};
-  r.p = mil_read_source(file, &opt, &r.d);
-  cr_assert_not_null(r.p, "%s", diags(&r));
-  cr_assert_eq(r.d.nerrors, 0);
-  cr_assert_eq(r.d.nwarnings, 4, "%s", diags(&r));
-  const char *want[] = {"t.mil:4:38: warning: use of undefined value 'nowhere'",
-                        "t.mil:4:23: warning: relu: unknown argument 'bogus' (it takes x)",
-                        "t.mil:5:27: warning: 'later' is used before its definition",
-                        "t.mil:7:14: warning: function 'main' returns undefined value 'gone'"};
-  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
-    cr_assert_not_null(strstr(diags(&r), want[i]), "no '%s' in:\n%s", want[i], diags(&r));
-  const MilFunc *f = &r.p->funcs[0];
-  cr_assert_eq(f->returns[1].def_stmt, MIL_DEF_UNDEFINED);
-  cr_assert_eq(f->stmts[0].args[1].items[0].def_stmt, MIL_DEF_UNDEFINED);
-  cr_assert_null(mil_operand_type(f, &f->returns[1]));
-  read_close(&r);
-  /* A syntax error is an error in a tolerant read too. */
-  const char *broken = HEADER "        fp16 y = relu(x = x) extra;\n" FOOTER;
-  srcset_init(&r.sources);
-  diag_init(&r.d, &r.sources);
-  sb_init(&r.diags);
-  r.d.capture = &r.diags;
-  file = srcset_add(&r.sources, "t.mil", broken, strlen(broken));
-  r.p = mil_read_source(file, &opt, &r.d);
-  cr_assert_null(r.p);
-  cr_assert_eq(r.d.nerrors, 1, "%s", diags(&r));
-  read_close(&r);
-}
 
 /* The text ends inside brackets: the innermost open one is named. */
 Test(errors, unclosed_bracket_at_the_end) {
