@@ -236,7 +236,8 @@ typedef struct MilReadOptions {
    * returned (an undefined name's operand has def_stmt MIL_DEF_UNDEFINED).
    * Syntax errors, bad literals and everything else still fail the read.
    * For tools that check MIL with defects of that kind, such as the linter;
-   * nothing should execute such a program. */
+   * nothing should execute such a program. (A Diag that turns warnings into
+   * errors makes them fail the read again.) */
   bool tolerant;
 } MilReadOptions;
 
