@@ -21,6 +21,7 @@
 
 #include "orion/fp16.h"
 #include "orion/mil.h"
+#include "orion/mil_ops.h"
 #include "orion/passes.h"
 
 static const char *const target_names[] = {"ios16", "ios17", "ios18"};
@@ -118,14 +119,17 @@ static void put_blobfile(Emitter *e, uint64_t offset) {
 
 /* ---- statements ---- */
 
+/* One argument of a statement: its id in the MIL op table gives its name. */
 typedef struct Arg {
-  const char *key;
+  MilArgId key;
   const char *value;  /* a MIL name */
   const char **list;  /* binding list (concat values) */
   uint32_t nlist;
 } Arg;
 
-static int arg_cmp(const void *a, const void *b) { return strcmp(((const Arg *)a)->key, ((const Arg *)b)->key); }
+static int arg_cmp(const void *a, const void *b) {
+  return strcmp(mil_arg_name(((const Arg *)a)->key), mil_arg_name(((const Arg *)b)->key));
+}
 
 static void begin_stmt(Emitter *e) { sb_puts(e->out, "        "); }
 
@@ -135,7 +139,7 @@ static void put_name_attr(Emitter *e, const char *name) {
 }
 
 /* `T name = op(k = v, ...)[name = string("name")];` with arguments sorted by key. */
-static void put_op(Emitter *e, const char *opname, const IrType *types, const char *const *names, uint32_t nres,
+static void put_op(Emitter *e, MilOpId opid, const IrType *types, const char *const *names, uint32_t nres,
                    Arg *args, uint32_t nargs) {
   begin_stmt(e);
   for (uint32_t i = 0; i < nres; i++) {
@@ -143,10 +147,14 @@ static void put_op(Emitter *e, const char *opname, const IrType *types, const ch
     put_type(e, &types[i]);
     sb_printf(e->out, " %s", names[i]);
   }
-  sb_printf(e->out, " = %s(", opname);
+  uint32_t ios = 16 + (uint32_t)(e->opt->target - MIL_IOS16);
+  if (!mil_op_in_opset(mil_op_info(opid), ios)) ice("%s is not an op of ios%u", mil_op_name(opid), ios);
+  sb_printf(e->out, " = %s(", mil_op_name(opid));
   qsort(args, nargs, sizeof *args, arg_cmp);
   for (uint32_t i = 0; i < nargs; i++) {
-    sb_printf(e->out, "%s%s = ", i ? ", " : "", args[i].key);
+    if (mil_arg_info(args[i].key)->op != opid)
+      ice("the emitter passes %s an argument of %s", mil_op_name(opid), mil_op_name(mil_arg_info(args[i].key)->op));
+    sb_printf(e->out, "%s%s = ", i ? ", " : "", mil_arg_name(args[i].key));
     if (args[i].list) {
       sb_putc(e->out, '(');
       for (uint32_t j = 0; j < args[i].nlist; j++) sb_printf(e->out, "%s%s", j ? ", " : "", args[i].list[j]);
@@ -166,7 +174,7 @@ static const char *const_scalar(Emitter *e, const char *base, IrDType dt, double
   IrType t = {.dtype = dt, .rank = 0};
   begin_stmt(e);
   put_type(e, &t);
-  sb_printf(e->out, " %s = const()", name);
+  sb_printf(e->out, " %s = %s()", name, mil_op_name(MIL_OP_CONST));
   put_name_attr(e, name);
   sb_puts(e->out, ", val = ");
   put_scalar_type(e, ir_dtype_name(dt));
@@ -183,7 +191,7 @@ static const char *const_string(Emitter *e, const char *base, const char *v) {
   const char *name = claim(e, base);
   begin_stmt(e);
   put_scalar_type(e, "string");
-  sb_printf(e->out, " %s = const()", name);
+  sb_printf(e->out, " %s = %s()", name, mil_op_name(MIL_OP_CONST));
   put_name_attr(e, name);
   sb_puts(e->out, ", val = ");
   put_string_literal(e, v);
@@ -196,7 +204,7 @@ static const char *const_ints(Emitter *e, const char *base, const int64_t *v, in
   IrType t = {.dtype = DT_INT32, .rank = 1, .dims = {n}};
   begin_stmt(e);
   put_type(e, &t);
-  sb_printf(e->out, " %s = const()", name);
+  sb_printf(e->out, " %s = %s()", name, mil_op_name(MIL_OP_CONST));
   put_name_attr(e, name);
   sb_puts(e->out, ", val = ");
   put_type(e, &t);
@@ -263,7 +271,7 @@ static void emit_decl(Emitter *e, IrValueId v) {
   }
   begin_stmt(e);
   put_type(e, &val->type);
-  sb_printf(e->out, " %s = const()", name);
+  sb_printf(e->out, " %s = %s()", name, mil_op_name(MIL_OP_CONST));
   put_name_attr(e, name);
   sb_puts(e->out, ", val = ");
   if (!to_blob) {
@@ -319,7 +327,7 @@ static const char *helper(Emitter *e, IrOpId op, const char *what) {
   return arena_printf(&e->m->arena, "%s_%s", res_name(e, op), what);
 }
 
-static void simple(Emitter *e, IrOpId op, const char *milop, Arg *args, uint32_t n) {
+static void simple(Emitter *e, IrOpId op, MilOpId milop, Arg *args, uint32_t n) {
   IrOp *o = ir_op(e->m, op);
   IrType types[IR_MAX_OPERANDS]; /* every op is within the limit (ir_op_new) */
   const char *names[IR_MAX_OPERANDS];
@@ -341,41 +349,42 @@ static void emit_conv(Emitter *e, IrOpId op) {
   if (!strcmp(pad_type, "custom")) ir_attr_ints(e->m, op, "pad", pad, 6);
   Arg a[MAX_ARGS];
   uint32_t n = 0;
-  a[n++] = (Arg){"x", in_name(e, op, 0), NULL, 0};
-  a[n++] = (Arg){"weight", in_name(e, op, 1), NULL, 0};
-  a[n++] = (Arg){"strides", const_ints(e, helper(e, op, "strides"), strides, sp), NULL, 0};
-  a[n++] = (Arg){"pad_type", const_string(e, helper(e, op, "pad_type"), pad_type), NULL, 0};
-  a[n++] = (Arg){"pad", const_ints(e, helper(e, op, "pad"), pad, 2 * sp), NULL, 0};
-  a[n++] = (Arg){"dilations", const_ints(e, helper(e, op, "dilations"), dil, sp), NULL, 0};
-  a[n++] = (Arg){"groups", const_int(e, helper(e, op, "groups"), ir_attr_int(e->m, op, "groups", 1)), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_x, in_name(e, op, 0), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_weight, in_name(e, op, 1), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_strides, const_ints(e, helper(e, op, "strides"), strides, sp), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_pad_type, const_string(e, helper(e, op, "pad_type"), pad_type), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_pad, const_ints(e, helper(e, op, "pad"), pad, 2 * sp), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_dilations, const_ints(e, helper(e, op, "dilations"), dil, sp), NULL, 0};
+  a[n++] = (Arg){MIL_ARG_CONV_groups, const_int(e, helper(e, op, "groups"), ir_attr_int(e->m, op, "groups", 1)), NULL, 0};
   if (o->ninputs < 3) {
-    simple(e, op, "conv", a, n);
+    simple(e, op, MIL_OP_CONV, a, n);
     return;
   }
   /* Bias as a separate add (the ANE path avoids conv's bias), reshaped to [1, C, 1...]. */
   IrType ct = ir_value(e->m, o->results[0])->type;
   const char *conv_name = claim(e, helper(e, op, "nobias"));
-  put_op(e, "conv", &ct, &conv_name, 1, a, n);
+  put_op(e, MIL_OP_CONV, &ct, &conv_name, 1, a, n);
   int64_t shape[IR_MAX_RANK];
   for (int i = 0; i < x->rank; i++) shape[i] = i == 1 ? w->dims[0] : 1;
-  Arg r[2] = {{"x", in_name(e, op, 2), NULL, 0}, {"shape", const_ints(e, helper(e, op, "bias_shape"), shape, x->rank), NULL, 0}};
+  Arg r[2] = {{MIL_ARG_RESHAPE_x, in_name(e, op, 2), NULL, 0}, {MIL_ARG_RESHAPE_shape, const_ints(e, helper(e, op, "bias_shape"), shape, x->rank), NULL, 0}};
   IrType bt = {.dtype = ct.dtype, .rank = (uint8_t)x->rank};
   memcpy(bt.dims, shape, sizeof(int64_t) * (size_t)x->rank);
   const char *bias_name = claim(e, helper(e, op, "bias"));
-  put_op(e, "reshape", &bt, &bias_name, 1, r, 2);
-  Arg add[2] = {{"x", conv_name, NULL, 0}, {"y", bias_name, NULL, 0}};
-  simple(e, op, "add", add, 2);
+  put_op(e, MIL_OP_RESHAPE, &bt, &bias_name, 1, r, 2);
+  Arg add[2] = {{MIL_ARG_ADD_x, conv_name, NULL, 0}, {MIL_ARG_ADD_y, bias_name, NULL, 0}};
+  simple(e, op, MIL_OP_ADD, add, 2);
 }
 
-static void emit_reduce(Emitter *e, IrOpId op, const char *milop) {
+/* A reduction: the MIL op and its x, axes and keep_dims arguments. */
+static void emit_reduce(Emitter *e, IrOpId op, MilOpId milop, MilArgId ax, MilArgId aaxes, MilArgId akeep) {
   const IrType *x = in_type(e, op, 0);
   int64_t axes[IR_MAX_RANK];
   int n = ir_attr_ints(e->m, op, "axes", axes, IR_MAX_RANK);
   if (n < 0)
     for (n = 0; n < x->rank; n++) axes[n] = n;
-  Arg a[3] = {{"x", in_name(e, op, 0), NULL, 0},
-              {"axes", const_ints(e, helper(e, op, "axes"), axes, n), NULL, 0},
-              {"keep_dims", const_bool(e, helper(e, op, "keep_dims"), ir_attr_bool(e->m, op, "keep_dims", false)), NULL, 0}};
+  Arg a[3] = {{ax, in_name(e, op, 0), NULL, 0},
+              {aaxes, const_ints(e, helper(e, op, "axes"), axes, n), NULL, 0},
+              {akeep, const_bool(e, helper(e, op, "keep_dims"), ir_attr_bool(e->m, op, "keep_dims", false)), NULL, 0}};
   simple(e, op, milop, a, 3);
 }
 
@@ -393,11 +402,11 @@ static void emit_slice(Emitter *e, IrOpId op) {
     b[i] = b[i] < 0 ? 0 : b[i] > n ? n : b[i];
     en[i] = en[i] < 0 ? 0 : en[i] > n ? n : en[i];
   }
-  Arg a[4] = {{"x", in_name(e, op, 0), NULL, 0},
-              {"begin", const_ints(e, helper(e, op, "begin"), b, x->rank), NULL, 0},
-              {"end", const_ints(e, helper(e, op, "end"), en, x->rank), NULL, 0},
-              {"stride", const_ints(e, helper(e, op, "stride"), s, x->rank), NULL, 0}};
-  simple(e, op, "slice_by_index", a, 4);
+  Arg a[4] = {{MIL_ARG_SLICE_BY_INDEX_x, in_name(e, op, 0), NULL, 0},
+              {MIL_ARG_SLICE_BY_INDEX_begin, const_ints(e, helper(e, op, "begin"), b, x->rank), NULL, 0},
+              {MIL_ARG_SLICE_BY_INDEX_end, const_ints(e, helper(e, op, "end"), en, x->rank), NULL, 0},
+              {MIL_ARG_SLICE_BY_INDEX_stride, const_ints(e, helper(e, op, "stride"), s, x->rank), NULL, 0}};
+  simple(e, op, MIL_OP_SLICE_BY_INDEX, a, 4);
 }
 
 static void emit_split(Emitter *e, IrOpId op) {
@@ -407,11 +416,38 @@ static void emit_split(Emitter *e, IrOpId op) {
   if (axis < 0) axis += x->rank;
   int64_t sizes[IR_MAX_OPERANDS];
   for (uint32_t i = 0; i < o->nresults; i++) sizes[i] = ir_value(e->m, o->results[i])->type.dims[axis];
-  Arg a[3] = {{"x", in_name(e, op, 0), NULL, 0},
-              {"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0},
-              {"split_sizes", const_ints(e, helper(e, op, "split_sizes"), sizes, (int)o->nresults), NULL, 0}};
-  simple(e, op, "split", a, 3);
+  Arg a[3] = {{MIL_ARG_SPLIT_x, in_name(e, op, 0), NULL, 0},
+              {MIL_ARG_SPLIT_axis, const_int(e, helper(e, op, "axis"), axis), NULL, 0},
+              {MIL_ARG_SPLIT_split_sizes, const_ints(e, helper(e, op, "split_sizes"), sizes, (int)o->nresults), NULL, 0}};
+  simple(e, op, MIL_OP_SPLIT, a, 3);
 }
+
+/* .oir ops written as one MIL op of the same operands: the op and the
+ * arguments of the operands (y: the second, or log's and rsqrt's epsilon). */
+typedef struct OneToOne {
+  MilOpId op;
+  MilArgId x, y;
+} OneToOne;
+
+static const OneToOne one_to_one[OP_COUNT] = {
+    [OP_ADD] = {MIL_OP_ADD, MIL_ARG_ADD_x, MIL_ARG_ADD_y},
+    [OP_SUB] = {MIL_OP_SUB, MIL_ARG_SUB_x, MIL_ARG_SUB_y},
+    [OP_MUL] = {MIL_OP_MUL, MIL_ARG_MUL_x, MIL_ARG_MUL_y},
+    [OP_DIV] = {MIL_OP_REAL_DIV, MIL_ARG_REAL_DIV_x, MIL_ARG_REAL_DIV_y},
+    [OP_POW] = {MIL_OP_POW, MIL_ARG_POW_x, MIL_ARG_POW_y},
+    [OP_MAXIMUM] = {MIL_OP_MAXIMUM, MIL_ARG_MAXIMUM_x, MIL_ARG_MAXIMUM_y},
+    [OP_MINIMUM] = {MIL_OP_MINIMUM, MIL_ARG_MINIMUM_x, MIL_ARG_MINIMUM_y},
+    [OP_RELU] = {MIL_OP_RELU, MIL_ARG_RELU_x, MIL_ARG_COUNT},
+    [OP_TANH] = {MIL_OP_TANH, MIL_ARG_TANH_x, MIL_ARG_COUNT},
+    [OP_SIGMOID] = {MIL_OP_SIGMOID, MIL_ARG_SIGMOID_x, MIL_ARG_COUNT},
+    [OP_SILU] = {MIL_OP_SILU, MIL_ARG_SILU_x, MIL_ARG_COUNT},
+    [OP_EXP] = {MIL_OP_EXP, MIL_ARG_EXP_x, MIL_ARG_COUNT},
+    [OP_SQRT] = {MIL_OP_SQRT, MIL_ARG_SQRT_x, MIL_ARG_COUNT},
+    [OP_ABS] = {MIL_OP_ABS, MIL_ARG_ABS_x, MIL_ARG_COUNT},
+    [OP_IDENTITY] = {MIL_OP_IDENTITY, MIL_ARG_IDENTITY_x, MIL_ARG_COUNT},
+    [OP_LOG] = {MIL_OP_LOG, MIL_ARG_LOG_x, MIL_ARG_LOG_epsilon},
+    [OP_RSQRT] = {MIL_OP_RSQRT, MIL_ARG_RSQRT_x, MIL_ARG_RSQRT_epsilon},
+};
 
 static void emit_op(Emitter *e, IrOpId op) {
   IrOp *o = ir_op(e->m, op);
@@ -421,63 +457,64 @@ static void emit_op(Emitter *e, IrOpId op) {
   switch (o->kind) {
   case OP_CONV: emit_conv(e, op); return;
   case OP_LINEAR:
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"weight", in_name(e, op, 1), NULL, 0};
-    if (o->ninputs > 2) a[n++] = (Arg){"bias", in_name(e, op, 2), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_LINEAR_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_LINEAR_weight, in_name(e, op, 1), NULL, 0};
+    if (o->ninputs > 2) a[n++] = (Arg){MIL_ARG_LINEAR_bias, in_name(e, op, 2), NULL, 0};
     if (in_type(e, op, 0)->rank > 3) {
       diag_error(e->d, o->loc, "MIL's linear takes inputs of rank 1 to 3; this one has rank %d (use conv or reshape)",
                  in_type(e, op, 0)->rank);
       e->ok = false;
       return;
     }
-    simple(e, op, "linear", a, n);
+    simple(e, op, MIL_OP_LINEAR, a, n);
     return;
   case OP_MATMUL:
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"y", in_name(e, op, 1), NULL, 0};
-    a[n++] = (Arg){"transpose_x", const_bool(e, helper(e, op, "transpose_x"), ir_attr_bool(e->m, op, "transpose_x", false)), NULL, 0};
-    a[n++] = (Arg){"transpose_y", const_bool(e, helper(e, op, "transpose_y"), ir_attr_bool(e->m, op, "transpose_y", false)), NULL, 0};
-    simple(e, op, "matmul", a, n);
+    a[n++] = (Arg){MIL_ARG_MATMUL_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_MATMUL_y, in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_MATMUL_transpose_x, const_bool(e, helper(e, op, "transpose_x"), ir_attr_bool(e->m, op, "transpose_x", false)), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_MATMUL_transpose_y, const_bool(e, helper(e, op, "transpose_y"), ir_attr_bool(e->m, op, "transpose_y", false)), NULL, 0};
+    simple(e, op, MIL_OP_MATMUL, a, n);
     return;
   case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM: {
-    static const char *const names[] = {[OP_ADD] = "add", [OP_SUB] = "sub", [OP_MUL] = "mul", [OP_DIV] = "real_div",
-                                        [OP_POW] = "pow", [OP_MAXIMUM] = "maximum", [OP_MINIMUM] = "minimum"};
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"y", in_name(e, op, 1), NULL, 0};
-    simple(e, op, names[o->kind], a, n);
+    const OneToOne *m = &one_to_one[o->kind];
+    a[n++] = (Arg){m->x, x, NULL, 0};
+    a[n++] = (Arg){m->y, in_name(e, op, 1), NULL, 0};
+    simple(e, op, m->op, a, n);
     return;
   }
   case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_EXP: case OP_SQRT: case OP_ABS: case OP_IDENTITY: {
-    a[n++] = (Arg){"x", x, NULL, 0};
-    simple(e, op, ir_op_info(o->kind)->name, a, n);
+    a[n++] = (Arg){one_to_one[o->kind].x, x, NULL, 0};
+    simple(e, op, one_to_one[o->kind].op, a, n);
     return;
   }
   case OP_GELU: {
     bool tanh_mode = !strcmp(ir_attr_str(e->m, op, "mode", "exact"), "tanh");
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"mode", const_string(e, helper(e, op, "mode"), tanh_mode ? "TANH_APPROXIMATION" : "EXACT"), NULL, 0};
-    simple(e, op, "gelu", a, n);
+    a[n++] = (Arg){MIL_ARG_GELU_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_GELU_mode, const_string(e, helper(e, op, "mode"), tanh_mode ? "TANH_APPROXIMATION" : "EXACT"), NULL, 0};
+    simple(e, op, MIL_OP_GELU, a, n);
     return;
   }
   case OP_LOG: case OP_RSQRT:
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"epsilon", const_scalar(e, helper(e, op, "epsilon"), in_type(e, op, 0)->dtype,
-                                           ir_attr_float(e->m, op, "epsilon", 0.0)), NULL, 0};
-    simple(e, op, ir_op_info(o->kind)->name, a, n);
+    a[n++] = (Arg){one_to_one[o->kind].x, x, NULL, 0};
+    a[n++] = (Arg){one_to_one[o->kind].y, const_scalar(e, helper(e, op, "epsilon"), in_type(e, op, 0)->dtype,
+                                                   ir_attr_float(e->m, op, "epsilon", 0.0)), NULL, 0};
+    simple(e, op, one_to_one[o->kind].op, a, n);
     return;
   case OP_SOFTMAX:
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), ir_attr_int(e->m, op, "axis", -1)), NULL, 0};
-    simple(e, op, "softmax", a, n);
+    a[n++] = (Arg){MIL_ARG_SOFTMAX_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_SOFTMAX_axis, const_int(e, helper(e, op, "axis"), ir_attr_int(e->m, op, "axis", -1)), NULL, 0};
+    simple(e, op, MIL_OP_SOFTMAX, a, n);
     return;
-  case OP_REDUCE_SUM: emit_reduce(e, op, "reduce_sum"); return;
-  case OP_REDUCE_MEAN: emit_reduce(e, op, "reduce_mean"); return;
-  case OP_REDUCE_MAX: emit_reduce(e, op, "reduce_max"); return;
+#define REDUCE(ID) emit_reduce(e, op, MIL_OP_##ID, MIL_ARG_##ID##_x, MIL_ARG_##ID##_axes, MIL_ARG_##ID##_keep_dims)
+  case OP_REDUCE_SUM: REDUCE(REDUCE_SUM); return;
+  case OP_REDUCE_MEAN: REDUCE(REDUCE_MEAN); return;
+  case OP_REDUCE_MAX: REDUCE(REDUCE_MAX); return;
+#undef REDUCE
   case OP_RESHAPE: {
     const IrType *rt = &ir_value(e->m, o->results[0])->type;
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"shape", const_ints(e, helper(e, op, "shape"), rt->dims, rt->rank), NULL, 0};
-    simple(e, op, "reshape", a, n);
+    a[n++] = (Arg){MIL_ARG_RESHAPE_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_RESHAPE_shape, const_ints(e, helper(e, op, "shape"), rt->dims, rt->rank), NULL, 0};
+    simple(e, op, MIL_OP_RESHAPE, a, n);
     return;
   }
   case OP_TRANSPOSE: {
@@ -485,9 +522,9 @@ static void emit_op(Emitter *e, IrOpId op) {
     int r = ir_attr_ints(e->m, op, "perm", perm, IR_MAX_RANK);
     for (int i = 0; i < r; i++)
       if (perm[i] < 0) perm[i] += r;
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"perm", const_ints(e, helper(e, op, "perm"), perm, r), NULL, 0};
-    simple(e, op, "transpose", a, n);
+    a[n++] = (Arg){MIL_ARG_TRANSPOSE_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_TRANSPOSE_perm, const_ints(e, helper(e, op, "perm"), perm, r), NULL, 0};
+    simple(e, op, MIL_OP_TRANSPOSE, a, n);
     return;
   }
   case OP_SLICE: emit_slice(e, op); return;
@@ -497,10 +534,10 @@ static void emit_op(Emitter *e, IrOpId op) {
     for (uint32_t i = 0; i < o->ninputs; i++) list[i] = in_name(e, op, i);
     int64_t axis = ir_attr_int(e->m, op, "axis", 0);
     if (axis < 0) axis += in_type(e, op, 0)->rank;
-    a[n++] = (Arg){"values", NULL, list, o->ninputs};
-    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0};
-    a[n++] = (Arg){"interleave", const_bool(e, helper(e, op, "interleave"), false), NULL, 0};
-    simple(e, op, "concat", a, n);
+    a[n++] = (Arg){MIL_ARG_CONCAT_values, NULL, list, o->ninputs};
+    a[n++] = (Arg){MIL_ARG_CONCAT_axis, const_int(e, helper(e, op, "axis"), axis), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_CONCAT_interleave, const_bool(e, helper(e, op, "interleave"), false), NULL, 0};
+    simple(e, op, MIL_OP_CONCAT, a, n);
     return;
   }
   case OP_CAST: {
@@ -511,9 +548,9 @@ static void emit_op(Emitter *e, IrOpId op) {
       e->ok = false;
       return;
     }
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"dtype", const_string(e, helper(e, op, "dtype"), to), NULL, 0};
-    simple(e, op, "cast", a, n);
+    a[n++] = (Arg){MIL_ARG_CAST_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_CAST_dtype, const_string(e, helper(e, op, "dtype"), to), NULL, 0};
+    simple(e, op, MIL_OP_CAST, a, n);
     return;
   }
   case OP_LAYER_NORM: {
@@ -526,35 +563,35 @@ static void emit_op(Emitter *e, IrOpId op) {
     }
     for (int i = 0; i < k; i++)
       if (axes[i] < 0) axes[i] += t->rank;
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"axes", const_ints(e, helper(e, op, "axes"), axes, k), NULL, 0};
-    if (o->ninputs > 1) a[n++] = (Arg){"gamma", in_name(e, op, 1), NULL, 0};
-    if (o->ninputs > 2) a[n++] = (Arg){"beta", in_name(e, op, 2), NULL, 0};
-    a[n++] = (Arg){"epsilon", const_scalar(e, helper(e, op, "epsilon"), t->dtype, ir_attr_float(e->m, op, "epsilon", 1e-5)), NULL, 0};
-    simple(e, op, "layer_norm", a, n);
+    a[n++] = (Arg){MIL_ARG_LAYER_NORM_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_LAYER_NORM_axes, const_ints(e, helper(e, op, "axes"), axes, k), NULL, 0};
+    if (o->ninputs > 1) a[n++] = (Arg){MIL_ARG_LAYER_NORM_gamma, in_name(e, op, 1), NULL, 0};
+    if (o->ninputs > 2) a[n++] = (Arg){MIL_ARG_LAYER_NORM_beta, in_name(e, op, 2), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_LAYER_NORM_epsilon, const_scalar(e, helper(e, op, "epsilon"), t->dtype, ir_attr_float(e->m, op, "epsilon", 1e-5)), NULL, 0};
+    simple(e, op, MIL_OP_LAYER_NORM, a, n);
     return;
   }
   case OP_CLIP: {
     IrDType dt = in_type(e, op, 0)->dtype;
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"alpha", const_scalar(e, helper(e, op, "alpha"), dt, ir_attr_float(e->m, op, "min", 0)), NULL, 0};
-    a[n++] = (Arg){"beta", const_scalar(e, helper(e, op, "beta"), dt, ir_attr_float(e->m, op, "max", 0)), NULL, 0};
-    simple(e, op, "clip", a, n);
+    a[n++] = (Arg){MIL_ARG_CLIP_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_CLIP_alpha, const_scalar(e, helper(e, op, "alpha"), dt, ir_attr_float(e->m, op, "min", 0)), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_CLIP_beta, const_scalar(e, helper(e, op, "beta"), dt, ir_attr_float(e->m, op, "max", 0)), NULL, 0};
+    simple(e, op, MIL_OP_CLIP, a, n);
     return;
   }
   case OP_SELECT:
-    a[n++] = (Arg){"cond", x, NULL, 0};
-    a[n++] = (Arg){"a", in_name(e, op, 1), NULL, 0};
-    a[n++] = (Arg){"b", in_name(e, op, 2), NULL, 0};
-    simple(e, op, "select", a, n);
+    a[n++] = (Arg){MIL_ARG_SELECT_cond, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_SELECT_a, in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_SELECT_b, in_name(e, op, 2), NULL, 0};
+    simple(e, op, MIL_OP_SELECT, a, n);
     return;
   case OP_GATHER: {
     int64_t axis = ir_attr_int(e->m, op, "axis", 0);
     if (axis < 0) axis += in_type(e, op, 0)->rank;
-    a[n++] = (Arg){"x", x, NULL, 0};
-    a[n++] = (Arg){"indices", in_name(e, op, 1), NULL, 0};
-    a[n++] = (Arg){"axis", const_int(e, helper(e, op, "axis"), axis), NULL, 0};
-    simple(e, op, "gather", a, n);
+    a[n++] = (Arg){MIL_ARG_GATHER_x, x, NULL, 0};
+    a[n++] = (Arg){MIL_ARG_GATHER_indices, in_name(e, op, 1), NULL, 0};
+    a[n++] = (Arg){MIL_ARG_GATHER_axis, const_int(e, helper(e, op, "axis"), axis), NULL, 0};
+    simple(e, op, MIL_OP_GATHER, a, n);
     return;
   }
   case OP_NEG: case OP_RMS_NORM: case OP_SDPA: case OP_CALL: case OP_COUNT:
@@ -642,8 +679,8 @@ bool mil_emit_program(IrModule *m, IrFuncId f, const MilEmitOptions *opt, BlobWr
   }
   for (uint32_t i = 0; i < nout && e.ok; i++) {
     if (direct[i]) continue;
-    Arg a = {"x", e.mil_name[fn->outputs[i].value.id], NULL, 0};
-    put_op(&e, "identity", &outs[i].type, &outs[i].mil_name, 1, &a, 1);
+    Arg a = {MIL_ARG_IDENTITY_x, e.mil_name[fn->outputs[i].value.id], NULL, 0};
+    put_op(&e, MIL_OP_IDENTITY, &outs[i].type, &outs[i].mil_name, 1, &a, 1);
   }
   sb_puts(out, "    } -> (");
   for (uint32_t i = 0; i < nout; i++) sb_printf(out, "%s%s", i ? ", " : "", outs[i].mil_name);

@@ -4,15 +4,24 @@
  * the device would receive them. Manifest findings name Manifest.plist;
  * MIL findings point at the line and column in the MIL text.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "lint_internal.h"
 
 static const PkgFunction *func(LintCtx *c, uint32_t fn) { return &c->pkg->functions[fn]; }
 
-static SrcSpan mil_span(LintCtx *c, uint32_t fn, MilRange r) {
-  return (SrcSpan){c->mil_file[fn], r.off, r.off + (r.len ? r.len : 1)};
+/* The source text of a span of the function's MIL text. */
+static const char *span_text(LintCtx *c, SrcSpan at, char *buf, size_t size) {
+  const SourceFile *sf = srcset_get(c->report->sources, at.file);
+  uint32_t end = at.end > sf->len ? (uint32_t)sf->len : at.end;
+  int n = end > at.start ? (int)(end - at.start) : 0;
+  snprintf(buf, size, "%.*s", n, sf->text + at.start);
+  return buf;
 }
+
+/* The first result's name, for findings about a statement. */
+static const char *result_name(const MilStmt *st) { return st->nresults ? st->results[0].name : "?"; }
 
 /* ANE002 / ANE018: one allocation size for all outputs (inputs). */
 static void uniform(LintCtx *c, uint32_t fn, bool outputs) {
@@ -82,98 +91,125 @@ static bool inside(const char *rel) {
   return true;
 }
 
-/* ANE008: every BLOBFILE must name a record of the weight file, of the
- * tensor's dtype and size. Problems with a whole file are reported once. */
-void check_pkg_blobfile(LintCtx *c, uint32_t fn) {
-  MilScan *s = c->mil[fn];
+/* The blob dtype of a MIL dtype (0 for those no blob holds). */
+static uint32_t blob_code(MilDType t) {
+  switch (t) {
+  case MIL_DT_FP16: return BLOB_FP16;
+  case MIL_DT_FP32: return BLOB_FP32;
+  case MIL_DT_UINT8: return BLOB_UINT8;
+  case MIL_DT_INT8: return BLOB_INT8;
+  case MIL_DT_BF16: return BLOB_BF16;
+  case MIL_DT_INT16: return BLOB_INT16;
+  case MIL_DT_UINT16: return BLOB_UINT16;
+  case MIL_DT_INT32: return BLOB_INT32;
+  case MIL_DT_UINT32: return BLOB_UINT32;
+  default: return 0;
+  }
+}
+
+/* Weight files whose problem was reported (each once). */
+typedef struct BadFiles {
+  const char *names[8];
+  uint32_t n;
+} BadFiles;
+
+/* ANE008 for one BLOBFILE literal: it must name a record of the weight
+ * file, of the tensor's dtype and size. */
+static void check_blob(LintCtx *c, uint32_t fn, const MilLiteral *l, BadFiles *bad) {
   const char *fname = func(c, fn)->name;
-  const char *bad_files[8];
-  uint32_t nbad = 0;
+  SrcSpan at = l->blob_offset_loc;
   char err[256];
-  for (uint32_t i = 0; i < s->nblobs; i++) {
-    const MilScanBlob *b = &s->blobs[i];
-    SrcSpan at = mil_span(c, fn, b->offset_tok.len ? b->offset_tok : b->where);
-    if (!b->offset_tok.len) {
-      lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE has no offset");
-      continue;
+  const char *rel = l->blob_path + strlen(MODEL_PATH);
+  if (strncmp(l->blob_path, MODEL_PATH, strlen(MODEL_PATH)) || !inside(rel)) {
+    lint_emit(c, LINT_RULE_LEVEL, l->blob_loc, NULL, fname,
+              "BLOBFILE path '%s' is not a file inside the package (@model_path/...)", l->blob_path);
+    return;
+  }
+  for (uint32_t k = 0; k < bad->n; k++)
+    if (!strcmp(bad->names[k], rel)) return;
+  size_t len;
+  const char *rerr;
+  const uint8_t *data = lint_weight_file(c, rel, &len, &rerr);
+  BlobFile bf;
+  if (!data || !blob_file_open(&bf, data, len, err, sizeof err)) {
+    if (!data) lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "cannot read the weight file '%s': %s", rel, rerr);
+    else lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "weight file '%s': %s", rel, err);
+    if (bad->n < sizeof bad->names / sizeof *bad->names) bad->names[bad->n++] = rel;
+    return;
+  }
+  /* The size the tensor needs, when its type says it. */
+  uint32_t code = l->type.kind == MIL_TYPE_TENSOR ? blob_code(l->type.dtype) : 0;
+  uint64_t elements = mil_type_elements(&l->type), nbytes = 0;
+  bool typed = code && elements != UINT64_MAX && !__builtin_mul_overflow(elements, (uint64_t)blob_dtype_size(code), &nbytes);
+  BlobInfo info;
+  if (!blob_file_read(&bf, l->blob_offset, &info, err, sizeof err))
+    lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE offset %llu does not point at a blob record of '%s': %s",
+              (unsigned long long)l->blob_offset, rel, err);
+  else if (typed && !blob_file_read_expect(&bf, l->blob_offset, code, nbytes, &info, err, sizeof err))
+    lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE offset %llu points at a blob that does not fit the "
+              "tensor: %s", (unsigned long long)l->blob_offset, err);
+}
+
+static void check_blob_attrs(LintCtx *c, uint32_t fn, const MilAttr *attrs, uint32_t n, BadFiles *bad) {
+  for (uint32_t i = 0; i < n; i++)
+    if (attrs[i].value->payload == MIL_PAYLOAD_BLOB) check_blob(c, fn, attrs[i].value, bad);
+}
+
+/* ANE008: every BLOBFILE of the text (const values, attributes, literal
+ * arguments), in source order. Problems with a whole file are reported once. */
+void check_pkg_blobfile(LintCtx *c, uint32_t fn) {
+  const MilProgram *p = c->mil[fn];
+  BadFiles bad = {.n = 0};
+  check_blob_attrs(c, fn, p->attrs, p->nattrs, &bad);
+  for (uint32_t fi = 0; fi < p->nfuncs; fi++) {
+    const MilFunc *f = &p->funcs[fi];
+    check_blob_attrs(c, fn, f->attrs, f->nattrs, &bad);
+    for (uint32_t si = 0; si < f->nstmts; si++) {
+      const MilStmt *st = &f->stmts[si];
+      for (uint32_t a = 0; a < st->nargs; a++)
+        for (uint32_t k = 0; k < st->args[a].nitems; k++) {
+          const MilOperand *o = &st->args[a].items[k];
+          if (o->kind == MIL_OPERAND_LITERAL && o->literal->payload == MIL_PAYLOAD_BLOB)
+            check_blob(c, fn, o->literal, &bad);
+        }
+      check_blob_attrs(c, fn, st->attrs, st->nattrs, &bad);
     }
-    if (!b->offset_ok) {
-      lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE offset '%s' is not an unsigned integer",
-                mil_range_str(s, b->offset_tok));
-      continue;
-    }
-    if (!b->path) {
-      lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, b->where), NULL, fname, "BLOBFILE has no path");
-      continue;
-    }
-    const char *rel = b->path + strlen(MODEL_PATH);
-    if (strncmp(b->path, MODEL_PATH, strlen(MODEL_PATH)) || !inside(rel)) {
-      lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, b->where), NULL, fname,
-                "BLOBFILE path '%s' is not a file inside the package (@model_path/...)", b->path);
-      continue;
-    }
-    bool reported = false;
-    for (uint32_t k = 0; k < nbad; k++) reported |= !strcmp(bad_files[k], rel);
-    if (reported) continue;
-    size_t len;
-    const char *rerr;
-    const uint8_t *data = lint_weight_file(c, rel, &len, &rerr);
-    BlobFile bf;
-    bool file_ok = data && blob_file_open(&bf, data, len, err, sizeof err);
-    if (!file_ok) {
-      if (!data) lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "cannot read the weight file '%s': %s", rel, rerr);
-      else lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "weight file '%s': %s", rel, err);
-      if (nbad < sizeof bad_files / sizeof *bad_files) bad_files[nbad++] = rel;
-      continue;
-    }
-    BlobInfo info;
-    if (!blob_file_read(&bf, b->offset, &info, err, sizeof err))
-      lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE offset %llu does not point at a blob record of '%s': %s",
-                (unsigned long long)b->offset, rel, err);
-    else if (b->typed && !blob_file_read_expect(&bf, b->offset, b->blob_dtype, b->nbytes, &info, err, sizeof err))
-      lint_emit(c, LINT_RULE_LEVEL, at, NULL, fname, "BLOBFILE offset %llu points at a blob that does not fit the "
-                "tensor: %s", (unsigned long long)b->offset, err);
   }
 }
 
 /* ANE012: the ops of the rule (matmul) must bind transpose_x/transpose_y to
  * names, not literals. */
 void check_pkg_transpose_consts(LintCtx *c, uint32_t fn) {
-  MilScan *s = c->mil[fn];
-  for (uint32_t i = 0; i < s->nstmts; i++) {
-    const MilScanStmt *st = &s->stmts[i];
-    bool concerned = false;
-    for (uint32_t k = 0; k < c->rule->nops && !concerned; k++)
-      concerned = mil_range_eq(s, st->op, ir_op_info(c->rule->ops[k])->name);
-    if (!concerned) continue;
-    for (uint32_t a = st->first_arg; a < st->first_arg + st->nargs; a++) {
-      const MilScanArg *arg = &s->args[a];
-      if ((mil_range_eq(s, arg->key, "transpose_x") || mil_range_eq(s, arg->key, "transpose_y")) && !arg->is_name)
-        lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, arg->value), NULL, func(c, fn)->name,
-                  "%s of %s '%s' is the literal '%s'; the ANE's MIL parser needs a named bool const",
-                  mil_range_str(s, arg->key), mil_range_str(s, st->op),
-                  st->result.len ? mil_range_str(s, st->result) : "?", mil_range_str(s, arg->value));
+  const MilProgram *p = c->mil[fn];
+  for (uint32_t fi = 0; fi < p->nfuncs; fi++)
+    for (uint32_t si = 0; si < p->funcs[fi].nstmts; si++) {
+      const MilStmt *st = &p->funcs[fi].stmts[si];
+      bool concerned = false;
+      for (uint32_t k = 0; k < c->rule->nops && !concerned; k++) concerned = !strcmp(st->op, ir_op_info(c->rule->ops[k])->name);
+      if (!concerned) continue;
+      for (uint32_t a = 0; a < st->nargs; a++) {
+        const MilArg *arg = &st->args[a];
+        bool is_name = !arg->is_list && arg->nitems == 1 && arg->items[0].kind == MIL_OPERAND_NAME;
+        if ((strcmp(arg->name, "transpose_x") && strcmp(arg->name, "transpose_y")) || is_name || !arg->nitems) continue;
+        SrcSpan value = {arg->items[0].loc.file, arg->items[0].loc.start, arg->items[arg->nitems - 1].loc.end};
+        char text[128];
+        lint_emit(c, LINT_RULE_LEVEL, value, NULL, func(c, fn)->name,
+                  "%s of %s '%s' is the literal '%s'; the ANE's MIL parser needs a named bool const", arg->name, st->op,
+                  result_name(st), span_text(c, value, text, sizeof text));
+      }
     }
-  }
 }
 
-/* ANE014: every returned name is a parameter or a statement's result. */
+/* ANE014: every returned name is a parameter or a statement's result (the
+ * tolerant reader marks one defined nowhere). */
 void check_pkg_returns(LintCtx *c, uint32_t fn) {
-  MilScan *s = c->mil[fn];
-  for (uint32_t fi = 0; fi < s->nfuncs; fi++) {
-    const MilScanFunc *f = &s->funcs[fi];
-    StrMap defined;
-    strmap_init(&defined);
-    for (uint32_t i = 0; i < f->nparams; i++) strmap_put(&defined, mil_range_str(s, f->params[i]), 1);
-    for (uint32_t i = 0; i < f->ndefs; i++) strmap_put(&defined, mil_range_str(s, f->defs[i]), 1);
-    const char *mname = mil_range_str(s, f->name);
-    for (uint32_t i = 0; i < f->nreturns; i++) {
-      const char *r = mil_range_str(s, f->returns[i]);
-      if (!strmap_get(&defined, r))
-        lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, f->returns[i]), NULL, func(c, fn)->name,
-                  "returned name '%s' is not defined by a statement or an input of '%s'", r, mname);
-    }
-    strmap_free(&defined);
+  const MilProgram *p = c->mil[fn];
+  for (uint32_t fi = 0; fi < p->nfuncs; fi++) {
+    const MilFunc *f = &p->funcs[fi];
+    for (uint32_t i = 0; i < f->nreturns; i++)
+      if (f->returns[i].def_stmt == MIL_DEF_UNDEFINED)
+        lint_emit(c, LINT_RULE_LEVEL, f->returns[i].loc, NULL, func(c, fn)->name,
+                  "returned name '%s' is not defined by a statement or an input of '%s'", f->returns[i].name, f->name);
   }
 }
 
@@ -183,17 +219,15 @@ static const char *mil_op_type(IrOpKind k) { return k == OP_SDPA ? "scaled_dot_p
 /* Statements whose op the rule names (and, if `arg` is set, that bind it):
  * MIL from other tools, or edited by hand, can hold what orionc legalizes away. */
 static void forbid_mil_ops(LintCtx *c, uint32_t fn, const char *arg, const char *why) {
-  MilScan *s = c->mil[fn];
-  for (uint32_t i = 0; i < s->nstmts; i++) {
-    const MilScanStmt *st = &s->stmts[i];
-    bool concerned = false, binds = !arg;
-    for (uint32_t k = 0; k < c->rule->nops && !concerned; k++) concerned = mil_range_eq(s, st->op, mil_op_type(c->rule->ops[k]));
-    for (uint32_t a = st->first_arg; concerned && !binds && a < st->first_arg + st->nargs; a++)
-      binds = mil_range_eq(s, s->args[a].key, arg);
-    if (!concerned || !binds) continue;
-    lint_emit(c, LINT_RULE_LEVEL, mil_span(c, fn, st->op), NULL, func(c, fn)->name, "%s '%s' %s", mil_range_str(s, st->op),
-              st->result.len ? mil_range_str(s, st->result) : "?", why);
-  }
+  const MilProgram *p = c->mil[fn];
+  for (uint32_t fi = 0; fi < p->nfuncs; fi++)
+    for (uint32_t si = 0; si < p->funcs[fi].nstmts; si++) {
+      const MilStmt *st = &p->funcs[fi].stmts[si];
+      bool concerned = false;
+      for (uint32_t k = 0; k < c->rule->nops && !concerned; k++) concerned = !strcmp(st->op, mil_op_type(c->rule->ops[k]));
+      if (!concerned || (arg && !mil_find_arg(st, arg))) continue;
+      lint_emit(c, LINT_RULE_LEVEL, st->op_loc, NULL, func(c, fn)->name, "%s '%s' %s", st->op, result_name(st), why);
+    }
 }
 
 /* ANE001 */

@@ -266,9 +266,57 @@ const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, co
   return w->data;
 }
 
-/* Reads and scans the MIL text of every function of c->pkg into c (texts
- * added to r->sources so findings show their lines). False after reporting
- * through d if one cannot be read or is too malformed to check. */
+/* The first error a Diag reports (Diag.observe). */
+typedef struct FirstError {
+  bool seen;
+  SrcSpan span;
+  char *message;
+} FirstError;
+
+static void keep_first_error(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  FirstError *fe = ctx;
+  if (level != DIAG_ERROR || fe->seen) return;
+  fe->seen = true;
+  fe->span = span;
+  fe->message = xstrdup(message);
+}
+
+/* Reads the MIL text registered as `file` with the MIL reader, tolerantly
+ * (the rules report what it reads past). When the reader cannot read it,
+ * its first error is reported through d, where it was found and in its
+ * words, as the reason the text cannot be checked. */
+static MilProgram *read_mil_text(SourceSet *sources, uint32_t file, Diag *d) {
+  Diag rd;
+  diag_init(&rd, sources);
+  StrBuf discard; /* the reader's own report: what the linter repeats is enough */
+  sb_init(&discard);
+  rd.capture = &discard;
+  FirstError fe = {0};
+  rd.observe = keep_first_error;
+  rd.observe_ctx = &fe;
+  MilReadOptions opt = {.tolerant = true};
+  MilProgram *p = mil_read_source(file, &opt, &rd);
+  if (!p) {
+    const char *why = fe.seen ? fe.message : "it cannot be read";
+    const SourceFile *sf = srcset_get(sources, file);
+    if (!fe.seen || !fe.span.file) {
+      diag_error(d, (SrcSpan){0}, "%s: cannot check this MIL text: %s", sf->name, why);
+    } else if (d->sources == sources) {
+      diag_error(d, fe.span, "cannot check this MIL text: %s", why);
+    } else {
+      uint32_t line, col;
+      srcset_linecol(sources, file, fe.span.start, &line, &col);
+      diag_error(d, (SrcSpan){0}, "%s:%u:%u: cannot check this MIL text: %s", sf->name, line, col, why);
+    }
+  }
+  free(fe.message);
+  sb_free(&discard);
+  return p;
+}
+
+/* Reads the MIL text of every function of c->pkg into c (texts added to
+ * r->sources so findings show their lines). False after reporting through
+ * d if one cannot be read or the MIL reader cannot read it. */
 static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
   const Package *pkg = c->pkg;
   uint32_t n = pkg->nfunctions;
@@ -292,22 +340,9 @@ static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
     /* The report's SourceSet keeps the text, so findings can show its lines. */
     c->mil_file[i] = srcset_add(r->sources, p.data, text, len);
     free(text);
-    const SourceFile *sf = srcset_get(r->sources, c->mil_file[i]);
-    c->mil_path[i] = sf->name;
-    c->mil[i] = xmalloc(sizeof *c->mil[i]);
-    char serr[256];
-    uint32_t eoff = 0;
-    if (!mil_scan(c->mil[i], sf->text, sf->len, serr, sizeof serr, &eoff)) {
-      /* Located in the MIL text when d prints from the report's sources. */
-      if (d->sources == r->sources) {
-        diag_error(d, (SrcSpan){c->mil_file[i], eoff, eoff + 1}, "cannot check this MIL text: %s", serr);
-      } else {
-        uint32_t line, col;
-        srcset_linecol(r->sources, c->mil_file[i], eoff, &line, &col);
-        diag_error(d, (SrcSpan){0}, "%s:%u:%u: cannot check this MIL text: %s", sf->name, line, col, serr);
-      }
-      ok = false;
-    }
+    c->mil_path[i] = srcset_get(r->sources, c->mil_file[i])->name;
+    c->mil[i] = read_mil_text(r->sources, c->mil_file[i], d);
+    if (!c->mil[i]) ok = false;
     sb_free(&p);
   }
   return ok;
@@ -324,11 +359,7 @@ static void run_package_checkers(LintCtx *c, bool with_manifest) {
 }
 
 static void ctx_free(LintCtx *c) {
-  for (uint32_t i = 0; c->mil && i < c->pkg->nfunctions; i++)
-    if (c->mil[i]) {
-      mil_scan_free(c->mil[i]);
-      free(c->mil[i]);
-    }
+  for (uint32_t i = 0; c->mil && i < c->pkg->nfunctions; i++) mil_program_free(c->mil[i]);
   for (uint32_t i = 0; i < c->nweights; i++) {
     free(c->weights[i].relpath);
     free(c->weights[i].data);
@@ -386,7 +417,7 @@ bool lint_mil_file(const ConstraintTable *t, const char *path, const LintOptions
   ctx_set_target(&c, o->target);
   bool ok = load_mil_texts(&c, r, d);
   /* Findings name the MIL function when the file has one. */
-  if (ok && c.mil[0]->nfuncs == 1) fn.name = (char *)(uintptr_t)mil_range_str(c.mil[0], c.mil[0]->funcs[0].name);
+  if (ok && c.mil[0]->nfuncs == 1) fn.name = (char *)(uintptr_t)c.mil[0]->funcs[0].name;
   if (ok) run_package_checkers(&c, false);
   ctx_free(&c);
   free(dir);

@@ -1,84 +1,19 @@
 /*
  * Internal interface of the linter: the context checkers run in, how they
- * report, the checker signatures, and the MIL scanner the package checks
- * read MIL text with.
+ * report, and the checker signatures.
  *
- * The MIL scanner is deliberately not a MIL parser (the runtime has one): it
- * tokenizes and finds what the package rules need (function parameters,
- * defined names, return names, op arguments, BLOBFILE references), tolerating
- * anything else, so that a program with the very defects the rules describe
- * (an undefined return name, a literal where a name belongs) can still be
- * checked and reported at the right line.
+ * The package checks read MIL text with the MIL reader (mil/), the one the
+ * runtime loads programs with, in its tolerant mode: a program with the very
+ * defects the rules describe (an undefined return name, an op given
+ * arguments it does not take) is still read and checked, while text the
+ * reader cannot read is reported with the reader's own first error, so the
+ * linter and the runtime never disagree about a file.
  */
 #ifndef ORION_LINT_INTERNAL_H
 #define ORION_LINT_INTERNAL_H
 
 #include "orion/constraints.h"
-
-/* ---- MIL scanner ---- */
-
-/* A byte range of the MIL text. */
-typedef struct MilRange {
-  uint32_t off, len;
-} MilRange;
-
-typedef struct MilScanArg {
-  MilRange key;
-  MilRange value;  /* the tokens after '=' */
-  bool is_name;    /* the value is one identifier (not true/false) */
-  bool is_list;    /* a parenthesised binding list */
-} MilScanArg;
-
-typedef struct MilScanStmt {
-  MilRange op;     /* op type, e.g. "matmul" */
-  MilRange result; /* first result name (len 0 if none) */
-  uint32_t first_arg, nargs; /* into MilScan.args */
-  uint32_t func;   /* index into MilScan.funcs */
-} MilScanStmt;
-
-typedef struct MilScanBlob {
-  MilRange where;      /* the BLOBFILE keyword */
-  MilRange offset_tok; /* the offset literal's number (len 0 if none) */
-  bool offset_ok;      /* a decimal integer was read into offset */
-  uint64_t offset;
-  const char *path;    /* NULL if no path string was found */
-  bool typed;          /* a tensor type precedes it: dtype and nbytes are set */
-  uint32_t blob_dtype; /* BlobDType code */
-  uint64_t nbytes;
-  uint32_t func;
-} MilScanBlob;
-
-typedef struct MilScanFunc {
-  MilRange name;
-  MilRange *params;
-  uint32_t nparams;
-  MilRange *defs; /* statement results */
-  uint32_t ndefs;
-  MilRange *returns;
-  uint32_t nreturns;
-} MilScanFunc;
-
-typedef struct MilScan {
-  Arena arena;
-  const char *text;
-  size_t len;
-  MilScanFunc *funcs;
-  uint32_t nfuncs;
-  MilScanStmt *stmts;
-  uint32_t nstmts;
-  MilScanArg *args;
-  uint32_t nargs;
-  MilScanBlob *blobs;
-  uint32_t nblobs;
-} MilScan;
-
-/* Scans text (kept, not copied: keep it alive). On failure returns false
- * with a lowercase message and the byte offset it refers to. */
-bool mil_scan(MilScan *s, const char *text, size_t len, char *err, size_t errlen, uint32_t *err_off);
-void mil_scan_free(MilScan *s);
-bool mil_range_eq(const MilScan *s, MilRange r, const char *str);
-/* The range as a NUL-terminated string in the scan's arena. */
-const char *mil_range_str(MilScan *s, MilRange r);
+#include "orion/mil_reader.h"
 
 /* ---- checking context ---- */
 
@@ -96,7 +31,7 @@ typedef struct LintCtx {
   /* lint_package */
   const Package *pkg;
   const char *manifest_path;
-  MilScan **mil;          /* per package function (NULL entries never reach checkers) */
+  MilProgram **mil;       /* per package function, read tolerantly (NULL entries never reach checkers) */
   uint32_t *mil_file;     /* per package function: SourceSet id of its MIL text */
   const char **mil_path;  /* per package function */
   WeightFile *weights;    /* weight files read so far (BLOBFILE targets) */

@@ -196,7 +196,9 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
   bool promoted = level == DIAG_WARNING && d->warnings_as_errors;
   if (promoted) level = DIAG_ERROR;
   sb_printf(&sb, "%s: ", names[level]);
+  size_t message_start = sb.len;
   sb_vprintf(&sb, fmt, ap);
+  if (d->observe) d->observe(d->observe_ctx, level, span, sb.data + message_start);
   if (promoted) sb_puts(&sb, " [-Werror]");
   sb_putc(&sb, '\n');
   if (f) {

@@ -15,6 +15,7 @@
 
 #include "helpers.h"
 #include "orion/constraints.h"
+#include "orion/mil_reader.h"
 #include "orion/package.h"
 #include "orion/passes.h"
 
@@ -1150,6 +1151,41 @@ Test(mil, unreadable_or_malformed) {
   cr_assert_str_eq(mil_findings("bad.mil"), "D/bad.mil:3:43: error: cannot check this MIL text: '{' is never closed\n"
                                             "    3 |     func main<ios18>(tensor<fp16, [1]> x) {\n"
                                             "      |                                           ^\n");
+  remove_dir();
+}
+
+/* orion-lint reads MIL with the reader orion-run loads it with, so on text
+ * that cannot be read both stop at the same first error, at the same place
+ * and in the same words (the linter says that is why it cannot check it).
+ * The linter's old scanner accepted these bytes: it saw an op and '='. */
+Test(mil, lint_and_reader_agree_on_the_first_error) {
+  make_dir();
+  put_file("agree.mil", "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1]> x) {\n"
+                        "        tensor<fp16, [1]> y = relu(x = x) extra;\n    } -> (y);\n}\n");
+  SourceSet ss;
+  srcset_init(&ss);
+  Diag d;
+  diag_init(&d, &ss);
+  StrBuf out;
+  sb_init(&out);
+  d.capture = &out;
+  char path[256];
+  snprintf(path, sizeof path, "%s/agree.mil", dir);
+  cr_assert_null(mil_read_file(path, &d));
+  char reader[512];
+  snprintf(reader, sizeof reader, "%.*s", (int)strcspn(out.data, "\n"), out.data);
+  const char *err = strstr(reader, ": error: ");
+  cr_assert_not_null(err, "%s", reader);
+  char want[768];
+  snprintf(want, sizeof want, "D%.*s: error: cannot check this MIL text: %s", (int)(err - reader - strlen(dir)),
+           reader + strlen(dir), err + strlen(": error: "));
+  cr_assert_str_eq(want, "D/agree.mil:4:43: error: cannot check this MIL text: unexpected identifier 'extra', "
+                         "expected ';' or '['");
+  const char *lint = mil_findings("agree.mil");
+  cr_assert_eq(strncmp(lint, want, strlen(want)), 0, "lint: %s\nreader: %s", lint, reader);
+  cr_assert_eq(lint[strlen(want)], '\n');
+  sb_free(&out);
+  srcset_free(&ss);
   remove_dir();
 }
 

@@ -208,3 +208,45 @@ Test(support, strmap) {
   cr_assert_eq(m.count, 300);
   strmap_free(&m);
 }
+
+/* Diag.observe sees each message as reported (level, span, the message
+ * without location or level), and none that is suppressed. */
+typedef struct Seen {
+  DiagLevel level[4];
+  SrcSpan span[4];
+  char message[4][64];
+  uint32_t n;
+} Seen;
+
+static void observe(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  Seen *s = ctx;
+  if (s->n == 4) return;
+  s->level[s->n] = level;
+  s->span[s->n] = span;
+  snprintf(s->message[s->n], sizeof s->message[s->n], "%s", message);
+  s->n++;
+}
+
+Test(diag, observe_hook) {
+  Fixture f;
+  setup(&f, "func main() {\n  y = frob(x);\n}\n");
+  Seen seen = {.n = 0};
+  f.d.observe = observe;
+  f.d.observe_ctx = &seen;
+  diag_error(&f.d, (SrcSpan){f.file, 20, 24}, "unknown op '%s'", "frob");
+  f.d.suppress_warnings = true;
+  diag_warning(&f.d, (SrcSpan){f.file, 16, 17}, "dropped");
+  diag_note(&f.d, (SrcSpan){0}, "dropped with it");
+  f.d.suppress_warnings = false;
+  diag_warning(&f.d, (SrcSpan){f.file, 16, 17}, "kept");
+  diag_note(&f.d, (SrcSpan){0}, "a note");
+  cr_assert_eq(seen.n, 3);
+  cr_assert_eq(seen.level[0], DIAG_ERROR);
+  cr_assert_eq(seen.span[0].start, 20);
+  cr_assert_str_eq(seen.message[0], "unknown op 'frob'");
+  cr_assert_eq(seen.level[1], DIAG_WARNING);
+  cr_assert_str_eq(seen.message[1], "kept");
+  cr_assert_eq(seen.level[2], DIAG_NOTE);
+  cr_assert_str_eq(seen.message[2], "a note");
+  teardown(&f);
+}

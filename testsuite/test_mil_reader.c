@@ -828,6 +828,17 @@ Test(errors, blobfile) {
 
 /* ---- limits ------------------------------------------------------------------------------------------ */
 
+/* The text ends inside brackets: the innermost open one is named. */
+Test(errors, unclosed_bracket_at_the_end) {
+  cr_assert_str_eq(errors_of("program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1]> x) {\n"),
+                   "t.mil:3:43: error: '{' is never closed\n"
+                   "    3 |     func main<ios18>(tensor<fp16, [1]> x) {\n"
+                   "      |                                           ^\n");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = x"), "t.mil:4:22: error: '(' is never closed");
+  /* Brackets closed before the end do not count. */
+  cr_assert_str_eq(first_error("program(1.3) {} junk"), "t.mil:1:17: error: unexpected identifier 'junk', expected end of file");
+}
+
 Test(limits, name_length) {
   char text[4096];
   char name[MIL_MAX_NAME + 2];

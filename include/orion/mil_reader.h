@@ -4,11 +4,14 @@
  *
  * Both dialects are read (`program(1.0)` with `tensor<T, []>` scalars and
  * `program(1.3)` with bare `T` scalars); see the MIL spec §1 and
- * docs/mil-reader.md. After parsing, the reader checks what can be checked
- * without knowing any op: SSA (one definition per name, uses after
- * definitions, defined return names), literal payloads against their
- * declared types, `const` statements. Op types are not looked up: an unknown
- * op is read like any other and rejected only by whoever executes it.
+ * docs/mil-reader.md. After parsing, the reader checks SSA (one definition
+ * per name, uses after definitions, defined return names), literal payloads
+ * against their declared types, `const` statements, and the arguments of
+ * every op the MIL op table knows (include/orion/mil_ops.def: no argument
+ * the op does not have, each of its kind; required arguments are left to
+ * the backend, see mil_op_check_required). An op the
+ * table does not know is read like any other and rejected only by whoever
+ * executes it.
  *
  * Everything a program holds lives in its arena and is addressed by index;
  * mil_program_free() releases it all. Locations are SrcSpans into the Diag's
@@ -126,6 +129,8 @@ typedef struct MilLiteral {
   MilElem value;         /* INLINE: the payload as written (a scalar or brackets) */
   const char *blob_path; /* BLOB: e.g. "@model_path/weights/weight.bin" */
   uint64_t blob_offset;  /* BLOB: offset of the blob's metadata record */
+  SrcSpan blob_loc;        /* BLOB: the BLOBFILE keyword */
+  SrcSpan blob_offset_loc; /* BLOB: the offset's number */
   /* INLINE tensors: the elements in row-major order, whether written nested or
    * flat; exactly one array is set, by dtype. Floats are rounded to the dtype
    * (fp16 and bf16 to nearest even), so each is exactly representable in it;
@@ -147,12 +152,13 @@ typedef struct MilVar {
 
 /* Where a name is defined (filled in for every name once the program is read). */
 #define MIL_DEF_PARAM UINT32_MAX
+#define MIL_DEF_UNDEFINED (UINT32_MAX - 1) /* a name defined nowhere (tolerant reads only) */
 typedef enum MilOperandKind { MIL_OPERAND_NAME, MIL_OPERAND_LITERAL } MilOperandKind;
 
 typedef struct MilOperand {
   MilOperandKind kind;
   const char *name;          /* NAME */
-  uint32_t def_stmt;         /* NAME: index of the defining statement, or MIL_DEF_PARAM */
+  uint32_t def_stmt;         /* NAME: index of the defining statement, MIL_DEF_PARAM or MIL_DEF_UNDEFINED */
   uint32_t def_index;        /* NAME: result index in that statement, or the parameter index */
   const MilLiteral *literal; /* LITERAL */
   SrcSpan loc;
@@ -176,7 +182,7 @@ typedef struct MilAttr {
 
 /* `results = op(args)[attrs];` */
 typedef struct MilStmt {
-  const char *op;      /* op type, e.g. "conv"; not checked against any op table */
+  const char *op;      /* op type, e.g. "conv"; any name (the op table's ops have their arguments checked) */
   const char *op_name; /* the `name` attribute's string, NULL if there is none */
   const MilVar *results;
   uint32_t nresults;
@@ -220,6 +226,24 @@ typedef struct MilProgram {
 MilProgram *mil_read_string(const char *name, const char *text, size_t len, Diag *d);
 /* Same, reading the file; "-" reads standard input. */
 MilProgram *mil_read_file(const char *path, Diag *d);
+
+typedef struct MilReadOptions {
+  /* Read past problems of names and types (a name defined nowhere or
+   * used before its definition, an argument the op table does not know or
+   * one of the wrong kind, a const whose value's type is not the one it
+   * declares): each is reported as a
+   * warning, with the message it has as an error, and the program is
+   * returned (an undefined name's operand has def_stmt MIL_DEF_UNDEFINED).
+   * Syntax errors, bad literals and everything else still fail the read.
+   * For tools that check MIL with defects of that kind, such as the linter;
+   * nothing should execute such a program. (A Diag that turns warnings into
+   * errors makes them fail the read again.) */
+  bool tolerant;
+} MilReadOptions;
+
+/* Reads the MIL text registered as `file` in d->sources; opt NULL is the
+ * default (strict) reading. */
+MilProgram *mil_read_source(uint32_t file, const MilReadOptions *opt, Diag *d);
 void mil_program_free(MilProgram *p); /* NULL is fine */
 
 /* Look-ups (NULL if absent). */

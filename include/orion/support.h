@@ -133,6 +133,11 @@ typedef struct Diag {
   bool limit_reported;    /* the "too many errors" line was printed */
   bool color;
   const char *program; /* prefix of messages without a location (default "orionc") */
+  /* If set, told of every message that is reported (not of suppressed ones),
+   * before it is printed: lets a caller keep where and what an error was,
+   * e.g. to report it again in its own words. */
+  void (*observe)(void *ctx, DiagLevel level, SrcSpan span, const char *message);
+  void *observe_ctx;
 } Diag;
 
 void diag_init(Diag *d, SourceSet *sources);

@@ -264,6 +264,7 @@ payload
   | '(' elem ')' { $$ = literal(ctx, MIL_PAYLOAD_INLINE); $$->lit->value = $2; }
   | '(' BLOBFILE '(' word '=' typed_value ',' word '=' typed_value ')' ')' {
       $$ = blob_literal(ctx, $4, @4, $6, $8, @8, $10);
+      $$->lit->blob_loc = span(ctx, @2);
     }
   ;
 
@@ -433,6 +434,13 @@ static int yyreport_syntax_error(const yypcontext_t *pctx, yyscan_t scanner, Mil
   SrcSpan loc = span(ctx, *yypcontext_location(pctx));
   StrBuf sb;
   sb_init(&sb);
+  if (tok == YYSYMBOL_YYEOF && ctx->nopen) {
+    /* The text ends inside brackets: the innermost open one says where. */
+    const OpenBracket *ob = &ctx->open[ctx->nopen - 1];
+    diag_error(ctx->diag, (SrcSpan){ctx->file, ob->offset, ob->offset + 1}, "'%c' is never closed", ob->c);
+    sb_free(&sb);
+    return 0;
+  }
   if (tok == YYSYMBOL_YYEOF) {
     sb_puts(&sb, "unexpected end of file");
   } else {

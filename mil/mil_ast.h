@@ -25,6 +25,13 @@ typedef struct AstLit {
   struct AstLit *blob_path, *blob_offset;
 } AstLit;
 
+/* An open bracket not closed yet: at the end of the text it is reported as
+ * never closed. */
+typedef struct OpenBracket {
+  uint32_t offset;
+  char c;
+} OpenBracket;
+
 typedef struct AstOperand {
   const char *name; /* a name, or NULL for a literal */
   AstLit *lit;
@@ -78,6 +85,8 @@ typedef struct MilParseCtx {
   uint32_t nesting; /* open brackets in the current statement */
   bool nesting_reported;
   uint32_t soft_errors; /* reported by grammar actions; the tree stays checkable */
+  OpenBracket *open;    /* every bracket still open, innermost last */
+  uint32_t nopen, cap_open;
   ElemStack elems;
   /* the program */
   const char *version; /* as written */

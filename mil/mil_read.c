@@ -1,23 +1,29 @@
 /*
  * MIL reader entry points: text -> syntax tree (flex/bison) -> MilProgram,
- * with the checks that need no op table (mil-spec §1.8, "semantic checks"):
+ * with the semantic checks (mil-spec §1.8):
  *   - each name is defined once per function, used only after its
  *     definition, and every returned name is defined;
  *   - every literal's payload fits its declared type (nested brackets that
  *     follow the shape, a flat list of the element count, a bare scalar for
  *     rank 0; element kinds and integer ranges per dtype; BLOBFILE fields);
  *   - `const` has one result and a `val` whose type is the declared one;
- *   - opsets are iosNN or CoreMLn (= ios(n+10)).
+ *   - opsets are iosNN or CoreMLn (= ios(n+10));
+ *   - the arguments of an op the MIL op table knows are the table's and
+ *     each is of its kind (mil_op_args.c).
+ * A tolerant read (MilReadOptions) reports the problems of names, of op
+ * arguments and of a const's declared type as warnings and keeps the program.
  * Syntax errors stop before these checks, so a broken statement cannot set
  * off a cascade of "undefined value" errors; errors the grammar reports that
  * leave the tree whole (an unknown dtype, a negative dimension) do not.
  * Errors come in source order within each of the two stages.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mil_ast.h"
+#include "mil_check.h"
 #include "mil_parser.h"
 #include "orion/fp16.h"
 
@@ -185,7 +191,19 @@ typedef struct Builder {
   Arena *arena; /* the program's */
   const SourceFile *src;
   StrMap seen; /* duplicate argument/attribute names of one list */
+  bool tolerant;
 } Builder;
+
+/* A problem of names, types or op arguments: an error, or in a tolerant
+ * read a warning that lets the read go on. Returns whether it may go on. */
+static bool name_problem(Builder *b, SrcSpan at, const char *fmt, ...) ORION_PRINTF(3, 4);
+static bool name_problem(Builder *b, SrcSpan at, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(b->d, b->tolerant ? DIAG_WARNING : DIAG_ERROR, at, fmt, ap);
+  va_end(ap);
+  return b->tolerant;
+}
 
 /* Items of a newest-first list in source order (heap array, caller frees). */
 static void **list_items(const AstNode *l, uint32_t *n) {
@@ -519,6 +537,7 @@ static bool check_literal(Builder *b, AstLit *al) {
   }
   l->blob_path = path->value.s;
   l->blob_offset = (uint64_t)off->value.i;
+  l->blob_offset_loc = token_span(b, off->value.offset);
   return true;
 }
 
@@ -589,18 +608,18 @@ static bool scope_check_defs(Builder *b, Scope *sc, uint32_t n) {
 static bool scope_resolve(Builder *b, const Scope *sc, MilOperand *o, uint32_t stmt, const char *func) {
   uint32_t id = strmap_get(&sc->map, o->name);
   if (!id) {
-    if (stmt == UINT32_MAX) diag_error(b->d, o->loc, "function '%s' returns undefined value '%s'", func, o->name);
-    else diag_error(b->d, o->loc, "use of undefined value '%s'", o->name);
-    return false;
+    o->def_stmt = MIL_DEF_UNDEFINED;
+    if (stmt == UINT32_MAX) return name_problem(b, o->loc, "function '%s' returns undefined value '%s'", func, o->name);
+    return name_problem(b, o->loc, "use of undefined value '%s'", o->name);
   }
   const Def *def = &sc->defs[id - 1];
-  if (def->stmt != MIL_DEF_PARAM && def->stmt >= stmt) {
-    diag_error(b->d, o->loc, "'%s' is used before its definition", o->name);
-    diag_note(b->d, def->var->loc, "'%s' is defined here", o->name);
-    return false;
-  }
   o->def_stmt = def->stmt;
   o->def_index = def->index;
+  if (def->stmt != MIL_DEF_PARAM && def->stmt >= stmt) {
+    bool go_on = name_problem(b, o->loc, "'%s' is used before its definition", o->name);
+    diag_note(b->d, def->var->loc, "'%s' is defined here", o->name); /* dropped with a suppressed warning */
+    return go_on;
+  }
   return true;
 }
 
@@ -684,9 +703,9 @@ static bool build_stmt(Builder *b, const AstStmt *as, MilStmt *st, Scope *sc, ui
       ok = false;
     } else if (!has_unknown_dtype(&val->value->type) && !has_unknown_dtype(&st->results[0].type) &&
                !mil_type_equal(&val->value->type, &st->results[0].type)) {
-      diag_error(b->d, val->value->loc, "'val' has type %s but '%s' is declared as %s", type_str(b, &val->value->type),
-                 st->results[0].name, type_str(b, &st->results[0].type));
-      ok = false;
+      if (!name_problem(b, val->value->loc, "'val' has type %s but '%s' is declared as %s",
+                        type_str(b, &val->value->type), st->results[0].name, type_str(b, &st->results[0].type)))
+        ok = false;
     }
   }
   return ok;
@@ -744,8 +763,12 @@ static bool build_func(Builder *b, const AstFunc *af, MilFunc *f) {
     free(res);
   }
   MilStmt *stmts = arena_alloc(b->arena, (size_t)n * sizeof *stmts);
-  for (uint32_t i = 0; i < n && !diag_should_stop(b->d); i++)
+  for (uint32_t i = 0; i < n && !diag_should_stop(b->d); i++) {
     if (!build_stmt(b, stmt_items[i], &stmts[i], &sc, i)) ok = false;
+    const MilOpInfo *info = mil_op_find(stmts[i].op);
+    MilArgContext ac = {b->d, params, f->nparams, stmts, i, b->tolerant};
+    if (info && !mil_check_op_args(&ac, info, &stmts[i])) ok = false;
+  }
   free(stmt_items);
   f->stmts = stmts;
   f->nstmts = n;
@@ -762,8 +785,9 @@ static bool build_func(Builder *b, const AstFunc *af, MilFunc *f) {
   return ok;
 }
 
-static bool build_program(MilParseCtx *ctx, MilProgram *p) {
-  Builder b = {.ctx = ctx, .d = ctx->diag, .arena = &p->arena, .src = srcset_get(ctx->diag->sources, ctx->file)};
+static bool build_program(MilParseCtx *ctx, MilProgram *p, bool tolerant) {
+  Builder b = {.ctx = ctx, .d = ctx->diag, .arena = &p->arena, .src = srcset_get(ctx->diag->sources, ctx->file),
+               .tolerant = tolerant};
   strmap_init(&b.seen);
   bool ok = true;
   p->version = ctx->version;
@@ -797,7 +821,7 @@ static bool build_program(MilParseCtx *ctx, MilProgram *p) {
 
 /* ---- entry points -------------------------------------------------------------- */
 
-static MilProgram *read_registered(uint32_t file, Diag *d) {
+static MilProgram *read_registered(uint32_t file, const MilReadOptions *opt, Diag *d) {
   const SourceFile *src = srcset_get(d->sources, file);
   MilProgram *p = xcalloc(1, sizeof *p);
   arena_init(&p->arena);
@@ -812,11 +836,13 @@ static MilProgram *read_registered(uint32_t file, Diag *d) {
   mil_yylex_destroy(scanner);
   free(ctx.elems.items);
   ctx.elems.items = NULL;
+  free(ctx.open);
+  ctx.open = NULL;
   /* Only errors that leave the tree whole (unknown dtypes, bad dims) let the
    * checks run: after a syntax error they would mostly report its echoes.
    * (rc == 2, stack exhaustion, was reported through mil_yyerror.) */
   bool parsed = rc == 0 && ctx.seen_program && !diag_should_stop(d) && d->nerrors - errors_before == ctx.soft_errors;
-  bool ok = parsed && build_program(&ctx, p) && d->nerrors == errors_before;
+  bool ok = parsed && build_program(&ctx, p, opt && opt->tolerant) && d->nerrors == errors_before;
   arena_free(&scratch);
   if (!ok) {
     mil_program_free(p);
@@ -827,12 +853,17 @@ static MilProgram *read_registered(uint32_t file, Diag *d) {
 
 MilProgram *mil_read_string(const char *name, const char *text, size_t len, Diag *d) {
   uint32_t file = srcset_load_string(name, text, len, d);
-  return file ? read_registered(file, d) : NULL;
+  return file ? read_registered(file, NULL, d) : NULL;
 }
 
 MilProgram *mil_read_file(const char *path, Diag *d) {
   uint32_t file = srcset_load(path, d);
-  return file ? read_registered(file, d) : NULL;
+  return file ? read_registered(file, NULL, d) : NULL;
+}
+
+MilProgram *mil_read_source(uint32_t file, const MilReadOptions *opt, Diag *d) {
+  if (!srcset_get(d->sources, file)) ice("mil_read_source: no source %u", file);
+  return read_registered(file, opt, d);
 }
 
 void mil_program_free(MilProgram *p) {

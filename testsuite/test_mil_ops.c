@@ -1,0 +1,321 @@
+/*
+ * The MIL op table (include/orion/mil_ops.def) is consistent in itself, and
+ * covers what uses it: every op the CPU backend runs and every argument name
+ * its kernels read (found in the backend's source), and every op the
+ * emitter writes (the golden MIL outputs, read strictly, so their arguments
+ * are checked against the table too); and the reader's checks of arguments
+ * by the table, strict and tolerant.
+ *
+ * Needs ORION_SOURCE_ROOT (meson sets it).
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/mil_ops.h"
+
+static const char *source_root(void) {
+  const char *r = getenv("ORION_SOURCE_ROOT");
+  cr_assert(r && *r, "ORION_SOURCE_ROOT is not set (meson test sets it)");
+  return r;
+}
+
+Test(table, consistent) {
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < MIL_OP_COUNT; i++) {
+    const MilOpInfo *op = mil_op_info((MilOpId)i);
+    cr_assert_eq(op->id, (MilOpId)i);
+    cr_assert(op->name && *op->name);
+    cr_assert_eq(mil_op_find(op->name), op, "'%s' is in the table twice", op->name);
+    cr_assert_lt(op->family, MIL_FAM_COUNT, "%s", op->name);
+    cr_assert_str_neq(mil_op_family_name(op->family), "?", "%s", op->name);
+    cr_assert(op->since_ios >= 15 && op->since_ios <= 18, "%s: since ios%u", op->name, op->since_ios);
+    cr_assert(op->until_ios == 0 || op->until_ios >= op->since_ios, "%s", op->name);
+    cr_assert(op->min_results >= 1 && (op->max_results == -1 || op->max_results >= op->min_results), "%s", op->name);
+    cr_assert_eq(op->first_arg, (MilArgId)total, "%s: its arguments do not follow the previous op's", op->name);
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      const MilArgSpec *a = mil_arg_info(op->first_arg + k);
+      cr_assert_eq(a->op, op->id, "argument %s follows %s but names another op", a->name, op->name);
+      cr_assert(a->name && *a->name);
+      cr_assert_eq(mil_op_find_arg(op, a->name), a, "%s has two arguments '%s'", op->name, a->name);
+      cr_assert_neq(a->dtypes, 0u, "%s.%s takes no dtype", op->name, a->name);
+      cr_assert_eq(a->kind == MIL_KIND_STRING, a->dtypes == MIL_DTS_STRING, "%s.%s: a string kind takes strings only",
+                   op->name, a->name);
+      cr_assert_str_neq(mil_arg_kind_name(a->kind), "?");
+    }
+    total += op->nargs;
+  }
+  cr_assert_eq(total, (uint32_t)MIL_ARG_COUNT);
+  cr_assert_null(mil_op_find("frobnicate"));
+  cr_assert_null(mil_op_info(MIL_OP_COUNT));
+  cr_assert_str_eq(mil_arg_name(MIL_ARG_CONV_weight), "weight");
+  cr_assert_str_eq(mil_op_name(MIL_OP_SCALED_DOT_PRODUCT_ATTENTION), "scaled_dot_product_attention");
+  cr_assert(mil_op_in_opset(mil_op_info(MIL_OP_SCALED_DOT_PRODUCT_ATTENTION), 18));
+  cr_assert_not(mil_op_in_opset(mil_op_info(MIL_OP_SCALED_DOT_PRODUCT_ATTENTION), 17));
+  cr_assert_not(mil_op_in_opset(mil_op_info(MIL_OP_CONSTEXPR_AFFINE_DEQUANTIZE), 18));
+}
+
+/* The CPU backend's sources: runtime/cpu.c, or the files of runtime/cpu/. */
+static char *cpu_sources(void) {
+  StrBuf all;
+  sb_init(&all);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/runtime/cpu.c", source_root());
+  char *text;
+  size_t len;
+  const char *err;
+  if (read_file(path, SIZE_MAX / 2, &text, &len, &err)) {
+    sb_putn(&all, text, len);
+    free(text);
+  }
+  snprintf(path, sizeof path, "%s/runtime/cpu", source_root());
+  DIR *dir = opendir(path);
+  for (struct dirent *e; dir && (e = readdir(dir));) {
+    size_t n = strlen(e->d_name);
+    if (n < 3 || strcmp(e->d_name + n - 2, ".c")) continue;
+    char file[8192];
+    snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+    if (read_file(file, SIZE_MAX / 2, &text, &len, &err)) {
+      sb_putn(&all, text, len);
+      free(text);
+    }
+  }
+  if (dir) closedir(dir);
+  cr_assert_gt(all.len, 0, "no CPU backend source under %s/runtime", source_root());
+  return all.data;
+}
+
+/* Every op of the backend's op tables ({"name", k_kernel, ...} and the
+ * constexpr table's {"name", cx_...}) is in the MIL op table. */
+Test(table, every_cpu_backend_op) {
+  char *src = cpu_sources();
+  uint32_t seen = 0;
+  for (const char *p = src; (p = strstr(p, "{\"")); p++) {
+    const char *name = p + 2, *q = strchr(name, '"');
+    if (!q || (strncmp(q, "\", k_", 5) && strncmp(q, "\", cx_", 6))) continue;
+    char op[128];
+    snprintf(op, sizeof op, "%.*s", (int)(q - name), name);
+    if (!strcmp(op, "view")) continue; /* the backend's own: a reshape that moves nothing */
+    cr_expect_not_null(mil_op_find(op), "the CPU backend runs '%s', which the MIL op table does not have", op);
+    seen++;
+  }
+  cr_assert_geq(seen, 70, "found only %u ops in the CPU backend's tables", seen);
+  free(src);
+}
+
+/* Every argument name a kernel reads (the first string of a call to one of
+ * the *_arg / arg_slot / cx_input look-ups) is an argument of some op. */
+Test(table, every_argument_the_cpu_kernels_read) {
+  char *src = cpu_sources();
+  static const char *const calls[] = {"arg(", "arg_slot(", "cx_input("};
+  uint32_t seen = 0;
+  for (size_t c = 0; c < sizeof calls / sizeof *calls; c++)
+    for (const char *p = src; (p = strstr(p, calls[c])); p++) {
+      const char *close = strchr(p, ')'), *q = strchr(p, '"');
+      if (!q || !close || q > close) continue;
+      const char *end = strchr(q + 1, '"');
+      char name[128];
+      snprintf(name, sizeof name, "%.*s", (int)(end - q - 1), q + 1);
+      bool found = false;
+      for (uint32_t i = 0; i < MIL_OP_COUNT && !found; i++) found = mil_op_find_arg(mil_op_info((MilOpId)i), name);
+      cr_expect(found, "a CPU kernel reads argument '%s', which no op of the MIL op table has", name);
+      seen++;
+    }
+  cr_assert_geq(seen, 50, "found only %u argument reads in the CPU backend", seen);
+  free(src);
+}
+
+/* Checks the ops of an emitted program: in the table, and in the opset of the function. */
+static void check_ops(const char *what, const char *text, size_t len, uint32_t *nops) {
+  SourceSet ss;
+  srcset_init(&ss);
+  Diag d;
+  diag_init(&d, &ss);
+  StrBuf diags;
+  sb_init(&diags);
+  d.capture = &diags;
+  MilProgram *p = mil_read_string(what, text, len, &d);
+  cr_assert_not_null(p, "%s:\n%s", what, diags.data);
+  cr_assert_eq(diags.len, 0, "%s", diags.data);
+  for (uint32_t f = 0; f < p->nfuncs; f++)
+    for (uint32_t s = 0; s < p->funcs[f].nstmts; s++) {
+      const MilStmt *st = &p->funcs[f].stmts[s];
+      const MilOpInfo *op = mil_op_find(st->op);
+      cr_assert_not_null(op, "%s: the emitter wrote '%s', which the MIL op table does not have", what, st->op);
+      cr_assert(mil_op_in_opset(op, p->funcs[f].ios), "%s: %s in ios%u", what, st->op, p->funcs[f].ios);
+      cr_assert_geq((int)st->nresults, op->min_results, "%s: %s", what, st->op);
+      cr_assert(op->max_results < 0 || (int)st->nresults <= op->max_results, "%s: %s", what, st->op);
+      (*nops)++;
+    }
+  mil_program_free(p);
+  sb_free(&diags);
+  srcset_free(&ss);
+}
+
+Test(table, every_emitted_op) {
+  static const char *const files[] = {"testsuite/mil/tiny_mlp.mil", "testsuite/mil/gpt2_block.mil",
+                                      "testsuite/mil/llama_block.mil", "testsuite/golden/mil-attention.expected",
+                                      "testsuite/golden/mil-consts.expected", "testsuite/golden/mil-elementwise.expected",
+                                      "testsuite/golden/mil-ios16.expected", "testsuite/golden/mil-linear.expected",
+                                      "testsuite/golden/mil-tensor.expected", "testsuite/golden/mil-names.expected"};
+  uint32_t nops = 0;
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", source_root(), files[i]);
+    char *text;
+    size_t len;
+    const char *err;
+    cr_assert(read_file(path, MAX_SOURCE_BYTES, &text, &len, &err), "%s: %s", path, err);
+    const char *from = text, *to = text + len;
+    if (strstr(files[i], ".expected")) { /* the stdout section of a golden result */
+      from = strstr(text, "--- stdout\n");
+      cr_assert_not_null(from, "%s", path);
+      from += strlen("--- stdout\n");
+      const char *e = strstr(from, "\n--- stderr");
+      if (e) to = e + 1;
+    }
+    check_ops(files[i], from, (size_t)(to - from), &nops);
+    free(text);
+  }
+  cr_assert_geq(nops, 100);
+}
+
+/* ---- the reader's checks by the table ---- */
+
+#define HEADER "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [2]> x) {\n" /* body starts on line 4 */
+#define FOOTER "    } -> (x);\n}\n"
+
+typedef struct Read {
+  MilProgram *p;
+  SourceSet sources;
+  Diag d;
+  StrBuf diags;
+} Read;
+
+/* Reads text (strictly, or tolerantly). */
+static void read_with(Read *r, const char *text, bool tolerant) {
+  srcset_init(&r->sources);
+  diag_init(&r->d, &r->sources);
+  sb_init(&r->diags);
+  r->d.capture = &r->diags;
+  uint32_t file = srcset_add(&r->sources, "t.mil", text, strlen(text));
+  MilReadOptions opt = {.tolerant = tolerant};
+  r->p = mil_read_source(file, &opt, &r->d);
+}
+
+static void read_close(Read *r) {
+  mil_program_free(r->p);
+  srcset_free(&r->sources);
+  sb_free(&r->diags);
+}
+
+static const char *diags(const Read *r) { return r->diags.data ? r->diags.data : ""; }
+
+static void read_ok(Read *r, const char *text) {
+  read_with(r, text, false);
+  cr_assert_not_null(r->p, "rejected:\n%s", diags(r));
+  cr_assert_eq(r->diags.len, 0, "unexpected diagnostics:\n%s", diags(r));
+}
+
+/* The first line of the diagnostics of text that must be rejected. */
+static const char *first_error(const char *text) {
+  static char line[1024];
+  Read r;
+  read_with(&r, text, false);
+  cr_assert_null(r.p, "accepted: %s", text);
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(diags(&r), "\n"), diags(&r));
+  read_close(&r);
+  return line;
+}
+
+static const MilStmt *stmt_defining(const MilFunc *f, const char *name) {
+  for (uint32_t i = 0; i < f->nstmts; i++)
+    for (uint32_t k = 0; k < f->stmts[i].nresults; k++)
+      if (!strcmp(f->stmts[i].results[k].name, name)) return &f->stmts[i];
+  cr_assert_fail("no statement defines '%s'", name);
+  return NULL;
+}
+
+
+Test(op_args, unknown_names_and_wrong_kinds) {
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = x, alpha = x);\n" FOOTER),
+                   "t.mil:4:30: error: relu: unknown argument 'alpha' (it takes x)");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = matmul(x = x, y = x, transposex = bool(true));\n" FOOTER),
+                   "t.mil:4:39: error: matmul: unknown argument 'transposex' (it takes x, y, transpose_x and "
+                   "transpose_y)");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = relu(x = (x, x));\n" FOOTER),
+                   "t.mil:4:23: error: relu: argument 'x' must be a single value");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = softmax(axis = tensor<int32, [2]>([0, 1]), x = x);\n" FOOTER),
+                   "t.mil:4:33: error: softmax: argument 'axis' must be a scalar");
+  cr_assert_str_eq(first_error(HEADER "        fp16 y = gelu(mode = int32(1), x = x);\n" FOOTER),
+                   "t.mil:4:30: error: gelu: argument 'mode' must be a string");
+  cr_assert_str_eq(first_error(HEADER "        string m = const()[val = string(\"EXACT\")];\n"
+                                      "        fp16 y = relu(x = m);\n" FOOTER),
+                   "t.mil:5:27: error: relu: argument 'x' must be a tensor");
+}
+
+/* What the table does not check: ops it does not have, and required
+ * arguments (the backend asked to run the program refuses it). */
+Test(op_args, unknown_ops_and_missing_arguments_are_read) {
+  Read r;
+  read_ok(&r, HEADER "        fp16 y = frobnicate(anything = x);\n"
+                     "        fp16 z = max_pool(x = y);\n" FOOTER);
+  const MilOpInfo *op = mil_op_find("max_pool");
+  cr_assert_not_null(op);
+  const MilStmt *st = stmt_defining(&r.p->funcs[0], "z");
+  cr_assert_not(mil_op_check_required(op, st, &r.d));
+  cr_assert_str_eq(diags(&r), "t.mil:5:18: error: max_pool: missing argument 'kernel_sizes'\n"
+                              "    5 |         fp16 z = max_pool(x = y);\n"
+                              "      |                  ^~~~~~~~\n"
+                              "t.mil:5:18: error: max_pool: missing argument 'pad_type'\n"
+                              "    5 |         fp16 z = max_pool(x = y);\n"
+                              "      |                  ^~~~~~~~\n");
+  read_close(&r);
+}
+
+/* A tolerant read reports problems of names and arguments as warnings, in
+ * the same words, and returns the program; other errors still fail it. */
+Test(op_args, tolerant_reading) {
+  const char *text = HEADER "        fp16 y = relu(bogus = x, x = nowhere);\n"
+                            "        fp16 z = relu(x = later);\n"
+                            "        fp16 later = relu(x = x);\n    } -> (y, gone);\n}\n";
+  cr_assert_str_eq(first_error(text), "t.mil:4:38: error: use of undefined value 'nowhere'");
+  Read r;
+  read_with(&r, text, true);
+  cr_assert_not_null(r.p, "%s", diags(&r));
+  cr_assert_eq(r.d.nerrors, 0);
+  cr_assert_eq(r.d.nwarnings, 4, "%s", diags(&r));
+  const char *want[] = {"t.mil:4:38: warning: use of undefined value 'nowhere'",
+                        "t.mil:4:23: warning: relu: unknown argument 'bogus' (it takes x)",
+                        "t.mil:5:27: warning: 'later' is used before its definition",
+                        "t.mil:7:14: warning: function 'main' returns undefined value 'gone'"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    cr_assert_not_null(strstr(diags(&r), want[i]), "no '%s' in:\n%s", want[i], diags(&r));
+  const MilFunc *f = &r.p->funcs[0];
+  cr_assert_eq(f->returns[1].def_stmt, MIL_DEF_UNDEFINED);
+  cr_assert_eq(f->stmts[0].args[1].items[0].def_stmt, MIL_DEF_UNDEFINED);
+  cr_assert_null(mil_operand_type(f, &f->returns[1]));
+  read_close(&r);
+  /* A syntax error is an error in a tolerant read too. */
+  const char *broken = HEADER "        fp16 y = relu(x = x) extra;\n" FOOTER;
+  read_with(&r, broken, true);
+  cr_assert_null(r.p);
+  cr_assert_eq(r.d.nerrors, 1, "%s", diags(&r));
+  read_close(&r);
+}
+
+
+/* The linter checks BLOBFILEs against their declared types itself (ANE008),
+ * so a tolerant read keeps a const whose value's type is not its own. */
+Test(op_args, tolerant_const_types) {
+  const char *text = HEADER "        tensor<fp16, [2]> k = const()[val = tensor<fp32, [2]>([1, 2])];\n" FOOTER;
+  cr_assert_str_eq(first_error(text),
+                   "t.mil:4:45: error: 'val' has type tensor<fp32, [2]> but 'k' is declared as tensor<fp16, [2]>");
+  Read r;
+  read_with(&r, text, true);
+  cr_assert_not_null(r.p, "%s", diags(&r));
+  cr_assert_eq(r.d.nwarnings, 1, "%s", diags(&r));
+  cr_assert_eq(strncmp(diags(&r), "t.mil:4:45: warning: 'val' has type tensor<fp32, [2]>", 53), 0, "%s", diags(&r));
+  read_close(&r);
+}
