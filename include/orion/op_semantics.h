@@ -95,7 +95,7 @@ static inline double op_sem_tanh(double v) {
     double e = op_sem_exp(-2 * a);
     r = (1 - e) / (1 + e);
   }
-  return v < 0 ? -r : r;
+  return copysign(r, v);
 }
 
 /* ---- unary ops ---- */
