@@ -93,7 +93,9 @@
  *
  * Transcendental functions (exp, tanh, sigmoid, silu, gelu, softmax) use an
  * exp evaluated in double to about 1e-15 relative, so the float results are
- * those of the correctly rounded functions except in rare near-ties.
+ * those of the correctly rounded functions except in rare near-ties. That
+ * exp, and every element-wise op's scalar function, is orion/op_semantics.h's
+ * (shared with constant folding; docs/numerics.md).
  */
 #include "orion/cpu.h"
 
