@@ -986,8 +986,8 @@ static void cmp_row(int code, const float *restrict a, int64_t sa, const float *
   case B_DIV: BIN_LOOP(u / v); break;                                                                                  \
   case B_FDIV: BIN_LOOP((float)floor((double)u / (double)v)); break;                                                   \
   case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;                                                       \
-  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : u < v ? v : u == 0 ? u + v : u); break;                   \
-  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : u > v ? v : u == 0 ? -(-u - v) : u); break;                   \
+  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : u < v ? v : signbit(u) ? v : u); break;                   \
+  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : u > v ? v : signbit(u) ? u : v); break;                      \
   }
 
 #if HAVE_X86
