@@ -194,6 +194,18 @@ static void agree(const char *label, const char *text) {
   same_bits(label, text, "cpu (fp32)", &folded, &cpu);
 }
 
+/* The folder and the CPU backend give the same bits (ir_eval takes consts
+ * as written, unrounded: it is the exact reference). */
+static void folder_and_cpu_agree(const char *label, const char *text) {
+  static Bits folded, cpu;
+  by_folder(text, &folded);
+  cr_assert(folded.ok, "%s: the folder left the op\n%s", label, text);
+  by_cpu(text, CPU_NUMERICS_ANE, &cpu);
+  same_bits(label, text, "cpu (ane)", &folded, &cpu);
+  by_cpu(text, CPU_NUMERICS_FP32, &cpu);
+  same_bits(label, text, "cpu (fp32)", &folded, &cpu);
+}
+
 /* All three refuse: not folded, the run fails with `msg`, the evaluation fails. */
 static void all_refuse(const char *label, const char *text, const char *msg) {
   static Bits r;
@@ -392,4 +404,20 @@ Test(op_semantics, casts_without_a_result_are_refused_by_all) {
   t = cast_text(DT_FP16, DT_INT32, neg_inf, N_(neg_inf));
   all_refuse("cast -inf -> int32", t, "cast of -inf to int32 is out of range");
   free(t);
+}
+
+Test(op_semantics, folding_reads_consts_as_the_program_holds_them) {
+  /* 1.0003 is 1 in fp16 (below the midpoint 1 + 2^-11): folded unrounded,
+   * 1.0003 + 0.0003 would round up to 1 + 2^-10 */
+  folder_and_cpu_agree("add of unrounded fp16 consts",
+                       "func main() {\n  const a: fp16[2] = [1.0003, 0.1];\n  const b: fp16[2] = [0.0003, 0.2];\n"
+                       "  y = add(a, b);\n  return y;\n}\n");
+  folder_and_cpu_agree("cast of an unrounded fp16 const",
+                       "func main() {\n  const a: fp16[2] = [1.0003, 0.1];\n  y = cast(a, dtype=\"fp32\");\n"
+                       "  return y;\n}\n");
+  /* 1 + 2^-11 + 2^-40 is held as the fp32 1 + 2^-11, an fp16 tie (to 1); the
+   * double itself would round up */
+  folder_and_cpu_agree("fp32 const to fp16",
+                       "func main() {\n  const a: fp32[2] = [1.0004882812509095, 0.1];\n"
+                       "  y = cast(a, dtype=\"fp16\");\n  return y;\n}\n");
 }
