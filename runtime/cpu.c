@@ -1283,13 +1283,13 @@ static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (j->a->st == ST_F32) {
       const float *in = fp(j->a) + i * cnt;
       if (j->code == R_MAX)
-        for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)in[k]) ? (double)NAN : fmax(r, (double)in[k]);
+        for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)in[k]);
       else
         r = sum_d(in, cnt);
     } else {
       for (int64_t k = 0; k < cnt; k++) {
         double v = ld(j->a, i * cnt + k);
-        r = j->code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
+        r = j->code == R_MAX ? op_sem_maximum(r, v) : r + v;
       }
     }
     st(j->o, i, reduce_fin(j->code, j->o, r, cnt));
@@ -1304,7 +1304,7 @@ static void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
     const float *row = in + i * cnt;
     double r = j->code == R_MAX ? -HUGE_VAL : 0;
     if (j->code == R_MAX)
-      for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)row[k]) ? (double)NAN : fmax(r, (double)row[k]);
+      for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)row[k]);
     else
       r = sum_d(row, cnt);
     o[i] = (float)reduce_fin(j->code, j->o, r, cnt);
@@ -1369,7 +1369,7 @@ static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
     double r = code == R_MAX ? -HUGE_VAL : 0;
     for (int64_t k = 0; k < count; k++) {
       double v = ld(a, base + offset_at(k, rdims, nr, rst));
-      r = code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
+      r = code == R_MAX ? op_sem_maximum(r, v) : r + v;
     }
     st(out, o, reduce_fin(code, out, r, count));
   }
@@ -2222,7 +2222,7 @@ static void pool_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
               for (int64_t xx = lo_[2]; xx < hi_[2]; xx++) {
                 double v = ld(j->a, it * in_sz + (z * D[1] + y) * D[2] + xx);
                 if (j->avg) r += v;
-                else r = isnan(r) || isnan(v) ? (double)NAN : fmax(r, v);
+                else r = op_sem_maximum(r, v);
               }
           if (j->avg) r = cnt > 0 ? r / (double)cnt : 0;
           st(j->o, it * out_sz + (oz * OD[1] + oy) * OD[2] + ox, r);

@@ -348,7 +348,7 @@ static bool op_reduce(Ev *e, IrOpKind k, const EvalTensor *x, EvalTensor *out) {
     double v = x->data[i++];
     double *acc = &out->data[offset_bcast(&kept, xt, idx)];
     if (k == OP_REDUCE_MAX) {
-      if (isnan(v) || v > *acc) *acc = isnan(*acc) ? *acc : v;
+      *acc = op_sem_maximum(*acc, v);
     } else {
       *acc += v;
     }

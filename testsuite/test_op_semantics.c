@@ -175,7 +175,7 @@ static void same_bits(const char *label, const char *text, const char *who, cons
   for (uint64_t i = 0; i < want->n; i++) {
     uint32_t a = want->v[i], b = got->v[i];
     if (a == b || (is_nan_bits(want->dt, a) && is_nan_bits(want->dt, b))) continue;
-    cr_assert_fail("%s: element %llu: folded %.17g (bits 0x%x), %s %.17g (bits 0x%x)\n%s", label, (unsigned long long)i,
+    cr_assert_fail("%s: element %llu: reference %.17g (bits 0x%x), %s %.17g (bits 0x%x)\n%s", label, (unsigned long long)i,
                    value_of(want->dt, a), a, who, value_of(got->dt, b), b, text);
   }
 }
@@ -204,6 +204,17 @@ static void folder_and_cpu_agree(const char *label, const char *text) {
   same_bits(label, text, "cpu (ane)", &folded, &cpu);
   by_cpu(text, CPU_NUMERICS_FP32, &cpu);
   same_bits(label, text, "cpu (fp32)", &folded, &cpu);
+}
+
+/* ir_eval and the CPU backend give the same bits (ops the folder does not fold). */
+static void eval_and_cpu_agree(const char *label, const char *text) {
+  static Bits eval, cpu;
+  by_eval(text, &eval);
+  cr_assert(eval.ok, "%s: %s", label, eval.why);
+  by_cpu(text, CPU_NUMERICS_ANE, &cpu);
+  same_bits(label, text, "cpu (ane)", &eval, &cpu);
+  by_cpu(text, CPU_NUMERICS_FP32, &cpu);
+  same_bits(label, text, "cpu (fp32)", &eval, &cpu);
 }
 
 /* All three refuse: not folded, the run fails with `msg`, the evaluation fails. */
@@ -420,4 +431,31 @@ Test(op_semantics, folding_reads_consts_as_the_program_holds_them) {
   folder_and_cpu_agree("fp32 const to fp16",
                        "func main() {\n  const a: fp32[2] = [1.0004882812509095, 0.1];\n"
                        "  y = cast(a, dtype=\"fp16\");\n  return y;\n}\n");
+}
+
+Test(op_semantics, reduce_max_is_maximum_folded_over_the_axis) {
+  /* pairs: NaN either side, signed zeros in both orders, infinities */
+  for (int d = 0; d < 3; d++) {
+    const char *dt = d == 0 ? "fp32" : d == 1 ? "fp16" : "int32";
+    const char *pairs = d < 2 ? "[[nan, 1.0], [1.0, nan], [-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0], [-inf, -inf], [inf, -1.0], [-2.5, -3.0]]"
+                              : "[[-2147483648, -2147483648], [0, -1], [2147483647, 0], [-5, -4]]";
+    char text[1024], label[64];
+    snprintf(text, sizeof text, "func main() {\n  const x: %s[%d,2] = %s;\n  y = reduce_max(x, axes=[1]);\n  return y;\n}\n",
+             dt, d < 2 ? 8 : 4, pairs);
+    snprintf(label, sizeof label, "reduce_max rows %s", dt);
+    eval_and_cpu_agree(label, text);
+    if (d == 0) { /* as maximum: -0 < +0 in either order, NaN propagates */
+      static Bits r;
+      by_cpu(text, CPU_NUMERICS_FP32, &r);
+      cr_assert(r.v[2] == 0 && r.v[3] == 0 && r.v[4] == 0x80000000u, "0x%x 0x%x 0x%x", r.v[2], r.v[3], r.v[4]);
+      cr_assert(is_nan_bits(DT_FP32, r.v[0]) && is_nan_bits(DT_FP32, r.v[1]));
+    }
+    /* the same pairs down the columns: the strided reduction */
+    snprintf(text, sizeof text,
+             "func main() {\n  const x: %s[%d,2] = %s;\n  t = transpose(x, perm=[1, 0]);\n"
+             "  y = reduce_max(t, axes=[0]);\n  return y;\n}\n",
+             dt, d < 2 ? 8 : 4, pairs);
+    snprintf(label, sizeof label, "reduce_max columns %s", dt);
+    eval_and_cpu_agree(label, text);
+  }
 }
