@@ -195,16 +195,21 @@ static void agree(const char *label, const char *text) {
 }
 
 /* The folder and the CPU backend give the same bits (ir_eval takes consts
- * as written, unrounded: it is the exact reference). */
-static void folder_and_cpu_agree(const char *label, const char *text) {
+ * as written, unrounded: it is the exact reference, and it rounds no
+ * intermediate result), in ANE numerics and, with fp32_too, in FP32
+ * numerics (which keeps fp16 intermediates in fp32). */
+static void folder_and_cpu_agree_in(const char *label, const char *text, bool fp32_too) {
   static Bits folded, cpu;
   by_folder(text, &folded);
   cr_assert(folded.ok, "%s: the folder left the op\n%s", label, text);
   by_cpu(text, CPU_NUMERICS_ANE, &cpu);
   same_bits(label, text, "cpu (ane)", &folded, &cpu);
+  if (!fp32_too) return;
   by_cpu(text, CPU_NUMERICS_FP32, &cpu);
   same_bits(label, text, "cpu (fp32)", &folded, &cpu);
 }
+
+static void folder_and_cpu_agree(const char *label, const char *text) { folder_and_cpu_agree_in(label, text, true); }
 
 /* ir_eval and the CPU backend give the same bits (ops the folder does not fold). */
 static void eval_and_cpu_agree(const char *label, const char *text) {
@@ -457,5 +462,31 @@ Test(op_semantics, reduce_max_is_maximum_folded_over_the_axis) {
              dt, d < 2 ? 8 : 4, pairs);
     snprintf(label, sizeof label, "reduce_max columns %s", dt);
     eval_and_cpu_agree(label, text);
+  }
+}
+
+Test(op_semantics, a_chain_folds_to_what_the_fused_group_computes) {
+  /* consecutive element-wise ops run as one fused group on the CPU (tile by
+   * tile, each fp16 result rounded in ANE numerics); folded op by op they
+   * give the same bits */
+  for (int d = 0; d < 2; d++) {
+    IrDType dt = d ? DT_FP16 : DT_FP32;
+    const double *v = d ? f16_vals : f32_vals;
+    size_t k = d ? N_(f16_vals) : N_(f32_vals);
+    double a[MAX_ELEMS], b[MAX_ELEMS];
+    for (size_t i = 0; i < k; i++)
+      for (size_t j = 0; j < k; j++) a[i * k + j] = v[i], b[i * k + j] = v[j];
+    StrBuf sb;
+    sb_init(&sb);
+    char shape[32];
+    snprintf(shape, sizeof shape, "[%zu]", k * k);
+    sb_puts(&sb, "func main() {\n");
+    put_const(&sb, "x", dt, shape, a, k * k);
+    put_const(&sb, "y", dt, shape, b, k * k);
+    sb_puts(&sb, "  m = maximum(x, y);\n  r = relu(m);\n  n = minimum(r, y);\n  c = clip(n, min=-1, max=2);\n"
+                 "  p = mul(c, x);\n  t = tanh(p);\n  s = sub(t, y);\n  q = div(s, x);\n  e = exp(q);\n"
+                 "  return e;\n}\n");
+    folder_and_cpu_agree_in(d ? "chain fp16" : "chain fp32", sb.data, !d);
+    sb_free(&sb);
   }
 }
