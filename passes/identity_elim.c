@@ -3,6 +3,8 @@
  * other ops: reshape to the same shape, transpose by the identity
  * permutation, cast to the same dtype, mul by a const 1, add/sub of a const 0
  * (when the result keeps x's shape, i.e. the const does not broadcast it).
+ * The one change of bits: an x of -0 stays -0 where -0 + +0 gives +0
+ * (docs/numerics.md, "Rewrites that do not keep bits").
  */
 #include "orion/passes.h"
 #include "pass_util.h"

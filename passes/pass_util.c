@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "orion/fp16.h"
+#include "orion/op_semantics.h"
 
 IrValueId pass_const(IrModule *m, IrFuncId f, const char *base, const IrType *t, const double *data, uint64_t n,
                      SrcSpan loc) {
@@ -63,12 +64,20 @@ bool pass_is_const_splat(IrModule *m, IrValueId v, double x) {
 
 double pass_round_to_dtype(double v, IrDType to) {
   switch (to) {
-  case DT_FP16: return (double)fp16_to_float(fp16_from_double(v));
-  case DT_FP32: return (double)(float)v;
+  case DT_FP16: return op_sem_store_fp16(v);
+  case DT_FP32: return op_sem_store_fp32(v);
   case DT_BOOL: return v != 0;
-  case DT_INT32: return isfinite(v) ? fmax(fmin(trunc(v), 2147483647.0), -2147483648.0) : 0;
+  case DT_INT32: return op_sem_sat_int32(v);
   case DT_INT8: return isfinite(v) ? fmax(fmin(trunc(v), 127.0), -128.0) : 0;
   case DT_UINT8: return isfinite(v) ? fmax(fmin(trunc(v), 255.0), 0.0) : 0;
+  default: return v;
+  }
+}
+
+double pass_const_value(double v, IrDType dt) {
+  switch (dt) {
+  case DT_FP16: return (double)fp16_to_float(fp16_from_double(v));
+  case DT_FP32: return (double)(float)v;
   default: return v;
   }
 }

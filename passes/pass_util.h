@@ -57,8 +57,13 @@ bool pass_is_constant(IrModule *m, IrValueId v);
 /* True if v is a const whose every element equals x. */
 bool pass_is_const_splat(IrModule *m, IrValueId v, double x);
 
-/* A value as the dtype stores it: floats rounded, float -> int truncated
- * toward zero (saturating), -> bool is != 0. What cast and folding compute. */
+/* A computed value (a cast's or a folded op's, in double) as a result of
+ * dtype `to` stores it (orion/op_semantics.h): fp16 through fp32, float ->
+ * int truncated toward zero (saturating), -> bool is != 0. */
 double pass_round_to_dtype(double v, IrDType to);
+/* A const's stored double (or a float attribute written as a const of that
+ * dtype) as the emitted program holds it: rounded once to fp16 or fp32, as
+ * the MIL emitter writes it; other dtypes unchanged. */
+double pass_const_value(double v, IrDType dt);
 
 #endif

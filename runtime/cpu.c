@@ -93,7 +93,9 @@
  *
  * Transcendental functions (exp, tanh, sigmoid, silu, gelu, softmax) use an
  * exp evaluated in double to about 1e-15 relative, so the float results are
- * those of the correctly rounded functions except in rare near-ties.
+ * those of the correctly rounded functions except in rare near-ties. That
+ * exp, and every element-wise op's scalar function, is orion/op_semantics.h's
+ * (shared with constant folding; docs/numerics.md).
  */
 #include "orion/cpu.h"
 
@@ -117,6 +119,7 @@
 #endif
 
 #include "orion/fp16.h"
+#include "orion/op_semantics.h"
 
 /* ---- values ---- */
 
@@ -683,54 +686,9 @@ static bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst) {
 
 /* ---- exp and friends in double (see the header comment) ---- */
 
-static double bits_to_double(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
-
-static uint64_t double_to_bits(double d) {
-  uint64_t u;
-  memcpy(&u, &d, sizeof u);
-  return u;
-}
-
-/* e^x to about 1e-15 relative for |x| <= 708; beyond, the value of the
- * bound (which rounds to float's 0 or inf like the true value). */
-static inline double exp_d(double x) {
-  if (x != x) return x;
-  x = x > 708.0 ? 708.0 : x < -708.0 ? -708.0 : x;
-  const double shift = 0x1.8p52;
-  double t = x * 1.4426950408889634 + shift; /* round(x / ln 2) in the low bits of t */
-  double k = t - shift;
-  double r = x - k * 0x1.62e42feep-1 - k * 0x1.a39ef35793c76p-33; /* |r| <= ln2 / 2 */
-  double p = 1.0 / 39916800;
-  p = p * r + 1.0 / 3628800;
-  p = p * r + 1.0 / 362880;
-  p = p * r + 1.0 / 40320;
-  p = p * r + 1.0 / 5040;
-  p = p * r + 1.0 / 720;
-  p = p * r + 1.0 / 120;
-  p = p * r + 1.0 / 24;
-  p = p * r + 1.0 / 6;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  uint64_t kb = double_to_bits(t) - double_to_bits(shift); /* k as a two's complement integer */
-  return p * bits_to_double((kb + 1023) << 52);
-}
-
-static inline double tanh_d(double v) {
-  double a = fabs(v), r;
-  if (a < 1e-3) {
-    double a2 = a * a;
-    r = a - a * a2 * (1.0 / 3) + a * a2 * a2 * (2.0 / 15);
-  } else {
-    double e = exp_d(-2 * a);
-    r = (1 - e) / (1 + e);
-  }
-  return v < 0 ? -r : r;
-}
+/* The one definition, shared with the folder and the evaluator. */
+static inline double exp_d(double x) { return op_sem_exp(x); }
+static inline double tanh_d(double v) { return op_sem_tanh(v); }
 
 /* The same functions four doubles at a time (AVX2 and FMA, when the CPU
  * has them; chosen once at prepare). The fused multiply-adds make the
@@ -833,22 +791,20 @@ typedef struct UnaryJob {
   Val *o;
 } UnaryJob;
 
+/* The scalar meaning of each op is orion/op_semantics.h's. */
 static double unary_one(const UnaryJob *j, double v) {
   switch (j->code) {
-  case U_RELU: return v > 0 ? v : 0;
-  case U_TANH: return tanh_d(v);
-  case U_SIGMOID: return 1 / (1 + exp_d(-v));
-  case U_SILU: return v / (1 + exp_d(-v));
-  case U_GELU:
-    return j->gelu == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
-           : j->gelu == 1 ? 0.5 * v * (1 + tanh_d(0.7978845608028654 * (v + 0.044715 * v * v * v)))
-                          : v / (1 + exp_d(-1.702 * v));
-  case U_EXP: return exp_d(v);
-  case U_LOG: return log(v + j->eps);
+  case U_RELU: return op_sem_relu(v);
+  case U_TANH: return op_sem_tanh(v);
+  case U_SIGMOID: return op_sem_sigmoid(v);
+  case U_SILU: return op_sem_silu(v);
+  case U_GELU: return j->gelu == 0 ? op_sem_gelu_exact(v) : j->gelu == 1 ? op_sem_gelu_tanh(v) : op_sem_gelu_sigmoid(v);
+  case U_EXP: return op_sem_exp(v);
+  case U_LOG: return op_sem_log(v, j->eps);
   case U_SQRT: return sqrt(v);
-  case U_RSQRT: return 1 / sqrt(v + j->eps);
+  case U_RSQRT: return op_sem_rsqrt(v, j->eps);
   case U_ABS: return fabs(v);
-  case U_CLIP: return fmin(fmax(v, j->lo), j->hi);
+  case U_CLIP: return op_sem_clip(v, j->lo, j->hi);
   case U_NOT: return v == 0;
   case U_FLOOR: return floor(v);
   default: return v; /* identity */
@@ -859,7 +815,7 @@ static double unary_one(const UnaryJob *j, double v) {
 static void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, int64_t n) {
   switch (j->code) {
   case U_RELU:
-    for (int64_t i = 0; i < n; i++) o[i] = a[i] > 0 ? a[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) o[i] = a[i] <= 0 ? 0.0f : a[i]; /* NaN stays NaN, -0 is +0 */
     return;
   case U_ABS:
     for (int64_t i = 0; i < n; i++) o[i] = fabsf(a[i]);
@@ -959,8 +915,8 @@ static double bin_one(int code, double u, double v, bool integer) {
   case B_MUL: return u * v;
   case B_DIV: return integer ? (v == 0 ? 0 : trunc(u / v)) : u / v;
   case B_POW: return pow(u, v);
-  case B_MAX: return isnan(u) || isnan(v) ? (double)NAN : fmax(u, v);
-  case B_MIN: return isnan(u) || isnan(v) ? (double)NAN : fmin(u, v);
+  case B_MAX: return op_sem_maximum(u, v);
+  case B_MIN: return op_sem_minimum(u, v);
   /* floor_div rounds toward -inf. The double quotient of two floats is never
    * rounded across an integer, so its floor is the exact one. Integer x // 0
    * is 0, as integer real_div. */
@@ -1031,8 +987,8 @@ static void cmp_row(int code, const float *restrict a, int64_t sa, const float *
   case B_DIV: BIN_LOOP(u / v); break;                                                                                  \
   case B_FDIV: BIN_LOOP((float)floor((double)u / (double)v)); break;                                                   \
   case B_POW: BIN_LOOP((float)pow((double)u, (double)v)); break;                                                       \
-  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : v); break;                                                 \
-  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : v); break;                                                    \
+  case B_MAX: BIN_LOOP(u != u || v != v ? NAN : u > v ? u : u < v ? v : signbit(u) ? v : u); break;                   \
+  default: BIN_LOOP(u != u || v != v ? NAN : u < v ? u : u > v ? v : signbit(u) ? u : v); break;                      \
   }
 
 #if HAVE_X86
@@ -1328,13 +1284,13 @@ static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (j->a->st == ST_F32) {
       const float *in = fp(j->a) + i * cnt;
       if (j->code == R_MAX)
-        for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)in[k]) ? (double)NAN : fmax(r, (double)in[k]);
+        for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)in[k]);
       else
         r = sum_d(in, cnt);
     } else {
       for (int64_t k = 0; k < cnt; k++) {
         double v = ld(j->a, i * cnt + k);
-        r = j->code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
+        r = j->code == R_MAX ? op_sem_maximum(r, v) : r + v;
       }
     }
     st(j->o, i, reduce_fin(j->code, j->o, r, cnt));
@@ -1349,7 +1305,7 @@ static void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
     const float *row = in + i * cnt;
     double r = j->code == R_MAX ? -HUGE_VAL : 0;
     if (j->code == R_MAX)
-      for (int64_t k = 0; k < cnt; k++) r = isnan(r) || isnan((double)row[k]) ? (double)NAN : fmax(r, (double)row[k]);
+      for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)row[k]);
     else
       r = sum_d(row, cnt);
     o[i] = (float)reduce_fin(j->code, j->o, r, cnt);
@@ -1414,7 +1370,7 @@ static bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
     double r = code == R_MAX ? -HUGE_VAL : 0;
     for (int64_t k = 0; k < count; k++) {
       double v = ld(a, base + offset_at(k, rdims, nr, rst));
-      r = code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
+      r = code == R_MAX ? op_sem_maximum(r, v) : r + v;
     }
     st(out, o, reduce_fin(code, out, r, count));
   }
@@ -2267,7 +2223,7 @@ static void pool_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
               for (int64_t xx = lo_[2]; xx < hi_[2]; xx++) {
                 double v = ld(j->a, it * in_sz + (z * D[1] + y) * D[2] + xx);
                 if (j->avg) r += v;
-                else r = isnan(r) || isnan(v) ? (double)NAN : fmax(r, v);
+                else r = op_sem_maximum(r, v);
               }
           if (j->avg) r = cnt > 0 ? r / (double)cnt : 0;
           st(j->o, it * out_sz + (oz * OD[1] + oy) * OD[2] + ox, r);

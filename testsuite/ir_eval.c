@@ -13,11 +13,11 @@
 #include <string.h>
 
 #include "orion/fp16.h"
+#include "orion/op_semantics.h"
 #include "orion/frontend.h"
 #include "orion/passes.h"
 #include "orion/weights.h"
 
-#define PI 3.14159265358979323846
 #define MAX_RESULTS IR_MAX_OPERANDS
 
 /* ---- tensors and indices ---- */
@@ -152,17 +152,17 @@ static bool norm_axis(Ev *e, int64_t axis, int rank, int *out) {
 
 /* ---- elementwise ops ---- */
 
-static double nan_value(void) { return nan(""); }
-
+/* Each element-wise op's scalar function is orion/op_semantics.h's, the
+ * folder's and the CPU backend's. */
 static double binary_value(IrOpKind k, double a, double b) {
   switch (k) {
   case OP_ADD: return a + b;
   case OP_SUB: return a - b;
   case OP_MUL: return a * b;
   case OP_DIV: return a / b;
-  case OP_POW: return pow(a, b);
-  case OP_MAXIMUM: return isnan(a) || isnan(b) ? nan_value() : a > b ? a : b;
-  case OP_MINIMUM: return isnan(a) || isnan(b) ? nan_value() : a < b ? a : b;
+  case OP_POW: return op_sem_pow(a, b);
+  case OP_MAXIMUM: return op_sem_maximum(a, b);
+  case OP_MINIMUM: return op_sem_minimum(a, b);
   default: ice("binary_value: op %d", (int)k);
   }
 }
@@ -182,13 +182,19 @@ static bool op_binary(Ev *e, IrOpKind k, const EvalTensor *in, EvalTensor *out) 
   return true;
 }
 
-static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* A float attribute as the emitted program holds it: a const of x's dtype. */
+static double attr_as(Ev *e, const char *name, double dflt, IrDType dt) {
+  double v = attr_float(e, name, dflt);
+  if (dt == DT_FP16) return (double)fp16_to_float(fp16_from_double(v));
+  if (dt == DT_FP32) return (double)(float)v;
+  return v;
+}
 
 static bool op_unary(Ev *e, IrOpKind k, const EvalTensor *x, EvalTensor *out) {
   *out = tensor_new(&x->type);
   double eps = 0;
   bool tanh_mode = false;
-  if (k == OP_LOG || k == OP_RSQRT) eps = attr_float(e, "epsilon", 0.0);
+  if (k == OP_LOG || k == OP_RSQRT) eps = attr_as(e, "epsilon", 0.0, x->type.dtype);
   if (k == OP_GELU) {
     const char *mode = attr_str(e, "mode", "exact");
     if (!strcmp(mode, "tanh")) tanh_mode = true;
@@ -197,18 +203,15 @@ static bool op_unary(Ev *e, IrOpKind k, const EvalTensor *x, EvalTensor *out) {
   for (int64_t i = 0; i < count_of(&x->type); i++) {
     double v = x->data[i], y;
     switch (k) {
-    case OP_RELU: y = v < 0 ? 0.0 : v; break;
-    case OP_TANH: y = tanh(v); break;
-    case OP_SIGMOID: y = sigmoid(v); break;
-    case OP_SILU: y = v * sigmoid(v); break;
-    case OP_GELU:
-      y = tanh_mode ? 0.5 * v * (1.0 + tanh(sqrt(2.0 / PI) * (v + 0.044715 * v * v * v)))
-                    : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-      break;
-    case OP_EXP: y = exp(v); break;
-    case OP_LOG: y = log(v + eps); break;
+    case OP_RELU: y = op_sem_relu(v); break;
+    case OP_TANH: y = op_sem_tanh(v); break;
+    case OP_SIGMOID: y = op_sem_sigmoid(v); break;
+    case OP_SILU: y = op_sem_silu(v); break;
+    case OP_GELU: y = tanh_mode ? op_sem_gelu_tanh(v) : op_sem_gelu_exact(v); break;
+    case OP_EXP: y = op_sem_exp(v); break;
+    case OP_LOG: y = op_sem_log(v, eps); break;
     case OP_SQRT: y = sqrt(v); break;
-    case OP_RSQRT: y = 1.0 / sqrt(v + eps); break;
+    case OP_RSQRT: y = op_sem_rsqrt(v, eps); break;
     case OP_NEG: y = -v; break;
     case OP_ABS: y = fabs(v); break;
     case OP_IDENTITY: y = v; break;
@@ -220,14 +223,9 @@ static bool op_unary(Ev *e, IrOpKind k, const EvalTensor *x, EvalTensor *out) {
 }
 
 static bool op_clip(Ev *e, const EvalTensor *x, EvalTensor *out) {
-  double lo = attr_float(e, "min", 0), hi = attr_float(e, "max", 0);
+  double lo = attr_as(e, "min", 0, x->type.dtype), hi = attr_as(e, "max", 0, x->type.dtype);
   *out = tensor_new(&x->type);
-  for (int64_t i = 0; i < count_of(&x->type); i++) {
-    double v = x->data[i];
-    v = v < lo ? lo : v; /* max(x, min) */
-    v = v > hi ? hi : v; /* min(., max) */
-    out->data[i] = v;
-  }
+  for (int64_t i = 0; i < count_of(&x->type); i++) out->data[i] = op_sem_clip(x->data[i], lo, hi);
   return true;
 }
 
@@ -350,7 +348,7 @@ static bool op_reduce(Ev *e, IrOpKind k, const EvalTensor *x, EvalTensor *out) {
     double v = x->data[i++];
     double *acc = &out->data[offset_bcast(&kept, xt, idx)];
     if (k == OP_REDUCE_MAX) {
-      if (isnan(v) || v > *acc) *acc = isnan(*acc) ? *acc : v;
+      *acc = op_sem_maximum(*acc, v);
     } else {
       *acc += v;
     }
@@ -937,6 +935,13 @@ static bool eval_op(Ev *e, IrOpId op, const EvalTensor *in, const char *path, in
       type_text(want, b, sizeof b);
       return fail(e, "result %u: the evaluator computes %s but the IR has %s", i, a, b);
     }
+    /* int32 results saturate, as the CPU backend stores them */
+    if (res[i].type.dtype == DT_INT32)
+      for (int64_t j = 0; j < count_of(&res[i].type); j++) {
+        double *v = &res[i].data[j];
+        if (*v > 2147483647.0) *v = 2147483647.0;
+        else if (*v < -2147483648.0) *v = -2147483648.0;
+      }
     if (!check_values(e, &res[i], "result")) return false;
   }
   return true;

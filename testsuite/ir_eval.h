@@ -9,8 +9,13 @@
  * Numbers: every tensor is held as doubles, whatever its dtype. Inputs are
  * taken as given; params are materialized by weights_materialize (so fp16
  * params are rounded to fp16, as the package stores them); consts are taken
- * as written (their stored doubles, not rounded). Results are never rounded
- * to fp16/fp32: the reference is "exact", compare with a tolerance.
+ * as written (their stored doubles, not rounded); the float attributes of
+ * log, rsqrt (epsilon) and clip (min, max) are rounded to x's dtype, as the
+ * emitted program holds them. Each element-wise op's scalar function is
+ * orion/op_semantics.h's (docs/numerics.md), the one the folder and the CPU
+ * backend use. Float results are never rounded to fp16/fp32: the reference
+ * is "exact", compare with a tolerance (or round with op_sem_store_fp16/32
+ * for the bits a backend stores, as test_op_semantics.c does).
  * The one exception is `cast` to fp16/fp32, which rounds to the dtype as
  * NumPy's astype does (converting is what the op is for; cast-fusion folds
  * casts of consts the same way). Integer dtypes hold whole numbers; bool
@@ -30,8 +35,9 @@
  *
  * Behaviour the language leaves open is reported as an evaluation error
  * rather than guessed: gather indices outside [0, size), casts of NaN or of
- * values outside the range of an integer dtype, int32 results outside the
- * int32 range. int32 reduce_mean truncates toward zero.
+ * values outside the range of an integer dtype (which the CPU backend
+ * reports too). int32 results saturate to the int32 range, as the CPU
+ * backend's; int32 reduce_mean truncates toward zero.
  */
 #ifndef ORION_TEST_IR_EVAL_H
 #define ORION_TEST_IR_EVAL_H

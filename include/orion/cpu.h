@@ -26,7 +26,9 @@
  *   CPU_NUMERICS_ANE: fp16-declared results to fp16 (nearest even, overflow
  *     to +-inf) after every op, fp32-declared results to fp32.
  * int32 results are exact (saturated to the int32 range); bool results are
- * 0 or 1. Results do not depend on the number of threads: work is split into
+ * 0 or 1. Each element-wise op's scalar function, NaN, infinities and
+ * signed zeros included, is orion/op_semantics.h's, the one constant
+ * folding uses (docs/numerics.md). Results do not depend on the number of threads: work is split into
  * pieces of a fixed size, each computed the same way by whichever thread
  * takes it.
  *
