@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lint_internal.h"
+#include "orion/dtype.h"
 
 typedef enum TokKind { TK_IDENT, TK_NUMBER, TK_STRING, TK_ARROW, TK_PUNCT, TK_OTHER } TokKind;
 
@@ -173,16 +174,11 @@ static MilRange *to_arena(MilScan *s, NameList *l) { return move_to_arena(&s->ar
 
 /* ---- BLOBFILE ---- */
 
+/* The blob code of the dtype spelled at r, for the dtypes whose blobs the
+ * linter sizes (not the sub-byte ones); 0 for the others. */
 static uint32_t blob_code(const MilScan *s, MilRange r) {
-  static const struct {
-    const char *name;
-    uint32_t code;
-  } map[] = {{"fp16", BLOB_FP16},   {"fp32", BLOB_FP32},     {"uint8", BLOB_UINT8},   {"int8", BLOB_INT8},
-             {"bf16", BLOB_BF16},   {"int16", BLOB_INT16},   {"uint16", BLOB_UINT16}, {"int32", BLOB_INT32},
-             {"uint32", BLOB_UINT32}};
-  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-    if (mil_range_eq(s, r, map[i].name)) return map[i].code;
-  return 0;
+  OrionDType t = orion_dtype_from_name(s->text + r.off, r.len);
+  return t < ORION_DT_MIL_END && orion_dtype_size(t) ? orion_dtype_blob_code(t) : 0;
 }
 
 /* Reads a decimal integer token; false if it is anything else. */

@@ -13,13 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* BlobDataType codes (never renumbered). */
+/* The BlobDataType codes weight.bin stores for each dtype (never renumbered):
+ * the file's numbering of OrionDTypes, which orion_dtype_blob_code and
+ * orion_dtype_from_blob_code (orion/dtype.h) map to and from. */
 typedef enum BlobDType {
   BLOB_FP16 = 1, BLOB_FP32 = 2, BLOB_UINT8 = 3, BLOB_INT8 = 4, BLOB_BF16 = 5, BLOB_INT16 = 6,
-  BLOB_UINT16 = 7, BLOB_INT32 = 14, BLOB_UINT32 = 15
+  BLOB_UINT16 = 7, BLOB_INT4 = 8, BLOB_UINT1 = 9, BLOB_UINT2 = 10, BLOB_UINT4 = 11, BLOB_UINT3 = 12,
+  BLOB_UINT6 = 13, BLOB_INT32 = 14, BLOB_UINT32 = 15, BLOB_FP8E4M3FN = 16, BLOB_FP8E5M2 = 17
 } BlobDType;
 
-const char *blob_dtype_name(uint32_t code); /* "fp16", ... or NULL if unknown */
+/* The dtype's name for a code ("fp16", ...), or NULL if the code is unknown. */
+const char *blob_dtype_name(uint32_t code);
 size_t blob_dtype_size(uint32_t code);      /* 0 if unknown or sub-byte */
 
 #define BLOB_HEADER_SIZE 64u

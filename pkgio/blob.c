@@ -20,6 +20,7 @@
  * Integers are little-endian whatever the host.
  */
 #include "orion/blob.h"
+#include "orion/dtype.h"
 #include "orion/xxh64.h"
 
 #include "orion/support.h"
@@ -31,36 +32,14 @@
 
 /* ---- dtypes ------------------------------------------------------------ */
 
-typedef struct DTypeInfo {
-  const char *name;
-  size_t size; /* bytes per element; 0 for sub-byte types */
-  uint32_t bits;
-} DTypeInfo;
-
-/* Indexed by BlobDataType code (§2.2); 0 and codes past the end are unknown. */
-static const DTypeInfo dtypes[] = {
-    [BLOB_FP16] = {"fp16", 2, 16},     [BLOB_FP32] = {"fp32", 4, 32},     [BLOB_UINT8] = {"uint8", 1, 8},
-    [BLOB_INT8] = {"int8", 1, 8},      [BLOB_BF16] = {"bf16", 2, 16},     [BLOB_INT16] = {"int16", 2, 16},
-    [BLOB_UINT16] = {"uint16", 2, 16}, [8] = {"int4", 0, 4},              [9] = {"uint1", 0, 1},
-    [10] = {"uint2", 0, 2},            [11] = {"uint4", 0, 4},            [12] = {"uint3", 0, 3},
-    [13] = {"uint6", 0, 6},            [BLOB_INT32] = {"int32", 4, 32},   [BLOB_UINT32] = {"uint32", 4, 32},
-    [16] = {"fp8e4m3fn", 1, 8},        [17] = {"fp8e5m2", 1, 8},
-};
-
-static const DTypeInfo *dtype_info(uint32_t code) {
-  if (code >= sizeof dtypes / sizeof dtypes[0] || !dtypes[code].name) return NULL;
-  return &dtypes[code];
-}
-
+/* Codes (§2.2) are looked up in the dtype table; 0 and codes past the known
+ * ones are unknown. */
 const char *blob_dtype_name(uint32_t code) {
-  const DTypeInfo *d = dtype_info(code);
-  return d ? d->name : NULL;
+  OrionDType t = orion_dtype_from_blob_code(code);
+  return t == ORION_DT_NONE ? NULL : orion_dtype_name(t);
 }
 
-size_t blob_dtype_size(uint32_t code) {
-  const DTypeInfo *d = dtype_info(code);
-  return d ? d->size : 0;
-}
+size_t blob_dtype_size(uint32_t code) { return orion_dtype_size(orion_dtype_from_blob_code(code)); }
 
 /* ---- byte helpers ------------------------------------------------------ */
 
@@ -298,7 +277,7 @@ bool blob_file_open(BlobFile *f, const uint8_t *data, size_t len, char *err, siz
 
 /* Sub-byte data must end on an element boundary with under a byte of
  * padding, as Apple's reader requires (§2.5). */
-static bool check_sub_byte(const uint8_t *rec, uint64_t offset, const DTypeInfo *d, uint64_t size, char *err,
+static bool check_sub_byte(const uint8_t *rec, uint64_t offset, OrionDType t, uint64_t size, char *err,
                            size_t errlen) {
   uint64_t padding = get_u64(rec + META_PADDING_BITS);
   if (padding >= 8)
@@ -306,11 +285,11 @@ static bool check_sub_byte(const uint8_t *rec, uint64_t offset, const DTypeInfo 
                 offset, padding);
   /* size fits in the file, so size * 8 cannot wrap. */
   uint64_t bits = size * 8 - padding;
-  if (bits % d->bits != 0)
+  if (bits % orion_dtype_bits(t) != 0)
     return fail(err, errlen,
                 "blob at offset %" PRIu64 " holds %" PRIu64 " bits of data (%" PRIu64 " bytes minus %" PRIu64
                 " padding bits), not a whole number of %s elements",
-                offset, bits, size, padding, d->name);
+                offset, bits, size, padding, orion_dtype_name(t));
   return true;
 }
 
@@ -328,8 +307,8 @@ bool blob_file_read(const BlobFile *f, uint64_t offset, BlobInfo *out, char *err
   if (sentinel != BLOB_SENTINEL)
     return fail(err, errlen, "bad sentinel 0x%08" PRIx32 " in the blob record at offset %" PRIu64, sentinel, offset);
   uint32_t dtype = get_u32(rec + META_DTYPE);
-  const DTypeInfo *d = dtype_info(dtype);
-  if (!d)
+  OrionDType t = orion_dtype_from_blob_code(dtype);
+  if (t == ORION_DT_NONE)
     return fail(err, errlen, "blob at offset %" PRIu64 " has unknown dtype code %" PRIu32, offset, dtype);
   uint64_t size = get_u64(rec + META_SIZE);
   uint64_t data_offset = get_u64(rec + META_OFFSET);
@@ -339,7 +318,7 @@ bool blob_file_read(const BlobFile *f, uint64_t offset, BlobInfo *out, char *err
                 "blob at offset %" PRIu64 " has data (%" PRIu64 " bytes at offset %" PRIu64
                 ") outside the file (%zu bytes)",
                 offset, size, data_offset, f->len);
-  if (d->size == 0 && !check_sub_byte(rec, offset, d, size, err, errlen)) return false;
+  if (orion_dtype_size(t) == 0 && !check_sub_byte(rec, offset, t, size, err, errlen)) return false;
 
   out->dtype = dtype;
   out->size = size;
