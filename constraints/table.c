@@ -356,7 +356,8 @@ static void read_rule(Loader *l, const cJSON *obj, uint32_t index, int16_t *firs
   const cJSON *fb = get(l, obj, "fixed_by", where, true);
   if (fb && !cJSON_IsNull(fb)) {
     c->fixed_by = get_text(l, obj, "fixed_by", where, true, true, false);
-    if (c->fixed_by && l->pass_exists && !l->pass_exists(c->fixed_by)) fail(l, where, "unknown pass '%s' in 'fixed_by'", c->fixed_by);
+    if (c->fixed_by && l->pass_exists && !l->pass_exists(c->fixed_by))
+      fail(l, where, "unknown pass '%s' in 'fixed_by'", c->fixed_by);
   }
   c->source = get_text(l, obj, "source", where, true, false, false);
   read_dispute(l, obj, where, &c->disputed, &c->dispute_note);

@@ -429,7 +429,8 @@ static bool verify(const Package *pkg, const Package *before, Diag *d) {
       for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
         const PkgTensor *w = &pkg->functions[i].weights[k];
         BlobInfo info;
-        if (!blob_file_read_expect(&bf, w->offset, orion_dtype_blob_code(w->dtype), w->bytes, &info, berr, sizeof berr)) {
+        uint32_t code = orion_dtype_blob_code(w->dtype);
+        if (!blob_file_read_expect(&bf, w->offset, code, w->bytes, &info, berr, sizeof berr)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s': %s", p.data, w->name, berr);
           ok = false;
           continue;

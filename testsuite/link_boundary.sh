@@ -8,6 +8,7 @@
 # (--allowed: libraries below both, e.g. support and pkgio, whose objects a
 # compiler archive may carry along; their symbols are never forbidden.)
 set -euo pipefail
+export LC_ALL=C # one collation for sort, comm and join
 
 nm=$1
 shift
@@ -54,7 +55,12 @@ for lib in "${runtime[@]}"; do
       name = $NF; type = $(NF - 1)
       where = $1; sub(/:[^:]*$/, "", where); n = split(where, p, ":"); member = p[n]
       print name, member, (type == "U" ? "references" : "defines")
-    }' | sort -k1,1 >>"$tmp/found"
+    }' | sort -k1,1 >"$tmp/one"
+  if [ ! -s "$tmp/one" ]; then
+    echo "link_boundary.sh: nm found no symbols in '$lib'" >&2
+    exit 2
+  fi
+  cat "$tmp/one" >>"$tmp/found"
 done
 sort -k1,1 -o "$tmp/found" "$tmp/found"
 join "$tmp/forbidden" "$tmp/found" >"$tmp/bad" || true
@@ -64,4 +70,5 @@ if [ -s "$tmp/bad" ]; then
   awk '{ print "  " $2 " " $3 " " $1 }' "$tmp/bad" | sort -u
   exit 1
 fi
-echo "the runtime's libraries ($(printf '%s ' "${runtime[@]##*/}")) use none of the $(wc -l <"$tmp/forbidden") symbols the compiler defines"
+echo "the runtime's libraries (${runtime[*]##*/}) use none of the" \
+  "$(wc -l <"$tmp/forbidden") symbols the compiler defines"

@@ -53,7 +53,8 @@ Test(constraint_table, fixed_by_is_checked_by_the_callers_registry) {
   nasked = 0;
   ConstraintTable *t = parse_builtin(knows_all_but_gelu_tanh, &sb);
   cr_assert_null(t);
-  cr_assert_str_eq(sb.data, "test: error: ane_constraints.json: constraint ANE010: unknown pass 'gelu-tanh' in 'fixed_by'\n");
+  cr_assert_str_eq(sb.data,
+                   "test: error: ane_constraints.json: constraint ANE010: unknown pass 'gelu-tanh' in 'fixed_by'\n");
   /* Every rule's pass is asked about once, in table order. */
   static const char *const passes[] = {"split-concat", "decompose-attention", "gelu-tanh", "split-conv-bias",
                                        "lower-linear"};

@@ -230,7 +230,8 @@ Test(npy, header_on_a_boundary_gets_64_more) {
 }
 
 Test(npy, round_trip_every_dtype) {
-  static const OrionDType types[] = {ORION_DT_FP16, ORION_DT_FP32, ORION_DT_INT32, ORION_DT_INT8, ORION_DT_UINT8, ORION_DT_BOOL};
+  static const OrionDType types[] = {ORION_DT_FP16, ORION_DT_FP32, ORION_DT_INT32,
+                                     ORION_DT_INT8, ORION_DT_UINT8, ORION_DT_BOOL};
   int64_t dims[] = {3, 4};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     NpyArray a = make_array(types[i], 2, dims);
@@ -361,8 +362,8 @@ Test(npy, reads_every_dtype_code) {
   static const struct {
     const char *descr;
     OrionDType t;
-  } codes[] = {{"<f2", ORION_DT_FP16}, {"<f4", ORION_DT_FP32}, {"<i4", ORION_DT_INT32}, {"|i1", ORION_DT_INT8}, {"|u1", ORION_DT_UINT8},
-               {"|b1", ORION_DT_BOOL},  {"<u1", ORION_DT_UINT8}, {"<b1", ORION_DT_BOOL}};
+  } codes[] = {{"<f2", ORION_DT_FP16}, {"<f4", ORION_DT_FP32}, {"<i4", ORION_DT_INT32}, {"|i1", ORION_DT_INT8},
+               {"|u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<u1", ORION_DT_UINT8}, {"<b1", ORION_DT_BOOL}};
   Capture c;
   capture_init(&c);
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {

@@ -110,8 +110,9 @@ Test(weights_dtype, names_and_sizes) {
     OrionDType t;
     const char *name;
     size_t size;
-  } cases[] = {{ORION_DT_FP16, "F16", 2}, {ORION_DT_FP32, "F32", 4}, {ORION_DT_BF16, "BF16", 2}, {ORION_DT_INT32, "I32", 4}, {ORION_DT_INT8, "I8", 1},
-               {ORION_DT_UINT8, "U8", 1},   {ORION_DT_BOOL, "BOOL", 1}, {ORION_DT_FP64, "F64", 8}, {ORION_DT_INT64, "I64", 8}};
+  } cases[] = {{ORION_DT_FP16, "F16", 2}, {ORION_DT_FP32, "F32", 4}, {ORION_DT_BF16, "BF16", 2},
+               {ORION_DT_INT32, "I32", 4}, {ORION_DT_INT8, "I8", 1}, {ORION_DT_UINT8, "U8", 1},
+               {ORION_DT_BOOL, "BOOL", 1}, {ORION_DT_FP64, "F64", 8}, {ORION_DT_INT64, "I64", 8}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cr_assert_str_eq(weight_file_dtype_name(cases[i].t), cases[i].name);
     cr_assert_eq(weight_file_dtype_size(cases[i].t), cases[i].size);
@@ -173,8 +174,9 @@ Test(safetensors, every_dtype) {
     const char *name;
     OrionDType t;
     size_t size;
-  } cases[] = {{"F16", ORION_DT_FP16, 2}, {"F32", ORION_DT_FP32, 4}, {"BF16", ORION_DT_BF16, 2}, {"I32", ORION_DT_INT32, 4}, {"I8", ORION_DT_INT8, 1},
-               {"U8", ORION_DT_UINT8, 1},   {"BOOL", ORION_DT_BOOL, 1}, {"F64", ORION_DT_FP64, 8}, {"I64", ORION_DT_INT64, 8}};
+  } cases[] = {{"F16", ORION_DT_FP16, 2}, {"F32", ORION_DT_FP32, 4}, {"BF16", ORION_DT_BF16, 2},
+               {"I32", ORION_DT_INT32, 4}, {"I8", ORION_DT_INT8, 1}, {"U8", ORION_DT_UINT8, 1},
+               {"BOOL", ORION_DT_BOOL, 1}, {"F64", ORION_DT_FP64, 8}, {"I64", ORION_DT_INT64, 8}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char json[128];
     snprintf(json, sizeof json, "{\"w\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,%zu]}}", cases[i].name,
@@ -471,8 +473,8 @@ Test(npy, one_byte_types_any_order) {
   static const struct {
     const char *descr;
     OrionDType t;
-  } cases[] = {{"|i1", ORION_DT_INT8}, {"<i1", ORION_DT_INT8}, {"=i1", ORION_DT_INT8}, {">i1", ORION_DT_INT8}, {"|u1", ORION_DT_UINT8},
-               {"=u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<b1", ORION_DT_BOOL}};
+  } cases[] = {{"|i1", ORION_DT_INT8}, {"<i1", ORION_DT_INT8}, {"=i1", ORION_DT_INT8}, {">i1", ORION_DT_INT8},
+               {"|u1", ORION_DT_UINT8}, {"=u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<b1", ORION_DT_BOOL}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char dict[100];
     snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }", cases[i].descr);

@@ -61,8 +61,10 @@ static inline MilDType mil_dtype_from_name(const char *s, size_t n) {
   OrionDType t = orion_dtype_from_name(s, n);
   return t < MIL_DT_COUNT ? t : MIL_DT_NONE;
 }
-static inline bool mil_dtype_is_float(MilDType t) { return t < MIL_DT_COUNT && orion_dtype_is_float(t); } /* fp16 fp32 fp64 bf16 */
-static inline bool mil_dtype_is_int(MilDType t) { return orion_dtype_is_int(t); } /* int* and uint* */
+/* fp16 fp32 fp64 bf16 */
+static inline bool mil_dtype_is_float(MilDType t) { return t < MIL_DT_COUNT && orion_dtype_is_float(t); }
+/* int* and uint* */
+static inline bool mil_dtype_is_int(MilDType t) { return orion_dtype_is_int(t); }
 static inline bool mil_dtype_is_unsigned(MilDType t) { return orion_dtype_is_unsigned(t); }
 
 typedef enum MilTypeKind {
