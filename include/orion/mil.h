@@ -5,7 +5,7 @@
 #ifndef ORION_MIL_H
 #define ORION_MIL_H
 
-#include "orion/blob.h"
+#include "orion/blob_writer.h"
 #include "orion/ir.h"
 #include "orion/mil_target.h"
 
