@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/package.h"
+#include "orion/manifest.h"
 #include "orion/patch.h"
 
 static void usage(FILE *out) {
