@@ -10,7 +10,9 @@
  * for `normal`). File tensors are memory-mapped, their header parsed again
  * from the mapping itself (so every offset used was checked against the bytes
  * actually mapped, whatever happened to the file since the check), and
- * converted to the param's dtype with a single round-to-nearest-even.
+ * converted to the param's dtype with a single round-to-nearest-even (the
+ * conversion itself is the package I/O library's, pkgio/float_convert.c,
+ * which the patcher uses too; this file adds the slices, threads and checks).
  *
  * The compiler runs this on every weight of a model (GPT-2 small: 124M
  * values), so conversions go a chunk at a time through tight loops: convert
