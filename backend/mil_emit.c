@@ -24,20 +24,6 @@
 #include "orion/mil_ops.h"
 #include "orion/passes.h"
 
-static const char *const target_names[] = {"ios16", "ios17", "ios18"};
-
-bool mil_target_from_name(const char *name, MilTarget *out) {
-  for (int t = 0; t < 3; t++)
-    if (!strcmp(name, target_names[t])) {
-      *out = (MilTarget)t;
-      return true;
-    }
-  return false;
-}
-
-const char *mil_target_name(MilTarget t) { return target_names[t]; }
-const char *mil_program_version(MilTarget t) { return t == MIL_IOS18 ? "1.3" : "1.0"; }
-
 typedef struct Emitter {
   IrModule *m;
   IrFuncId f;
@@ -217,14 +203,9 @@ static const char *const_ints(Emitter *e, const char *base, const int64_t *v, in
 /* ---- weights and consts ---- */
 
 static bool blob_dtype(IrDType dt, MilTarget target, BlobDType *out) {
-  switch (dt) {
-  case DT_FP16: *out = BLOB_FP16; return true;
-  case DT_FP32: *out = BLOB_FP32; return true;
-  case DT_INT8: *out = BLOB_INT8; return true;
-  case DT_UINT8: *out = BLOB_UINT8; return true;
-  case DT_INT32: *out = BLOB_INT32; return target == MIL_IOS18; /* int32 blobs are iOS18's */
-  default: return false;
-  }
+  uint32_t code = orion_dtype_blob_code(ir_dtype_to_orion(dt)); /* 0 for bool: weight.bin has no code */
+  *out = (BlobDType)code;
+  return code != 0 && (dt != DT_INT32 || target == MIL_IOS18); /* int32 blobs are iOS18's */
 }
 
 /* Bytes of a const in its dtype (for blob storage), or NULL after an error. */

@@ -21,6 +21,27 @@
 
 /* Relative paths start at the module's directory; a "." or missing base_dir
  * leaves them as written. Returns a heap string. */
+bool weights_dtype_loadable(OrionDType from, IrDType to) {
+  switch (from) {
+  case ORION_DT_FP16:
+  case ORION_DT_FP32:
+  case ORION_DT_BF16:
+  case ORION_DT_FP64:
+    return to == DT_FP16 || to == DT_FP32;
+  case ORION_DT_INT32:
+  case ORION_DT_INT64: /* narrowed to int32 at load time, with a range check */
+    return to == DT_INT32;
+  case ORION_DT_INT8:
+    return to == DT_INT8;
+  case ORION_DT_UINT8:
+    return to == DT_UINT8;
+  case ORION_DT_BOOL:
+    return to == DT_BOOL;
+  default:
+    return false;
+  }
+}
+
 char *weights_resolve_path(const IrModule *m, const char *path) {
   const char *base = m->base_dir;
   if (path[0] == '/' || !base || !base[0] || strcmp(base, ".") == 0) return xstrdup(path);

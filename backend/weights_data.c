@@ -10,7 +10,9 @@
  * for `normal`). File tensors are memory-mapped, their header parsed again
  * from the mapping itself (so every offset used was checked against the bytes
  * actually mapped, whatever happened to the file since the check), and
- * converted to the param's dtype with a single round-to-nearest-even.
+ * converted to the param's dtype with a single round-to-nearest-even (the
+ * conversion itself is the package I/O library's, pkgio/float_convert.c,
+ * which the patcher uses too; this file adds the slices, threads and checks).
  *
  * The compiler runs this on every weight of a model (GPT-2 small: 124M
  * values), so conversions go a chunk at a time through tight loops: convert
@@ -848,34 +850,6 @@ static bool materialize_init(Out *o) {
 
 /* ---- file data: conversions ------------------------------------------------- */
 
-/* Element i of float file data as a double (exact: every source float type
- * widens exactly). Only for messages, off the fast path. */
-double weight_file_float_value(const void *data, WeightFileDType t, uint64_t i) {
-  const uint8_t *src = data;
-  switch (t) {
-  case WF_F16: {
-    uint16_t h;
-    memcpy(&h, src + 2 * i, 2);
-    return (double)fp16_to_float(h);
-  }
-  case WF_BF16: {
-    uint16_t b;
-    memcpy(&b, src + 2 * i, 2);
-    return (double)bf16_to_float(b);
-  }
-  case WF_F32: {
-    float f;
-    memcpy(&f, src + 4 * i, 4);
-    return (double)f;
-  }
-  default: {
-    double d;
-    memcpy(&d, src + 8 * i, 8);
-    return d;
-  }
-  }
-}
-
 /* Whether k fp16 values hold no NaN or infinity (the common case, no branches). */
 static bool fp16_chunk_finite(const uint16_t *h, size_t k) {
   unsigned special = 0;
@@ -895,100 +869,30 @@ static bool fp32_chunk_finite(const float *f, size_t k) {
 
 /* The slow path of a chunk of fp16 output with a NaN or infinity in it: a
  * NaN came from a NaN; an infinity from a value too large or an infinity. */
-static void fp16_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, WeightFileDType t) {
+static void fp16_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, OrionDType t) {
   uint16_t *h = (uint16_t *)o->data + at;
   for (size_t i = 0; i < k; i++) {
     if ((h[i] & FP16_EXP_MASK) != FP16_EXP_MASK) continue;
     if (h[i] & 0x3FFu) note_nan(o, at + i);
-    else h[i] = note_over(o, at + i, weight_file_float_value(src, t, at + i), t != WF_F64);
+    else h[i] = note_over(o, at + i, weight_file_float_value(src, t, at + i), t != ORION_DT_FP64);
   }
 }
 
 /* The same for fp32 output: infinities in the file stay (fp32 holds them);
  * a finite F64 value that became one is out of range. */
-static void fp32_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, WeightFileDType t) {
+static void fp32_chunk_fix(Out *o, uint64_t at, size_t k, const uint8_t *src, OrionDType t) {
   const float *f = (const float *)o->data + at;
   for (size_t i = 0; i < k; i++) {
     if (isnan(f[i])) note_nan(o, at + i);
-    else if (isinf(f[i]) && t == WF_F64 && isfinite(weight_file_float_value(src, t, at + i)))
+    else if (isinf(f[i]) && t == ORION_DT_FP64 && isfinite(weight_file_float_value(src, t, at + i)))
       note_over(o, at + i, weight_file_float_value(src, t, at + i), false);
-  }
-}
-
-static bool aligned_to(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
-
-/* bf16 is the upper half of an fp32, so widening is a shift (what
- * bf16_to_float does), written here so that the loop vectorizes. */
-static void widen_bf16(float *dst, const uint8_t *src, size_t k) {
-  for (size_t i = 0; i < k; i++) {
-    uint32_t u = (uint32_t)src[2 * i] << 16 | (uint32_t)src[2 * i + 1] << 24;
-    memcpy(&dst[i], &u, sizeof u);
-  }
-}
-
-/* Elements at .. at+k-1 (k <= CHUNK) of float file data of dtype t, rounded
- * once to fp16 (F16 is copied). */
-static void fp16_chunk_convert(uint16_t *out, const uint8_t *src, WeightFileDType t, uint64_t at, size_t k) {
-  float stage[CHUNK];
-  switch (t) {
-  case WF_F16: memcpy(out + at, src + 2 * at, k * 2); break;
-  case WF_F32: {
-    const uint8_t *p = src + 4 * at;
-    /* Safetensors data need not be 4-byte aligned; float loads must be. */
-    const float *f = aligned_to(p, sizeof(float)) ? (const float *)(const void *)p : stage;
-    if (f == stage) memcpy(stage, p, k * sizeof(float));
-    fp16_from_float_array(out + at, f, k);
-    break;
-  }
-  case WF_BF16:
-    widen_bf16(stage, src + 2 * at, k);
-    fp16_from_float_array(out + at, stage, k);
-    break;
-  default: /* WF_F64 */
-    for (size_t i = 0; i < k; i++) {
-      double d;
-      memcpy(&d, src + 8 * (at + i), sizeof d);
-      out[at + i] = fp16_from_double(d);
-    }
-    break;
-  }
-}
-
-/* The same into fp32 (F32 is copied). */
-static void fp32_chunk_convert(float *out, const uint8_t *src, WeightFileDType t, uint64_t at, size_t k) {
-  uint16_t stage[CHUNK];
-  switch (t) {
-  case WF_F32: memcpy(out + at, src + 4 * at, k * 4); break;
-  case WF_F16: {
-    const uint8_t *p = src + 2 * at;
-    const uint16_t *h = aligned_to(p, sizeof(uint16_t)) ? (const uint16_t *)(const void *)p : stage;
-    if (h == stage) memcpy(stage, p, k * sizeof(uint16_t));
-    fp16_to_float_array(out + at, h, k);
-    break;
-  }
-  case WF_BF16: widen_bf16(out + at, src + 2 * at, k); break;
-  default: /* WF_F64: C's conversion rounds to nearest even */
-    for (size_t i = 0; i < k; i++) {
-      double d;
-      memcpy(&d, src + 8 * (at + i), sizeof d);
-      out[at + i] = (float)d;
-    }
-    break;
-  }
-}
-
-void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDType dt, void *dst) {
-  for (uint64_t at = 0; at < n; at += CHUNK) {
-    size_t k = n - at < CHUNK ? (size_t)(n - at) : CHUNK;
-    if (dt == DT_FP16) fp16_chunk_convert(dst, src, t, at, k);
-    else fp32_chunk_convert(dst, src, t, at, k);
   }
 }
 
 /* A float conversion's source, for its slices. */
 typedef struct FileFloats {
   const uint8_t *src;
-  WeightFileDType t;
+  OrionDType t;
 } FileFloats;
 
 static void fp16_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
@@ -996,7 +900,7 @@ static void fp16_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
   uint16_t *out = o->data;
   for (uint64_t at = begin; at < end; at += CHUNK) {
     size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
-    fp16_chunk_convert(out, f->src, f->t, at, k);
+    weights_convert_floats(f->src + at * orion_dtype_size(f->t), f->t, k, ORION_DT_FP16, out + at);
     if (!fp16_chunk_finite(out + at, k)) fp16_chunk_fix(o, at, k, f->src, f->t);
   }
 }
@@ -1006,7 +910,7 @@ static void fp32_slice(Out *o, uint64_t begin, uint64_t end, const void *arg) {
   float *out = o->data;
   for (uint64_t at = begin; at < end; at += CHUNK) {
     size_t k = end - at < CHUNK ? (size_t)(end - at) : CHUNK;
-    fp32_chunk_convert(out, f->src, f->t, at, k);
+    weights_convert_floats(f->src + at * orion_dtype_size(f->t), f->t, k, ORION_DT_FP32, out + at);
     if (!fp32_chunk_finite(out + at, k)) fp32_chunk_fix(o, at, k, f->src, f->t);
   }
 }
@@ -1031,7 +935,7 @@ static bool narrow_i64(Out *o, const uint8_t *src) {
   return true;
 }
 
-static bool convert(Out *o, const uint8_t *src, WeightFileDType t) {
+static bool convert(Out *o, const uint8_t *src, OrionDType t) {
   switch (o->dtype) {
   case DT_FP16:
   case DT_FP32: {
@@ -1041,7 +945,7 @@ static bool convert(Out *o, const uint8_t *src, WeightFileDType t) {
     return finish(o);
   }
   case DT_INT32:
-    if (t == WF_I64) return narrow_i64(o, src);
+    if (t == ORION_DT_INT64) return narrow_i64(o, src);
     memcpy(o->data, src, (size_t)o->n * 4);
     return true;
   case DT_BOOL: {

@@ -43,11 +43,11 @@ static PatchTensor *new_values(const Package *pkg, const char *prefix, uint32_t 
   for (uint32_t f = 0; f < pkg->nfunctions; f++)
     for (uint32_t k = 0; k < pkg->functions[f].nweights; k++) {
       const PkgTensor *w = &pkg->functions[f].weights[k];
-      if (w->dtype != DT_FP16 || (prefix && strncmp(w->name, prefix, strlen(prefix)))) continue;
+      if (w->dtype != ORION_DT_FP16 || (prefix && strncmp(w->name, prefix, strlen(prefix)))) continue;
       uint64_t count = w->bytes / 2;
       uint16_t *data = xmalloc(w->bytes);
       for (uint64_t i = 0; i < count; i++) data[i] = (uint16_t)(0x2000 + (splitmix64(&state) & 0x0FFF));
-      t[*n] = (PatchTensor){.name = w->name, .origin = "memory", .dtype = WF_F16, .rank = w->rank, .data = data,
+      t[*n] = (PatchTensor){.name = w->name, .origin = "memory", .dtype = ORION_DT_FP16, .rank = w->rank, .data = data,
                             .nbytes = w->bytes};
       memcpy(t[*n].dims, w->dims, sizeof w->dims);
       (*n)++;

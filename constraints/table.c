@@ -3,7 +3,7 @@
  * strictly, because the table is the contract between the documentation, the
  * checkers and the passes. Unknown, duplicate, missing or mistyped fields,
  * malformed or duplicate ids, enumerations outside their sets, ops that
- * ops.def does not know, passes the registry does not know, chips naming an
+ * ops.def does not know, passes the caller's registry does not know, chips naming an
  * unknown target or "inheriting" a value other than the default are all errors
  * that name the entry ("constraint ANE001: ..." or, before a usable id,
  * "constraint #3: ..."). Every problem is reported, up to the Diag's error
@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/constraints.h"
-#include "orion/passes.h"
+#include "orion/constraint_table.h"
 
 /* Generated from ane_constraints.json at build time (constraints/embed.c). */
 extern const unsigned char constraints_builtin_json[];
@@ -56,6 +55,7 @@ typedef struct Loader {
   Diag *d;
   ConstraintTable *t;
   bool ok;
+  ConstraintPassExists *pass_exists; /* checks 'fixed_by'; NULL: not checked */
 } Loader;
 
 static void fail(Loader *l, const char *where, const char *fmt, ...) ORION_PRINTF(3, 4);
@@ -247,6 +247,19 @@ static void read_checks(Loader *l, const cJSON *obj, const char *where, Constrai
   }
 }
 
+/* The op a name spells, from ops.def itself (so that the table needs no IR
+ * code); OP_COUNT if none. */
+static IrOpKind op_from_name(const char *name) {
+  static const char *const names[] = {
+#define OP(id, nm, min_in, max_in, nres, dtypes, attrs) [OP_##id] = nm,
+#include "orion/ops.def"
+#undef OP
+  };
+  for (size_t k = 0; k < NELEM(names); k++)
+    if (strcmp(names[k], name) == 0) return (IrOpKind)k;
+  return OP_COUNT;
+}
+
 static void read_ops(Loader *l, const cJSON *obj, const char *where, Constraint *c) {
   const cJSON *v = get(l, obj, "ops", where, true);
   if (!v) return;
@@ -262,7 +275,7 @@ static void read_ops(Loader *l, const cJSON *obj, const char *where, Constraint 
       wrong_type(l, where, "ops", "an array of strings");
       return;
     }
-    IrOpKind op = ir_op_from_name(k->valuestring);
+    IrOpKind op = op_from_name(k->valuestring);
     /* OP_CALL has no ops.def name, but guard anyway: only real ops count. */
     if (op >= OP_CALL) {
       fail(l, where, "unknown op '%s' in 'ops'", k->valuestring);
@@ -343,7 +356,8 @@ static void read_rule(Loader *l, const cJSON *obj, uint32_t index, int16_t *firs
   const cJSON *fb = get(l, obj, "fixed_by", where, true);
   if (fb && !cJSON_IsNull(fb)) {
     c->fixed_by = get_text(l, obj, "fixed_by", where, true, true, false);
-    if (c->fixed_by && !pass_lookup(c->fixed_by)) fail(l, where, "unknown pass '%s' in 'fixed_by'", c->fixed_by);
+    if (c->fixed_by && l->pass_exists && !l->pass_exists(c->fixed_by))
+      fail(l, where, "unknown pass '%s' in 'fixed_by'", c->fixed_by);
   }
   c->source = get_text(l, obj, "source", where, true, false, false);
   read_dispute(l, obj, where, &c->disputed, &c->dispute_note);
@@ -591,8 +605,9 @@ static void line_col(const char *text, size_t off, uint32_t *line, uint32_t *col
 
 static bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-ConstraintTable *constraints_load(const char *name, const char *json, size_t len, Diag *d) {
-  Loader l = {name, d, xcalloc(1, sizeof(ConstraintTable)), true};
+ConstraintTable *constraints_parse(const char *name, const char *json, size_t len, ConstraintPassExists *pass_exists,
+                                   Diag *d) {
+  Loader l = {name, d, xcalloc(1, sizeof(ConstraintTable)), true, pass_exists};
   arena_init(&l.t->arena);
   if (len > CONSTRAINTS_MAX_BYTES) {
     fail(&l, NULL, "the table is too large (limit is %u bytes)", CONSTRAINTS_MAX_BYTES);
@@ -650,28 +665,9 @@ ConstraintTable *constraints_load(const char *name, const char *json, size_t len
   return l.t;
 }
 
-ConstraintTable *constraints_load_file(const char *path, Diag *d) {
-  char *text;
-  size_t len;
-  const char *err;
-  if (!read_file(path, CONSTRAINTS_MAX_BYTES, &text, &len, &err)) {
-    diag_error(d, (SrcSpan){0}, "cannot read the constraint table '%s': %s", path, err);
-    return NULL;
-  }
-  ConstraintTable *t = constraints_load(path, text, len, d);
-  free(text);
-  return t;
-}
-
 const char *constraints_builtin_text(size_t *len) {
   *len = constraints_builtin_json_len;
   return (const char *)constraints_builtin_json;
-}
-
-ConstraintTable *constraints_builtin(Diag *d) {
-  size_t len;
-  const char *text = constraints_builtin_text(&len);
-  return constraints_load("ane_constraints.json", text, len, d);
 }
 
 void constraints_free(ConstraintTable *t) {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/package.h"
+#include "orion/manifest.h"
 #include "orion/patch.h"
 
 static void usage(FILE *out) {
@@ -25,7 +25,7 @@ static void usage(FILE *out) {
 }
 
 static void put_tensor(const PkgTensor *t) {
-  printf("%s[", ir_dtype_name(t->dtype));
+  printf("%s[", orion_dtype_name(t->dtype));
   for (uint32_t i = 0; i < t->rank; i++) printf("%s%lld", i ? "," : "", (long long)t->dims[i]);
   printf("]");
 }

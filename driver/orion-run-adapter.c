@@ -39,19 +39,19 @@ static bool to_fp16(const PatchTensor *t, uint16_t *out, uint64_t n, Diag *d) {
     const uint8_t *p = (const uint8_t *)t->data;
     float v;
     switch (t->dtype) {
-    case WF_F16: {
+    case ORION_DT_FP16: {
       memcpy(&out[i], p + 2 * i, 2);
       v = fp16_to_float(out[i]);
       break;
     }
-    case WF_BF16: {
+    case ORION_DT_BF16: {
       uint16_t b;
       memcpy(&b, p + 2 * i, 2);
       v = bf16_to_float(b);
       out[i] = fp16_from_float(v);
       break;
     }
-    case WF_F32: {
+    case ORION_DT_FP32: {
       memcpy(&v, p + 4 * i, 4);
       out[i] = fp16_from_float(v);
       break;
@@ -112,7 +112,7 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
       ok = false;
     } else {
       const OrionTensorInfo *info = orion_input(p, fn, i);
-      bool same = t->rank == info->rank && (t->dtype == WF_F16 || t->dtype == WF_F32 || t->dtype == WF_BF16 || t->dtype == WF_F64);
+      bool same = t->rank == info->rank && orion_dtype_is_float(t->dtype); /* fp16, fp32, bf16, fp64 */
       for (uint32_t r = 0; same && r < t->rank; r++) same = t->dims[r] == info->dims[r];
       if (!same) {
         StrBuf got, want;

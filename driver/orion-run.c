@@ -148,10 +148,8 @@ static int parse_options(int argc, char **argv, Options *o) {
   return -1;
 }
 
-static IrDType ir_dtype_of(MilDType t) { return ir_dtype_from_name(mil_dtype_name(t)); }
-
-static void put_shape(StrBuf *sb, IrDType dt, uint32_t rank, const int64_t *dims) {
-  sb_printf(sb, "%s[", ir_dtype_name(dt));
+static void put_shape(StrBuf *sb, OrionDType dt, uint32_t rank, const int64_t *dims) {
+  sb_printf(sb, "%s[", orion_dtype_name(dt));
   for (uint32_t i = 0; i < rank; i++) sb_printf(sb, "%s%lld", i ? "," : "", (long long)dims[i]);
   sb_putc(sb, ']');
 }
@@ -160,7 +158,7 @@ static void put_shape(StrBuf *sb, IrDType dt, uint32_t rank, const int64_t *dims
 static bool load_input(const OrionTensorInfo *info, const char *file, OrionTensor *t, Diag *d) {
   NpyArray a;
   if (!npy_read(file, &a, d)) return false;
-  IrDType want = ir_dtype_of(info->dtype);
+  OrionDType want = info->dtype;
   bool shape_ok = a.rank == info->rank;
   for (uint32_t i = 0; shape_ok && i < a.rank; i++) shape_ok = a.dims[i] == info->dims[i];
   if (!shape_ok) {
@@ -177,9 +175,9 @@ static bool load_input(const OrionTensorInfo *info, const char *file, OrionTenso
     return false;
   }
   if (a.dtype != want) {
-    if (!(a.dtype == DT_FP32 && want == DT_FP16)) {
+    if (!(a.dtype == ORION_DT_FP32 && want == ORION_DT_FP16)) {
       diag_error(d, (SrcSpan){0}, "input '%s' ('%s') holds %s data, but the program takes %s", info->name, file,
-                 ir_dtype_name(a.dtype), ir_dtype_name(want));
+                 orion_dtype_name(a.dtype), orion_dtype_name(want));
       npy_free(&a);
       return false;
     }
@@ -395,7 +393,7 @@ int main(int argc, char **argv) {
     if (!file) {
       StrBuf shape;
       sb_init(&shape);
-      put_shape(&shape, ir_dtype_of(info->dtype), info->rank, info->dims);
+      put_shape(&shape, info->dtype, info->rank, info->dims);
       diag_error(&d, (SrcSpan){0}, "missing input '%s' (%s): give --input %s=FILE.npy", info->name, shape.data,
                  info->name);
       sb_free(&shape);
@@ -432,11 +430,11 @@ int main(int argc, char **argv) {
   }
   for (uint32_t i = 0; i < nout; i++) {
     const OrionTensorInfo *info = orion_output(p, fn, i);
-    NpyArray a = {.dtype = ir_dtype_of(outputs[i].dtype), .rank = outputs[i].rank, .data = outputs[i].data};
+    NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
     uint64_t n = 1;
     for (uint32_t k = 0; k < a.rank; k++) n *= (uint64_t)a.dims[k];
-    a.nbytes = (size_t)(n * ir_dtype_size(a.dtype));
+    a.nbytes = (size_t)(n * orion_dtype_size(a.dtype));
     StrBuf path;
     sb_init(&path);
     sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);

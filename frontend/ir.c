@@ -9,17 +9,30 @@
 
 /* ---- dtypes ---- */
 
+/* The IR's dtypes: its spelling (the .oir language's, equal to the file
+ * formats' for each), size and the file formats' dtype it is. */
 static const struct {
   const char *name;
   size_t size;
+  OrionDType file;
 } dtype_info[DT_COUNT] = {
-    [DT_INVALID] = {"<invalid>", 0}, [DT_FP16] = {"fp16", 2}, [DT_FP32] = {"fp32", 4}, [DT_INT32] = {"int32", 4},
-    [DT_INT8] = {"int8", 1},         [DT_UINT8] = {"uint8", 1}, [DT_BOOL] = {"bool", 1},
+    [DT_INVALID] = {"<invalid>", 0, ORION_DT_NONE}, [DT_FP16] = {"fp16", 2, ORION_DT_FP16},
+    [DT_FP32] = {"fp32", 4, ORION_DT_FP32},         [DT_INT32] = {"int32", 4, ORION_DT_INT32},
+    [DT_INT8] = {"int8", 1, ORION_DT_INT8},         [DT_UINT8] = {"uint8", 1, ORION_DT_UINT8},
+    [DT_BOOL] = {"bool", 1, ORION_DT_BOOL},
 };
 
 const char *ir_dtype_name(IrDType t) { return t < DT_COUNT ? dtype_info[t].name : "<invalid>"; }
 size_t ir_dtype_size(IrDType t) { return t < DT_COUNT ? dtype_info[t].size : 0; }
 bool ir_dtype_is_float(IrDType t) { return t == DT_FP16 || t == DT_FP32; }
+
+OrionDType ir_dtype_to_orion(IrDType t) { return t < DT_COUNT ? dtype_info[t].file : ORION_DT_NONE; }
+
+IrDType ir_dtype_from_orion(OrionDType t) {
+  for (int i = DT_FP16; i < DT_COUNT && t != ORION_DT_NONE; i++)
+    if (dtype_info[i].file == t) return (IrDType)i;
+  return DT_INVALID;
+}
 
 IrDType ir_dtype_from_name(const char *s) {
   for (int t = DT_FP16; t < DT_COUNT; t++)

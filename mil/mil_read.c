@@ -34,42 +34,6 @@ int mil_yylex_destroy(yyscan_t scanner);
 YY_BUFFER_STATE mil_yy_scan_bytes(const char *bytes, int len, yyscan_t scanner);
 int mil_yyparse(yyscan_t scanner, MilParseCtx *ctx);
 
-/* ---- dtypes ------------------------------------------------------------------ */
-
-static const char *const dtype_names[MIL_DT_COUNT] = {
-  [MIL_DT_NONE] = "none",     [MIL_DT_BOOL] = "bool",     [MIL_DT_STRING] = "string", [MIL_DT_FP16] = "fp16",
-  [MIL_DT_FP32] = "fp32",     [MIL_DT_FP64] = "fp64",     [MIL_DT_BF16] = "bf16",     [MIL_DT_INT4] = "int4",
-  [MIL_DT_INT8] = "int8",     [MIL_DT_INT16] = "int16",   [MIL_DT_INT32] = "int32",   [MIL_DT_INT64] = "int64",
-  [MIL_DT_UINT1] = "uint1",   [MIL_DT_UINT2] = "uint2",   [MIL_DT_UINT3] = "uint3",   [MIL_DT_UINT4] = "uint4",
-  [MIL_DT_UINT6] = "uint6",   [MIL_DT_UINT8] = "uint8",   [MIL_DT_UINT16] = "uint16", [MIL_DT_UINT32] = "uint32",
-  [MIL_DT_UINT64] = "uint64",
-};
-
-/* Bits of each integer dtype (0 for the others). */
-static const uint8_t int_bits[MIL_DT_COUNT] = {
-  [MIL_DT_INT4] = 4,   [MIL_DT_INT8] = 8,   [MIL_DT_INT16] = 16, [MIL_DT_INT32] = 32,  [MIL_DT_INT64] = 64,
-  [MIL_DT_UINT1] = 1,  [MIL_DT_UINT2] = 2,  [MIL_DT_UINT3] = 3,  [MIL_DT_UINT4] = 4,   [MIL_DT_UINT6] = 6,
-  [MIL_DT_UINT8] = 8,  [MIL_DT_UINT16] = 16, [MIL_DT_UINT32] = 32, [MIL_DT_UINT64] = 64,
-};
-
-const char *mil_dtype_name(MilDType t) {
-  return (unsigned)t < MIL_DT_COUNT ? dtype_names[t] : "none";
-}
-
-MilDType mil_dtype_from_name(const char *s, size_t n) {
-  for (int t = MIL_DT_NONE + 1; t < MIL_DT_COUNT; t++)
-    if (strlen(dtype_names[t]) == n && memcmp(dtype_names[t], s, n) == 0) return (MilDType)t;
-  return MIL_DT_NONE;
-}
-
-bool mil_dtype_is_float(MilDType t) {
-  return t == MIL_DT_FP16 || t == MIL_DT_FP32 || t == MIL_DT_FP64 || t == MIL_DT_BF16;
-}
-
-bool mil_dtype_is_int(MilDType t) { return (unsigned)t < MIL_DT_COUNT && int_bits[t] != 0; }
-
-bool mil_dtype_is_unsigned(MilDType t) { return t >= MIL_DT_UINT1 && t <= MIL_DT_UINT64; }
-
 /* ---- types ------------------------------------------------------------------- */
 
 bool mil_type_equal(const MilType *a, const MilType *b) {
@@ -288,7 +252,7 @@ static bool fits_scalar(Builder *b, MilDType dt, const MilElem *e) {
       break;
     }
     /* Range of the integer dtype. */
-    unsigned bits = int_bits[dt];
+    unsigned bits = orion_dtype_bits(dt);
     bool ok;
     char range[64];
     if (mil_dtype_is_unsigned(dt)) {

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "orion/blob.h"
-#include "orion/package.h"
+#include "orion/manifest.h"
 #include "orion/patch.h"
 
 #define MODEL_PATH_PREFIX "@model_path/"
@@ -96,33 +96,17 @@ static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) {
 
 /* ---- types ---------------------------------------------------------------- */
 
-/* Bytes per element of a byte-aligned dtype; 0 for sub-byte and string. */
-static size_t mil_elem_size(MilDType t) {
-  switch (t) {
-  case MIL_DT_BOOL: case MIL_DT_INT8: case MIL_DT_UINT8: return 1;
-  case MIL_DT_FP16: case MIL_DT_BF16: case MIL_DT_INT16: case MIL_DT_UINT16: return 2;
-  case MIL_DT_FP32: case MIL_DT_INT32: case MIL_DT_UINT32: return 4;
-  case MIL_DT_FP64: case MIL_DT_INT64: case MIL_DT_UINT64: return 8;
-  default: return 0;
-  }
-}
-
-/* The blob dtype code a BLOBFILE of this element type must carry (the set our
- * writer and Apple's reader share); 0 if we do not load such blobs. */
+/* The blob dtype code a BLOBFILE of this element type must carry, for the
+ * types whose blobs we load (the set our writer and Apple's reader share);
+ * 0 for the others. */
 static uint32_t blob_code(MilDType t) {
-  switch (t) {
-  case MIL_DT_FP16: return BLOB_FP16;
-  case MIL_DT_FP32: return BLOB_FP32;
-  case MIL_DT_UINT8: return BLOB_UINT8;
-  case MIL_DT_INT8: return BLOB_INT8;
-  case MIL_DT_INT32: return BLOB_INT32;
-  default: return 0;
-  }
+  bool loaded = t == MIL_DT_FP16 || t == MIL_DT_FP32 || t == MIL_DT_UINT8 || t == MIL_DT_INT8 || t == MIL_DT_INT32;
+  return loaded ? orion_dtype_blob_code(t) : 0;
 }
 
 /* elements x element size, 0 when a dimension is unknown or it overflows. */
 static uint64_t tensor_bytes(MilDType t, uint32_t rank, const int64_t *dims) {
-  uint64_t n = mil_elem_size(t);
+  uint64_t n = orion_dtype_size(t); /* 0 for sub-byte and string */
   for (uint32_t i = 0; i < rank; i++) {
     if (dims[i] < 0) return 0;
     if (dims[i] != 0 && n > UINT64_MAX / (uint64_t)dims[i]) return 0;
@@ -385,7 +369,7 @@ static void info_from_manifest(Arena *a, OrionTensorInfo *ti, const PkgTensor *t
   *ti = (OrionTensorInfo){
       .name = arena_strdup(a, t->name),
       .mil_name = arena_strdup(a, t->mil_name),
-      .dtype = mil_dtype_from_name(ir_dtype_name(t->dtype), strlen(ir_dtype_name(t->dtype))),
+      .dtype = t->dtype, /* the manifest's dtypes are MIL's */
       .rank = t->rank,
       .binding = t->binding,
       .bytes = t->bytes,

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "orion/fp16.h"
-#include "orion/weights.h"
+#include "orion/weight_file.h"
 
 /* Size of the .npy version 1.0 preamble: magic (6), version (2), header
  * length (u16 little-endian). */
@@ -35,22 +35,19 @@
  * FIFO or a device file can make us buffer. */
 #define NPY_MAX_FILE_BYTES ((size_t)1 << 31)
 
-/* IR dtypes and their numpy type strings as numpy writes them: one-byte types
- * have no byte order ('|'), wider ones are little-endian ('<'). */
-static const struct {
-  IrDType ir;
-  WeightFileDType file;
-  const char *descr;
-} npy_types[] = {
-    {DT_FP16, WF_F16, "<f2"}, {DT_FP32, WF_F32, "<f4"}, {DT_INT32, WF_I32, "<i4"},
-    {DT_INT8, WF_I8, "|i1"},  {DT_UINT8, WF_U8, "|u1"}, {DT_BOOL, WF_BOOL, "|b1"},
-};
-#define NPY_NTYPES (sizeof npy_types / sizeof npy_types[0])
+/* The dtypes the runtime's programs take and give (no 64-bit ones). */
+static bool runtime_dtype(OrionDType t) {
+  return t == ORION_DT_FP16 || t == ORION_DT_FP32 || t == ORION_DT_INT32 || t == ORION_DT_INT8 ||
+         t == ORION_DT_UINT8 || t == ORION_DT_BOOL;
+}
 
-static const char *descr_of(IrDType t) {
-  for (size_t i = 0; i < NPY_NTYPES; i++)
-    if (npy_types[i].ir == t) return npy_types[i].descr;
-  return NULL;
+/* numpy's type string of a runtime dtype as numpy writes it ("<f2", "|b1"):
+ * one-byte types have no byte order ('|'), wider ones are little-endian
+ * ('<'). False for any other dtype. */
+static bool descr_of(OrionDType t, char descr[8]) {
+  if (!runtime_dtype(t)) return false;
+  snprintf(descr, 8, "%c%s", orion_dtype_size(t) == 1 ? '|' : '<', orion_dtype_npy_code(t));
+  return true;
 }
 
 static void report(Diag *d, const char *fmt, ...) ORION_PRINTF(2, 3);
@@ -74,21 +71,19 @@ static bool parse_header(const uint8_t *data, size_t len, const char *name, NpyA
   }
   /* The runtime has no 64-bit types; say which narrower file to write
    * instead of converting (and possibly losing range) behind the user's back. */
-  if (info.dtype == WF_F64) {
+  if (info.dtype == ORION_DT_FP64) {
     report(d, "'%s' holds float64 data; write fp32 or fp16", name);
     return false;
   }
-  if (info.dtype == WF_I64) {
+  if (info.dtype == ORION_DT_INT64) {
     report(d, "'%s' holds int64 data; write int32", name);
     return false;
   }
-  size_t i = 0;
-  while (i < NPY_NTYPES && npy_types[i].file != info.dtype) i++;
-  if (i == NPY_NTYPES) { /* the parser knows more types than .npy files carry (bf16) */
+  if (!runtime_dtype(info.dtype)) { /* the parser knows more types than .npy files carry (bf16) */
     report(d, "'%s' holds %s data, which orion cannot use", name, weight_file_dtype_name(info.dtype));
     return false;
   }
-  out->dtype = npy_types[i].ir;
+  out->dtype = info.dtype;
   out->rank = info.rank;
   memcpy(out->dims, info.dims, sizeof out->dims);
   /* The parser checked that offset + nbytes is exactly the file length, so
@@ -137,11 +132,12 @@ bool npy_read(const char *path, NpyArray *out, Diag *d) {
 /* Checks that a caller's array is self-consistent before it is written or
  * converted; returns its element count. */
 static bool check_array(const NpyArray *a, uint64_t *elements, const char **why) {
-  if (!descr_of(a->dtype)) {
+  char descr[8];
+  if (!descr_of(a->dtype, descr)) {
     *why = "the array has no valid dtype";
     return false;
   }
-  if (a->rank > IR_MAX_RANK) {
+  if (a->rank > ORION_MAX_RANK) {
     *why = "the array's rank is above the limit";
     return false;
   }
@@ -164,7 +160,7 @@ static bool check_array(const NpyArray *a, uint64_t *elements, const char **why)
     }
     n *= dim;
   }
-  size_t esize = ir_dtype_size(a->dtype);
+  size_t esize = orion_dtype_size(a->dtype);
   if (n > SIZE_MAX / esize || n * esize != a->nbytes) {
     *why = "the array's byte size does not match its shape and dtype";
     return false;
@@ -182,7 +178,9 @@ static bool check_array(const NpyArray *a, uint64_t *elements, const char **why)
  * spaces and '\n' up to the next 64-byte boundary (a full 64 spaces when it
  * already lands on one, as numpy's padding formula does). */
 static void header_text(StrBuf *sb, const NpyArray *a) {
-  sb_printf(sb, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr_of(a->dtype));
+  char descr[8];
+  descr_of(a->dtype, descr); /* checked by check_array */
+  sb_printf(sb, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
   for (uint32_t i = 0; i < a->rank; i++) sb_printf(sb, i ? ", %lld" : "%lld", (long long)a->dims[i]);
   if (a->rank == 1) sb_putc(sb, ','); /* Python's one-element tuple */
   sb_puts(sb, "), }");
@@ -235,7 +233,7 @@ bool npy_write(const char *path, const NpyArray *a, Diag *d) {
   return ok;
 }
 
-bool npy_convert(const NpyArray *in, IrDType to, NpyArray *out, Diag *d) {
+bool npy_convert(const NpyArray *in, OrionDType to, NpyArray *out, Diag *d) {
   memset(out, 0, sizeof *out);
   uint64_t elements;
   const char *why;
@@ -244,21 +242,21 @@ bool npy_convert(const NpyArray *in, IrDType to, NpyArray *out, Diag *d) {
     return false;
   }
   bool same = in->dtype == to;
-  bool narrow = in->dtype == DT_FP32 && to == DT_FP16;
-  bool widen = in->dtype == DT_FP16 && to == DT_FP32;
+  bool narrow = in->dtype == ORION_DT_FP32 && to == ORION_DT_FP16;
+  bool widen = in->dtype == ORION_DT_FP16 && to == ORION_DT_FP32;
   if (!same && !narrow && !widen) {
-    report(d, "cannot convert %s data to %s", ir_dtype_name(in->dtype), ir_dtype_name(to));
+    report(d, "cannot convert %s data to %s", orion_dtype_name(in->dtype), orion_dtype_name(to));
     return false;
   }
   size_t n = (size_t)elements; /* check_array bounded elements * size by SIZE_MAX */
-  if (n > SIZE_MAX / ir_dtype_size(to)) {
-    report(d, "cannot convert the array: the %s result would not fit in memory", ir_dtype_name(to));
+  if (n > SIZE_MAX / orion_dtype_size(to)) {
+    report(d, "cannot convert the array: the %s result would not fit in memory", orion_dtype_name(to));
     return false;
   }
   out->dtype = to;
   out->rank = in->rank;
   memcpy(out->dims, in->dims, sizeof out->dims);
-  out->nbytes = n * ir_dtype_size(to);
+  out->nbytes = n * orion_dtype_size(to);
   out->data = xmalloc(out->nbytes ? out->nbytes : 1);
   if (same) {
     if (in->nbytes) memcpy(out->data, in->data, in->nbytes);

@@ -17,6 +17,7 @@
 #include "orion/backend.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"
+#include "orion/package.h"
 #include "orion/passes.h"
 #include "orion/patch.h"
 
@@ -242,7 +243,7 @@ Test(backend, supports_reports_every_unknown_op_at_its_statement) {
 /* ---- weights updated as one call ---- */
 
 static PatchTensor bias_tensor(const float *v) {
-  PatchTensor t = {.name = "b", .origin = "memory", .dtype = WF_F32, .rank = 1, .dims = {64}, .data = v,
+  PatchTensor t = {.name = "b", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 1, .dims = {64}, .data = v,
                    .nbytes = 64 * 4};
   return t;
 }

@@ -7,7 +7,7 @@
  * helpers that mirror the writer, so a shared misunderstanding of the layout
  * cannot make both sides agree.
  */
-#include "orion/blob.h"
+#include "orion/blob_writer.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>

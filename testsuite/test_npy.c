@@ -82,18 +82,18 @@ static uint8_t *slurp(const char *path, size_t *len) {
 
 /* An array of the given dtype and shape filled with a byte pattern that is a
  * valid value of every dtype (bool bytes are 0/1). */
-static NpyArray make_array(IrDType t, uint32_t rank, const int64_t *dims) {
+static NpyArray make_array(OrionDType t, uint32_t rank, const int64_t *dims) {
   NpyArray a = {.dtype = t, .rank = rank};
   size_t n = 1;
   for (uint32_t i = 0; i < rank; i++) {
     a.dims[i] = dims[i];
     n *= (size_t)dims[i];
   }
-  a.nbytes = n * ir_dtype_size(t);
+  a.nbytes = n * orion_dtype_size(t);
   a.data = malloc(a.nbytes ? a.nbytes : 1);
   cr_assert_not_null(a.data);
   uint8_t *p = a.data;
-  for (size_t i = 0; i < a.nbytes; i++) p[i] = t == DT_BOOL ? (uint8_t)(i % 3 == 0) : (uint8_t)(i * 7 + 1);
+  for (size_t i = 0; i < a.nbytes; i++) p[i] = t == ORION_DT_BOOL ? (uint8_t)(i % 3 == 0) : (uint8_t)(i * 7 + 1);
   return a;
 }
 
@@ -150,7 +150,7 @@ static const char numpy_f2_2x3_header[] =
 Test(npy, header_matches_numpy_byte_for_byte) {
   cr_assert_eq(sizeof numpy_f2_2x3_header - 1, 128);
   int64_t dims[] = {2, 3};
-  NpyArray a = make_array(DT_FP16, 2, dims);
+  NpyArray a = make_array(ORION_DT_FP16, 2, dims);
   memset(a.data, 0, a.nbytes);
   Capture c;
   capture_init(&c);
@@ -191,22 +191,22 @@ static void assert_dict(const NpyArray *a, const char *dict, size_t header_len) 
 }
 
 Test(npy, header_spellings) {
-  NpyArray scalar = make_array(DT_FP32, 0, NULL);
+  NpyArray scalar = make_array(ORION_DT_FP32, 0, NULL);
   assert_dict(&scalar, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 128);
   npy_free(&scalar);
   int64_t five[] = {5};
-  NpyArray vec = make_array(DT_UINT8, 1, five);
+  NpyArray vec = make_array(ORION_DT_UINT8, 1, five);
   assert_dict(&vec, "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", 128);
   npy_free(&vec);
   int64_t big[] = {1, 2, 3, 4, 123456};
-  NpyArray b = make_array(DT_BOOL, 5, big);
+  NpyArray b = make_array(ORION_DT_BOOL, 5, big);
   assert_dict(&b, "{'descr': '|b1', 'fortran_order': False, 'shape': (1, 2, 3, 4, 123456), }", 128);
   npy_free(&b);
   int64_t i1[] = {3, 0};
-  NpyArray e = make_array(DT_INT8, 2, i1);
+  NpyArray e = make_array(ORION_DT_INT8, 2, i1);
   assert_dict(&e, "{'descr': '|i1', 'fortran_order': False, 'shape': (3, 0), }", 128);
   npy_free(&e);
-  NpyArray i4 = make_array(DT_INT32, 1, five);
+  NpyArray i4 = make_array(ORION_DT_INT32, 1, five);
   assert_dict(&i4, "{'descr': '<i4', 'fortran_order': False, 'shape': (5,), }", 128);
   npy_free(&i4);
 }
@@ -224,18 +224,19 @@ Test(npy, header_on_a_boundary_gets_64_more) {
   };
   static const size_t header_len[] = {128, 128, 192};
   for (int i = 0; i < 3; i++) {
-    NpyArray a = {.dtype = DT_FP32, .rank = 5, .dims = {1, second[i], 1000000000, 1000000000, 0}};
+    NpyArray a = {.dtype = ORION_DT_FP32, .rank = 5, .dims = {1, second[i], 1000000000, 1000000000, 0}};
     assert_dict(&a, dicts[i], header_len[i]);
   }
 }
 
 Test(npy, round_trip_every_dtype) {
-  static const IrDType types[] = {DT_FP16, DT_FP32, DT_INT32, DT_INT8, DT_UINT8, DT_BOOL};
+  static const OrionDType types[] = {ORION_DT_FP16, ORION_DT_FP32, ORION_DT_INT32,
+                                     ORION_DT_INT8, ORION_DT_UINT8, ORION_DT_BOOL};
   int64_t dims[] = {3, 4};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     NpyArray a = make_array(types[i], 2, dims);
     char name[32];
-    snprintf(name, sizeof name, "%s.npy", ir_dtype_name(types[i]));
+    snprintf(name, sizeof name, "%s.npy", orion_dtype_name(types[i]));
     round_trip(&a, name);
     npy_free(&a);
   }
@@ -243,8 +244,8 @@ Test(npy, round_trip_every_dtype) {
 
 Test(npy, round_trip_every_rank) {
   static const int64_t dims[] = {2, 3, 1, 4, 5};
-  for (uint32_t rank = 0; rank <= IR_MAX_RANK; rank++) {
-    NpyArray a = make_array(DT_FP16, rank, dims);
+  for (uint32_t rank = 0; rank <= ORION_MAX_RANK; rank++) {
+    NpyArray a = make_array(ORION_DT_FP16, rank, dims);
     char name[32];
     snprintf(name, sizeof name, "rank%u.npy", rank);
     round_trip(&a, name);
@@ -252,14 +253,14 @@ Test(npy, round_trip_every_rank) {
   }
   /* Empty arrays too. */
   int64_t empty[] = {4, 0, 2};
-  NpyArray e = make_array(DT_FP32, 3, empty);
+  NpyArray e = make_array(ORION_DT_FP32, 3, empty);
   round_trip(&e, "empty.npy");
   npy_free(&e);
 }
 
 Test(npy, write_overwrites_atomically) {
   int64_t dims[] = {2};
-  NpyArray a = make_array(DT_INT32, 1, dims);
+  NpyArray a = make_array(ORION_DT_INT32, 1, dims);
   round_trip(&a, "same.npy");
   ((int32_t *)a.data)[1] = -7;
   round_trip(&a, "same.npy");
@@ -270,13 +271,13 @@ Test(npy, write_rejections) {
   Capture c;
   capture_init(&c);
   int64_t dims[] = {2, 3};
-  NpyArray a = make_array(DT_FP32, 2, dims);
+  NpyArray a = make_array(ORION_DT_FP32, 2, dims);
   a.nbytes -= 4;
   cr_assert_not(npy_write("/tmp/never.npy", &a, &c.d));
   a.nbytes += 4;
-  a.dtype = DT_INVALID;
+  a.dtype = ORION_DT_NONE;
   cr_assert_not(npy_write("/tmp/never.npy", &a, &c.d));
-  a.dtype = DT_FP32;
+  a.dtype = ORION_DT_FP32;
   a.dims[1] = -3;
   cr_assert_not(npy_write("/tmp/never.npy", &a, &c.d));
   a.dims[0] = a.dims[1] = (int64_t)1 << 40;
@@ -328,7 +329,7 @@ Test(npy, reads_version_1_and_2) {
     Bytes b = npy_file(major, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1, 3)}", 24);
     NpyArray a;
     cr_assert(npy_read_bytes(b.data, b.len, "x.npy", &a, &c.d), "%s", captured(&c));
-    cr_assert_eq(a.dtype, DT_INT32);
+    cr_assert_eq(a.dtype, ORION_DT_INT32);
     cr_assert_eq(a.rank, 3);
     cr_assert_eq(a.dims[0], 2);
     cr_assert_eq(a.dims[1], 1);
@@ -347,7 +348,7 @@ Test(npy, reads_version_1_and_2) {
   write_bytes(path, b.data, b.len);
   NpyArray a;
   cr_assert(npy_read(path, &a, &c.d), "%s", captured(&c));
-  cr_assert_eq(a.dtype, DT_FP16);
+  cr_assert_eq(a.dtype, ORION_DT_FP16);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.nbytes, 8);
   cr_assert_eq(((uint16_t *)a.data)[3], 0x0706);
@@ -360,20 +361,20 @@ Test(npy, reads_version_1_and_2) {
 Test(npy, reads_every_dtype_code) {
   static const struct {
     const char *descr;
-    IrDType t;
-  } codes[] = {{"<f2", DT_FP16}, {"<f4", DT_FP32}, {"<i4", DT_INT32}, {"|i1", DT_INT8}, {"|u1", DT_UINT8},
-               {"|b1", DT_BOOL},  {"<u1", DT_UINT8}, {"<b1", DT_BOOL}};
+    OrionDType t;
+  } codes[] = {{"<f2", ORION_DT_FP16}, {"<f4", ORION_DT_FP32}, {"<i4", ORION_DT_INT32}, {"|i1", ORION_DT_INT8},
+               {"|u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<u1", ORION_DT_UINT8}, {"<b1", ORION_DT_BOOL}};
   Capture c;
   capture_init(&c);
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     char dict[128];
     snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (), }", codes[i].descr);
-    Bytes b = npy_file(1, dict, ir_dtype_size(codes[i].t));
+    Bytes b = npy_file(1, dict, orion_dtype_size(codes[i].t));
     NpyArray a;
     cr_assert(npy_read_bytes(b.data, b.len, "x.npy", &a, &c.d), "%s: %s", codes[i].descr, captured(&c));
     cr_assert_eq(a.dtype, codes[i].t, "%s", codes[i].descr);
     cr_assert_eq(a.rank, 0);
-    cr_assert_eq(a.nbytes, ir_dtype_size(codes[i].t));
+    cr_assert_eq(a.nbytes, orion_dtype_size(codes[i].t));
     npy_free(&a);
     free(b.data);
   }
@@ -482,14 +483,14 @@ Test(npy, fp32_to_fp16_rounds_to_nearest_even) {
   };
   const uint16_t want[] = {0x3c00, 0x3c02, 0x3c01, 0x7bff, 0x7bff, 0x7c00, 0xfc00, 0x0000, 0x0001, 0x8000};
   int64_t n = sizeof in / sizeof in[0];
-  NpyArray a = {.dtype = DT_FP32, .rank = 1, .dims = {n}, .data = malloc(sizeof in), .nbytes = sizeof in};
+  NpyArray a = {.dtype = ORION_DT_FP32, .rank = 1, .dims = {n}, .data = malloc(sizeof in), .nbytes = sizeof in};
   cr_assert_not_null(a.data);
   memcpy(a.data, in, sizeof in);
   Capture c;
   capture_init(&c);
   NpyArray h;
-  cr_assert(npy_convert(&a, DT_FP16, &h, &c.d), "%s", captured(&c));
-  cr_assert_eq(h.dtype, DT_FP16);
+  cr_assert(npy_convert(&a, ORION_DT_FP16, &h, &c.d), "%s", captured(&c));
+  cr_assert_eq(h.dtype, ORION_DT_FP16);
   cr_assert_eq(h.rank, 1);
   cr_assert_eq(h.dims[0], n);
   cr_assert_eq(h.nbytes, (size_t)n * 2);
@@ -502,14 +503,14 @@ Test(npy, fp32_to_fp16_rounds_to_nearest_even) {
 
 Test(npy, fp16_to_fp32_is_exact) {
   /* Every fp16 bit pattern, as a 256 x 256 array. */
-  NpyArray a = {.dtype = DT_FP16, .rank = 2, .dims = {256, 256}, .data = malloc(65536 * 2), .nbytes = 65536 * 2};
+  NpyArray a = {.dtype = ORION_DT_FP16, .rank = 2, .dims = {256, 256}, .data = malloc(65536 * 2), .nbytes = 65536 * 2};
   cr_assert_not_null(a.data);
   for (uint32_t i = 0; i < 65536; i++) ((uint16_t *)a.data)[i] = (uint16_t)i;
   Capture c;
   capture_init(&c);
   NpyArray f;
-  cr_assert(npy_convert(&a, DT_FP32, &f, &c.d), "%s", captured(&c));
-  cr_assert_eq(f.dtype, DT_FP32);
+  cr_assert(npy_convert(&a, ORION_DT_FP32, &f, &c.d), "%s", captured(&c));
+  cr_assert_eq(f.dtype, ORION_DT_FP32);
   cr_assert_eq(f.nbytes, 65536 * 4);
   const float *v = f.data;
   cr_assert_eq(float_bits(v[0x3c00]), float_bits(1.0f));
@@ -521,7 +522,7 @@ Test(npy, fp16_to_fp32_is_exact) {
   cr_assert(isnan(v[0x7e00]));
   /* Exact: converting back gives every non-NaN pattern unchanged. */
   NpyArray back;
-  cr_assert(npy_convert(&f, DT_FP16, &back, &c.d), "%s", captured(&c));
+  cr_assert(npy_convert(&f, ORION_DT_FP16, &back, &c.d), "%s", captured(&c));
   for (uint32_t i = 0; i < 65536; i++) {
     if (isnan(v[i])) continue;
     cr_assert_eq(((uint16_t *)back.data)[i], i, "pattern 0x%04x", i);
@@ -534,22 +535,22 @@ Test(npy, fp16_to_fp32_is_exact) {
 
 Test(npy, convert_same_dtype_copies_and_others_fail) {
   int64_t dims[] = {3};
-  NpyArray a = make_array(DT_INT8, 1, dims);
+  NpyArray a = make_array(ORION_DT_INT8, 1, dims);
   Capture c;
   capture_init(&c);
   NpyArray b;
-  cr_assert(npy_convert(&a, DT_INT8, &b, &c.d), "%s", captured(&c));
+  cr_assert(npy_convert(&a, ORION_DT_INT8, &b, &c.d), "%s", captured(&c));
   assert_same(&a, &b);
   cr_assert_neq(a.data, b.data);
   npy_free(&b);
-  cr_assert_not(npy_convert(&a, DT_FP16, &b, &c.d));
+  cr_assert_not(npy_convert(&a, ORION_DT_FP16, &b, &c.d));
   cr_assert_null(b.data);
-  NpyArray i = make_array(DT_INT32, 1, dims);
-  cr_assert_not(npy_convert(&i, DT_FP32, &b, &c.d));
-  NpyArray f = make_array(DT_FP32, 1, dims);
-  cr_assert_not(npy_convert(&f, DT_INT32, &b, &c.d));
+  NpyArray i = make_array(ORION_DT_INT32, 1, dims);
+  cr_assert_not(npy_convert(&i, ORION_DT_FP32, &b, &c.d));
+  NpyArray f = make_array(ORION_DT_FP32, 1, dims);
+  cr_assert_not(npy_convert(&f, ORION_DT_INT32, &b, &c.d));
   f.nbytes = 5;
-  cr_assert_not(npy_convert(&f, DT_FP16, &b, &c.d));
+  cr_assert_not(npy_convert(&f, ORION_DT_FP16, &b, &c.d));
   cr_assert_str_eq(captured(&c), "orion-run: error: cannot convert int8 data to fp16\n"
                                  "orion-run: error: cannot convert int32 data to fp32\n"
                                  "orion-run: error: cannot convert fp32 data to int32\n"

@@ -14,6 +14,7 @@
 #include "helpers.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"
+#include "orion/package.h"
 #include "orion/passes.h"
 #include "orion/patch.h"
 #include "orion/runtime.h"
@@ -78,7 +79,7 @@ static void ctx_close(Ctx *c) {
 }
 
 static PatchTensor f32_tensor(const char *name, const float *v, uint32_t rank, int64_t d0, int64_t d1) {
-  PatchTensor t = {.name = name, .origin = "memory", .dtype = WF_F32, .rank = rank, .data = v};
+  PatchTensor t = {.name = name, .origin = "memory", .dtype = ORION_DT_FP32, .rank = rank, .data = v};
   t.dims[0] = d0;
   t.dims[1] = d1;
   t.nbytes = (uint64_t)(d0 * (rank > 1 ? d1 : 1)) * 4;
@@ -301,7 +302,7 @@ Test(patch, non_finite_fp16_found_at_every_position, .init = setup, .fini = tear
     uint16_t w[256];
     for (int k = 0; k < 256; k++) w[k] = 0x3800;
     w[at[i]] = i % 2 ? 0x7C00 : 0xFE01; /* +inf, or a NaN */
-    PatchTensor t = {.name = "w", .origin = "memory", .dtype = WF_F16, .rank = 2, .dims = {4, 64}, .data = w,
+    PatchTensor t = {.name = "w", .origin = "memory", .dtype = ORION_DT_FP16, .rank = 2, .dims = {4, 64}, .data = w,
                      .nbytes = sizeof w};
     cr_assert_not(package_patch(pkg, &t, 1, NULL, &c.d));
     char want[160];

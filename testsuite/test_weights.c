@@ -107,39 +107,40 @@ static WeightInfo parse_npy_ok(Bytes b) {
 
 Test(weights_dtype, names_and_sizes) {
   static const struct {
-    WeightFileDType t;
+    OrionDType t;
     const char *name;
     size_t size;
-  } cases[] = {{WF_F16, "F16", 2}, {WF_F32, "F32", 4}, {WF_BF16, "BF16", 2}, {WF_I32, "I32", 4}, {WF_I8, "I8", 1},
-               {WF_U8, "U8", 1},   {WF_BOOL, "BOOL", 1}, {WF_F64, "F64", 8}, {WF_I64, "I64", 8}};
+  } cases[] = {{ORION_DT_FP16, "F16", 2}, {ORION_DT_FP32, "F32", 4}, {ORION_DT_BF16, "BF16", 2},
+               {ORION_DT_INT32, "I32", 4}, {ORION_DT_INT8, "I8", 1}, {ORION_DT_UINT8, "U8", 1},
+               {ORION_DT_BOOL, "BOOL", 1}, {ORION_DT_FP64, "F64", 8}, {ORION_DT_INT64, "I64", 8}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cr_assert_str_eq(weight_file_dtype_name(cases[i].t), cases[i].name);
     cr_assert_eq(weight_file_dtype_size(cases[i].t), cases[i].size);
   }
-  cr_assert_str_eq(weight_file_dtype_name(WF_COUNT), "<invalid>");
-  cr_assert_eq(weight_file_dtype_size(WF_COUNT), 0);
+  cr_assert_str_eq(weight_file_dtype_name(ORION_DT_COUNT), "<invalid>");
+  cr_assert_eq(weight_file_dtype_size(ORION_DT_COUNT), 0);
 }
 
 Test(weights_dtype, loadable) {
-  WeightFileDType floats[] = {WF_F16, WF_F32, WF_BF16, WF_F64};
+  OrionDType floats[] = {ORION_DT_FP16, ORION_DT_FP32, ORION_DT_BF16, ORION_DT_FP64};
   for (size_t i = 0; i < 4; i++) {
     cr_assert(weights_dtype_loadable(floats[i], DT_FP16));
     cr_assert(weights_dtype_loadable(floats[i], DT_FP32));
     cr_assert_not(weights_dtype_loadable(floats[i], DT_INT32));
     cr_assert_not(weights_dtype_loadable(floats[i], DT_BOOL));
   }
-  cr_assert(weights_dtype_loadable(WF_I32, DT_INT32));
-  cr_assert(weights_dtype_loadable(WF_I64, DT_INT32));
-  cr_assert(weights_dtype_loadable(WF_I8, DT_INT8));
-  cr_assert(weights_dtype_loadable(WF_U8, DT_UINT8));
-  cr_assert(weights_dtype_loadable(WF_BOOL, DT_BOOL));
-  cr_assert_not(weights_dtype_loadable(WF_I32, DT_FP16));
-  cr_assert_not(weights_dtype_loadable(WF_I8, DT_UINT8));
-  cr_assert_not(weights_dtype_loadable(WF_U8, DT_INT8));
-  cr_assert_not(weights_dtype_loadable(WF_BOOL, DT_UINT8));
-  cr_assert_not(weights_dtype_loadable(WF_I64, DT_INT8));
-  cr_assert_not(weights_dtype_loadable(WF_F32, DT_INVALID));
-  cr_assert_not(weights_dtype_loadable(WF_COUNT, DT_FP32));
+  cr_assert(weights_dtype_loadable(ORION_DT_INT32, DT_INT32));
+  cr_assert(weights_dtype_loadable(ORION_DT_INT64, DT_INT32));
+  cr_assert(weights_dtype_loadable(ORION_DT_INT8, DT_INT8));
+  cr_assert(weights_dtype_loadable(ORION_DT_UINT8, DT_UINT8));
+  cr_assert(weights_dtype_loadable(ORION_DT_BOOL, DT_BOOL));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_INT32, DT_FP16));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_INT8, DT_UINT8));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_UINT8, DT_INT8));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_BOOL, DT_UINT8));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_INT64, DT_INT8));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_FP32, DT_INVALID));
+  cr_assert_not(weights_dtype_loadable(ORION_DT_COUNT, DT_FP32));
 }
 
 /* ---- safetensors: valid files ------------------------------------------ */
@@ -153,14 +154,14 @@ Test(safetensors, two_tensors) {
   Bytes b = safetensors(TWO_TENSORS, 28);
   uint64_t n = strlen(TWO_TENSORS);
   WeightInfo a = parse_safetensors_ok(b, "a");
-  cr_assert_eq(a.dtype, WF_F16);
+  cr_assert_eq(a.dtype, ORION_DT_FP16);
   cr_assert_eq(a.rank, 2);
   cr_assert_eq(a.dims[0], 2);
   cr_assert_eq(a.dims[1], 3);
   cr_assert_eq(a.data_offset, 8 + n + 0);
   cr_assert_eq(a.nbytes, 12);
   WeightInfo w = parse_safetensors_ok(b, "b");
-  cr_assert_eq(w.dtype, WF_I32);
+  cr_assert_eq(w.dtype, ORION_DT_INT32);
   cr_assert_eq(w.rank, 1);
   cr_assert_eq(w.dims[0], 4);
   cr_assert_eq(w.data_offset, 8 + n + 12);
@@ -171,10 +172,11 @@ Test(safetensors, two_tensors) {
 Test(safetensors, every_dtype) {
   static const struct {
     const char *name;
-    WeightFileDType t;
+    OrionDType t;
     size_t size;
-  } cases[] = {{"F16", WF_F16, 2}, {"F32", WF_F32, 4}, {"BF16", WF_BF16, 2}, {"I32", WF_I32, 4}, {"I8", WF_I8, 1},
-               {"U8", WF_U8, 1},   {"BOOL", WF_BOOL, 1}, {"F64", WF_F64, 8}, {"I64", WF_I64, 8}};
+  } cases[] = {{"F16", ORION_DT_FP16, 2}, {"F32", ORION_DT_FP32, 4}, {"BF16", ORION_DT_BF16, 2},
+               {"I32", ORION_DT_INT32, 4}, {"I8", ORION_DT_INT8, 1}, {"U8", ORION_DT_UINT8, 1},
+               {"BOOL", ORION_DT_BOOL, 1}, {"F64", ORION_DT_FP64, 8}, {"I64", ORION_DT_INT64, 8}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char json[128];
     snprintf(json, sizeof json, "{\"w\":{\"dtype\":\"%s\",\"shape\":[3],\"data_offsets\":[0,%zu]}}", cases[i].name,
@@ -389,7 +391,7 @@ Test(safetensors, small_error_buffer) {
 Test(npy, v1_two_d) {
   Bytes b = npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_F32);
+  cr_assert_eq(wi.dtype, ORION_DT_FP32);
   cr_assert_eq(wi.rank, 2);
   cr_assert_eq(wi.dims[0], 2);
   cr_assert_eq(wi.dims[1], 3);
@@ -401,7 +403,7 @@ Test(npy, v1_two_d) {
 Test(npy, v1_scalar) {
   Bytes b = npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }", 8);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_F64);
+  cr_assert_eq(wi.dtype, ORION_DT_FP64);
   cr_assert_eq(wi.rank, 0);
   cr_assert_eq(wi.nbytes, 8);
   cr_assert_eq(wi.data_offset, 128);
@@ -411,7 +413,7 @@ Test(npy, v1_scalar) {
 Test(npy, v1_one_d) {
   Bytes b = npy(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }", 5);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_U8);
+  cr_assert_eq(wi.dtype, ORION_DT_UINT8);
   cr_assert_eq(wi.rank, 1);
   cr_assert_eq(wi.dims[0], 5);
   cr_assert_eq(wi.nbytes, 5);
@@ -421,7 +423,7 @@ Test(npy, v1_one_d) {
 Test(npy, v2_and_v3) {
   Bytes b = npy(2, "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }", 24);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_F16);
+  cr_assert_eq(wi.dtype, ORION_DT_FP16);
   cr_assert_eq(wi.rank, 2);
   cr_assert_eq(wi.dims[1], 4);
   cr_assert_eq(wi.data_offset, 128);
@@ -429,7 +431,7 @@ Test(npy, v2_and_v3) {
   free(b.data);
   b = npy(3, "{'descr': '<i4', 'fortran_order': False, 'shape': (7,), }", 28);
   wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_I32);
+  cr_assert_eq(wi.dtype, ORION_DT_INT32);
   cr_assert_eq(wi.nbytes, 28);
   free(b.data);
 }
@@ -444,7 +446,7 @@ Test(npy, v2_long_header) {
   strcpy(dict + n + pad, "}");
   Bytes b = npy(2, dict, 16);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_I64);
+  cr_assert_eq(wi.dtype, ORION_DT_INT64);
   cr_assert_eq(wi.data_offset % 64, 0);
   cr_assert_eq(wi.data_offset + 16, b.len);
   free(dict);
@@ -456,13 +458,13 @@ Test(npy, dict_variants) {
    * tight spacing. */
   Bytes b = npy(1, "{\"shape\": (2L, 3L), \"fortran_order\": False, \"descr\": \"<i4\"}", 24);
   WeightInfo wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_I32);
+  cr_assert_eq(wi.dtype, ORION_DT_INT32);
   cr_assert_eq(wi.dims[0], 2);
   cr_assert_eq(wi.dims[1], 3);
   free(b.data);
   b = npy(1, "{'descr':'|b1','fortran_order':False,'shape':(1,2,1,2,1,)}", 4);
   wi = parse_npy_ok(b);
-  cr_assert_eq(wi.dtype, WF_BOOL);
+  cr_assert_eq(wi.dtype, ORION_DT_BOOL);
   cr_assert_eq(wi.rank, 5);
   free(b.data);
 }
@@ -470,9 +472,9 @@ Test(npy, dict_variants) {
 Test(npy, one_byte_types_any_order) {
   static const struct {
     const char *descr;
-    WeightFileDType t;
-  } cases[] = {{"|i1", WF_I8}, {"<i1", WF_I8}, {"=i1", WF_I8}, {">i1", WF_I8}, {"|u1", WF_U8},
-               {"=u1", WF_U8}, {"|b1", WF_BOOL}, {"<b1", WF_BOOL}};
+    OrionDType t;
+  } cases[] = {{"|i1", ORION_DT_INT8}, {"<i1", ORION_DT_INT8}, {"=i1", ORION_DT_INT8}, {">i1", ORION_DT_INT8},
+               {"|u1", ORION_DT_UINT8}, {"=u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<b1", ORION_DT_BOOL}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char dict[100];
     snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }", cases[i].descr);
@@ -651,7 +653,7 @@ Test(probe, files, .init = tmp_setup, .fini = tmp_teardown) {
   WeightInfo wi;
   char err[ERR_LEN];
   cr_assert(weights_probe_safetensors(tmp_file("m.safetensors"), "b", &wi, err, sizeof err), "%s", err);
-  cr_assert_eq(wi.dtype, WF_I32);
+  cr_assert_eq(wi.dtype, ORION_DT_INT32);
   cr_assert_eq(wi.data_offset, 8 + strlen(TWO_TENSORS) + 12);
   cr_assert(weights_probe_npy(tmp_file("w.npy"), &wi, err, sizeof err), "%s", err);
   cr_assert_eq(wi.nbytes, 24);

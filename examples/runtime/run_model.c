@@ -105,10 +105,11 @@ static bool fill_input(const OrionTensorInfo *info, const char *file, CpuTensor 
   }
   NpyArray a, c;
   if (!npy_read(file, &a, d)) return false;
-  IrDType want = info->dtype == MIL_DT_FP16   ? DT_FP16
-                 : info->dtype == MIL_DT_FP32 ? DT_FP32
-                 : info->dtype == MIL_DT_INT32 ? DT_INT32
-                                               : DT_BOOL;
+  /* The input's own dtype (MilDType is the file formats' OrionDType): the
+   * API takes fp16, fp32, int32 and bool. */
+  OrionDType want = info->dtype == MIL_DT_FP16 || info->dtype == MIL_DT_FP32 || info->dtype == MIL_DT_INT32
+                        ? info->dtype
+                        : MIL_DT_BOOL;
   bool ok = npy_convert(&a, want, &c, d);
   npy_free(&a);
   if (!ok) return false;
@@ -138,7 +139,7 @@ static void summarize(const OrionTensorInfo *info, const CpuTensor *t) {
 }
 
 static bool write_output(const char *dir, const OrionTensorInfo *info, const CpuTensor *t, Diag *d) {
-  NpyArray a = {.dtype = ir_dtype_from_name(mil_dtype_name(info->dtype)), .rank = info->rank, .data = t->data,
+  NpyArray a = {.dtype = info->dtype, .rank = info->rank, .data = t->data,
                 .nbytes = elements(info) * cpu_dtype_size(info->dtype)};
   memcpy(a.dims, info->dims, sizeof(int64_t) * info->rank);
   char path[4096];

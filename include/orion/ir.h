@@ -19,6 +19,7 @@
 #ifndef ORION_IR_H
 #define ORION_IR_H
 
+#include "orion/dtype.h"
 #include "orion/support.h"
 
 /* Value and op ids are single-member structs, not integers, so that mixing
@@ -51,9 +52,9 @@ static inline bool ir_op_id_is_none(IrOpId op) { return op.id == 0; }
 
 typedef enum IrDType { DT_INVALID, DT_FP16, DT_FP32, DT_INT32, DT_INT8, DT_UINT8, DT_BOOL, DT_COUNT } IrDType;
 
-#define IR_MAX_RANK 5
+#define IR_MAX_RANK ORION_MAX_RANK
 /* Largest element count of one tensor (2^31: indexes stay in int32 range on every backend). */
-#define IR_MAX_ELEMENTS (1ull << 31)
+#define IR_MAX_ELEMENTS ORION_MAX_ELEMENTS
 /* Longest value, function or attribute name. */
 #define IR_MAX_NAME 255
 /* Deepest nesting of brackets in one statement. */
@@ -84,6 +85,10 @@ const char *ir_dtype_name(IrDType t);
 IrDType ir_dtype_from_name(const char *s); /* DT_INVALID if unknown */
 size_t ir_dtype_size(IrDType t);
 bool ir_dtype_is_float(IrDType t);
+/* The file formats' dtype of an IR dtype (ORION_DT_NONE for DT_INVALID), and
+ * back (DT_INVALID for a dtype the IR does not have). */
+OrionDType ir_dtype_to_orion(IrDType t);
+IrDType ir_dtype_from_orion(OrionDType t);
 uint64_t ir_type_elements(const IrType *t);
 bool ir_type_equal(const IrType *a, const IrType *b);
 /* "fp16[1,768,1,64]"; scalars print as "fp16[]". */

@@ -5,16 +5,9 @@
 #ifndef ORION_MIL_H
 #define ORION_MIL_H
 
-#include "orion/blob.h"
+#include "orion/blob_writer.h"
 #include "orion/ir.h"
-
-typedef enum MilTarget { MIL_IOS16, MIL_IOS17, MIL_IOS18 } MilTarget;
-
-/* "ios16" / "ios17" / "ios18"; false if unknown. */
-bool mil_target_from_name(const char *name, MilTarget *out);
-const char *mil_target_name(MilTarget t);
-/* "1.0" for ios16/ios17, "1.3" for ios18. */
-const char *mil_program_version(MilTarget t);
+#include "orion/mil_target.h"
 
 /* Supplies the bytes of a param in its IR dtype (malloc'd; the emitter frees
  * them); NULL after reporting an error. */

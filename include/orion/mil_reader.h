@@ -20,6 +20,7 @@
 #ifndef ORION_MIL_READER_H
 #define ORION_MIL_READER_H
 
+#include "orion/dtype.h"
 #include "orion/support.h"
 
 /* Limits: input beyond them is reported, never truncated. The file size limit
@@ -28,39 +29,46 @@
 #define MIL_MAX_NAME 1024     /* bytes in an identifier */
 #define MIL_MAX_NESTING 32    /* open brackets ( [ { < within one statement */
 
-/* Element types, as spelled in the text. */
-typedef enum MilDType {
-  MIL_DT_NONE = 0, /* not a valid dtype */
-  MIL_DT_BOOL,
-  MIL_DT_STRING,
-  MIL_DT_FP16,
-  MIL_DT_FP32,
-  MIL_DT_FP64,
-  MIL_DT_BF16,
-  MIL_DT_INT4,
-  MIL_DT_INT8,
-  MIL_DT_INT16,
-  MIL_DT_INT32,
-  MIL_DT_INT64,
-  MIL_DT_UINT1,
-  MIL_DT_UINT2,
-  MIL_DT_UINT3,
-  MIL_DT_UINT4,
-  MIL_DT_UINT6,
-  MIL_DT_UINT8,
-  MIL_DT_UINT16,
-  MIL_DT_UINT32,
-  MIL_DT_UINT64,
-  MIL_DT_COUNT
-} MilDType;
+/* Element types: the file formats' one enum (orion/dtype.h), of which MIL
+ * text spells those below MIL_DT_COUNT. The MIL_DT_ names are its names. */
+typedef OrionDType MilDType;
+#define MIL_DT_NONE ORION_DT_NONE
+#define MIL_DT_BOOL ORION_DT_BOOL
+#define MIL_DT_STRING ORION_DT_STRING
+#define MIL_DT_FP16 ORION_DT_FP16
+#define MIL_DT_FP32 ORION_DT_FP32
+#define MIL_DT_FP64 ORION_DT_FP64
+#define MIL_DT_BF16 ORION_DT_BF16
+#define MIL_DT_INT4 ORION_DT_INT4
+#define MIL_DT_INT8 ORION_DT_INT8
+#define MIL_DT_INT16 ORION_DT_INT16
+#define MIL_DT_INT32 ORION_DT_INT32
+#define MIL_DT_INT64 ORION_DT_INT64
+#define MIL_DT_UINT1 ORION_DT_UINT1
+#define MIL_DT_UINT2 ORION_DT_UINT2
+#define MIL_DT_UINT3 ORION_DT_UINT3
+#define MIL_DT_UINT4 ORION_DT_UINT4
+#define MIL_DT_UINT6 ORION_DT_UINT6
+#define MIL_DT_UINT8 ORION_DT_UINT8
+#define MIL_DT_UINT16 ORION_DT_UINT16
+#define MIL_DT_UINT32 ORION_DT_UINT32
+#define MIL_DT_UINT64 ORION_DT_UINT64
+#define MIL_DT_COUNT ORION_DT_MIL_END
 
-/* "fp16", ...; "none" for MIL_DT_NONE or an out-of-range value. */
-const char *mil_dtype_name(MilDType t);
-/* The dtype spelled by the n bytes at s; MIL_DT_NONE if it is not one. */
-MilDType mil_dtype_from_name(const char *s, size_t n);
-bool mil_dtype_is_float(MilDType t); /* fp16 fp32 fp64 bf16 */
-bool mil_dtype_is_int(MilDType t);   /* int* and uint* */
-bool mil_dtype_is_unsigned(MilDType t);
+/* "fp16", ...; "none" for MIL_DT_NONE or a value MIL does not spell. */
+static inline const char *mil_dtype_name(MilDType t) {
+  return (unsigned)t < MIL_DT_COUNT ? orion_dtype_name(t) : "none";
+}
+/* The dtype spelled by the n bytes at s; MIL_DT_NONE if MIL has no such dtype. */
+static inline MilDType mil_dtype_from_name(const char *s, size_t n) {
+  OrionDType t = orion_dtype_from_name(s, n);
+  return t < MIL_DT_COUNT ? t : MIL_DT_NONE;
+}
+/* fp16 fp32 fp64 bf16 */
+static inline bool mil_dtype_is_float(MilDType t) { return t < MIL_DT_COUNT && orion_dtype_is_float(t); }
+/* int* and uint* */
+static inline bool mil_dtype_is_int(MilDType t) { return orion_dtype_is_int(t); }
+static inline bool mil_dtype_is_unsigned(MilDType t) { return orion_dtype_is_unsigned(t); }
 
 typedef enum MilTypeKind {
   MIL_TYPE_TENSOR, /* tensor<T, [dims]>, or a bare T (rank 0) */

@@ -11,15 +11,16 @@
 #ifndef ORION_NPY_H
 #define ORION_NPY_H
 
-#include "orion/ir.h"
+#include "orion/dtype.h"
+#include "orion/support.h"
 
 /* A dense row-major little-endian tensor (fp16 as IEEE binary16 bits). */
 typedef struct NpyArray {
-  IrDType dtype;
+  OrionDType dtype;
   uint32_t rank; /* 0 for a scalar */
-  int64_t dims[IR_MAX_RANK];
+  int64_t dims[ORION_MAX_RANK];
   void *data;    /* malloc'd by npy_read/npy_convert; never NULL after success */
-  size_t nbytes; /* elements * ir_dtype_size(dtype) */
+  size_t nbytes; /* elements * orion_dtype_size(dtype) */
 } NpyArray;
 
 /* Reads a whole .npy file. Supported dtypes: f2 -> fp16, f4 -> fp32,
@@ -46,7 +47,7 @@ bool npy_encode(const NpyArray *a, const char *name, uint8_t **bytes, size_t *le
 /* Converts in to dtype `to` into a new array *out: fp32 -> fp16 (round to
  * nearest even, overflow to inf), fp16 -> fp32 (exact), same dtype copies.
  * Anything else reports "cannot convert <from> data to <to>". */
-bool npy_convert(const NpyArray *in, IrDType to, NpyArray *out, Diag *d);
+bool npy_convert(const NpyArray *in, OrionDType to, NpyArray *out, Diag *d);
 
 /* Frees the data and zeroes the array. */
 void npy_free(NpyArray *a);

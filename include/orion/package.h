@@ -2,17 +2,15 @@
  * The .anepkg package: a directory holding one MIL program per function,
  * weights/weight.bin (MIL blob storage v2) and Manifest.plist (an XML
  * property list describing everything, with checksums). See
- * docs/package-format.md.
+ * docs/package-format.md. Writing it is the compiler's (here); reading it is
+ * the package I/O library's (orion/manifest.h).
  */
 #ifndef ORION_PACKAGE_H
 #define ORION_PACKAGE_H
 
+#include "orion/manifest.h"
 #include "orion/mil.h"
 #include "orion/weights.h"
-
-#define PACKAGE_FORMAT_VERSION 1
-#define PACKAGE_MANIFEST "Manifest.plist"
-#define PACKAGE_WEIGHTS "weights/weight.bin"
 
 /* Per-target facts the package records (until the constraint table owns them). */
 typedef struct TargetInfo {
@@ -72,68 +70,5 @@ bool package_install(const char *tmp, const char *path, bool exists, const char 
 /* Emits the MIL of every live function to `out` (weights are still laid out,
  * in memory, so offsets are the ones a package would have). */
 bool package_emit_mil(IrModule *m, const PackageOptions *opt, StrBuf *out, Diag *d);
-
-/* ---- reading ---- */
-
-typedef struct PkgTensor {
-  char *name, *mil_name;
-  IrDType dtype;
-  uint32_t rank;
-  int64_t dims[IR_MAX_RANK];
-  uint32_t binding;       /* inputs/outputs */
-  uint64_t bytes;         /* data bytes (elements * dtype size) */
-  uint64_t surface_bytes; /* inputs/outputs */
-  uint64_t offset;        /* weights: metadata record offset */
-  char xxh64[17];         /* weights: checksum of the data */
-} PkgTensor;
-
-/* An output the compiler split into parts (outputs of the function) that the
- * caller concatenates along `axis`. */
-typedef struct PkgGroup {
-  char *name;
-  uint32_t axis;
-  char **parts;
-  uint32_t nparts;
-} PkgGroup;
-
-typedef struct PkgFunction {
-  char *name, *mil_file;
-  char mil_xxh64[17];
-  uint64_t surface_bytes;
-  PkgTensor *inputs, *outputs, *weights;
-  uint32_t ninputs, noutputs, nweights;
-  PkgGroup *groups;
-  uint32_t ngroups;
-} PkgFunction;
-
-typedef struct Package {
-  char *path;
-  uint32_t format_version;
-  char *compiler_version, *target, *program_version, *source_name;
-  char *chip; /* Chip (optional: orionc --chip), or NULL */
-  char source_sha256[65], weights_layout_xxh64[17];
-  uint64_t weights_size, weights_generation, min_surface_bytes;
-  PkgFunction *functions;
-  uint32_t nfunctions;
-  bool lint_checked;
-  uint32_t lint_errors, lint_warnings;
-  char **compile_args; /* CompileArguments (optional in the manifest) */
-  uint32_t ncompile_args;
-} Package;
-
-/* Parses manifest text (`name` is used in messages); what package_read uses. */
-bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d);
-/* Reads and validates Manifest.plist (structure, types, ranges). Errors are
- * "path: message" lines through d. */
-bool package_read(const char *path, Package *pkg, Diag *d);
-/* Checks the files against the manifest: MIL and weight checksums, the blob
- * file's records for every weight (dtype, size). */
-bool package_verify(const Package *pkg, Diag *d);
-/* package_verify for a package verified before as `before` (read from the
- * same path), of which only the weights could have changed: the MIL files,
- * the layout and the weights whose checksums differ from before are checked,
- * the others were. */
-bool package_verify_since(const Package *pkg, const Package *before, Diag *d);
-void package_free(Package *pkg);
 
 #endif

@@ -2,21 +2,23 @@
  * Delta patching: replacing the bytes of named weights in a compiled
  * package's weights/weight.bin in place — same MIL text, same blob layout and
  * offsets, no compiler run — crash-safely. See docs/package-format.md
- * ("Weight updates") for the journal and the recovery rules.
+ * ("Weight updates") for the journal and the recovery rules. Part of the
+ * package I/O library (pkgio/): the runtime's loader finishes an interrupted
+ * patch with package_recover before it reads a package.
  */
 #ifndef ORION_PATCH_H
 #define ORION_PATCH_H
 
-#include "orion/package.h"
-#include "orion/weights.h"
+#include "orion/manifest.h"
+#include "orion/weight_file.h"
 
 /* One new tensor for a weight of the package. */
 typedef struct PatchTensor {
   const char *name;    /* the weight's .oir name in the manifest (its MIL name is accepted too) */
   const char *origin;  /* where the data came from, for messages ("new.safetensors", "memory") */
-  WeightFileDType dtype;
+  OrionDType dtype;
   uint32_t rank;
-  int64_t dims[IR_MAX_RANK];
+  int64_t dims[ORION_MAX_RANK];
   const void *data;    /* little-endian, row-major; any alignment */
   uint64_t nbytes;
 } PatchTensor;
@@ -67,12 +69,6 @@ bool patch_set_add_safetensors(PatchSet *s, const char *file, Diag *d);
 /* Adds one tensor from a .npy file under the given weight name. */
 bool patch_set_add_npy(PatchSet *s, const char *name, const char *file, Diag *d);
 void patch_set_free(PatchSet *s);
-
-/* Makes every live param named by a tensor of the safetensors `file` (or,
- * with npy_name, the param of that name) take its value from that file, as
- * if the source had said so: how a fresh compile with the patched weights is
- * made. Params are matched by their inlined names (the manifest's). */
-bool weights_override(IrModule *m, const char *npy_name, const char *file, Diag *d);
 
 /* Testing: the patcher kills itself (SIGKILL) when it reaches durable step
  * number N (1-based), counting every write, sync, rename and unlink, when the

@@ -1,55 +1,17 @@
 /*
- * Weight import: safetensors and numpy .npy files.
- *
- * Probing reads and validates only the header (shape, dtype, where the data
- * lies); it never reads past the end of the file and rejects every offset,
- * size or shape that does not fit. Used by the compiler to check params
- * against the files they name before anything is emitted.
+ * Weight import: a param's bytes from its source (an initializer, or a
+ * tensor of a safetensors or .npy file, read with orion/weight_file.h).
  */
 #ifndef ORION_WEIGHTS_H
 #define ORION_WEIGHTS_H
 
 #include "orion/ir.h"
-
-/* Element types found in weight files. */
-typedef enum WeightFileDType {
-  WF_F16, WF_F32, WF_BF16, WF_I32, WF_I8, WF_U8, WF_BOOL, WF_F64, WF_I64, WF_COUNT
-} WeightFileDType;
-
-const char *weight_file_dtype_name(WeightFileDType t); /* "F16", "F32", ... (safetensors spelling) */
-/* Element i of float file data (F16, BF16, F32 or F64, little-endian) as a
- * double: exact, since each widens exactly. For messages and checks, not for
- * bulk conversion. */
-double weight_file_float_value(const void *data, WeightFileDType t, uint64_t i);
-/* n float values of file dtype t (F16, BF16, F32, F64) into dst of dtype
- * DT_FP16 or DT_FP32, each rounded once to nearest even (vectorized, a chunk
- * at a time). No checks: NaN stays NaN, values beyond the range become
- * infinities; callers scan the result. */
-void weights_convert_floats(const void *src, WeightFileDType t, uint64_t n, IrDType dt, void *dst);
-size_t weight_file_dtype_size(WeightFileDType t);
-
-typedef struct WeightInfo {
-  WeightFileDType dtype;
-  uint32_t rank;
-  int64_t dims[IR_MAX_RANK];
-  uint64_t data_offset; /* absolute byte offset of the tensor's data in the file */
-  uint64_t nbytes;      /* elements * dtype size */
-} WeightInfo;
-
-/* Header parsers over bytes in memory (the fuzz targets call these).
- * On failure they return false and write a lowercase message to err. */
-bool weights_parse_safetensors(const uint8_t *data, size_t len, const char *key, WeightInfo *out, char *err,
-                               size_t errlen);
-bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen);
-
-/* The same on files (memory-mapped). */
-bool weights_probe_safetensors(const char *path, const char *key, WeightInfo *out, char *err, size_t errlen);
-bool weights_probe_npy(const char *path, WeightInfo *out, char *err, size_t errlen);
+#include "orion/weight_file.h"
 
 /* Whether a file dtype can be loaded into a param of the IR dtype: by exact
  * match, by float conversion (F16/F32/BF16/F64 -> fp16/fp32), or I64 -> int32
  * (range-checked when the data is read). */
-bool weights_dtype_loadable(WeightFileDType from, IrDType to);
+bool weights_dtype_loadable(OrionDType from, IrDType to);
 
 /* Checks every live param whose source is a file: the file exists and parses,
  * the key exists, shape and dtype agree. Paths are relative to m->base_dir.
@@ -112,5 +74,12 @@ typedef enum WeightsCodePath {
   WEIGHTS_CODE_AVX512,
 } WeightsCodePath;
 bool weights_use_code_path(WeightsCodePath path);
+
+/* Makes every live param named by a tensor of the safetensors `file` (or,
+ * with npy_name, the param of that name) take its value from that file, as
+ * if the source had said so: how a fresh compile with the patched weights is
+ * made (orion-run patch --verify). Params are matched by their inlined names
+ * (the manifest's). */
+bool weights_override(IrModule *m, const char *npy_name, const char *file, Diag *d);
 
 #endif

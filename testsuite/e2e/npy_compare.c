@@ -29,9 +29,9 @@ enum { MAX_ROWS = 64 };
 /* Element i of a as a double (fp16, fp32 or int32). */
 static double elem(const NpyArray *a, size_t i) {
   switch (a->dtype) {
-  case DT_FP16: return (double)fp16_to_float(((const uint16_t *)a->data)[i]);
-  case DT_FP32: return (double)((const float *)a->data)[i];
-  case DT_INT32: return (double)((const int32_t *)a->data)[i];
+  case ORION_DT_FP16: return (double)fp16_to_float(((const uint16_t *)a->data)[i]);
+  case ORION_DT_FP32: return (double)((const float *)a->data)[i];
+  case ORION_DT_INT32: return (double)((const int32_t *)a->data)[i];
   default: return NAN;
   }
 }
@@ -44,7 +44,7 @@ static size_t count(const NpyArray *a) {
 
 static bool readable(const char *path, NpyArray *a, Diag *d) {
   if (!npy_read(path, a, d)) return false;
-  if (a->dtype != DT_FP16 && a->dtype != DT_FP32 && a->dtype != DT_INT32) {
+  if (a->dtype != ORION_DT_FP16 && a->dtype != ORION_DT_FP32 && a->dtype != ORION_DT_INT32) {
     fprintf(stderr, "npy_compare: '%s' is not fp16, fp32 or int32\n", path);
     return false;
   }
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
     }
     double err = a == e ? 0 : fabs(a - e); /* equal infinities pass */
     /* Integers (indices, token ids) must be equal: no tolerance applies. */
-    bool ints = !norms && act.dtype == DT_INT32 && want.dtype == DT_INT32;
+    bool ints = !norms && act.dtype == ORION_DT_INT32 && want.dtype == ORION_DT_INT32;
     double allowed = ints ? 0 : atol + rtol * fabs(e);
     bool ok = err <= allowed; /* false for NaN */
     if (!ok && bad++ == 0) first_bad = i, bad_a = a, bad_e = e;

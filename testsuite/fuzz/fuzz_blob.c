@@ -12,7 +12,7 @@
  * walk accepts are also rebuilt with the writer, which must give back the
  * same offsets whenever the input was itself written the canonical way.
  */
-#include "orion/blob.h"
+#include "orion/blob_writer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/package.h"
+#include "orion/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       for (uint32_t k = 0; k < f->ninputs; k++)
         if (f->inputs[k].binding >= f->ninputs) abort();
       for (uint32_t k = 0; k < f->nweights; k++) {
-        uint64_t n = ir_dtype_size(f->weights[k].dtype);
+        uint64_t n = orion_dtype_size(f->weights[k].dtype);
         for (uint32_t r = 0; r < f->weights[k].rank; r++) n *= (uint64_t)f->weights[k].dims[r];
         if (n != f->weights[k].bytes) abort();
       }

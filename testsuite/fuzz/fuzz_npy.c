@@ -16,13 +16,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_array(const NpyArray *a) {
-  if (a->dtype == DT_INVALID || a->dtype >= DT_COUNT || a->rank > IR_MAX_RANK || !a->data) abort();
+  if (a->dtype == ORION_DT_NONE || a->dtype >= ORION_DT_COUNT || a->rank > ORION_MAX_RANK || !a->data) abort();
   uint64_t elements = 1;
   for (uint32_t i = 0; i < a->rank; i++) {
     if (a->dims[i] < 0) abort();
     elements *= (uint64_t)a->dims[i]; /* the reader checked it does not overflow */
   }
-  if (elements * ir_dtype_size(a->dtype) != a->nbytes) abort();
+  if (elements * orion_dtype_size(a->dtype) != a->nbytes) abort();
   /* Every byte is readable (ASan checks the buffer's extent). */
   volatile uint8_t sum = 0;
   for (size_t i = 0; i < a->nbytes; i++) sum = (uint8_t)(sum + ((const uint8_t *)a->data)[i]);

@@ -9,7 +9,7 @@
  * the limit and the byte count matches the shape; each failure leaves a
  * non-empty, terminated message.
  */
-#include "orion/weights.h"
+#include "orion/weight_file.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@ static void check_result(bool ok, const WeightInfo *wi, const char *err, size_t 
     if (err[0] == 0 || memchr(err, 0, errlen) == NULL) abort();
     return;
   }
-  if (wi->rank > IR_MAX_RANK || wi->dtype >= WF_COUNT) abort();
+  if (wi->rank > ORION_MAX_RANK || wi->dtype >= ORION_DT_COUNT) abort();
   uint64_t elements = 1;
   for (uint32_t i = 0; i < wi->rank; i++) {
     if (wi->dims[i] < 0) abort();

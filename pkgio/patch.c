@@ -362,9 +362,9 @@ static bool recover_locked(const char *path, bool *did_recover, Diag *d) {
 
 /* ---- converting the new values ------------------------------------------------- */
 
-static const char *pkg_dtype_name(IrDType t) { return ir_dtype_name(t); }
-
-static bool float_source(WeightFileDType t) { return t == WF_F16 || t == WF_F32 || t == WF_BF16 || t == WF_F64; }
+static bool float_source(OrionDType t) {
+  return t == ORION_DT_FP16 || t == ORION_DT_FP32 || t == ORION_DT_BF16 || t == ORION_DT_FP64;
+}
 
 static bool all_finite(const uint8_t *p, uint64_t n, bool fp16) {
   unsigned special = 0;
@@ -401,17 +401,17 @@ static bool all_finite(const uint8_t *p, uint64_t n, bool fp16) {
  * t's own data). */
 static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const PatchOptions *opt, bool *owned,
                               Diag *d) {
-  uint64_t n = w->bytes / ir_dtype_size(w->dtype);
-  bool same_int = (w->dtype == DT_INT32 && t->dtype == WF_I32) || (w->dtype == DT_INT8 && t->dtype == WF_I8) ||
-                  (w->dtype == DT_UINT8 && t->dtype == WF_U8);
-  bool is_float = w->dtype == DT_FP16 || w->dtype == DT_FP32;
+  uint64_t n = w->bytes / orion_dtype_size(w->dtype);
+  bool same_int = w->dtype == t->dtype &&
+                  (w->dtype == ORION_DT_INT32 || w->dtype == ORION_DT_INT8 || w->dtype == ORION_DT_UINT8);
+  bool is_float = w->dtype == ORION_DT_FP16 || w->dtype == ORION_DT_FP32;
   if (!(is_float && float_source(t->dtype)) && !same_int) {
     diag_error(d, (SrcSpan){0}, "%s: weight '%s' is %s; a tensor of dtype %s cannot replace it (a dtype change needs a recompile)",
-               t->origin, w->name, pkg_dtype_name(w->dtype), weight_file_dtype_name(t->dtype));
+               t->origin, w->name, orion_dtype_name(w->dtype), weight_file_dtype_name(t->dtype));
     return NULL;
   }
   if (t->nbytes != n * weight_file_dtype_size(t->dtype)) ice("patch tensor '%s' has %llu bytes", t->name, (unsigned long long)t->nbytes);
-  bool as_is = same_int || (w->dtype == DT_FP16 && t->dtype == WF_F16) || (w->dtype == DT_FP32 && t->dtype == WF_F32);
+  bool as_is = same_int || (is_float && w->dtype == t->dtype);
   uint8_t *out = as_is ? (uint8_t *)(uintptr_t)t->data : xmalloc(w->bytes ? (size_t)w->bytes : 1);
   *owned = !as_is;
   /* As is, the data is used where it is: the caller's buffer or the mapped file. */
@@ -419,7 +419,7 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
   /* Finite values beyond fp16's range came out as infinities: clamped or an
    * error, up to the first NaN or infinity, which the checks below report. */
   uint64_t clamped = 0;
-  bool look = !as_is && w->dtype == DT_FP16 && !all_finite(out, n, true);
+  bool look = !as_is && w->dtype == ORION_DT_FP16 && !all_finite(out, n, true);
   for (uint64_t i = 0; look && i < n; i++) {
     uint16_t h;
     memcpy(&h, out + 2 * i, 2);
@@ -443,10 +443,10 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
                  w->name, (unsigned long long)clamped);
   /* NaN and infinity are checked on the result, whatever the source: a
    * branch-free scan first, the element-wise search only to name one. */
-  if (is_float && all_finite(out, n, w->dtype == DT_FP16)) return out;
+  if (is_float && all_finite(out, n, w->dtype == ORION_DT_FP16)) return out;
   for (uint64_t i = 0; i < n && is_float; i++) {
     bool bad;
-    if (w->dtype == DT_FP16) {
+    if (w->dtype == ORION_DT_FP16) {
       uint16_t h;
       memcpy(&h, out + 2 * i, 2);
       bad = (h & 0x7C00u) == 0x7C00u;
@@ -461,7 +461,7 @@ static const uint8_t *convert(const PatchTensor *t, const PkgTensor *w, const Pa
         diag_error(d, (SrcSpan){0}, "%s: weight '%s' has NaN at index %llu", t->origin, w->name, (unsigned long long)i);
       else
         diag_error(d, (SrcSpan){0}, "%s: weight '%s' has the value %.17g at index %llu, which %s cannot hold", t->origin,
-                   w->name, v, (unsigned long long)i, pkg_dtype_name(w->dtype));
+                   w->name, v, (unsigned long long)i, orion_dtype_name(w->dtype));
       if (*owned) free(out);
       return NULL;
     }
@@ -873,39 +873,4 @@ void patch_set_free(PatchSet *s) {
     if (s->maps[i].len) munmap(s->maps[i].base, s->maps[i].len);
   free(s->maps);
   memset(s, 0, sizeof *s);
-}
-
-/* ---- compiling with replaced weights (for --verify) ------------------------------------- */
-
-static bool override_one(IrModule *m, const char *name, IrParamSourceKind kind, const char *abs, const char *origin,
-                         Diag *d) {
-  bool found = false;
-  for (IrValueId v = ir_value_id(1); v.id < m->nvalues; v.id++) {
-    IrValue *val = ir_value(m, v);
-    if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead || strcmp(val->name, name)) continue;
-    val->src = (IrParamSource){.kind = kind, .path = arena_strdup(&m->arena, abs),
-                               .key = kind == SRC_SAFETENSORS ? arena_strdup(&m->arena, name) : NULL};
-    found = true;
-  }
-  if (!found) diag_error(d, (SrcSpan){0}, "%s: the program has no weight named '%s'", origin, name);
-  return found;
-}
-
-bool weights_override(IrModule *m, const char *npy_name, const char *file, Diag *d) {
-  char *abs = realpath(file, NULL);
-  if (!abs) {
-    diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", file, strerror(errno));
-    return false;
-  }
-  bool ok = true;
-  if (npy_name) {
-    ok = override_one(m, npy_name, SRC_NPY, abs, file, d);
-  } else {
-    PatchSet s = {0};
-    ok = patch_set_add_safetensors(&s, file, d);
-    for (uint32_t i = 0; ok && i < s.n; i++) ok = override_one(m, s.tensors[i].name, SRC_SAFETENSORS, abs, file, d);
-    patch_set_free(&s);
-  }
-  free(abs);
-  return ok;
 }

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "orion/package.h"
+#include "orion/blob.h"
+#include "orion/manifest.h"
+#include "orion/mil_target.h"
 #include "orion/sha256.h"
 #include "orion/xxh64.h"
 #include "plist_util.h"
@@ -88,18 +90,28 @@ static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *wh
   free(s);
 }
 
+/* The dtypes a package's tensors have (those of the IR, which wrote it). */
+static OrionDType package_dtype(const char *name) {
+  static const OrionDType held[] = {ORION_DT_FP16, ORION_DT_FP32, ORION_DT_INT32,
+                                    ORION_DT_INT8, ORION_DT_UINT8, ORION_DT_BOOL};
+  OrionDType t = orion_dtype_from_name(name, strlen(name));
+  for (size_t i = 0; i < sizeof held / sizeof held[0]; i++)
+    if (held[i] == t) return t;
+  return ORION_DT_NONE;
+}
+
 static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const char *where) {
   t->name = get_string(r, dict, "Name", where);
   t->mil_name = get_string(r, dict, "MILName", where);
   char *dt = get_string(r, dict, "DType", where);
-  t->dtype = ir_dtype_from_name(dt);
-  if (t->dtype == DT_INVALID && r->ok) fail(r, "manifest: %s '%s' has the unknown dtype '%s'", where, t->name, dt);
+  t->dtype = package_dtype(dt);
+  if (t->dtype == ORION_DT_NONE && r->ok) fail(r, "manifest: %s '%s' has the unknown dtype '%s'", where, t->name, dt);
   free(dt);
   xmlNodePtr shape = need(r, dict, "Shape", "array", where);
   uint64_t elements = 1;
   for (xmlNodePtr n = shape ? plist_next_elem(shape->children) : NULL; n && r->ok; n = plist_next_elem(n->next)) {
-    if (t->rank >= IR_MAX_RANK) {
-      fail(r, "manifest: %s '%s' has rank above %d", where, t->name, IR_MAX_RANK);
+    if (t->rank >= ORION_MAX_RANK) {
+      fail(r, "manifest: %s '%s' has rank above %d", where, t->name, ORION_MAX_RANK);
       break;
     }
     xmlChar *s = xmlNodeGetContent(n);
@@ -107,16 +119,16 @@ static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const
     long long v = plist_is_elem(n, "integer") && s ? strtoll((const char *)s, &end, 10) : -1;
     bool bad = v <= 0 || !end || *end;
     xmlFree(s);
-    if (bad || __builtin_mul_overflow(elements, (uint64_t)v, &elements) || elements > IR_MAX_ELEMENTS) {
+    if (bad || __builtin_mul_overflow(elements, (uint64_t)v, &elements) || elements > ORION_MAX_ELEMENTS) {
       fail(r, "manifest: %s '%s' has an invalid shape", where, t->name);
       break;
     }
     t->dims[t->rank++] = v;
   }
   t->bytes = get_uint(r, dict, "Bytes", where, UINT64_MAX);
-  if (r->ok && t->bytes != elements * ir_dtype_size(t->dtype))
+  if (r->ok && t->bytes != elements * orion_dtype_size(t->dtype))
     fail(r, "manifest: %s '%s' has %llu bytes but its shape and dtype need %llu", where, t->name,
-         (unsigned long long)t->bytes, (unsigned long long)(elements * ir_dtype_size(t->dtype)));
+         (unsigned long long)t->bytes, (unsigned long long)(elements * orion_dtype_size(t->dtype)));
   if (io) {
     t->binding = (uint32_t)get_uint(r, dict, "Binding", where, MAX_PKG_TENSORS);
     t->surface_bytes = get_uint(r, dict, "SurfaceBytes", where, UINT64_MAX);
@@ -171,7 +183,7 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
   for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
     PkgGroup *g = &f->groups[f->ngroups++];
     g->name = get_string(r, c, "Name", "an output group");
-    g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", IR_MAX_RANK - 1);
+    g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", ORION_MAX_RANK - 1);
     xmlNodePtr parts = need(r, c, "Parts", "array", "an output group");
     uint32_t np = 0;
     for (xmlNodePtr p = parts ? plist_next_elem(parts->children) : NULL; p; p = plist_next_elem(p->next)) np++;
@@ -413,13 +425,12 @@ static bool verify(const Package *pkg, const Package *before, Diag *d) {
   }
   free(records);
   if (opened) {
-    static const uint32_t codes[DT_COUNT] = {[DT_FP16] = BLOB_FP16, [DT_FP32] = BLOB_FP32, [DT_INT32] = BLOB_INT32,
-                                             [DT_INT8] = BLOB_INT8, [DT_UINT8] = BLOB_UINT8};
     for (uint32_t i = 0; i < pkg->nfunctions; i++)
       for (uint32_t k = 0; k < pkg->functions[i].nweights; k++) {
         const PkgTensor *w = &pkg->functions[i].weights[k];
         BlobInfo info;
-        if (!blob_file_read_expect(&bf, w->offset, codes[w->dtype], w->bytes, &info, berr, sizeof berr)) {
+        uint32_t code = orion_dtype_blob_code(w->dtype);
+        if (!blob_file_read_expect(&bf, w->offset, code, w->bytes, &info, berr, sizeof berr)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s': %s", p.data, w->name, berr);
           ok = false;
           continue;

@@ -1,5 +1,5 @@
 /*
- * Walking Apple property lists parsed by libxml2 (internal to backend/): the
+ * Walking Apple property lists parsed by libxml2 (internal to pkgio/): the
  * manifest reader and the patcher, which rewrites a few values in place.
  */
 #ifndef ORION_PLIST_UTIL_H

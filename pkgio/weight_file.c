@@ -9,7 +9,9 @@
  * so a hostile or truncated file must produce a clear message, not a crash.
  * The probe functions memory-map a file read-only and run the same parsers.
  */
-#include "orion/weights.h"
+#include "orion/weight_file.h"
+
+#include "orion/support.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -23,41 +25,13 @@
 
 /* ---- element types ---------------------------------------------------- */
 
-static const struct {
-  const char *name;
-  size_t size;
-} file_dtypes[WF_COUNT] = {
-    [WF_F16] = {"F16", 2}, [WF_F32] = {"F32", 4}, [WF_BF16] = {"BF16", 2},
-    [WF_I32] = {"I32", 4}, [WF_I8] = {"I8", 1},   [WF_U8] = {"U8", 1},
-    [WF_BOOL] = {"BOOL", 1}, [WF_F64] = {"F64", 8}, [WF_I64] = {"I64", 8},
-};
-
-const char *weight_file_dtype_name(WeightFileDType t) {
-  return (unsigned)t < WF_COUNT ? file_dtypes[t].name : "<invalid>";
+/* Weight files hold the dtypes with a safetensors spelling (orion/dtype.h). */
+const char *weight_file_dtype_name(OrionDType t) {
+  const char *name = orion_dtype_safetensors_name(t);
+  return name ? name : "<invalid>";
 }
 
-size_t weight_file_dtype_size(WeightFileDType t) { return (unsigned)t < WF_COUNT ? file_dtypes[t].size : 0; }
-
-bool weights_dtype_loadable(WeightFileDType from, IrDType to) {
-  switch (from) {
-  case WF_F16:
-  case WF_F32:
-  case WF_BF16:
-  case WF_F64:
-    return to == DT_FP16 || to == DT_FP32;
-  case WF_I32:
-  case WF_I64: /* narrowed to int32 at load time, with a range check */
-    return to == DT_INT32;
-  case WF_I8:
-    return to == DT_INT8;
-  case WF_U8:
-    return to == DT_UINT8;
-  case WF_BOOL:
-    return to == DT_BOOL;
-  default:
-    return false;
-  }
-}
+size_t weight_file_dtype_size(OrionDType t) { return orion_dtype_safetensors_name(t) ? orion_dtype_size(t) : 0; }
 
 /* ---- shared helpers ----------------------------------------------------- */
 
@@ -123,13 +97,9 @@ static bool count_elements(const int64_t *dims, uint32_t rank, uint64_t *count) 
 
 /* ---- safetensors -------------------------------------------------------- */
 
-static bool dtype_from_safetensors_name(const char *s, WeightFileDType *out) {
-  for (int t = 0; t < WF_COUNT; t++)
-    if (strcmp(s, file_dtypes[t].name) == 0) {
-      *out = (WeightFileDType)t;
-      return true;
-    }
-  return false;
+static bool dtype_from_safetensors_name(const char *s, OrionDType *out) {
+  *out = orion_dtype_from_safetensors_name(s);
+  return *out != ORION_DT_NONE;
 }
 
 /* A JSON number that is a non-negative integer exactly representable as a double. */
@@ -221,8 +191,8 @@ static bool parse_tensor_entry(const cJSON *entry, const char *k, uint64_t data_
   }
 
   int rank = cJSON_GetArraySize(shape);
-  if (rank > IR_MAX_RANK)
-    return fail(err, errlen, "tensor '%s' has rank %d, more than the limit of %d", k, rank, IR_MAX_RANK);
+  if (rank > ORION_MAX_RANK)
+    return fail(err, errlen, "tensor '%s' has rank %d, more than the limit of %d", k, rank, ORION_MAX_RANK);
   out->rank = (uint32_t)rank;
   int axis = 0;
   for (const cJSON *d = shape->child; d; d = d->next, axis++) {
@@ -230,7 +200,7 @@ static bool parse_tensor_entry(const cJSON *entry, const char *k, uint64_t data_
     if (!json_exact_uint(d, &v)) return fail_dimension(d, k, axis, err, errlen);
     out->dims[axis] = (int64_t)v;
   }
-  for (int i = rank; i < IR_MAX_RANK; i++) out->dims[i] = 0;
+  for (int i = rank; i < ORION_MAX_RANK; i++) out->dims[i] = 0;
 
   uint64_t elements;
   if (!count_elements(out->dims, out->rank, &elements))
@@ -247,7 +217,7 @@ static bool parse_tensor_entry(const cJSON *entry, const char *k, uint64_t data_
     return fail(err, errlen, "tensor '%s' has data_offsets [%llu, %llu] past the end of the data (%llu bytes)", k,
                 (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_len);
 
-  size_t esize = file_dtypes[out->dtype].size;
+  size_t esize = orion_dtype_size(out->dtype);
   uint64_t nbytes = end - begin;
   if (elements > UINT64_MAX / esize || elements * esize != nbytes)
     return fail(err, errlen, "tensor '%s' has %llu bytes of data but its shape holds %llu elements of %zu bytes", k,
@@ -350,7 +320,7 @@ typedef struct NpyHeader {
   char descr[16];
   bool fortran_order;
   uint32_t rank;
-  int64_t dims[IR_MAX_RANK];
+  int64_t dims[ORION_MAX_RANK];
   bool seen_descr, seen_fortran, seen_shape;
 } NpyHeader;
 
@@ -430,8 +400,8 @@ static bool npy_shape(NpyCursor *c, NpyHeader *h) {
   h->rank = 0;
   bool trailing_comma = false;
   while (!npy_accept(c, ')')) {
-    if (h->rank == IR_MAX_RANK)
-      return fail(c->err, c->errlen, ".npy array has rank above the limit of %d", IR_MAX_RANK);
+    if (h->rank == ORION_MAX_RANK)
+      return fail(c->err, c->errlen, ".npy array has rank above the limit of %d", ORION_MAX_RANK);
     if (!npy_dim(c, &h->dims[h->rank])) return false;
     h->rank++;
     npy_skip_space(c);
@@ -491,29 +461,23 @@ static bool npy_dict(NpyCursor *c, NpyHeader *h) {
 
 /* Maps a numpy type string ("<f4", "|u1", ...) to a file dtype. The first
  * character is the byte order; for one-byte types any order means the same. */
-static bool npy_dtype(const char *descr, WeightFileDType *out, char *err, size_t errlen) {
-  static const struct {
-    const char *code;
-    WeightFileDType dtype;
-  } codes[] = {{"f2", WF_F16}, {"f4", WF_F32}, {"f8", WF_F64}, {"i4", WF_I32}, {"i8", WF_I64},
-               {"i1", WF_I8},  {"u1", WF_U8},  {"b1", WF_BOOL}};
+static bool npy_dtype(const char *descr, OrionDType *out, char *err, size_t errlen) {
   char order = descr[0];
   bool known_order = order == '<' || order == '>' || order == '|' || order == '=';
-  if (known_order)
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
-      if (strcmp(descr + 1, codes[i].code) != 0) continue;
-      WeightFileDType t = codes[i].dtype;
-      if (file_dtypes[t].size == 1) {
-        *out = t;
-        return true;
-      }
-      if (order == '>') return fail(err, errlen, "big-endian .npy data is not supported");
-      /* '|' means "no byte order", which numpy never writes for wider types,
-       * and '=' (native) says nothing about the machine that wrote the file. */
-      if (order != '<') break;
+  OrionDType t = known_order ? orion_dtype_from_npy_code(descr + 1) : ORION_DT_NONE;
+  if (t != ORION_DT_NONE) {
+    if (orion_dtype_size(t) == 1) {
       *out = t;
       return true;
     }
+    if (order == '>') return fail(err, errlen, "big-endian .npy data is not supported");
+    /* '|' means "no byte order", which numpy never writes for wider types,
+     * and '=' (native) says nothing about the machine that wrote the file. */
+    if (order == '<') {
+      *out = t;
+      return true;
+    }
+  }
   char d[SHOWN_BUF];
   return fail(err, errlen, "unsupported .npy dtype '%s'", shown(d, sizeof d, descr, strlen(descr)));
 }
@@ -550,7 +514,7 @@ bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *e
 
   uint64_t elements;
   if (!count_elements(h.dims, h.rank, &elements)) return fail(err, errlen, "element count of .npy array overflows");
-  size_t esize = file_dtypes[out->dtype].size;
+  size_t esize = orion_dtype_size(out->dtype);
   if (elements > UINT64_MAX / esize) return fail(err, errlen, "element count of .npy array overflows");
   uint64_t nbytes = elements * esize;
   uint64_t data_start = preamble + hlen;

@@ -1,0 +1,79 @@
+/*
+ * Reading a .anepkg package: its Manifest.plist (an XML property list
+ * describing the functions, their inputs, outputs and weights, with
+ * checksums) and checking the files against it. Part of the package I/O
+ * library (pkgio/), which the runtime and the compiler both link; writing a
+ * package is the compiler's (orion/package.h). See docs/package-format.md.
+ */
+#ifndef ORION_MANIFEST_H
+#define ORION_MANIFEST_H
+
+#include "orion/dtype.h"
+#include "orion/support.h"
+
+#define PACKAGE_FORMAT_VERSION 1
+#define PACKAGE_MANIFEST "Manifest.plist"
+#define PACKAGE_WEIGHTS "weights/weight.bin"
+
+typedef struct PkgTensor {
+  char *name, *mil_name;
+  OrionDType dtype;
+  uint32_t rank;
+  int64_t dims[ORION_MAX_RANK];
+  uint32_t binding;       /* inputs/outputs */
+  uint64_t bytes;         /* data bytes (elements * dtype size) */
+  uint64_t surface_bytes; /* inputs/outputs */
+  uint64_t offset;        /* weights: metadata record offset */
+  char xxh64[17];         /* weights: checksum of the data */
+} PkgTensor;
+
+/* An output the compiler split into parts (outputs of the function) that the
+ * caller concatenates along `axis`. */
+typedef struct PkgGroup {
+  char *name;
+  uint32_t axis;
+  char **parts;
+  uint32_t nparts;
+} PkgGroup;
+
+typedef struct PkgFunction {
+  char *name, *mil_file;
+  char mil_xxh64[17];
+  uint64_t surface_bytes;
+  PkgTensor *inputs, *outputs, *weights;
+  uint32_t ninputs, noutputs, nweights;
+  PkgGroup *groups;
+  uint32_t ngroups;
+} PkgFunction;
+
+typedef struct Package {
+  char *path;
+  uint32_t format_version;
+  char *compiler_version, *target, *program_version, *source_name;
+  char *chip; /* Chip (optional: orionc --chip), or NULL */
+  char source_sha256[65], weights_layout_xxh64[17];
+  uint64_t weights_size, weights_generation, min_surface_bytes;
+  PkgFunction *functions;
+  uint32_t nfunctions;
+  bool lint_checked;
+  uint32_t lint_errors, lint_warnings;
+  char **compile_args; /* CompileArguments (optional in the manifest) */
+  uint32_t ncompile_args;
+} Package;
+
+/* Parses manifest text (`name` is used in messages); what package_read uses. */
+bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d);
+/* Reads and validates Manifest.plist (structure, types, ranges). Errors are
+ * "path: message" lines through d. */
+bool package_read(const char *path, Package *pkg, Diag *d);
+/* Checks the files against the manifest: MIL and weight checksums, the blob
+ * file's records for every weight (dtype, size). */
+bool package_verify(const Package *pkg, Diag *d);
+/* package_verify for a package verified before as `before` (read from the
+ * same path), of which only the weights could have changed: the MIL files,
+ * the layout and the weights whose checksums differ from before are checked,
+ * the others were. */
+bool package_verify_since(const Package *pkg, const Package *before, Diag *d);
+void package_free(Package *pkg);
+
+#endif
