@@ -27,7 +27,7 @@ suite() { # suite DIR MESON_OPTIONS...
     meson test -C "$dir" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local log="$dir/meson-logs/testlog.json"
   local ok bad
-  ok=$(grep -c '"result": "OK"' "$log")
+  ok=$(grep -c '"result": "\(OK\|EXPECTEDFAIL\)"' "$log")
   bad=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$log")
   passed=$((passed + ok))
   failed=$((failed + bad))
