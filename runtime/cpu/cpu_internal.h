@@ -1,0 +1,406 @@
+/*
+ * The CPU backend's internals, shared by the files of runtime/cpu/ (see
+ * docs/cpu-backend.md for how they fit together). Nothing here is API.
+ */
+#ifndef ORION_CPU_INTERNAL_H
+#define ORION_CPU_INTERNAL_H
+
+#include "orion/cpu.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include "orion/fp16.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86 1
+#include <immintrin.h>
+#else
+#define HAVE_X86 0
+#endif
+
+/* ---- values ---- */
+
+enum { ST_NONE, ST_F32, ST_I32, ST_H16, ST_STR };
+
+typedef struct Val {
+  MilDType dt;
+  uint8_t st;
+  uint32_t rank;
+  int64_t dims[MIL_MAX_RANK];
+  int64_t n;
+  void *p; /* n elements of the storage class; never written through for params and consts */
+  const char *str;
+} Val;
+
+/* What a slot is in the plan. */
+enum { SK_PARAM, SK_CONST, SK_STR, SK_VIEW, SK_RESULT };
+
+typedef struct Slot {
+  uint8_t kind;
+  bool owned;     /* SK_CONST: p was allocated here */
+  uint32_t src;   /* SK_VIEW: the slot viewed */
+  int64_t off;    /* planned arena offset (SK_RESULT, converted params); -1 none */
+  int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
+  uint32_t last;  /* planning: time of the last use */
+  int32_t tile;   /* a result inside a fused group only: its tile buffer there (no planned buffer); -1 otherwise */
+} Slot;
+
+typedef struct Ctx Ctx;
+/* A kernel computes the results of statement x->s into out[0..nout), whose
+ * storage is ready with the declared shapes. `code` selects a variant. */
+typedef bool (*Kernel)(Ctx *x, int code, Val *out, uint32_t nout);
+
+typedef struct OpEntry {
+  const char *name;
+  Kernel fn;
+  int code;
+} OpEntry;
+
+/* ---- the thread pool ---- */
+
+typedef void (*TaskFn)(void *arg, int64_t lo, int64_t hi, uint32_t tid);
+
+typedef struct Pool {
+  uint32_t n; /* threads, the caller's included */
+  pthread_t *th;
+  pthread_mutex_t mu; /* guards the job's claim state below, and the sleep */
+  pthread_cond_t cv;
+  atomic_uint gen;      /* bumped for each job */
+  atomic_uint sleepers; /* workers waiting on cv */
+  atomic_bool quit;
+  unsigned job;         /* the generation the fields below belong to */
+  TaskFn fn;
+  void *arg;
+  int64_t items, chunk, next;
+  atomic_llong done;    /* items finished */
+} Pool;
+
+typedef struct Worker {
+  Pool *pool;
+  uint32_t id;
+} Worker;
+
+/* How a statement runs once the plan has fused it with others (see
+ * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
+ * statement computes what is needed of it), or as a fused linear. */
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER };
+
+typedef struct Fused {
+  uint8_t kind;
+  bool round_mid, round_out; /* FZ_LINEAR: ANE rounding of the product, and of the result */
+  uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
+  uint32_t end;              /* FZ_GROUP (its first statement), FZ_MEMBER (the others): the statement after the group */
+  uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
+  int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
+  bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
+} Fused;
+
+struct CpuProgram {
+  OrionProgram *prog;
+  uint32_t fn;
+  const MilFunc *f;
+  CpuNumerics mode;
+  uint32_t nslots;       /* params, statement results, then literal operands */
+  uint32_t *base;        /* per statement: the slot of its first result */
+  const OpEntry **ops;   /* per statement: its kernel (NULL for const) */
+  uint32_t *argbase;     /* per statement: index into argstart of its first argument */
+  uint32_t *argstart;    /* per argument: index into opslot of its first item */
+  uint32_t *opslot;      /* per argument item: the slot it reads */
+  Slot *slots;
+  Val *vals;             /* the values: consts persist, the rest is set each run */
+  unsigned char *arena;  /* planned buffers */
+  size_t arena_bytes;
+  uint32_t nin, nout;
+  uint32_t *in_param;    /* per API input: the MIL parameter index */
+  uint32_t *out_slot;    /* per API output: the slot returned */
+  uint32_t *out_root;    /* per API output: that slot with views followed */
+  bool *out_direct;      /* per API output: written by its op into the caller's buffer */
+  Pool pool;
+  Worker *workers;
+  float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
+  int64_t scratch_floats;
+  bool check_finite;
+  CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
+  uint32_t nprof;
+  uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
+  Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
+  uint32_t ntiles;       /* tile buffers the largest fused group needs */
+  int64_t tile_floats;   /* the size of one */
+  float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */
+};
+
+/* The state of one statement's execution. */
+struct Ctx {
+  const CpuProgram *c;
+  Val *vals;
+  Diag *d;
+  const MilStmt *s;
+  uint32_t si;
+};
+
+/* Work is cut into pieces of about GRAIN elements' worth. */
+#define GRAIN 16384
+
+/* ---- small value helpers (inline: the kernels' slow paths call them per element) ---- */
+
+static inline int64_t elements(const int64_t *dims, uint32_t rank) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < rank; i++) n *= dims[i];
+  return n;
+}
+
+static inline void strides_of(const int64_t *dims, uint32_t rank, int64_t *st) {
+  int64_t s = 1;
+  for (uint32_t i = rank; i-- > 0;) {
+    st[i] = s;
+    s *= dims[i];
+  }
+}
+
+/* The offset, in a tensor with per-dimension strides st (aligned with the
+ * dims of `shape`), of the element at row-major position flat of shape. */
+static inline int64_t offset_at(int64_t flat, const int64_t *dims, uint32_t rank, const int64_t *st) {
+  int64_t off = 0;
+  for (uint32_t i = rank; i-- > 0;) {
+    off += (flat % dims[i]) * st[i];
+    flat /= dims[i];
+  }
+  return off;
+}
+
+static inline bool dtype_held(MilDType t) {
+  return t == MIL_DT_FP16 || t == MIL_DT_FP32 || t == MIL_DT_INT32 || t == MIL_DT_BOOL;
+}
+
+static inline bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
+
+/* Consts may also hold the small integer types that constexpr_* ops take
+ * (quantized data, zero points), stored as int32 like int32 values. */
+static inline bool dtype_const_ok(MilDType t) {
+  return dtype_held(t) || t == MIL_DT_INT8 || t == MIL_DT_UINT8 || t == MIL_DT_INT16 || t == MIL_DT_UINT16;
+}
+
+/* Doubles from MIL constants or inputs may be huge or NaN; casting those to an integer is undefined,
+ * so they saturate (NaN to the most negative value), which every caller then rejects as out of range. */
+static inline int64_t to_index(double d) {
+  if (!(d >= -9.2e18)) return INT64_MIN;
+  if (d >= 9.2e18) return INT64_MAX;
+  return (int64_t)d;
+}
+
+static inline int32_t sat32(double v) {
+  if (!(v >= -2147483648.0)) return INT32_MIN;
+  if (v >= 2147483647.0) return INT32_MAX;
+  return (int32_t)v;
+}
+
+/* Element i of v as a double (the slow paths' access). */
+static inline double ld(const Val *v, int64_t i) {
+  switch (v->st) {
+  case ST_F32: return (double)((const float *)v->p)[i];
+  case ST_I32: return ((const int32_t *)v->p)[i];
+  case ST_H16: {
+    uint16_t h;
+    memcpy(&h, (const unsigned char *)v->p + 2 * i, 2);
+    return (double)fp16_to_float(h);
+  }
+  default: return 0;
+  }
+}
+
+/* Stores r as element i of result v: one rounding to float, or to an
+ * integer (int32 saturates, bool is r != 0). */
+static inline void st(Val *v, int64_t i, double r) {
+  if (v->st == ST_F32) ((float *)v->p)[i] = (float)r;
+  else if (v->dt == MIL_DT_BOOL) ((int32_t *)v->p)[i] = r != 0;
+  else ((int32_t *)v->p)[i] = sat32(r);
+}
+
+static inline float *fp(const Val *v) { return v->p; }
+
+static inline uint8_t storage_of(MilDType t) { return is_float(t) ? ST_F32 : t == MIL_DT_STRING ? ST_STR : ST_I32; }
+
+static inline void *alloc_elems(int64_t n, size_t es) { return xcalloc(n > 0 ? (size_t)n : 1, es); }
+
+/* ---- the jobs that fused statements share with their kernels ---- */
+
+enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP, U_NOT, U_FLOOR };
+
+typedef struct UnaryJob {
+  int code, gelu;
+  bool avx2; /* the CPU has AVX2 and FMA (cpu_features) */
+  double eps, lo, hi;
+  const Val *a;
+  Val *o;
+} UnaryJob;
+
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_FDIV, /* comparisons, bool results: */ B_EQ, B_NE, B_LT, B_LE, B_GT,
+       B_GE, /* bool operands and results: */ B_AND, B_OR, B_XOR };
+
+static inline bool is_compare(int code) { return code >= B_EQ && code <= B_GE; }
+static inline bool is_logical(int code) { return code >= B_AND; }
+
+/* One broadcast element-wise op over a collapsed shape: rows of `inner`
+ * output elements, operand a (b) advancing by sa (sb) along a row and
+ * starting at the offset its outer strides give. */
+typedef struct BinJob {
+  int code;
+  bool avx2;
+  const Val *a, *b;
+  Val *o;
+  uint32_t nouter;
+  int64_t odims[MIL_MAX_RANK], ast[MIL_MAX_RANK], bst[MIL_MAX_RANK];
+  int64_t inner, sa, sb, chunks;
+} BinJob;
+
+enum { R_SUM, R_MEAN, R_MAX };
+
+/* A reduction of contiguous trailing blocks: output element i reduces
+ * input elements [i * count, (i + 1) * count). */
+typedef struct RedJob {
+  int code;
+  const Val *a;
+  Val *o;
+  int64_t count;
+} RedJob;
+
+#define PANEL 128  /* output channels per piece of linear / conv */
+
+/* linear and pointwise conv: out = W x (+ bias) with W [O, K]. For linear
+ * x is [rows, K] and out [rows, O] (conv: false); for conv, per batch item,
+ * x is [K, P] and out [O, P] (conv: true). Pieces: batch item x panel of O
+ * x block of rows / P. */
+typedef struct WJob {
+  const CpuProgram *c;
+  bool conv;
+  const Val *x, *w, *b;
+  Val *o;
+  int64_t O, K, R; /* R: rows (linear) or P (conv) */
+  int64_t panels, blocks;
+  /* A fused linear's epilogue (linear layout only; b is then NULL): each
+   * piece's products rounded to fp16 (round_mid), then post[o] added, then
+   * rounded to fp16 again (round_out), as the unfused statements would. */
+  const float *post;
+  bool round_mid, round_out;
+  const struct GroupJob *epi; /* a fused linear's epilogue group, run on each row of each piece */
+} WJob;
+
+#define GROUP_MAX 32
+#define GROUP_TILE 2048
+
+typedef bool (*CxFn)(Ctx *x, Val *out);
+
+typedef struct GroupJob GroupJob;
+
+/* ---- across the files ---- */
+
+/* What the kernels may use beyond the baseline ISA; detected once. */
+typedef struct CpuFeatures {
+  bool f16c; /* F16C (and AVX): fp16 <-> fp32 in hardware */
+  bool avx2; /* AVX2 and FMA */
+} CpuFeatures;
+/* features.c */
+const CpuFeatures *cpu_features(void);
+
+/* pool.c */
+void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg);
+void pool_start(CpuProgram *c, uint32_t n);
+void pool_stop(CpuProgram *c);
+uint32_t pool_threads_for(uint32_t requested);
+/* fp16.c */
+void h2f(float *d, const void *s, int64_t n);
+void round16(float *p, int64_t n);
+/* values.c */
+/* Reports `op: message` at the running statement; returns false. */
+bool op_fail(Ctx *x, const char *fmt, ...) ORION_PRINTF(2, 3);
+void shape_str(const int64_t *dims, uint32_t rank, char *buf, size_t len);
+bool expect_shape(Ctx *x, const Val *v, const int64_t *dims, uint32_t rank);
+void val_shape(Val *v, const MilType *t);
+bool literal_val(const MilLiteral *l, Val *v, const char **why);
+/* args.c */
+const MilArg *find_arg(const MilStmt *s, const char *name);
+const Val *arg_item(Ctx *x, const MilArg *a, uint32_t j);
+uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name);
+const Val *opt_arg(Ctx *x, const char *name, bool *ok);
+const Val *req_arg(Ctx *x, const char *name, bool *ok);
+double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok);
+const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok);
+bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out);
+bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst);
+/* k_elementwise.c */
+void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, int64_t n);
+bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp);
+bool k_unary(Ctx *x, int code, Val *out, uint32_t nout);
+uint32_t collapse_dims(uint32_t rank, int64_t *dims, int64_t **strides, uint32_t nops);
+void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t a0, const float *pb, int64_t b0,
+               float *po, int64_t o0);
+bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp);
+bool k_binary(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_select(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_cast(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_reduce.c */
+bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout);
+void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n);
+bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp);
+bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_shape.c */
+bool same_class(Ctx *x, const Val *a, const Val *out);
+bool k_view(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_copy(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_slice(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_split(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_concat(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_gather(Ctx *x, int code, Val *out, uint32_t nout);
+bool copy_from(Ctx *x, const Val *a);
+bool k_expand_dims(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_squeeze(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_stack(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_tile(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_pad(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_shape(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_range(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_misc.c */
+bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_topk(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_pool(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_quant(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_linalg.c */
+int64_t panel_ld(int64_t K);
+void wgemm(Ctx *x, WJob *j, int64_t batch);
+bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_linear(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_attention.c */
+bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
+/* optable.c */
+/* reshape and identity planned as views: their result shows the operand */
+extern const OpEntry view_entry;
+const OpEntry *find_op(const char *name);
+/* k_fused.c */
+int64_t tile_rows(int64_t L);
+void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
+bool k_group(Ctx *x, uint32_t end);
+bool k_fused_linear(Ctx *x, const Fused *f);
+/* prepare.c */
+void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
+void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
+/* constexpr.c */
+CxFn find_cx(const char *name);
+bool eval_constexprs(CpuProgram *c, Diag *d);
+/* plan.c */
+uint32_t root_of(const CpuProgram *c, uint32_t s);
+size_t plan_buffers(CpuProgram *c);
+void choose_fp16_weights(CpuProgram *c);
+/* fusion.c */
+void plan_fusion(CpuProgram *c);
+
+#endif
