@@ -63,9 +63,12 @@ typedef struct OpEntry {
 
 typedef void (*TaskFn)(void *arg, int64_t lo, int64_t hi, uint32_t tid);
 
+typedef struct Worker Worker;
+
 typedef struct Pool {
   uint32_t n; /* threads, the caller's included */
   pthread_t *th;
+  Worker *workers; /* per thread (index 0, the caller, unused) */
   pthread_mutex_t mu; /* guards the job's claim state below, and the sleep */
   pthread_cond_t cv;
   atomic_uint gen;      /* bumped for each job */
@@ -78,10 +81,17 @@ typedef struct Pool {
   atomic_llong done;    /* items finished */
 } Pool;
 
-typedef struct Worker {
+struct Worker {
   Pool *pool;
   uint32_t id;
-} Worker;
+};
+
+/* A backend instance (cpu_context_open): the pool every program prepared
+ * in it runs on, one run at a time. */
+struct CpuContext {
+  Pool pool;
+  pthread_mutex_t run_mu; /* held for the whole of each run of any of its programs */
+};
 
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
@@ -118,8 +128,9 @@ struct CpuProgram {
   uint32_t *out_slot;    /* per API output: the slot returned */
   uint32_t *out_root;    /* per API output: that slot with views followed */
   bool *out_direct;      /* per API output: written by its op into the caller's buffer */
-  Pool pool;
-  Worker *workers;
+  CpuContext *ctx;       /* the backend instance it runs in */
+  bool owns_ctx;         /* a private one (cpu_prepare, cpu_prepare_with), closed by cpu_free */
+  uint32_t nthreads;     /* the context's threads: the per-thread buffers below */
   float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
   int64_t scratch_floats;
   bool check_finite;
@@ -307,8 +318,8 @@ const CpuFeatures *cpu_features(void);
 
 /* pool.c */
 void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg);
-void pool_start(CpuProgram *c, uint32_t n);
-void pool_stop(CpuProgram *c);
+void pool_start(Pool *p, uint32_t n);
+void pool_stop(Pool *p);
 uint32_t pool_threads_for(uint32_t requested);
 /* fp16.c */
 void h2f(float *d, const void *s, int64_t n);

@@ -72,7 +72,7 @@ static void *worker_main(void *arg) {
  * shorter), on the caller and the pool's threads; the pieces depend only on
  * items and chunk, so the results do not depend on the thread count. */
 void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg) {
-  Pool *p = (Pool *)(uintptr_t)&c->pool; /* the pool's state changes; the program's plan does not */
+  Pool *p = &c->ctx->pool; /* the pool's state changes; the program's plan does not */
   if (chunk < 1) chunk = 1;
   if (items <= 0) return;
   if (p->n <= 1 || items <= chunk) {
@@ -102,8 +102,8 @@ void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void 
   }
 }
 
-void pool_start(CpuProgram *c, uint32_t n) {
-  Pool *p = &c->pool;
+/* Starts n - 1 workers (the caller is thread 0). */
+void pool_start(Pool *p, uint32_t n) {
   p->n = n;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
@@ -112,18 +112,17 @@ void pool_start(CpuProgram *c, uint32_t n) {
   atomic_init(&p->quit, false);
   atomic_init(&p->done, 0);
   p->th = xcalloc(n, sizeof *p->th);
-  c->workers = xcalloc(n, sizeof *c->workers);
+  p->workers = xcalloc(n, sizeof *p->workers);
   for (uint32_t i = 1; i < n; i++) {
-    c->workers[i] = (Worker){p, i};
-    if (pthread_create(&p->th[i], NULL, worker_main, &c->workers[i]) != 0) {
+    p->workers[i] = (Worker){p, i};
+    if (pthread_create(&p->th[i], NULL, worker_main, &p->workers[i]) != 0) {
       p->n = i; /* run with the threads we got */
       break;
     }
   }
 }
 
-void pool_stop(CpuProgram *c) {
-  Pool *p = &c->pool;
+void pool_stop(Pool *p) {
   if (!p->th) return;
   atomic_store(&p->quit, true);
   pthread_mutex_lock(&p->mu);
@@ -134,7 +133,7 @@ void pool_stop(CpuProgram *c) {
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
   free(p->th);
-  free(c->workers);
+  free(p->workers);
   p->th = NULL;
 }
 

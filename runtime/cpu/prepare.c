@@ -4,7 +4,6 @@
  */
 #include "cpu_internal.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 static bool check_type(Diag *d, const MilType *t, SrcSpan loc, const char *what, const char *name, bool allow_string) {
@@ -127,13 +126,28 @@ static bool prepare_const(CpuProgram *c, uint32_t si, Diag *d) {
   if (v->st == ST_STR) c->slots[slot].kind = SK_STR;
   return true;
 }
+
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d) {
   CpuOptions o = {.numerics = mode, .threads = 0};
   return cpu_prepare_with(p, fn, &o, d);
 }
 
+/* A private context, owned by the program: as many threads as it asks for. */
 CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d) {
+  CpuContext *ctx = cpu_context_open(&(CpuContextOptions){.threads = opt->threads}, d);
+  if (!ctx) return NULL;
+  CpuProgram *c = cpu_prepare_in(ctx, p, fn, opt, d);
+  if (!c) {
+    cpu_context_close(ctx);
+    return NULL;
+  }
+  c->owns_ctx = true;
+  return c;
+}
+
+CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d) {
   CpuProgram *c = xcalloc(1, sizeof *c);
+  c->ctx = ctx;
   c->prog = p;
   c->fn = fn;
   c->f = orion_function_mil(p, fn);
@@ -318,19 +332,20 @@ CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt
         c->prof[c->nprof++] = (CpuStmtTime){.stmt = si, .op = s->op, .name = s->results[0].name, .loc = s->op_loc};
     }
   }
-  openblas_set_num_threads(1);
-  pool_start(c, pool_threads_for(opt->threads));
+  /* Per-thread buffers are the program's own: programs of one context run one at a time, but each keeps its
+   * sizes. */
+  c->nthreads = ctx->pool.n;
   if (c->ntiles) {
-    c->tiles = xcalloc(c->pool.n, sizeof *c->tiles);
-    for (uint32_t t = 0; t < c->pool.n; t++) c->tiles[t] = xmalloc((size_t)(c->ntiles * c->tile_floats) * sizeof(float));
+    c->tiles = xcalloc(c->nthreads, sizeof *c->tiles);
+    for (uint32_t t = 0; t < c->nthreads; t++) c->tiles[t] = xmalloc((size_t)(c->ntiles * c->tile_floats) * sizeof(float));
   }
-  c->scratch = xcalloc(c->pool.n, sizeof *c->scratch);
-  for (uint32_t t = 0; c->scratch_floats && t < c->pool.n; t++)
+  c->scratch = xcalloc(c->nthreads, sizeof *c->scratch);
+  for (uint32_t t = 0; c->scratch_floats && t < c->nthreads; t++)
     c->scratch[t] = xmalloc((size_t)c->scratch_floats * sizeof(float));
   return c;
 }
 
-uint32_t cpu_threads(const CpuProgram *c) { return c->pool.n; }
+uint32_t cpu_threads(const CpuProgram *c) { return c->nthreads; }
 uint32_t cpu_profile_count(const CpuProgram *c) { return c->nprof; }
 const CpuStmtTime *cpu_profile_stmt(const CpuProgram *c, uint32_t i) { return i < c->nprof ? &c->prof[i] : NULL; }
 
@@ -341,14 +356,13 @@ size_t cpu_planned_bytes(const CpuProgram *c) { return c->arena_bytes; }
 
 void cpu_free(CpuProgram *c) {
   if (!c) return;
-  pool_stop(c);
   for (uint32_t i = 0; c->slots && i < c->nslots; i++)
     if (c->slots[i].owned) free(c->vals[i].p);
   if (c->scratch)
-    for (uint32_t t = 0; t < c->pool.n; t++) free(c->scratch[t]);
+    for (uint32_t t = 0; t < c->nthreads; t++) free(c->scratch[t]);
   free(c->scratch);
   if (c->tiles)
-    for (uint32_t t = 0; t < c->pool.n; t++) free(c->tiles[t]);
+    for (uint32_t t = 0; t < c->nthreads; t++) free(c->tiles[t]);
   free(c->tiles);
   free(c->arena);
   free(c->vals);
@@ -365,5 +379,6 @@ void cpu_free(CpuProgram *c) {
   free(c->prof);
   free(c->prof_of);
   free(c->fz);
+  if (c->owns_ctx) cpu_context_close(c->ctx);
   free(c);
 }

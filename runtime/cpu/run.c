@@ -67,7 +67,7 @@ static void describe_nonfinite(StrBuf *sb, const Val *v, int64_t at) {
   sb_printf(sb, "]), the first non-finite value of the run");
 }
 
-bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
+static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
   const MilFunc *f = c->f;
   bool ok = true;
   for (uint32_t i = 0; i < c->nin; i++) {
@@ -148,6 +148,15 @@ bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outpu
   }
   for (uint32_t i = 0; ok && i < c->nout; i++)
     if (!c->out_direct[i]) output_convert(&c->vals[c->out_slot[i]], &outputs[i]);
+  return ok;
+}
+
+/* Programs of one context share its pool and run one at a time: a second
+ * thread's run waits for the first to end. */
+bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
+  pthread_mutex_lock(&c->ctx->run_mu);
+  bool ok = run_locked(c, inputs, outputs, d);
+  pthread_mutex_unlock(&c->ctx->run_mu);
   return ok;
 }
 
