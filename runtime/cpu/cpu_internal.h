@@ -53,11 +53,117 @@ typedef struct Ctx Ctx;
  * storage is ready with the declared shapes. `code` selects a variant. */
 typedef bool (*Kernel)(Ctx *x, int code, Val *out, uint32_t nout);
 
+/* ---- the op table ---- */
+
+/* What kind of computation an op is. The plan's decisions (views, fusion,
+ * fp16 weights, scratch) read an op's family and code, never its kernel or
+ * its name. */
+typedef enum OpFamily {
+  OF_UNARY,     /* float element-wise, one operand */
+  OF_BINARY,    /* element-wise arithmetic, two broadcast operands */
+  OF_COMPARE,   /* element-wise comparisons: bool results */
+  OF_LOGICAL,   /* element-wise on bools */
+  OF_SELECT,    /* select */
+  OF_CAST,      /* cast */
+  OF_SOFTMAX,   /* softmax */
+  OF_REDUCE,    /* reduce_sum, reduce_mean, reduce_max */
+  OF_NORM,      /* layer_norm */
+  OF_RESHAPE,   /* reshape, identity: a view when the dtype is kept (planned as view_entry), else a copy */
+  OF_VIEW,      /* view_entry: shows its operand's elements */
+  OF_TRANSPOSE, /* transpose */
+  OF_SHAPE,     /* the other shape ops: slices, split, concat, gathers, ... */
+  OF_INDEX,     /* indices of extremes: reduce_argmax, reduce_argmin, topk */
+  OF_POOL,      /* max_pool, avg_pool */
+  OF_QUANT,     /* quantize, dequantize */
+  OF_RECURRENT, /* lstm */
+  OF_MATMUL,    /* matmul */
+  OF_LINEAR,    /* linear */
+  OF_CONV,      /* conv */
+  OF_ATTENTION, /* scaled_dot_product_attention */
+} OpFamily;
+
+/* One row per MIL op the backend runs: X(ID, name, family, kernel, variant).
+ * optable.c expands it into the table, the enum below into op codes. */
+#define CPU_OPS(X) \
+  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0)                        \
+  X(RELU, "relu", OF_UNARY, k_unary, U_RELU)                            \
+  X(TANH, "tanh", OF_UNARY, k_unary, U_TANH)                            \
+  X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID)                   \
+  X(SILU, "silu", OF_UNARY, k_unary, U_SILU)                            \
+  X(GELU, "gelu", OF_UNARY, k_unary, U_GELU)                            \
+  X(EXP, "exp", OF_UNARY, k_unary, U_EXP)                               \
+  X(LOG, "log", OF_UNARY, k_unary, U_LOG)                               \
+  X(SQRT, "sqrt", OF_UNARY, k_unary, U_SQRT)                            \
+  X(RSQRT, "rsqrt", OF_UNARY, k_unary, U_RSQRT)                         \
+  X(ABS, "abs", OF_UNARY, k_unary, U_ABS)                               \
+  X(CLIP, "clip", OF_UNARY, k_unary, U_CLIP)                            \
+  X(ADD, "add", OF_BINARY, k_binary, B_ADD)                             \
+  X(SUB, "sub", OF_BINARY, k_binary, B_SUB)                             \
+  X(MUL, "mul", OF_BINARY, k_binary, B_MUL)                             \
+  X(REAL_DIV, "real_div", OF_BINARY, k_binary, B_DIV)                   \
+  X(POW, "pow", OF_BINARY, k_binary, B_POW)                             \
+  X(MAXIMUM, "maximum", OF_BINARY, k_binary, B_MAX)                     \
+  X(MINIMUM, "minimum", OF_BINARY, k_binary, B_MIN)                     \
+  X(EQUAL, "equal", OF_COMPARE, k_binary, B_EQ)                         \
+  X(NOT_EQUAL, "not_equal", OF_COMPARE, k_binary, B_NE)                 \
+  X(LESS, "less", OF_COMPARE, k_binary, B_LT)                           \
+  X(LESS_EQUAL, "less_equal", OF_COMPARE, k_binary, B_LE)               \
+  X(GREATER, "greater", OF_COMPARE, k_binary, B_GT)                     \
+  X(GREATER_EQUAL, "greater_equal", OF_COMPARE, k_binary, B_GE)         \
+  X(LOGICAL_AND, "logical_and", OF_LOGICAL, k_binary, B_AND)            \
+  X(LOGICAL_OR, "logical_or", OF_LOGICAL, k_binary, B_OR)               \
+  X(LOGICAL_XOR, "logical_xor", OF_LOGICAL, k_binary, B_XOR)            \
+  X(LOGICAL_NOT, "logical_not", OF_LOGICAL, k_unary, U_NOT)             \
+  X(FLOOR, "floor", OF_UNARY, k_unary, U_FLOOR)                         \
+  X(FLOOR_DIV, "floor_div", OF_BINARY, k_binary, B_FDIV)                \
+  X(SELECT, "select", OF_SELECT, k_select, 0)                           \
+  X(CAST, "cast", OF_CAST, k_cast, 0)                                   \
+  X(SOFTMAX, "softmax", OF_SOFTMAX, k_softmax, 0)                       \
+  X(REDUCE_SUM, "reduce_sum", OF_REDUCE, k_reduce, R_SUM)               \
+  X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN)            \
+  X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX)               \
+  X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0)                 \
+  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0)                          \
+  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0)               \
+  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0)             \
+  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0)          \
+  X(SPLIT, "split", OF_SHAPE, k_split, 0)                               \
+  X(CONCAT, "concat", OF_SHAPE, k_concat, 0)                            \
+  X(GATHER, "gather", OF_SHAPE, k_gather, 0)                            \
+  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0) \
+  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_expand_dims, 0)             \
+  X(SQUEEZE, "squeeze", OF_SHAPE, k_squeeze, 0)                         \
+  X(STACK, "stack", OF_SHAPE, k_stack, 0)                               \
+  X(TILE, "tile", OF_SHAPE, k_tile, 0)                                  \
+  X(PAD, "pad", OF_SHAPE, k_pad, 0)                                     \
+  X(SHAPE, "shape", OF_SHAPE, k_shape, 0)                               \
+  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0)                         \
+  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1)           \
+  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0)           \
+  X(TOPK, "topk", OF_INDEX, k_topk, 0)                                  \
+  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0)                           \
+  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1)                           \
+  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0)                         \
+  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1)                     \
+  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0)                              \
+  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0)                           \
+  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0)      \
+  X(LINEAR, "linear", OF_LINEAR, k_linear, 0)                           \
+  X(CONV, "conv", OF_CONV, k_conv, 0)                                  
+
+#define CPU_OP_CODE(id, name, family, kernel, variant) OP_##id,
+typedef enum CpuOp { CPU_OPS(CPU_OP_CODE) OP_VIEW, OP_COUNT } CpuOp;
+#undef CPU_OP_CODE
+
 typedef struct OpEntry {
   const char *name;
   Kernel fn;
-  int code;
+  int code; /* the kernel's variant (U_*, B_*, R_*, ...) */
+  uint8_t family; /* OpFamily */
+  uint8_t op;     /* CpuOp */
 } OpEntry;
+
+
 
 /* ---- the thread pool ---- */
 

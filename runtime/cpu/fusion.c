@@ -25,7 +25,7 @@ static bool const_ints_are(const CpuProgram *c, uint32_t si, const char *name, c
 static bool swaps_last_two(const CpuProgram *c, uint32_t si) {
   static const int64_t swap[3] = {0, 2, 1}, neg[3] = {-3, -1, -2};
   uint32_t xs = arg_slot(c, si, "x");
-  return c->ops[si] && !strcmp(c->f->stmts[si].op, "transpose") && xs != UINT32_MAX && c->vals[xs].rank == 3 &&
+  return c->ops[si] && c->ops[si]->family == OF_TRANSPOSE && xs != UINT32_MAX && c->vals[xs].rank == 3 &&
          (const_ints_are(c, si, "perm", swap, 3, false) || const_ints_are(c, si, "perm", neg, 3, false));
 }
 
@@ -48,7 +48,7 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
                         const uint32_t *stmt_of) {
   const MilFunc *f = c->f;
   const MilStmt *s = &f->stmts[si];
-  if (!c->ops[si] || strcmp(s->op, "conv") || s->nresults != 1 || find_arg(s, "bias")) return;
+  if (!c->ops[si] || c->ops[si]->family != OF_CONV || s->nresults != 1 || find_arg(s, "bias")) return;
   uint32_t vs = arg_slot(c, si, "x"), ws = arg_slot(c, si, "weight"), rs = c->base[si];
   if (vs == UINT32_MAX || ws == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1) return;
   uint32_t ts = c->slots[vs].src, tst = stmt_of[ts];
@@ -81,7 +81,7 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
   uint32_t cur = rs, bs = UINT32_MAX, elided[4], ne = 0;
   if (nuse[cur] != 1 || user[cur] == UINT32_MAX) return;
   uint32_t u = user[cur];
-  if (c->ops[u] && !strcmp(f->stmts[u].op, "add")) {
+  if (c->ops[u] && c->ops[u]->op == OP_ADD) {
     uint32_t ax = arg_slot(c, u, "x"), ay = arg_slot(c, u, "y"), other = ax == cur ? ay : ax;
     if ((ax != cur && ay != cur) || other == UINT32_MAX) return;
     uint32_t br = root_of(c, other);
@@ -97,7 +97,7 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
     elided[ne++] = u;
     if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
   }
-  if (c->ops[u] == &view_entry) {
+  if (c->ops[u] && c->ops[u]->family == OF_VIEW) {
     cur = c->base[u];
     int64_t d3[3] = {B, O, P};
     if (c->vals[cur].dt != dt || !same_dims(&c->vals[cur], d3, 3)) return;
@@ -122,10 +122,9 @@ static bool groupable(const CpuProgram *c, uint32_t si) {
   const OpEntry *e = c->ops[si];
   const MilStmt *s = &c->f->stmts[si];
   if (!e || c->fz[si].kind != FZ_NONE || s->nresults != 1 || c->vals[c->base[si]].st != ST_F32) return false;
-  if (e->fn == k_unary ? e->code == U_NOT : e->fn != k_binary || is_compare(e->code) || is_logical(e->code))
-    return false;
+  if (e->family != OF_UNARY && e->family != OF_BINARY) return false;
   const char *names[2] = {"x", "y"};
-  for (uint32_t k = 0; k < (e->fn == k_binary ? 2u : 1u); k++) {
+  for (uint32_t k = 0; k < (e->family == OF_BINARY ? 2u : 1u); k++) {
     uint32_t a = arg_slot(c, si, names[k]);
     if (a == UINT32_MAX || c->vals[a].st != ST_F32) return false;
   }
@@ -140,10 +139,10 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
   const char *names[2] = {"x", "y"};
   uint32_t inner[GROUP_MAX], lastread[GROUP_MAX], nin = 0;
   for (uint32_t si = first; si < end; si++) {
-    if (!c->ops[si] || c->ops[si] == &view_entry) continue;
+    if (!c->ops[si] || c->ops[si]->family == OF_VIEW) continue;
     uint32_t r = c->base[si], reads = 0, lr = si;
     for (uint32_t k = si + 1; k < end; k++) {
-      if (!c->ops[k] || c->ops[k] == &view_entry) continue;
+      if (!c->ops[k] || c->ops[k]->family == OF_VIEW) continue;
       for (uint32_t q = 0; q < 2; q++)
         if (arg_slot(c, k, names[q]) == r) reads++, lr = k;
     }
@@ -151,7 +150,7 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
   }
   bool busy[GROUP_MAX] = {false};
   for (uint32_t si = first; si < end; si++) {
-    if (!c->ops[si] || c->ops[si] == &view_entry) continue;
+    if (!c->ops[si] || c->ops[si]->family == OF_VIEW) continue;
     for (uint32_t i = 0; i < nin; i++)
       if (inner[i] == c->base[si]) {
         int32_t t = 0;
@@ -169,7 +168,7 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
  * (keep_dims), which a row group can hold: its x's shape, and its own. */
 static bool row_reduction(const CpuProgram *c, uint32_t si, const Val **in) {
   const OpEntry *e = c->ops[si];
-  if (!e || e->fn != k_reduce || c->fz[si].kind != FZ_NONE || c->f->stmts[si].nresults != 1) return false;
+  if (!e || e->family != OF_REDUCE || c->fz[si].kind != FZ_NONE || c->f->stmts[si].nresults != 1) return false;
   uint32_t xs = arg_slot(c, si, "x");
   if (xs == UINT32_MAX || c->vals[xs].st != ST_F32 || c->vals[c->base[si]].st != ST_F32) return false;
   const Val *a = &c->vals[xs], *o = &c->vals[c->base[si]];
@@ -206,7 +205,7 @@ static void fuse_groups(CpuProgram *c, const uint32_t *nuse) {
     bool rows_ok = S->rank > 0 && S->dims[S->rank - 1] > 1 && S->dims[S->rank - 1] % 4 == 0, rowwise = red;
     uint32_t last = si, members = 1;
     for (uint32_t k = si + 1; k < f->nstmts && members < GROUP_MAX; k++) {
-      if (!c->ops[k] || (c->ops[k] == &view_entry && c->fz[k].kind == FZ_NONE)) continue;
+      if (!c->ops[k] || (c->ops[k]->family == OF_VIEW && c->fz[k].kind == FZ_NONE)) continue;
       const Val *kin = NULL, *r = &c->vals[c->base[k]];
       bool kred = rows_ok && row_reduction(c, k, &kin) && same_dims(kin, S->dims, S->rank);
       bool kel = groupable(c, k) && (same_dims(r, S->dims, S->rank) || (rows_ok && same_dims(r, rdims, S->rank)));
@@ -243,7 +242,7 @@ static void fuse_epilogue(CpuProgram *c, uint32_t si, const uint32_t *nuse, cons
   const Val *y = &c->vals[c->fz[si].ys];
   if (y->dims[2] % 4) return;
   uint32_t g = si + 1;
-  while (g < f->nstmts && (!c->ops[g] || c->fz[g].kind == FZ_ELIDED || c->ops[g] == &view_entry)) g++;
+  while (g < f->nstmts && (!c->ops[g] || c->fz[g].kind == FZ_ELIDED || c->ops[g]->family == OF_VIEW)) g++;
   if (g == f->nstmts || !same_dims(&c->vals[c->base[g]], y->dims, y->rank)) return;
   if (c->fz[g].kind == FZ_NONE && groupable(c, g)) c->fz[g] = (Fused){.kind = FZ_GROUP, .end = g + 1};
   if (c->fz[g].kind != FZ_GROUP || c->fz[g].rowlen) return; /* a row group needs whole rows */

@@ -83,12 +83,12 @@ static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
     Val *out = &x->vals[c->base[si]];
     x->s = &c->f->stmts[si];
     x->si = si;
-    if (e == &view_entry) {
+    if (e->family == OF_VIEW) {
       if (!k_view(x, 0, out, 1)) return false;
       continue;
     }
     uint32_t m = g->n++;
-    g->kind[m] = e->fn == k_binary ? GM_BINARY : e->fn == k_unary ? GM_UNARY : GM_REDUCE;
+    g->kind[m] = e->family == OF_BINARY ? GM_BINARY : e->family == OF_UNARY ? GM_UNARY : GM_REDUCE;
     g->round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
     uint32_t xs = arg_slot(c, si, "x"), ys = g->kind[m] == GM_BINARY ? arg_slot(c, si, "y") : UINT32_MAX;
     g->to[m] = c->slots[c->base[si]].tile;

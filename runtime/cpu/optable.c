@@ -1,77 +1,15 @@
 /*
- * The op table: every MIL op the CPU backend runs, with its kernel.
+ * The op table: CPU_OPS (cpu_internal.h), one entry per MIL op the backend
+ * runs, with its family and kernel; looked up by name once, at prepare.
  */
 #include "cpu_internal.h"
 
-static const OpEntry op_table[] = {
-    {"identity", k_copy, 0},
-    {"relu", k_unary, U_RELU},
-    {"tanh", k_unary, U_TANH},
-    {"sigmoid", k_unary, U_SIGMOID},
-    {"silu", k_unary, U_SILU},
-    {"gelu", k_unary, U_GELU},
-    {"exp", k_unary, U_EXP},
-    {"log", k_unary, U_LOG},
-    {"sqrt", k_unary, U_SQRT},
-    {"rsqrt", k_unary, U_RSQRT},
-    {"abs", k_unary, U_ABS},
-    {"clip", k_unary, U_CLIP},
-    {"add", k_binary, B_ADD},
-    {"sub", k_binary, B_SUB},
-    {"mul", k_binary, B_MUL},
-    {"real_div", k_binary, B_DIV},
-    {"pow", k_binary, B_POW},
-    {"maximum", k_binary, B_MAX},
-    {"minimum", k_binary, B_MIN},
-    {"equal", k_binary, B_EQ},
-    {"not_equal", k_binary, B_NE},
-    {"less", k_binary, B_LT},
-    {"less_equal", k_binary, B_LE},
-    {"greater", k_binary, B_GT},
-    {"greater_equal", k_binary, B_GE},
-    {"logical_and", k_binary, B_AND},
-    {"logical_or", k_binary, B_OR},
-    {"logical_xor", k_binary, B_XOR},
-    {"logical_not", k_unary, U_NOT},
-    {"floor", k_unary, U_FLOOR},
-    {"floor_div", k_binary, B_FDIV},
-    {"select", k_select, 0},
-    {"cast", k_cast, 0},
-    {"softmax", k_softmax, 0},
-    {"reduce_sum", k_reduce, R_SUM},
-    {"reduce_mean", k_reduce, R_MEAN},
-    {"reduce_max", k_reduce, R_MAX},
-    {"layer_norm", k_layer_norm, 0},
-    {"reshape", k_copy, 0},
-    {"transpose", k_transpose, 0},
-    {"slice_by_index", k_slice, 0},
-    {"slice_by_size", k_slice_size, 0},
-    {"split", k_split, 0},
-    {"concat", k_concat, 0},
-    {"gather", k_gather, 0},
-    {"gather_along_axis", k_gather_axis, 0},
-    {"expand_dims", k_expand_dims, 0},
-    {"squeeze", k_squeeze, 0},
-    {"stack", k_stack, 0},
-    {"tile", k_tile, 0},
-    {"pad", k_pad, 0},
-    {"shape", k_shape, 0},
-    {"range_1d", k_range, 0},
-    {"reduce_argmax", k_argreduce, 1},
-    {"reduce_argmin", k_argreduce, 0},
-    {"topk", k_topk, 0},
-    {"max_pool", k_pool, 0},
-    {"avg_pool", k_pool, 1},
-    {"quantize", k_quant, 0},
-    {"dequantize", k_quant, 1},
-    {"lstm", k_lstm, 0},
-    {"matmul", k_matmul, 0},
-    {"scaled_dot_product_attention", k_sdpa, 0},
-    {"linear", k_linear, 0},
-    {"conv", k_conv, 0},
-};
+#define CPU_OP_ENTRY(id, name, family, kernel, variant) {name, kernel, variant, family, OP_##id},
+static const OpEntry op_table[] = {CPU_OPS(CPU_OP_ENTRY)};
+#undef CPU_OP_ENTRY
 
-const OpEntry view_entry = {"view", k_view, 0};
+const OpEntry view_entry = {"view", k_view, 0, OF_VIEW, OP_VIEW};
+
 const OpEntry *find_op(const char *name) {
   for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
     if (!strcmp(op_table[i].name, name)) return &op_table[i];

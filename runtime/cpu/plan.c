@@ -99,11 +99,11 @@ void choose_fp16_weights(CpuProgram *c) {
   for (uint32_t si = f->nstmts; si-- > 0;) {
     const MilStmt *s = &f->stmts[si];
     if (!c->ops[si]) continue;
-    bool wop = !strcmp(s->op, "linear") || !strcmp(s->op, "conv");
+    bool wop = c->ops[si]->family == OF_LINEAR || c->ops[si]->family == OF_CONV;
     for (uint32_t k = 0; k < s->nargs; k++)
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
-        if (c->ops[si] == &view_entry) use[slot] |= use[c->base[si]];
+        if (c->ops[si]->family == OF_VIEW) use[slot] |= use[c->base[si]];
         else use[slot] |= wop && !strcmp(s->args[k].name, "weight") ? 1 : 2;
       }
   }

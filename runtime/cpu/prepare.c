@@ -194,12 +194,13 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
   for (uint32_t i = 0; i < f->nstmts; i++) {
     const MilStmt *s = &f->stmts[i];
     bool is_const = !strcmp(s->op, "const");
+    const OpEntry *e = is_const ? NULL : find_op(s->op);
     bool types_ok = true;
     for (uint32_t k = 0; types_ok && k < s->nresults; k++) {
       /* quantize, cast and topk's indices may be int8/uint8/int16/uint16 (held as int32, like the small integer
        * consts; each op checks the declared dtype) */
       MilDType rdt = s->results[k].type.dtype;
-      bool small_int = (!strcmp(s->op, "quantize") || !strcmp(s->op, "cast") || !strcmp(s->op, "topk")) &&
+      bool small_int = e && (e->op == OP_QUANTIZE || e->op == OP_CAST || e->op == OP_TOPK) &&
                        (rdt == MIL_DT_INT8 || rdt == MIL_DT_UINT8 || rdt == MIL_DT_INT16 || rdt == MIL_DT_UINT16);
       types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const || small_int);
       if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
@@ -236,7 +237,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       ok = ok && types_ok;
       continue;
     }
-    if (!(c->ops[i] = find_op(s->op))) {
+    if (!(c->ops[i] = e)) {
       diag_error(d, s->op_loc, "op '%s' is not supported by the CPU backend", s->op);
       ok = false;
       continue;
@@ -244,7 +245,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     ok = ok && types_ok;
     /* reshape and identity of a named value of the same dtype are views. */
     const MilArg *xa = find_arg(s, "x");
-    if (types_ok && (!strcmp(s->op, "reshape") || !strcmp(s->op, "identity")) && s->nresults == 1 && xa &&
+    if (types_ok && e->family == OF_RESHAPE && s->nresults == 1 && xa &&
         !xa->is_list && xa->nitems == 1 && xa->items[0].kind == MIL_OPERAND_NAME) {
       uint32_t src = c->opslot[c->argstart[a - s->nargs + (uint32_t)(xa - s->args)]];
       if (c->vals[src].dt == s->results[0].type.dtype) {
@@ -304,7 +305,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
   /* sdpa keeps one row of scores per thread, as doubles in the scratch. */
   for (uint32_t si = 0; si < f->nstmts; si++) {
     const MilArg *ka = find_arg(&f->stmts[si], "key");
-    if (c->ops[si] && !strcmp(f->stmts[si].op, "scaled_dot_product_attention") && ka && ka->nitems == 1) {
+    if (c->ops[si] && c->ops[si]->family == OF_ATTENTION && ka && ka->nitems == 1) {
       const Val *k = &c->vals[c->opslot[c->argstart[c->argbase[si] + (uint32_t)(ka - f->stmts[si].args)]]];
       int64_t need = k->rank >= 2 ? 2 * k->dims[k->rank - 2] : 0;
       if (need > c->scratch_floats) c->scratch_floats = need;

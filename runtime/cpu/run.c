@@ -125,7 +125,7 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
     ok = fk == FZ_LINEAR  ? k_fused_linear(&x, &c->fz[si])
          : fk == FZ_GROUP ? k_group(&x, c->fz[si].end)
                           : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
-    if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si] != &view_entry)
+    if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si]->family != OF_VIEW)
       for (uint32_t k = 0; k < s->nresults; k++)
         if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);
     if (c->prof) {
@@ -136,7 +136,7 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
       e->ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
     }
     /* A view shows its operand's elements, which were checked where they were made. */
-    for (uint32_t k = 0; ok && c->check_finite && c->ops[si] != &view_entry && k < s->nresults; k++) {
+    for (uint32_t k = 0; ok && c->check_finite && c->ops[si]->family != OF_VIEW && k < s->nresults; k++) {
       int64_t at = first_nonfinite(&out[k]);
       if (at < 0) continue;
       StrBuf sb;
