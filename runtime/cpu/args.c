@@ -44,9 +44,23 @@ const Val *req_arg(Ctx *x, const char *name, bool *ok) {
   return opt_arg(x, name, ok);
 }
 
+/* The value of a scalar, string or list argument: when binding, the const
+ * it is (through views), or NULL after an error if it is computed. */
+static const Val *setting_arg(Ctx *x, const char *name, bool *ok) {
+  const Val *v = opt_arg(x, name, ok);
+  if (!v || !x->binding) return v;
+  uint32_t r = root_of(x->c, (uint32_t)(v - x->vals));
+  if (x->c->slots[r].kind != SK_CONST && x->c->slots[r].kind != SK_STR) {
+    *ok = op_fail(x, "argument '%s' must be a constant", name);
+    return NULL;
+  }
+  x->setting[r] = true;
+  return &x->vals[r];
+}
+
 /* A numeric scalar argument (default dflt when absent). */
 double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok) {
-  const Val *v = opt_arg(x, name, ok);
+  const Val *v = setting_arg(x, name, ok);
   if (!v) return dflt;
   if (v->st == ST_STR || v->n != 1) {
     *ok = op_fail(x, "argument '%s' must be a scalar", name);
@@ -56,7 +70,7 @@ double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok) {
 }
 
 const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok) {
-  const Val *v = opt_arg(x, name, ok);
+  const Val *v = setting_arg(x, name, ok);
   if (!v) return dflt;
   if (v->st != ST_STR) {
     *ok = op_fail(x, "argument '%s' must be a string", name);
@@ -68,7 +82,7 @@ const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok) {
 /* An integer list argument; *n = 0 and false returned when absent. */
 bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok) {
   *n = 0;
-  const Val *v = opt_arg(x, name, ok);
+  const Val *v = setting_arg(x, name, ok);
   if (!v) return false;
   if (v->st == ST_STR || v->n > (int64_t)max) {
     *ok = op_fail(x, "argument '%s' must be a list of at most %u integers", name, max);

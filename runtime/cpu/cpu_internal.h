@@ -82,82 +82,89 @@ typedef enum OpFamily {
   OF_ATTENTION, /* scaled_dot_product_attention */
 } OpFamily;
 
-/* One row per MIL op the backend runs: X(ID, name, family, kernel, variant).
- * optable.c expands it into the table, the enum below into op codes. */
+/* One row per MIL op the backend runs: X(ID, name, family, kernel, variant,
+ * binder). optable.c expands it into the table, the enum below into op
+ * codes. The binder (NULL: none yet) decodes and checks the statement's
+ * arguments at prepare; its kernel then reads only what it bound. */
 #define CPU_OPS(X) \
-  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0)                        \
-  X(RELU, "relu", OF_UNARY, k_unary, U_RELU)                            \
-  X(TANH, "tanh", OF_UNARY, k_unary, U_TANH)                            \
-  X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID)                   \
-  X(SILU, "silu", OF_UNARY, k_unary, U_SILU)                            \
-  X(GELU, "gelu", OF_UNARY, k_unary, U_GELU)                            \
-  X(EXP, "exp", OF_UNARY, k_unary, U_EXP)                               \
-  X(LOG, "log", OF_UNARY, k_unary, U_LOG)                               \
-  X(SQRT, "sqrt", OF_UNARY, k_unary, U_SQRT)                            \
-  X(RSQRT, "rsqrt", OF_UNARY, k_unary, U_RSQRT)                         \
-  X(ABS, "abs", OF_UNARY, k_unary, U_ABS)                               \
-  X(CLIP, "clip", OF_UNARY, k_unary, U_CLIP)                            \
-  X(ADD, "add", OF_BINARY, k_binary, B_ADD)                             \
-  X(SUB, "sub", OF_BINARY, k_binary, B_SUB)                             \
-  X(MUL, "mul", OF_BINARY, k_binary, B_MUL)                             \
-  X(REAL_DIV, "real_div", OF_BINARY, k_binary, B_DIV)                   \
-  X(POW, "pow", OF_BINARY, k_binary, B_POW)                             \
-  X(MAXIMUM, "maximum", OF_BINARY, k_binary, B_MAX)                     \
-  X(MINIMUM, "minimum", OF_BINARY, k_binary, B_MIN)                     \
-  X(EQUAL, "equal", OF_COMPARE, k_binary, B_EQ)                         \
-  X(NOT_EQUAL, "not_equal", OF_COMPARE, k_binary, B_NE)                 \
-  X(LESS, "less", OF_COMPARE, k_binary, B_LT)                           \
-  X(LESS_EQUAL, "less_equal", OF_COMPARE, k_binary, B_LE)               \
-  X(GREATER, "greater", OF_COMPARE, k_binary, B_GT)                     \
-  X(GREATER_EQUAL, "greater_equal", OF_COMPARE, k_binary, B_GE)         \
-  X(LOGICAL_AND, "logical_and", OF_LOGICAL, k_binary, B_AND)            \
-  X(LOGICAL_OR, "logical_or", OF_LOGICAL, k_binary, B_OR)               \
-  X(LOGICAL_XOR, "logical_xor", OF_LOGICAL, k_binary, B_XOR)            \
-  X(LOGICAL_NOT, "logical_not", OF_LOGICAL, k_unary, U_NOT)             \
-  X(FLOOR, "floor", OF_UNARY, k_unary, U_FLOOR)                         \
-  X(FLOOR_DIV, "floor_div", OF_BINARY, k_binary, B_FDIV)                \
-  X(SELECT, "select", OF_SELECT, k_select, 0)                           \
-  X(CAST, "cast", OF_CAST, k_cast, 0)                                   \
-  X(SOFTMAX, "softmax", OF_SOFTMAX, k_softmax, 0)                       \
-  X(REDUCE_SUM, "reduce_sum", OF_REDUCE, k_reduce, R_SUM)               \
-  X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN)            \
-  X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX)               \
-  X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0)                 \
-  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0)                          \
-  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0)               \
-  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0)             \
-  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0)          \
-  X(SPLIT, "split", OF_SHAPE, k_split, 0)                               \
-  X(CONCAT, "concat", OF_SHAPE, k_concat, 0)                            \
-  X(GATHER, "gather", OF_SHAPE, k_gather, 0)                            \
-  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0) \
-  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_expand_dims, 0)             \
-  X(SQUEEZE, "squeeze", OF_SHAPE, k_squeeze, 0)                         \
-  X(STACK, "stack", OF_SHAPE, k_stack, 0)                               \
-  X(TILE, "tile", OF_SHAPE, k_tile, 0)                                  \
-  X(PAD, "pad", OF_SHAPE, k_pad, 0)                                     \
-  X(SHAPE, "shape", OF_SHAPE, k_shape, 0)                               \
-  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0)                         \
-  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1)           \
-  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0)           \
-  X(TOPK, "topk", OF_INDEX, k_topk, 0)                                  \
-  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0)                           \
-  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1)                           \
-  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0)                         \
-  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1)                     \
-  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0)                              \
-  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0)                           \
-  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0)      \
-  X(LINEAR, "linear", OF_LINEAR, k_linear, 0)                           \
-  X(CONV, "conv", OF_CONV, k_conv, 0)                                  
+  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0, NULL)                        \
+  X(RELU, "relu", OF_UNARY, k_unary, U_RELU, bind_unary)                      \
+  X(TANH, "tanh", OF_UNARY, k_unary, U_TANH, bind_unary)                      \
+  X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID, bind_unary)             \
+  X(SILU, "silu", OF_UNARY, k_unary, U_SILU, bind_unary)                      \
+  X(GELU, "gelu", OF_UNARY, k_unary, U_GELU, bind_unary)                      \
+  X(EXP, "exp", OF_UNARY, k_unary, U_EXP, bind_unary)                         \
+  X(LOG, "log", OF_UNARY, k_unary, U_LOG, bind_unary)                         \
+  X(SQRT, "sqrt", OF_UNARY, k_unary, U_SQRT, bind_unary)                      \
+  X(RSQRT, "rsqrt", OF_UNARY, k_unary, U_RSQRT, bind_unary)                   \
+  X(ABS, "abs", OF_UNARY, k_unary, U_ABS, bind_unary)                         \
+  X(CLIP, "clip", OF_UNARY, k_unary, U_CLIP, bind_unary)                      \
+  X(ADD, "add", OF_BINARY, k_binary, B_ADD, bind_binary)                      \
+  X(SUB, "sub", OF_BINARY, k_binary, B_SUB, bind_binary)                      \
+  X(MUL, "mul", OF_BINARY, k_binary, B_MUL, bind_binary)                      \
+  X(REAL_DIV, "real_div", OF_BINARY, k_binary, B_DIV, bind_binary)            \
+  X(POW, "pow", OF_BINARY, k_binary, B_POW, bind_binary)                      \
+  X(MAXIMUM, "maximum", OF_BINARY, k_binary, B_MAX, bind_binary)              \
+  X(MINIMUM, "minimum", OF_BINARY, k_binary, B_MIN, bind_binary)              \
+  X(EQUAL, "equal", OF_COMPARE, k_binary, B_EQ, bind_binary)                  \
+  X(NOT_EQUAL, "not_equal", OF_COMPARE, k_binary, B_NE, bind_binary)          \
+  X(LESS, "less", OF_COMPARE, k_binary, B_LT, bind_binary)                    \
+  X(LESS_EQUAL, "less_equal", OF_COMPARE, k_binary, B_LE, bind_binary)        \
+  X(GREATER, "greater", OF_COMPARE, k_binary, B_GT, bind_binary)              \
+  X(GREATER_EQUAL, "greater_equal", OF_COMPARE, k_binary, B_GE, bind_binary)  \
+  X(LOGICAL_AND, "logical_and", OF_LOGICAL, k_binary, B_AND, bind_binary)     \
+  X(LOGICAL_OR, "logical_or", OF_LOGICAL, k_binary, B_OR, bind_binary)        \
+  X(LOGICAL_XOR, "logical_xor", OF_LOGICAL, k_binary, B_XOR, bind_binary)     \
+  X(LOGICAL_NOT, "logical_not", OF_LOGICAL, k_unary, U_NOT, bind_unary)       \
+  X(FLOOR, "floor", OF_UNARY, k_unary, U_FLOOR, bind_unary)                   \
+  X(FLOOR_DIV, "floor_div", OF_BINARY, k_binary, B_FDIV, bind_binary)         \
+  X(SELECT, "select", OF_SELECT, k_select, 0, bind_select)                    \
+  X(CAST, "cast", OF_CAST, k_cast, 0, bind_cast)                              \
+  X(SOFTMAX, "softmax", OF_SOFTMAX, k_softmax, 0, bind_softmax)               \
+  X(REDUCE_SUM, "reduce_sum", OF_REDUCE, k_reduce, R_SUM, bind_reduce)        \
+  X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN, bind_reduce)     \
+  X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX, bind_reduce)        \
+  X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0, bind_layer_norm)      \
+  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0, NULL)                          \
+  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0, NULL)               \
+  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0, NULL)             \
+  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0, NULL)          \
+  X(SPLIT, "split", OF_SHAPE, k_split, 0, NULL)                               \
+  X(CONCAT, "concat", OF_SHAPE, k_concat, 0, NULL)                            \
+  X(GATHER, "gather", OF_SHAPE, k_gather, 0, NULL)                            \
+  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0, NULL) \
+  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_expand_dims, 0, NULL)             \
+  X(SQUEEZE, "squeeze", OF_SHAPE, k_squeeze, 0, NULL)                         \
+  X(STACK, "stack", OF_SHAPE, k_stack, 0, NULL)                               \
+  X(TILE, "tile", OF_SHAPE, k_tile, 0, NULL)                                  \
+  X(PAD, "pad", OF_SHAPE, k_pad, 0, NULL)                                     \
+  X(SHAPE, "shape", OF_SHAPE, k_shape, 0, NULL)                               \
+  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, NULL)                         \
+  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, NULL)           \
+  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, NULL)           \
+  X(TOPK, "topk", OF_INDEX, k_topk, 0, NULL)                                  \
+  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0, NULL)                           \
+  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1, NULL)                           \
+  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, NULL)                         \
+  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, NULL)                     \
+  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, NULL)                              \
+  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, NULL)                           \
+  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, NULL)      \
+  X(LINEAR, "linear", OF_LINEAR, k_linear, 0, NULL)                           \
+  X(CONV, "conv", OF_CONV, k_conv, 0, NULL)                                  
 
-#define CPU_OP_CODE(id, name, family, kernel, variant) OP_##id,
+#define CPU_OP_CODE(id, name, family, kernel, variant, binder) OP_##id,
 typedef enum CpuOp { CPU_OPS(CPU_OP_CODE) OP_VIEW, OP_COUNT } CpuOp;
 #undef CPU_OP_CODE
+
+/* Decodes and checks the arguments of statement x->s at prepare into a new
+ * *bound (its kernel's job), reporting at the statement. */
+typedef bool (*Binder)(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 
 typedef struct OpEntry {
   const char *name;
   Kernel fn;
+  Binder bind; /* NULL: the kernel reads its arguments when it runs */
   int code; /* the kernel's variant (U_*, B_*, R_*, ...) */
   uint8_t family; /* OpFamily */
   uint8_t op;     /* CpuOp */
@@ -212,6 +219,7 @@ typedef struct Fused {
   uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
   int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
   bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
+  struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
 } Fused;
 
 struct CpuProgram {
@@ -244,6 +252,8 @@ struct CpuProgram {
   uint32_t nprof;
   uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
   Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
+  void **bound;          /* per statement: its kernel's job, made by the op's binder (NULL: none) */
+  bool *setting;         /* per slot: a const some binder read as a scalar, string or list argument */
   uint32_t ntiles;       /* tile buffers the largest fused group needs */
   int64_t tile_floats;   /* the size of one */
   float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */
@@ -256,6 +266,8 @@ struct Ctx {
   Diag *d;
   const MilStmt *s;
   uint32_t si;
+  bool binding; /* at prepare: scalar, string and list arguments must be constants */
+  bool *setting; /* binding: per slot, set when it is read as such an argument */
 };
 
 /* Work is cut into pieces of about GRAIN elements' worth. */
@@ -450,19 +462,17 @@ bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out);
 bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst);
 /* k_elementwise.c */
 void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, int64_t n);
-bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp);
 bool k_unary(Ctx *x, int code, Val *out, uint32_t nout);
 uint32_t collapse_dims(uint32_t rank, int64_t *dims, int64_t **strides, uint32_t nops);
 void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t a0, const float *pb, int64_t b0,
                float *po, int64_t o0);
-bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp);
 bool k_binary(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_select(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_cast(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_reduce.c */
 bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout);
 void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n);
-bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp);
+const RedJob *reduce_job(const CpuProgram *c, uint32_t si);
 bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_shape.c */
@@ -507,6 +517,7 @@ int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
 bool k_group(Ctx *x, uint32_t end);
 bool k_fused_linear(Ctx *x, const Fused *f);
+void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
 /* prepare.c */
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
 void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
@@ -519,5 +530,18 @@ size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);
+/* bind.c */
+bool bind_all(CpuProgram *c, Diag *d);
+void bound_free(CpuProgram *c);
+/* the binders (see Binder) */
+bool bind_unary(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_binary(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_view(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
 
 #endif

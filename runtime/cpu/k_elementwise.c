@@ -90,9 +90,8 @@ static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
 }
 
-
 /* Reads and checks a unary op's operands into *jp (false: reported). */
-bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
+static bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
   UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = out};
@@ -119,11 +118,21 @@ bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   return true;
 }
 
-bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
+bool bind_unary(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   UnaryJob j;
   if (!unary_setup(x, code, out, &j)) return false;
-  par_for(x->c, out->n, GRAIN, unary_task, &j);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_unary(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const UnaryJob *j = x->c->bound[x->si];
+  par_for(x->c, out->n, GRAIN, unary_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -279,7 +288,7 @@ void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t
 
 /* Reads and checks a binary op's operands into *jp; false when reported, or
  * (with *jp's o NULL) when the result is empty. */
-bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
+static bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
   if (!ok) return false;
@@ -310,32 +319,58 @@ bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
   return true;
 }
 
-bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_binary(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   BinJob j;
   if (!bin_setup(x, code, out, &j)) return false;
-  if (!j.o) return true;
-  int64_t items = elements(j.odims, j.nouter) * j.chunks;
-  int64_t per = j.inner < BIN_CHUNK ? j.inner : BIN_CHUNK;
-  par_for(x->c, items, (GRAIN + per - 1) / per, bin_task, &j);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)out, (void)nout;
+  const BinJob *j = x->c->bound[x->si];
+  if (!j->o) return true;
+  int64_t items = elements(j->odims, j->nouter) * j->chunks;
+  int64_t per = j->inner < BIN_CHUNK ? j->inner : BIN_CHUNK;
+  par_for(x->c, items, (GRAIN + per - 1) / per, bin_task, (void *)(uintptr_t)j);
+  return true;
+}
+
+typedef struct SelectJob {
+  const Val *c, *a, *b;
+  int64_t sc[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+} SelectJob;
+
+bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  SelectJob j = {.c = req_arg(x, "cond", &ok), .a = req_arg(x, "a", &ok), .b = req_arg(x, "b", &ok)};
+  if (!ok) return false;
+  if (!bcast_strides(x, j.c, out, j.sc) || !bcast_strides(x, j.a, out, j.sa) || !bcast_strides(x, j.b, out, j.sb))
+    return false;
+  *bound = dup_job(&j, sizeof j);
   return true;
 }
 
 bool k_select(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
-  bool ok = true;
-  const Val *c = req_arg(x, "cond", &ok), *a = req_arg(x, "a", &ok), *b = req_arg(x, "b", &ok);
-  if (!ok) return false;
-  int64_t sc[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
-  if (!bcast_strides(x, c, out, sc) || !bcast_strides(x, a, out, sa) || !bcast_strides(x, b, out, sb)) return false;
+  const SelectJob *j = x->c->bound[x->si];
   for (int64_t i = 0; i < out->n; i++)
     st(out, i,
-       ld(c, offset_at(i, out->dims, out->rank, sc)) != 0 ? ld(a, offset_at(i, out->dims, out->rank, sa))
-                                                          : ld(b, offset_at(i, out->dims, out->rank, sb)));
+       ld(j->c, offset_at(i, out->dims, out->rank, j->sc)) != 0 ? ld(j->a, offset_at(i, out->dims, out->rank, j->sa))
+                                                                : ld(j->b, offset_at(i, out->dims, out->rank, j->sb)));
   return true;
 }
 
-bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
+typedef struct CastJob {
+  const Val *a;
+  const char *to; /* the dtype's name */
+  MilDType t;
+  double lo, hi; /* the integer types' range */
+} CastJob;
+
+bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -345,11 +380,22 @@ bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
   MilDType t = mil_dtype_from_name(to, strlen(to));
   if (t != out->dt) return op_fail(x, "casts to '%s' but the result is declared %s", to, mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
-  double lo = -2147483648.0, hi = 2147483647.0;
-  if (t == MIL_DT_INT8) lo = -128, hi = 127;
-  if (t == MIL_DT_UINT8) lo = 0, hi = 255;
-  if (t == MIL_DT_INT16) lo = -32768, hi = 32767;
-  if (t == MIL_DT_UINT16) lo = 0, hi = 65535;
+  CastJob j = {.a = a, .to = to, .t = t, .lo = -2147483648.0, .hi = 2147483647.0};
+  if (t == MIL_DT_INT8) j.lo = -128, j.hi = 127;
+  if (t == MIL_DT_UINT8) j.lo = 0, j.hi = 255;
+  if (t == MIL_DT_INT16) j.lo = -32768, j.hi = 32767;
+  if (t == MIL_DT_UINT16) j.lo = 0, j.hi = 65535;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const CastJob *j = x->c->bound[x->si];
+  const Val *a = j->a;
+  const char *to = j->to;
+  MilDType t = j->t;
+  double lo = j->lo, hi = j->hi;
   for (int64_t i = 0; i < out->n; i++) {
     double v = ld(a, i);
     switch (t) {

@@ -72,21 +72,19 @@ static void group_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     group_range(g, tiles, t * g->per, (t + 1) * g->per < g->units ? (t + 1) * g->per : g->units);
 }
 
-/* Sets the views and reads and checks the members of group [first, end) into *g. */
-static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
+/* Makes the job of group [first, end) from its members' bound jobs. */
+bool bind_group(Ctx *x, uint32_t first, uint32_t end, GroupJob **bound) {
   const CpuProgram *c = x->c;
   int64_t L = c->fz[first].rowlen ? c->fz[first].rowlen : 1;
+  GroupJob *g = xcalloc(1, sizeof *g);
   *g = (GroupJob){.c = c, .n = 0, .L = L};
+  *bound = g;
   for (uint32_t si = first; si < end; si++) {
     const OpEntry *e = c->ops[si];
-    if (!e) continue; /* a const */
+    if (!e || e->family == OF_VIEW) continue; /* a const, or a view (set as the group runs) */
     Val *out = &x->vals[c->base[si]];
     x->s = &c->f->stmts[si];
     x->si = si;
-    if (e->family == OF_VIEW) {
-      if (!k_view(x, 0, out, 1)) return false;
-      continue;
-    }
     uint32_t m = g->n++;
     g->kind[m] = e->family == OF_BINARY ? GM_BINARY : e->family == OF_UNARY ? GM_UNARY : GM_REDUCE;
     g->round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
@@ -100,10 +98,9 @@ static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
     g->on[m] = out->n;
     g->an[m] = x->vals[xs].n;
     g->bn[m] = ys == UINT32_MAX ? 0 : x->vals[ys].n;
-    bool ok = g->kind[m] == GM_BINARY  ? bin_setup(x, e->code, out, &g->b[m])
-              : g->kind[m] == GM_UNARY ? unary_setup(x, e->code, out, &g->u[m])
-                                       : reduce_setup(x, e->code, out, &g->r[m]);
-    if (!ok) return false;
+    if (g->kind[m] == GM_BINARY) g->b[m] = *(const BinJob *)c->bound[si];
+    else if (g->kind[m] == GM_UNARY) g->u[m] = *(const UnaryJob *)c->bound[si];
+    else g->r[m] = *reduce_job(c, si);
     if (g->kind[m] == GM_REDUCE && !g->r[m].o) return op_fail(x, "a fused reduction must reduce the last dim"); /* the plan prevents this */
   }
   for (uint32_t m = 0; m < g->n; m++) { /* an operand or result not of the group's shape is one per row */
@@ -115,10 +112,20 @@ static bool group_setup(Ctx *x, uint32_t first, uint32_t end, GroupJob *g) {
   return true;
 }
 
+/* Points the views among statements [first, end) at their sources. */
+void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end) {
+  for (uint32_t si = first; si < end; si++)
+    if (c->ops[si] && c->ops[si]->family == OF_VIEW) {
+      const Val *a = &vals[c->slots[c->base[si]].src];
+      vals[c->base[si]].p = a->p;
+      vals[c->base[si]].st = a->st;
+    }
+}
+
 bool k_group(Ctx *x, uint32_t end) {
-  GroupJob g;
-  if (!group_setup(x, x->si, end, &g)) return false;
-  par_for(x->c, (g.units + g.per - 1) / g.per, 1, group_task, &g);
+  const GroupJob *g = x->c->fz[x->si].group;
+  set_views(x->c, x->vals, x->si, end);
+  par_for(x->c, (g->units + g->per - 1) / g->per, 1, group_task, (void *)(uintptr_t)g);
   return true;
 }
 
@@ -138,13 +145,9 @@ bool k_fused_linear(Ctx *x, const Fused *f) {
     return op_fail(x, "a fused linear needs float operands"); /* the plan prevents this */
   WJob j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2], .R = a->dims[0] * a->dims[1],
             .post = b ? fp(b) : NULL, .round_mid = f->round_mid, .round_out = f->round_out};
-  GroupJob g;
   if (f->gfirst) {
-    uint32_t si = x->si;
-    const MilStmt *s = x->s;
-    if (!group_setup(x, f->gfirst, x->c->fz[f->gfirst].end, &g)) return false;
-    x->si = si, x->s = s;
-    j.epi = &g;
+    set_views(x->c, x->vals, f->gfirst, x->c->fz[f->gfirst].end);
+    j.epi = x->c->fz[f->gfirst].group;
   }
   wgemm(x, &j, 1);
   return true;

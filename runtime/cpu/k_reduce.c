@@ -45,8 +45,12 @@ typedef struct SoftJob {
   const Val *a;
   Val *o;
   int64_t len, post;
-  bool avx2; /* the CPU has AVX2 and FMA */
+  int64_t lines; /* of the whole tensor */
+  bool avx2;     /* the CPU has AVX2 and FMA */
 } SoftJob;
+
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
 
 static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
@@ -84,7 +88,7 @@ static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -92,9 +96,16 @@ bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
   SoftJob j = {.avx2 = cpu_features()->avx2, .a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
-  int64_t lines = elements(a->dims, ax) * j.post;
-  if (j.len == 0 || lines == 0) return true;
-  par_for(x->c, lines, (GRAIN + j.len - 1) / j.len, softmax_task, &j);
+  j.lines = elements(a->dims, ax) * j.post;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)out, (void)nout;
+  const SoftJob *j = x->c->bound[x->si];
+  if (j->len == 0 || j->lines == 0) return true;
+  par_for(x->c, j->lines, (GRAIN + j->len - 1) / j->len, softmax_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -175,7 +186,7 @@ void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
 }
 
 /* Reads and checks a reduction; *jp's o is NULL unless it reduces trailing dims. */
-bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
+static bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
   bool ok = true, mask[MIL_MAX_RANK];
   const Val *a = req_arg(x, "x", &ok);
   bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
@@ -197,41 +208,55 @@ bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
   return true;
 }
 
+/* A reduction as bound: the trailing case's job (o set), or the general
+ * case's walk: the kept dims and their strides in the input, the reduced
+ * dims and theirs. */
+typedef struct ReduceBound {
+  RedJob j;
+  uint32_t nk, nr;
+  int64_t kept[MIL_MAX_RANK], kist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
+} ReduceBound;
+
+bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)nout;
+  ReduceBound rb = {.nk = 0};
+  if (!reduce_setup(x, code, out, &rb.j)) return false;
+  if (!rb.j.o) {
+    const Val *a = rb.j.a;
+    bool ok = true, mask[MIL_MAX_RANK];
+    if (!axes_mask(x, a, mask, &ok)) return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+      if (!mask[i]) rb.kept[rb.nk++] = a->dims[i];
+    int64_t ist[MIL_MAX_RANK];
+    strides_of(a->dims, a->rank, ist);
+    for (uint32_t i = 0; i < a->rank; i++)
+      if (mask[i]) rb.rdims[rb.nr] = a->dims[i], rb.rst[rb.nr++] = ist[i];
+    for (uint32_t i = 0, k = 0; i < a->rank; i++)
+      if (!mask[i]) rb.kist[k++] = ist[i];
+  }
+  *bound = dup_job(&rb, sizeof rb);
+  return true;
+}
+
+/* The trailing-dims job of bound reduction statement si (a fused group's member). */
+const RedJob *reduce_job(const CpuProgram *c, uint32_t si) { return &((const ReduceBound *)c->bound[si])->j; }
+
 bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)nout;
-  RedJob j;
-  if (!reduce_setup(x, code, out, &j)) return false;
-  if (j.o) {
-    par_for(x->c, out->n, (GRAIN + j.count - 1) / j.count, reduce_task, &j);
+  const ReduceBound *rb = x->c->bound[x->si];
+  if (rb->j.o) {
+    par_for(x->c, out->n, (GRAIN + rb->j.count - 1) / rb->j.count, reduce_task, (void *)(uintptr_t)&rb->j);
     return true;
   }
-  const Val *a = j.a;
-  int64_t count = j.count;
-  bool ok = true, mask[MIL_MAX_RANK];
-  if (!axes_mask(x, a, mask, &ok)) return false;
-  int64_t kept[MIL_MAX_RANK] = {0};
-  uint32_t nk = 0;
-  for (uint32_t i = 0; i < a->rank; i++)
-    if (!mask[i]) kept[nk++] = a->dims[i];
+  const Val *a = rb->j.a;
+  int64_t count = rb->j.count;
   /* General axes: accumulate in input order into doubles, one output at a
    * time (a plain loop: rare in compiled programs). */
-  int64_t kst[MIL_MAX_RANK], st_[MIL_MAX_RANK], ist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
-  uint32_t nr = 0;
-  strides_of(kept, nk, kst);
-  strides_of(a->dims, a->rank, ist);
-  for (uint32_t i = 0, k = 0; i < a->rank; i++) {
-    st_[i] = mask[i] ? 0 : kst[k++];
-    if (mask[i]) rdims[nr] = a->dims[i], rst[nr++] = ist[i];
-  }
-  int64_t kist[MIL_MAX_RANK];
-  for (uint32_t i = 0, k = 0; i < a->rank; i++)
-    if (!mask[i]) kist[k++] = ist[i];
-  (void)st_;
   for (int64_t o = 0; o < out->n; o++) {
-    int64_t base = offset_at(o, kept, nk, kist);
+    int64_t base = offset_at(o, rb->kept, rb->nk, rb->kist);
     double r = code == R_MAX ? -HUGE_VAL : 0;
     for (int64_t k = 0; k < count; k++) {
-      double v = ld(a, base + offset_at(k, rdims, nr, rst));
+      double v = ld(a, base + offset_at(k, rb->rdims, rb->nr, rb->rst));
       r = code == R_MAX ? (isnan(r) || isnan(v) ? (double)NAN : fmax(r, v)) : r + v;
     }
     st(out, o, reduce_fin(code, out, r, count));
@@ -276,7 +301,7 @@ static void norm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *g = opt_arg(x, "gamma", &ok), *b = opt_arg(x, "beta", &ok);
@@ -308,7 +333,14 @@ bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout) {
   j.inner = elements(j.idims, j.nax);
   if ((g && g->n != j.inner) || (b && b->n != j.inner))
     return op_fail(x, "gamma and beta must have the %lld elements of the normalized dims", (long long)j.inner);
-  if (j.inner == 0) return true;
-  par_for(x->c, elements(j.odims, j.nouter), (GRAIN + j.inner - 1) / j.inner, norm_task, &j);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)out, (void)nout;
+  const NormJob *j = x->c->bound[x->si];
+  if (j->inner == 0) return true;
+  par_for(x->c, elements(j->odims, j->nouter), (GRAIN + j->inner - 1) / j->inner, norm_task, (void *)(uintptr_t)j);
   return true;
 }

@@ -17,13 +17,18 @@ bool same_class(Ctx *x, const Val *a, const Val *out) {
   return op_fail(x, "the operand is %s but the result is declared %s", mil_dtype_name(a->dt), mil_dtype_name(out->dt));
 }
 
-/* A view: reshape and identity of the same dtype point at their operand. */
+/* A view: reshape and identity of the same dtype point at their operand
+ * (the slot's src, set by the plan). */
+bool bind_view(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout, (void)bound;
+  const Val *a = &x->vals[x->c->slots[x->c->base[x->si]].src];
+  if (a->n != out->n) return op_fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
+  return true;
+}
+
 bool k_view(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  if (!ok) return false;
-  if (a->n != out->n) return op_fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
+  const Val *a = &x->vals[x->c->slots[x->c->base[x->si]].src];
   out->p = a->p;
   out->st = a->st;
   return true;

@@ -4,11 +4,11 @@
  */
 #include "cpu_internal.h"
 
-#define CPU_OP_ENTRY(id, name, family, kernel, variant) {name, kernel, variant, family, OP_##id},
+#define CPU_OP_ENTRY(id, name, family, kernel, variant, binder) {name, kernel, binder, variant, family, OP_##id},
 static const OpEntry op_table[] = {CPU_OPS(CPU_OP_ENTRY)};
 #undef CPU_OP_ENTRY
 
-const OpEntry view_entry = {"view", k_view, 0, OF_VIEW, OP_VIEW};
+const OpEntry view_entry = {"view", k_view, bind_view, 0, OF_VIEW, OP_VIEW};
 
 const OpEntry *find_op(const char *name) {
   for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)

@@ -320,6 +320,10 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       if (c->out_root[k] == r) c->out_direct[i] = c->out_direct[k] = false;
   }
   plan_fusion(c);
+  if (!bind_all(c, d)) {
+    cpu_free(c);
+    return NULL;
+  }
   c->arena_bytes = plan_buffers(c);
   c->arena = aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
   if (!c->arena) c->arena = xmalloc(c->arena_bytes ? c->arena_bytes : 64);
@@ -379,6 +383,9 @@ void cpu_free(CpuProgram *c) {
   free(c->out_direct);
   free(c->prof);
   free(c->prof_of);
+  bound_free(c);
+  free(c->bound);
+  free(c->setting);
   free(c->fz);
   if (c->owns_ctx) cpu_context_close(c->ctx);
   free(c);

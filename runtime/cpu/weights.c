@@ -18,7 +18,7 @@ bool cpu_reload_weights(CpuProgram *c, Diag *d) {
     }
     const_from_weight(c, s, w);
   }
-  return ok && eval_constexprs(c, d);
+  return ok && eval_constexprs(c, d) && bind_all(c, d); /* a setting may have changed */
 }
 
 bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d) {
@@ -52,19 +52,19 @@ bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const
           memcpy(&f, p + 4 * i, 4);
           h[i] = fp16_from_float(f);
         }
-      return true;
+      return !c->setting[s] || bind_all(c, d);
     }
     float *o = const_owned(c, s, 4);
     if (dtype == MIL_DT_FP16) {
       h2f(o, data, v->n);
-      return true;
+      return !c->setting[s] || bind_all(c, d);
     }
     for (int64_t i = 0; i < v->n; i++) {
       float f;
       memcpy(&f, p + 4 * i, 4);
       o[i] = v->dt == MIL_DT_FP16 ? fp16_to_float(fp16_from_float(f)) : f;
     }
-    return true;
+    return !c->setting[s] || bind_all(c, d);
   }
   for (uint32_t i = 0; i < orion_weight_count(c->prog, c->fn); i++) {
     const OrionWeight *w = orion_weight(c->prog, c->fn, i);

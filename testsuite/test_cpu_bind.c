@@ -1,0 +1,154 @@
+/*
+ * Argument errors of the ops whose arguments the CPU backend binds at
+ * prepare (element-wise ops, reductions and norms, views): each hand-written
+ * program is rejected by cpu_prepare itself, with the exact message at the
+ * op's FILE:LINE:COL, before anything runs. These errors were found by the
+ * kernels on every run before binding moved them to prepare.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/cpu.h"
+
+#define MIL_HEAD "program(1.3)\n[buildInfo = dict<string, string>({{\"coremlc-version\", \"3505.4.1\"}})]\n{\n"
+#define FUNC_HEAD "    func main<ios18>(tensor<fp32, [2]> x, tensor<fp32, []> e, tensor<int32, []> ai) {\n"
+#define S_(n) "string(\"" n "\")"
+
+typedef struct BindCase {
+  const char *stmts; /* the function's body, whose result is y */
+  const char *at;    /* where the error points: the first occurrence of this text */
+  const char *msg;   /* the message after "error: " */
+} BindCase;
+
+static const BindCase cases[] = {
+    /* unary */
+    {"        tensor<fp32, [2]> y = relu(z = x)[name = " S_("y") "];\n", "relu(", "relu: missing argument 'x'"},
+    {"        tensor<fp32, [2]> y = relu(x = (x, x))[name = " S_("y") "];\n", "relu(",
+     "relu: argument 'x' must be a single value"},
+    {"        tensor<fp32, [2]> y = rsqrt(epsilon = tensor<fp32, [2]>([1, 2]), x = x)[name = " S_("y") "];\n", "rsqrt(",
+     "rsqrt: argument 'epsilon' must be a scalar"},
+    {"        tensor<fp32, [2]> y = log(epsilon = e, x = x)[name = " S_("y") "];\n", "log(",
+     "log: argument 'epsilon' must be a constant"},
+    {"        tensor<fp32, [2]> y = clip(alpha = fp32(0), x = x)[name = " S_("y") "];\n", "clip(",
+     "clip: needs both alpha and beta"},
+    {"        tensor<fp32, [2]> y = gelu(mode = " S_("FAST") ", x = x)[name = " S_("y") "];\n", "gelu(",
+     "gelu: unknown mode 'FAST'"},
+    {"        tensor<fp32, [2]> y = gelu(mode = fp32(1), x = x)[name = " S_("y") "];\n", "gelu(",
+     "gelu: argument 'mode' must be a string"},
+    {"        tensor<fp32, [2]> y = relu(x = " S_("a") ")[name = " S_("y") "];\n", "relu(",
+     "relu: argument 'x' must be a tensor"},
+    {"        tensor<bool, [2]> y = logical_not(x = x)[name = " S_("y") "];\n", "logical_not(",
+     "logical_not: takes and returns bool, not fp32 and bool"},
+    {"        tensor<fp32, [3]> y = exp(x = x)[name = " S_("y") "];\n", "exp(",
+     "exp: the result shape is [2] but the statement declares [3]"},
+    /* binary */
+    {"        tensor<fp32, [2]> y = add(x = x, y = " S_("a") ")[name = " S_("y") "];\n", "add(",
+     "add: operands must be tensors"},
+    {"        tensor<fp32, [2]> y = less(x = x, y = x)[name = " S_("y") "];\n", "less(",
+     "less: returns bool, but the result is declared fp32"},
+    {"        tensor<bool, [2]> y = logical_and(x = x, y = x)[name = " S_("y") "];\n", "logical_and(",
+     "logical_and: takes and returns bool, not fp32 and fp32 into bool"},
+    {"        tensor<bool, [2]> y = mul(x = x, y = x)[name = " S_("y") "];\n", "mul(", "mul: does not return bool"},
+    {"        tensor<fp32, [2]> y = sub(x = x, y = tensor<fp32, [3]>([1, 2, 3]))[name = " S_("y") "];\n", "sub(",
+     "sub: an operand of shape [3] does not broadcast to [2]"},
+    {"        tensor<fp32, [2]> y = maximum(x = x, y = tensor<fp32, [1, 2]>([1, 2]))[name = " S_("y") "];\n",
+     "maximum(", "maximum: an operand of rank 2 does not broadcast to rank 1"},
+    {"        tensor<fp32, [2]> y = real_div(x = x)[name = " S_("y") "];\n", "real_div(",
+     "real_div: missing argument 'y'"},
+    /* select, cast */
+    {"        tensor<fp32, [2]> y = select(a = x, b = x)[name = " S_("y") "];\n", "select(",
+     "select: missing argument 'cond'"},
+    {"        tensor<bool, [3]> c = const()[name = " S_("c") ", val = tensor<bool, [3]>([true, false, true])];\n"
+     "        tensor<fp32, [2]> y = select(a = x, b = x, cond = c)[name = " S_("y") "];\n",
+     "select(", "select: an operand of shape [3] does not broadcast to [2]"},
+    {"        tensor<fp32, [2]> y = cast(x = x)[name = " S_("y") "];\n", "cast(", "cast: missing argument 'dtype'"},
+    {"        tensor<fp32, [2]> y = cast(dtype = " S_("int32") ", x = x)[name = " S_("y") "];\n", "cast(",
+     "cast: casts to 'int32' but the result is declared fp32"},
+    {"        tensor<int32, [3]> y = cast(dtype = " S_("int32") ", x = x)[name = " S_("y") "];\n", "cast(",
+     "cast: the result shape is [2] but the statement declares [3]"},
+    /* softmax, reductions, layer_norm */
+    {"        tensor<fp32, [2]> y = softmax(axis = int32(2), x = x)[name = " S_("y") "];\n", "softmax(",
+     "softmax: axis 2 is out of range for rank 1"},
+    {"        tensor<fp32, [2]> y = softmax(axis = ai, x = x)[name = " S_("y") "];\n", "softmax(",
+     "softmax: argument 'axis' must be a constant"},
+    {"        tensor<fp32, [1]> y = reduce_sum(axes = tensor<int32, [1]>([5]), keep_dims = bool(true), x = x)[name = " S_("y") "];\n",
+     "reduce_sum(", "reduce_sum: axis 5 is out of range for rank 1"},
+    {"        tensor<fp32, [1]> y = reduce_max(axes = tensor<int32, [9]>([0, 0, 0, 0, 0, 0, 0, 0, 0]), x = x)[name = " S_("y") "];\n",
+     "reduce_max(", "reduce_max: argument 'axes' must be a list of at most 8 integers"},
+    {"        tensor<fp32, [2]> y = reduce_mean(axes = tensor<int32, [1]>([0]), x = x)[name = " S_("y") "];\n",
+     "reduce_mean(", "reduce_mean: the result shape is [] but the statement declares [2]"},
+    {"        tensor<fp32, [1]> y = reduce_sum(keep_dims = tensor<bool, [2]>([true, false]), x = x)[name = " S_("y") "];\n",
+     "reduce_sum(", "reduce_sum: argument 'keep_dims' must be a scalar"},
+    {"        tensor<fp32, [2]> y = layer_norm(axes = tensor<int32, [2]>([0, -1]), x = x)[name = " S_("y") "];\n",
+     "layer_norm(", "layer_norm: axis -1 is listed twice"},
+    {"        tensor<fp32, [2]> y = layer_norm(axes = tensor<int32, [1]>([0]), gamma = tensor<fp32, [3]>([1, 1, 1]), x = x)[name = " S_("y") "];\n",
+     "layer_norm(", "layer_norm: gamma and beta must have the 2 elements of the normalized dims"},
+    {"        tensor<fp32, [2]> y = layer_norm(epsilon = e, x = x)[name = " S_("y") "];\n", "layer_norm(",
+     "layer_norm: argument 'epsilon' must be a constant"},
+    /* a view (reshape of the same dtype) */
+    {"        tensor<int32, [1]> shp = const()[name = " S_("shp") ", val = tensor<int32, [1]>([3])];\n"
+     "        tensor<fp32, [3]> y = reshape(shape = shp, x = x)[name = " S_("y") "];\n",
+     "reshape(", "reshape: reshapes 2 elements into 3"},
+};
+
+/* Writes the case as model.mil in a fresh directory, prepares it and checks
+ * that cpu_prepare failed with exactly the expected message at `at`. */
+static void expect_rejected(const BindCase *k) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/orion-cpubind-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  StrBuf mil;
+  sb_init(&mil);
+  sb_printf(&mil, "%s%s%s    } -> (y);\n}\n", MIL_HEAD, FUNC_HEAD, k->stmts);
+  char path[128];
+  snprintf(path, sizeof path, "%s/model.mil", dir);
+  const char *err;
+  cr_assert(write_file_atomic(path, mil.data, mil.len, &err), "%s", err);
+
+  const char *p = strstr(mil.data, k->at);
+  cr_assert_not_null(p, "'%s' is not in the program", k->at);
+  uint32_t line = 1, col = 1;
+  for (const char *s = mil.data; s < p; s++) {
+    if (*s == '\n') line++, col = 1;
+    else col++;
+  }
+  char want[512];
+  snprintf(want, sizeof want, "%s:%u:%u: error: %s\n", path, line, col, k->msg);
+
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  diag_init(&d, &sources);
+  StrBuf diags;
+  sb_init(&diags);
+  d.capture = &diags;
+  OrionProgram *prog = orion_open(dir, NULL, &d);
+  cr_assert_not_null(prog, "%s", diags.data);
+  CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &d);
+  cr_assert_null(c, "prepared; wanted %s", want);
+  cr_assert_not_null(strstr(diags.data, want), "got:\n%s\nwant:\n%s", diags.data, want);
+  orion_close(prog);
+  srcset_free(&sources);
+  sb_free(&diags);
+  sb_free(&mil);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(cpu_bind, argument_errors_are_rejected_at_prepare) {
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_rejected(&cases[i]);
+}
+
+/* Every bound statement's problem is reported, not only the first. */
+Test(cpu_bind, every_bound_statement_is_checked) {
+  BindCase two = {"        tensor<fp32, [3]> a = relu(x = x)[name = " S_("a") "];\n"
+                  "        tensor<fp32, [2]> y = softmax(axis = int32(4), x = x)[name = " S_("y") "];\n",
+                  "relu(", "relu: the result shape is [2] but the statement declares [3]"};
+  expect_rejected(&two);
+  two.at = "softmax(";
+  two.msg = "softmax: axis 4 is out of range for rank 1";
+  expect_rejected(&two);
+}
