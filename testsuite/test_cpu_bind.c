@@ -1,6 +1,7 @@
 /*
  * Argument errors of the ops whose arguments the CPU backend binds at
- * prepare (element-wise ops, reductions and norms, views): each hand-written
+ * prepare (element-wise ops, reductions and norms, views, linear algebra,
+ * attention): each hand-written
  * program is rejected by cpu_prepare itself, with the exact message at the
  * op's FILE:LINE:COL, before anything runs. These errors were found by the
  * kernels on every run before binding moved them to prepare.
@@ -13,84 +14,149 @@
 #include "orion/cpu.h"
 
 #define MIL_HEAD "program(1.3)\n[buildInfo = dict<string, string>({{\"coremlc-version\", \"3505.4.1\"}})]\n{\n"
-#define FUNC_HEAD "    func main<ios18>(tensor<fp32, [2]> x, tensor<fp32, []> e, tensor<int32, []> ai) {\n"
+#define FUNC_PARAMS "tensor<fp32, [2]> x, tensor<fp32, []> e, tensor<int32, []> ai"
 #define S_(n) "string(\"" n "\")"
+/* the parameters of the linear algebra and attention cases */
+#define LA "tensor<fp32, [2, 3]> a, tensor<fp32, [4, 3]> b, tensor<fp32, [3]> v, tensor<fp32, [1, 3, 4]> c, tensor<fp32, [5, 3, 1, 2]> q"
 
 typedef struct BindCase {
-  const char *stmts; /* the function's body, whose result is y */
-  const char *at;    /* where the error points: the first occurrence of this text */
-  const char *msg;   /* the message after "error: " */
+  const char *stmts;  /* the function's body, whose result is y */
+  const char *at;     /* where the error points: the first occurrence of this text */
+  const char *msg;    /* the message after "error: " */
+  const char *params; /* the function's parameters; NULL: x fp32[2], e fp32 scalar, ai int32 scalar */
 } BindCase;
 
 static const BindCase cases[] = {
     /* unary */
-    {"        tensor<fp32, [2]> y = relu(z = x)[name = " S_("y") "];\n", "relu(", "relu: missing argument 'x'"},
+    {"        tensor<fp32, [2]> y = relu(z = x)[name = " S_("y") "];\n", "relu(", "relu: missing argument 'x'", NULL},
     {"        tensor<fp32, [2]> y = relu(x = (x, x))[name = " S_("y") "];\n", "relu(",
-     "relu: argument 'x' must be a single value"},
+     "relu: argument 'x' must be a single value", NULL},
     {"        tensor<fp32, [2]> y = rsqrt(epsilon = tensor<fp32, [2]>([1, 2]), x = x)[name = " S_("y") "];\n", "rsqrt(",
-     "rsqrt: argument 'epsilon' must be a scalar"},
+     "rsqrt: argument 'epsilon' must be a scalar", NULL},
     {"        tensor<fp32, [2]> y = log(epsilon = e, x = x)[name = " S_("y") "];\n", "log(",
-     "log: argument 'epsilon' must be a constant"},
+     "log: argument 'epsilon' must be a constant", NULL},
     {"        tensor<fp32, [2]> y = clip(alpha = fp32(0), x = x)[name = " S_("y") "];\n", "clip(",
-     "clip: needs both alpha and beta"},
+     "clip: needs both alpha and beta", NULL},
     {"        tensor<fp32, [2]> y = gelu(mode = " S_("FAST") ", x = x)[name = " S_("y") "];\n", "gelu(",
-     "gelu: unknown mode 'FAST'"},
+     "gelu: unknown mode 'FAST'", NULL},
     {"        tensor<fp32, [2]> y = gelu(mode = fp32(1), x = x)[name = " S_("y") "];\n", "gelu(",
-     "gelu: argument 'mode' must be a string"},
+     "gelu: argument 'mode' must be a string", NULL},
     {"        tensor<fp32, [2]> y = relu(x = " S_("a") ")[name = " S_("y") "];\n", "relu(",
-     "relu: argument 'x' must be a tensor"},
+     "relu: argument 'x' must be a tensor", NULL},
     {"        tensor<bool, [2]> y = logical_not(x = x)[name = " S_("y") "];\n", "logical_not(",
-     "logical_not: takes and returns bool, not fp32 and bool"},
+     "logical_not: takes and returns bool, not fp32 and bool", NULL},
     {"        tensor<fp32, [3]> y = exp(x = x)[name = " S_("y") "];\n", "exp(",
-     "exp: the result shape is [2] but the statement declares [3]"},
+     "exp: the result shape is [2] but the statement declares [3]", NULL},
     /* binary */
     {"        tensor<fp32, [2]> y = add(x = x, y = " S_("a") ")[name = " S_("y") "];\n", "add(",
-     "add: operands must be tensors"},
+     "add: operands must be tensors", NULL},
     {"        tensor<fp32, [2]> y = less(x = x, y = x)[name = " S_("y") "];\n", "less(",
-     "less: returns bool, but the result is declared fp32"},
+     "less: returns bool, but the result is declared fp32", NULL},
     {"        tensor<bool, [2]> y = logical_and(x = x, y = x)[name = " S_("y") "];\n", "logical_and(",
-     "logical_and: takes and returns bool, not fp32 and fp32 into bool"},
-    {"        tensor<bool, [2]> y = mul(x = x, y = x)[name = " S_("y") "];\n", "mul(", "mul: does not return bool"},
+     "logical_and: takes and returns bool, not fp32 and fp32 into bool", NULL},
+    {"        tensor<bool, [2]> y = mul(x = x, y = x)[name = " S_("y") "];\n", "mul(", "mul: does not return bool", NULL},
     {"        tensor<fp32, [2]> y = sub(x = x, y = tensor<fp32, [3]>([1, 2, 3]))[name = " S_("y") "];\n", "sub(",
-     "sub: an operand of shape [3] does not broadcast to [2]"},
+     "sub: an operand of shape [3] does not broadcast to [2]", NULL},
     {"        tensor<fp32, [2]> y = maximum(x = x, y = tensor<fp32, [1, 2]>([1, 2]))[name = " S_("y") "];\n",
-     "maximum(", "maximum: an operand of rank 2 does not broadcast to rank 1"},
+     "maximum(", "maximum: an operand of rank 2 does not broadcast to rank 1", NULL},
     {"        tensor<fp32, [2]> y = real_div(x = x)[name = " S_("y") "];\n", "real_div(",
-     "real_div: missing argument 'y'"},
+     "real_div: missing argument 'y'", NULL},
     /* select, cast */
     {"        tensor<fp32, [2]> y = select(a = x, b = x)[name = " S_("y") "];\n", "select(",
-     "select: missing argument 'cond'"},
+     "select: missing argument 'cond'", NULL},
     {"        tensor<bool, [3]> c = const()[name = " S_("c") ", val = tensor<bool, [3]>([true, false, true])];\n"
      "        tensor<fp32, [2]> y = select(a = x, b = x, cond = c)[name = " S_("y") "];\n",
-     "select(", "select: an operand of shape [3] does not broadcast to [2]"},
-    {"        tensor<fp32, [2]> y = cast(x = x)[name = " S_("y") "];\n", "cast(", "cast: missing argument 'dtype'"},
+     "select(", "select: an operand of shape [3] does not broadcast to [2]", NULL},
+    {"        tensor<fp32, [2]> y = cast(x = x)[name = " S_("y") "];\n", "cast(", "cast: missing argument 'dtype'", NULL},
     {"        tensor<fp32, [2]> y = cast(dtype = " S_("int32") ", x = x)[name = " S_("y") "];\n", "cast(",
-     "cast: casts to 'int32' but the result is declared fp32"},
+     "cast: casts to 'int32' but the result is declared fp32", NULL},
     {"        tensor<int32, [3]> y = cast(dtype = " S_("int32") ", x = x)[name = " S_("y") "];\n", "cast(",
-     "cast: the result shape is [2] but the statement declares [3]"},
+     "cast: the result shape is [2] but the statement declares [3]", NULL},
     /* softmax, reductions, layer_norm */
     {"        tensor<fp32, [2]> y = softmax(axis = int32(2), x = x)[name = " S_("y") "];\n", "softmax(",
-     "softmax: axis 2 is out of range for rank 1"},
+     "softmax: axis 2 is out of range for rank 1", NULL},
     {"        tensor<fp32, [2]> y = softmax(axis = ai, x = x)[name = " S_("y") "];\n", "softmax(",
-     "softmax: argument 'axis' must be a constant"},
+     "softmax: argument 'axis' must be a constant", NULL},
     {"        tensor<fp32, [1]> y = reduce_sum(axes = tensor<int32, [1]>([5]), keep_dims = bool(true), x = x)[name = " S_("y") "];\n",
-     "reduce_sum(", "reduce_sum: axis 5 is out of range for rank 1"},
+     "reduce_sum(", "reduce_sum: axis 5 is out of range for rank 1", NULL},
     {"        tensor<fp32, [1]> y = reduce_max(axes = tensor<int32, [9]>([0, 0, 0, 0, 0, 0, 0, 0, 0]), x = x)[name = " S_("y") "];\n",
-     "reduce_max(", "reduce_max: argument 'axes' must be a list of at most 8 integers"},
+     "reduce_max(", "reduce_max: argument 'axes' must be a list of at most 8 integers", NULL},
     {"        tensor<fp32, [2]> y = reduce_mean(axes = tensor<int32, [1]>([0]), x = x)[name = " S_("y") "];\n",
-     "reduce_mean(", "reduce_mean: the result shape is [] but the statement declares [2]"},
+     "reduce_mean(", "reduce_mean: the result shape is [] but the statement declares [2]", NULL},
     {"        tensor<fp32, [1]> y = reduce_sum(keep_dims = tensor<bool, [2]>([true, false]), x = x)[name = " S_("y") "];\n",
-     "reduce_sum(", "reduce_sum: argument 'keep_dims' must be a scalar"},
+     "reduce_sum(", "reduce_sum: argument 'keep_dims' must be a scalar", NULL},
     {"        tensor<fp32, [2]> y = layer_norm(axes = tensor<int32, [2]>([0, -1]), x = x)[name = " S_("y") "];\n",
-     "layer_norm(", "layer_norm: axis -1 is listed twice"},
+     "layer_norm(", "layer_norm: axis -1 is listed twice", NULL},
     {"        tensor<fp32, [2]> y = layer_norm(axes = tensor<int32, [1]>([0]), gamma = tensor<fp32, [3]>([1, 1, 1]), x = x)[name = " S_("y") "];\n",
-     "layer_norm(", "layer_norm: gamma and beta must have the 2 elements of the normalized dims"},
+     "layer_norm(", "layer_norm: gamma and beta must have the 2 elements of the normalized dims", NULL},
     {"        tensor<fp32, [2]> y = layer_norm(epsilon = e, x = x)[name = " S_("y") "];\n", "layer_norm(",
-     "layer_norm: argument 'epsilon' must be a constant"},
+     "layer_norm: argument 'epsilon' must be a constant", NULL},
     /* a view (reshape of the same dtype) */
     {"        tensor<int32, [1]> shp = const()[name = " S_("shp") ", val = tensor<int32, [1]>([3])];\n"
      "        tensor<fp32, [3]> y = reshape(shape = shp, x = x)[name = " S_("y") "];\n",
-     "reshape(", "reshape: reshapes 2 elements into 3"},
+     "reshape(", "reshape: reshapes 2 elements into 3", NULL},
+    /* matmul, linear, conv */
+    {"        tensor<fp32, [2, 4]> y = matmul(x = a, y = b)[name = " S_("y") "];\n", "matmul(",
+     "matmul: the inner dimensions differ (3 and 4)", LA},
+    {"        tensor<fp32, [2]> y = matmul(transpose_y = bool(true), x = a, y = v)[name = " S_("y") "];\n", "matmul(",
+     "matmul: a transpose flag is set on a rank-1 operand", LA},
+    {"        tensor<fp32, [2, 3]> y = matmul(x = a, y = fp32(1))[name = " S_("y") "];\n", "matmul(",
+     "matmul: operands must have rank 1 or more", LA},
+    {"        tensor<fp32, [5, 3, 3, 4]> y = matmul(x = q, y = c)[name = " S_("y") "];\n", "matmul(",
+     "matmul: the inner dimensions differ (2 and 3)", LA},
+    {"        tensor<fp32, [2, 4]> y = linear(weight = v, x = a)[name = " S_("y") "];\n", "linear(",
+     "linear: weight must be [D_out, D_in] with D_in the last dimension of x", LA},
+    {"        tensor<fp32, [2, 4]> y = linear(bias = v, weight = b, x = a)[name = " S_("y") "];\n", "linear(",
+     "linear: bias must have D_out = 4 elements", LA},
+    {"        tensor<fp32, [4, 2]> y = linear(bias = v, weight = a, x = b)[name = " S_("y") "];\n", "linear(",
+     "linear: bias must have D_out = 2 elements", LA},
+    {"        tensor<fp32, [4, 3]> y = linear(weight = a, x = b)[name = " S_("y") "];\n", "linear(",
+     "linear: the result shape is [4, 2] but the statement declares [4, 3]", LA},
+    {"        tensor<fp32, [2, 4]> y = conv(weight = a, x = b)[name = " S_("y") "];\n", "conv(",
+     "conv: x and weight must both have rank 3, 4 or 5 (a 1-D, 2-D or 3-D convolution)", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(strides = tensor<int32, [2]>([1, 1]), weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: strides needs 1 entries", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(groups = int32(2), weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: groups 2 does not fit 3 input channels and a weight of 3 per group", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(pad_type = " S_("around") ", weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: unknown pad_type 'around'", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(pad_type = " S_("custom") ", weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: pad_type custom needs pad with 2 entries", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(dilations = tensor<int32, [1]>([0]), weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: strides and dilations must be positive", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(pad = tensor<int32, [2]>([-1, 0]), pad_type = " S_("custom") ", weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: pad entries must not be negative", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = conv(bias = v, weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: bias must have 1 elements", LA},
+    {"        tensor<fp32, [1, 3, 4]> w = const()[name = " S_("w") ", val = tensor<fp32, [1, 3, 4]>([1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 2]> y = conv(weight = w, x = c)[name = " S_("y") "];\n",
+     "conv(", "conv: the result shape is [1, 1, 1] but the statement declares [1, 1, 2]", LA},
+    /* scaled_dot_product_attention */
+    {"        tensor<fp32, [2, 3]> y = scaled_dot_product_attention(key = a, query = a, value = a)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: query, key and value must have the same rank, 3 or more (they have 2, 2 and 2)", LA},
+    {"        tensor<fp32, [1, 3, 4]> y = scaled_dot_product_attention(key = q, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: query, key and value must have the same rank, 3 or more (they have 3, 4 and 3)", LA},
+    {"        tensor<fp32, [1, 3, 3]> k = const()[name = " S_("k") ", val = tensor<fp32, [1, 3, 3]>([1, 1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 3, 4]> y = scaled_dot_product_attention(key = k, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: key has 3 features per row but query 4", LA},
+    {"        tensor<fp32, [1, 2, 4]> vv = const()[name = " S_("vv") ", val = tensor<fp32, [1, 2, 4]>([1, 1, 1, 1, 1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 3, 4]> y = scaled_dot_product_attention(key = c, query = c, value = vv)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: value has 2 rows but key 3", LA},
+    {"        tensor<fp32, [1, 3, 4]> y = scaled_dot_product_attention(attn_mask = " S_("m") ", key = c, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: attn_mask must be bool, fp16 or fp32", LA},
+    {"        tensor<fp32, [1, 3, 4]> y = scaled_dot_product_attention(attn_mask = a, key = c, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: an operand of shape [2, 3] does not broadcast to [1, 3, 3]", LA},
+    {"        tensor<fp32, [1, 3, 3]> y = scaled_dot_product_attention(key = c, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: the result shape is [1, 3, 4] but the statement declares [1, 3, 3]", LA},
+    {"        tensor<int32, [1, 3, 4]> y = scaled_dot_product_attention(key = c, query = c, value = c)[name = " S_("y") "];\n",
+     "scaled_dot_product_attention(", "scaled_dot_product_attention: query, key, value and the result must be fp16 or fp32", LA},
 };
 
 /* Writes the case as model.mil in a fresh directory, prepares it and checks
@@ -101,7 +167,8 @@ static void expect_rejected(const BindCase *k) {
   cr_assert_not_null(mkdtemp(dir));
   StrBuf mil;
   sb_init(&mil);
-  sb_printf(&mil, "%s%s%s    } -> (y);\n}\n", MIL_HEAD, FUNC_HEAD, k->stmts);
+  sb_printf(&mil, "%s    func main<ios18>(%s) {\n%s    } -> (y);\n}\n", MIL_HEAD, k->params ? k->params : FUNC_PARAMS,
+            k->stmts);
   char path[128];
   snprintf(path, sizeof path, "%s/model.mil", dir);
   const char *err;
@@ -146,7 +213,7 @@ Test(cpu_bind, argument_errors_are_rejected_at_prepare) {
 Test(cpu_bind, every_bound_statement_is_checked) {
   BindCase two = {"        tensor<fp32, [3]> a = relu(x = x)[name = " S_("a") "];\n"
                   "        tensor<fp32, [2]> y = softmax(axis = int32(4), x = x)[name = " S_("y") "];\n",
-                  "relu(", "relu: the result shape is [2] but the statement declares [3]"};
+                  "relu(", "relu: the result shape is [2] but the statement declares [3]", NULL};
   expect_rejected(&two);
   two.at = "softmax(";
   two.msg = "softmax: axis 4 is out of range for rank 1";

@@ -148,10 +148,10 @@ typedef enum OpFamily {
   X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, NULL)                         \
   X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, NULL)                     \
   X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, NULL)                              \
-  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, NULL)                           \
-  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, NULL)      \
-  X(LINEAR, "linear", OF_LINEAR, k_linear, 0, NULL)                           \
-  X(CONV, "conv", OF_CONV, k_conv, 0, NULL)                                  
+  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, bind_matmul)                           \
+  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, bind_sdpa)      \
+  X(LINEAR, "linear", OF_LINEAR, k_linear, 0, bind_linear)                           \
+  X(CONV, "conv", OF_CONV, k_conv, 0, bind_conv)                                  
 
 #define CPU_OP_CODE(id, name, family, kernel, variant, binder) OP_##id,
 typedef enum CpuOp { CPU_OPS(CPU_OP_CODE) OP_VIEW, OP_COUNT } CpuOp;
@@ -543,5 +543,10 @@ bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_view(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
+bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
+bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_sdpa(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 
 #endif

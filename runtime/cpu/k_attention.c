@@ -56,7 +56,7 @@ static void sdpa_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_sdpa(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *q = req_arg(x, "query", &ok), *k = req_arg(x, "key", &ok), *v = req_arg(x, "value", &ok);
@@ -89,8 +89,15 @@ bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout) {
   }
   j.scale = j.E > 0 ? 1 / sqrt((double)j.E) : 1;
   if (2 * j.S > x->c->scratch_floats) return op_fail(x, "no scratch planned for %lld keys", (long long)j.S); /* prepare plans it */
-  int64_t rows = j.EV ? out->n / j.EV : 0; /* batch x L query rows */
-  int64_t per = j.S * (j.E + j.EV) + 1;
-  par_for(x->c, rows, (GRAIN + per - 1) / per, sdpa_task, &j);
+  *bound = memcpy(xmalloc(sizeof j), &j, sizeof j);
+  return true;
+}
+
+bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const SdpaJob *j = x->c->bound[x->si];
+  int64_t rows = j->EV ? out->n / j->EV : 0; /* batch x L query rows */
+  int64_t per = j->S * (j->E + j->EV) + 1;
+  par_for(x->c, rows, (GRAIN + per - 1) / per, sdpa_task, (void *)(uintptr_t)j);
   return true;
 }

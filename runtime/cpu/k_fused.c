@@ -135,7 +135,14 @@ bool k_group(Ctx *x, uint32_t end) {
  * piece by piece, then the element-wise group that follows (if the plan
  * made it the epilogue) run on each row of the piece while it is in cache;
  * the plan checked the shapes and the conv's arguments. */
-bool k_fused_linear(Ctx *x, const Fused *f) {
+/* A fused linear as bound: the product's job, and the bias (whose data a
+ * weight update may move, so it is read when the linear runs). */
+typedef struct FusedLinearBound {
+  WJob j;
+  const Val *bias;
+} FusedLinearBound;
+
+bool bind_fused_linear(Ctx *x, const Fused *f, void **bound) {
   bool ok = true;
   const Val *w = req_arg(x, "weight", &ok);
   if (!ok) return false;
@@ -143,8 +150,17 @@ bool k_fused_linear(Ctx *x, const Fused *f) {
   Val *y = &x->vals[f->ys];
   if ((w->st != ST_F32 && w->st != ST_H16) || a->st != ST_F32 || y->st != ST_F32 || (b && b->st != ST_F32))
     return op_fail(x, "a fused linear needs float operands"); /* the plan prevents this */
-  WJob j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2], .R = a->dims[0] * a->dims[1],
-            .post = b ? fp(b) : NULL, .round_mid = f->round_mid, .round_out = f->round_out};
+  FusedLinearBound fb = {.j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2],
+                               .R = a->dims[0] * a->dims[1], .round_mid = f->round_mid, .round_out = f->round_out},
+                         .bias = b};
+  *bound = memcpy(xmalloc(sizeof fb), &fb, sizeof fb);
+  return true;
+}
+
+bool k_fused_linear(Ctx *x, const Fused *f) {
+  const FusedLinearBound *fb = x->c->bound[x->si];
+  WJob j = fb->j;
+  j.post = fb->bias ? fp(fb->bias) : NULL;
   if (f->gfirst) {
     set_views(x->c, x->vals, f->gfirst, x->c->fz[f->gfirst].end);
     j.epi = x->c->fz[f->gfirst].group;

@@ -112,7 +112,18 @@ static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A matmul as bound: the sgemm job (fast: float operands), or the strides of the plain loop. */
+typedef struct MatmulBound {
+  MmJob j;
+  bool fast;
+  int64_t nb;                        /* matrices in the batch */
+  int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
+} MatmulBound;
+
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
+bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
@@ -150,19 +161,34 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   if (a->rank > 1) dims[rank++] = M;
   if (b->rank > 1) dims[rank++] = N;
   if (!expect_shape(x, out, dims, rank)) return false;
-  int64_t nb = elements(j.bdims, rbat);
-  if (out->st == ST_F32 && a->st == ST_F32 && b->st == ST_F32) {
+  MatmulBound mb = {.fast = out->st == ST_F32 && a->st == ST_F32 && b->st == ST_F32, .nb = elements(j.bdims, rbat),
+                    .am_st = am_st, .ak_st = ak_st, .bk_st = bk_st, .bn_st = bn_st};
+  if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
      * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
     j.lda = a->rank == 1 ? K : tx ? ak_st : am_st;
     j.ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
     j.blocks = (M + ROWS - 1) / ROWS;
-    if (M == 0 || N == 0) return true;
-    par_for(x->c, nb * j.blocks, 1, matmul_task, &j);
+  }
+  mb.j = j;
+  *bound = dup_job(&mb, sizeof mb);
+  return true;
+}
+
+bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const MatmulBound *mb = x->c->bound[x->si];
+  const MmJob *j = &mb->j;
+  if (mb->fast) {
+    if (j->M == 0 || j->N == 0) return true;
+    par_for(x->c, mb->nb * j->blocks, 1, matmul_task, (void *)(uintptr_t)j);
     return true;
   }
-  for (int64_t t = 0; t < nb; t++) {
-    int64_t pa = offset_at(t, j.bdims, rbat, j.sa), pb = offset_at(t, j.bdims, rbat, j.sb), po = t * M * N;
+  const Val *a = j->a, *b = j->b;
+  int64_t M = j->M, N = j->N, K = j->K, am_st = mb->am_st, ak_st = mb->ak_st, bk_st = mb->bk_st, bn_st = mb->bn_st;
+  uint32_t rbat = j->rbat;
+  for (int64_t t = 0; t < mb->nb; t++) {
+    int64_t pa = offset_at(t, j->bdims, rbat, j->sa), pb = offset_at(t, j->bdims, rbat, j->sb), po = t * M * N;
     for (int64_t m = 0; m < M; m++)
       for (int64_t n = 0; n < N; n++) {
         double s = 0;
@@ -173,7 +199,14 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
-bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A linear as bound: the sgemm job (fast: float operands), or the plain loop's operands. */
+typedef struct LinearBound {
+  WJob j;
+  bool fast;
+  int64_t din, dout, rows;
+} LinearBound;
+
+bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
@@ -187,11 +220,24 @@ bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
   dims[a->rank - 1] = dout;
   if (!expect_shape(x, out, dims, a->rank)) return false;
   int64_t rows = din ? a->n / din : elements(a->dims, a->rank - 1);
-  if (out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) && (!b || b->st != ST_STR)) {
-    WJob j = {.conv = false, .x = a, .w = w, .b = b, .o = out, .O = dout, .K = din, .R = rows};
+  LinearBound lb = {.fast = out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) &&
+                            (!b || b->st != ST_STR),
+                    .j = {.conv = false, .x = a, .w = w, .b = b, .o = out, .O = dout, .K = din, .R = rows},
+                    .din = din, .dout = dout, .rows = rows};
+  *bound = dup_job(&lb, sizeof lb);
+  return true;
+}
+
+bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const LinearBound *lb = x->c->bound[x->si];
+  if (lb->fast) {
+    WJob j = lb->j;
     wgemm(x, &j, 1);
     return true;
   }
+  const Val *a = lb->j.x, *w = lb->j.w, *b = lb->j.b;
+  int64_t din = lb->din, dout = lb->dout, rows = lb->rows;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t o = 0; o < dout; o++) {
       double s = b ? ld(b, o) : 0;
@@ -242,7 +288,16 @@ static void conv_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A conv as bound: the pointwise sgemm job, or the general one. */
+typedef struct ConvBound {
+  bool pointwise; /* run as wj over n batch items */
+  WJob wj;
+  int64_t n;
+  ConvJob j;
+  int64_t per; /* the general case's work per item */
+} ConvBound;
+
+bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
@@ -292,17 +347,31 @@ bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!expect_shape(x, out, dims, a->rank)) return false;
   bool pointwise = true;
   for (uint32_t i = 0; i < 3; i++) pointwise = pointwise && j.K[i] == 1 && j.st[i] == 1 && total[i] == 0;
+  ConvBound cb = {.n = N};
   if (groups == 1 && pointwise && out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) &&
       (!b || b->st != ST_STR)) {
     /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
-    WJob wj = {.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = j.D[0] * j.D[1] * j.D[2]};
-    wgemm(x, &wj, N);
+    cb.pointwise = true;
+    cb.wj = (WJob){.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = j.D[0] * j.D[1] * j.D[2]};
+  } else if (out->n) {
+    j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
+    cb.per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;
+  }
+  cb.j = j;
+  *bound = dup_job(&cb, sizeof cb);
+  return true;
+}
+
+bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const ConvBound *cb = x->c->bound[x->si];
+  if (cb->pointwise) {
+    WJob wj = cb->wj;
+    wgemm(x, &wj, cb->n);
     return true;
   }
   if (out->n == 0) return true;
-  j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
-  int64_t per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;
-  par_for(x->c, N * O, (GRAIN + per - 1) / per, conv_task, &j);
+  par_for(x->c, cb->n * cb->j.O, (GRAIN + cb->per - 1) / cb->per, conv_task, (void *)(uintptr_t)&cb->j);
   return true;
 }
 
