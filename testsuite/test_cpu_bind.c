@@ -1,7 +1,7 @@
 /*
  * Argument errors of the ops whose arguments the CPU backend binds at
  * prepare (element-wise ops, reductions and norms, views, linear algebra,
- * attention): each hand-written
+ * attention, argmax/topk, pooling, quantize, lstm): each hand-written
  * program is rejected by cpu_prepare itself, with the exact message at the
  * op's FILE:LINE:COL, before anything runs. These errors were found by the
  * kernels on every run before binding moved them to prepare.
@@ -17,6 +17,8 @@
 #define FUNC_PARAMS "tensor<fp32, [2]> x, tensor<fp32, []> e, tensor<int32, []> ai"
 #define S_(n) "string(\"" n "\")"
 /* the parameters of the linear algebra and attention cases */
+/* the parameters of the argmax, topk, pooling, quantize and lstm cases */
+#define MI "tensor<fp32, [2, 3]> a, tensor<fp32, [1, 1, 4, 4]> im, tensor<fp32, [2, 1, 1]> s, tensor<fp32, [1, 1]> h0"
 #define LA "tensor<fp32, [2, 3]> a, tensor<fp32, [4, 3]> b, tensor<fp32, [3]> v, tensor<fp32, [1, 3, 4]> c, tensor<fp32, [5, 3, 1, 2]> q"
 
 typedef struct BindCase {
@@ -157,6 +159,81 @@ static const BindCase cases[] = {
      "scaled_dot_product_attention(", "scaled_dot_product_attention: the result shape is [1, 3, 4] but the statement declares [1, 3, 3]", LA},
     {"        tensor<int32, [1, 3, 4]> y = scaled_dot_product_attention(key = c, query = c, value = c)[name = " S_("y") "];\n",
      "scaled_dot_product_attention(", "scaled_dot_product_attention: query, key, value and the result must be fp16 or fp32", LA},
+    /* argmax, topk, pooling, quantize */
+    {"        tensor<fp32, [2]> y = reduce_argmax(x = a)[name = " S_("y") "];\n", "reduce_argmax(",
+     "reduce_argmax: returns int32, but the result is declared fp32", MI},
+    {"        tensor<int32, [2]> y = reduce_argmin(output_dtype = " S_("uint16") ", x = a)[name = " S_("y") "];\n", "reduce_argmin(",
+     "reduce_argmin: output_dtype 'uint16' is not supported (only int32)", MI},
+    {"        tensor<int32, [2]> y = reduce_argmax(axis = int32(3), x = a)[name = " S_("y") "];\n", "reduce_argmax(",
+     "reduce_argmax: axis 3 is out of range for rank 2", MI},
+    {"        tensor<int32, [2, 1]> y = reduce_argmax(x = a)[name = " S_("y") "];\n", "reduce_argmax(",
+     "reduce_argmax: the result shape is [2] but the statement declares [2, 1]", MI},
+    {"        tensor<fp32, [2, 2]> y, tensor<int32, [2, 2]> i = topk(k = int32(4), x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: k 4 is out of range for dimension 1 of size 3", MI},
+    {"        tensor<fp32, [2, 2]> y, tensor<int32, [2, 2]> i = topk(k = int32(2), return_indices = bool(false), x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: return_indices = false is not supported", MI},
+    {"        tensor<fp32, [2, 2]> y = topk(k = int32(2), x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: must have two results (values and indices)", MI},
+    {"        tensor<fp32, [2, 2]> y, tensor<int8, [2, 2]> i = topk(k = int32(2), output_indices_dtype = " S_("int8") ", x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: output_indices_dtype must be int32 or uint16, not 'int8'", MI},
+    {"        tensor<fp32, [2, 2]> y, tensor<fp32, [2, 2]> i = topk(k = int32(2), x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: the indices are int32, but the result is declared fp32", MI},
+    {"        tensor<fp32, [2, 3]> y, tensor<int32, [2, 3]> i = topk(k = int32(2), x = a)[name = " S_("y") "];\n", "topk(",
+     "topk: the result shape is [2, 2] but the statement declares [2, 3]", MI},
+    {"        tensor<fp32, [1, 1]> y = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("valid") ", x = a)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: x must be an fp16 or fp32 tensor of rank 3, 4 or 5 (a 1-D, 2-D or 3-D pool)", MI},
+    {"        tensor<fp32, [1, 1, 2, 2]> y = max_pool(kernel_sizes = tensor<int32, [1]>([2]), pad_type = " S_("valid") ", x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: kernel_sizes needs 2 entries", MI},
+    {"        tensor<fp32, [1, 1, 3, 3]> y = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: missing argument 'pad_type'", MI},
+    {"        tensor<fp32, [1, 1, 3, 3]> y = avg_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("wrap") ", x = im)[name = " S_("y") "];\n", "avg_pool(",
+     "avg_pool: unknown pad_type 'wrap'", MI},
+    {"        tensor<fp32, [1, 1, 3, 3]> y = max_pool(ceil_mode = bool(true), kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("same") ", x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: ceil_mode needs pad_type valid or custom", MI},
+    {"        tensor<fp32, [1, 1, 3, 3]> y = max_pool(kernel_sizes = tensor<int32, [2]>([0, 2]), pad_type = " S_("valid") ", x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: kernel_sizes and strides must be positive", MI},
+    {"        tensor<fp32, [1, 1, 1, 1]> y = max_pool(kernel_sizes = tensor<int32, [2]>([5, 2]), pad_type = " S_("valid") ", x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: the kernel is larger than the padded input", MI},
+    {"        tensor<fp32, [1, 1, 2, 2]> y = max_pool(kernel_sizes = tensor<int32, [2]>([2, 2]), pad_type = " S_("valid") ", x = im)[name = " S_("y") "];\n", "max_pool(",
+     "max_pool: the result shape is [1, 1, 3, 3] but the statement declares [1, 1, 2, 2]", MI},
+    {"        tensor<int8, [2, 3]> q = quantize(input = a, scale = fp32(1))[name = " S_("q") "];\n"
+     "        tensor<fp32, [2, 3]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: missing argument 'output_dtype'", MI},
+    {"        tensor<int8, [2, 3]> q = quantize(input = a, output_dtype = " S_("int16") ", scale = fp32(1))[name = " S_("q") "];\n"
+     "        tensor<fp32, [2, 3]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: output_dtype must be int8 or uint8, not 'int16'", MI},
+    {"        tensor<int8, [2, 3]> q = quantize(input = a, output_dtype = " S_("int8") ", scale = tensor<fp32, [3]>([1, 1, 1]))[name = " S_("q") "];\n"
+     "        tensor<fp32, [2, 3]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: scale must be a scalar when axis is not given", MI},
+    {"        tensor<int8, [2, 3]> q = quantize(input = a, output_dtype = " S_("int8") ", scale = fp32(1), zero_point = uint8(0))[name = " S_("q") "];\n"
+     "        tensor<fp32, [2, 3]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: zero_point is uint8 but the quantized type is int8", MI},
+    {"        tensor<fp32, [2, 3]> y = quantize(input = a, output_dtype = " S_("int8") ", scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: the result is declared fp32 but the op returns int8", MI},
+    {"        tensor<fp32, [2, 3]> y = dequantize(input = a, scale = fp32(1))[name = " S_("y") "];\n", "dequantize(",
+     "dequantize: input must be int8 or uint8, not fp32", MI},
+    {"        tensor<int8, [2, 3]> q = quantize(input = a, output_dtype = " S_("int8") ", scale = int32(1))[name = " S_("q") "];\n"
+     "        tensor<fp32, [2, 3]> y = dequantize(input = q, scale = fp32(1))[name = " S_("y") "];\n", "quantize(",
+     "quantize: scale must be fp16 or fp32", MI},
+    /* lstm */
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(clip = fp32(1), initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = s)[name = " S_("l") "];\n",
+     "lstm(", "lstm: clip is not supported yet", MI},
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y = lstm(initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = s)[name = " S_("l") "];\n",
+     "lstm(", "lstm: must have three results (the output, h and c)", MI},
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(recurrent_activation = " S_("softsign") ", initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = s)[name = " S_("l") "];\n",
+     "lstm(", "lstm: recurrent_activation 'softsign' is not supported (sigmoid, tanh, relu or linear)", MI},
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(bias = tensor<fp32, [2]>([0, 0]), initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = s)[name = " S_("l") "];\n",
+     "lstm(", "lstm: bias must have 4H = 4 elements and peephole 3H = 3", MI},
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(initial_c = h0, initial_h = s, weight_hh = w, weight_ih = w, x = s)[name = " S_("l") "];\n",
+     "lstm(", "lstm: initial_h and initial_c must be [1, 1]", MI},
+    {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
+     "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = h0)[name = " S_("l") "];\n",
+     "lstm(", "lstm: x must have rank 3 and the weights rank 2", MI},
 };
 
 /* Writes the case as model.mil in a fresh directory, prepares it and checks

@@ -140,14 +140,14 @@ typedef enum OpFamily {
   X(PAD, "pad", OF_SHAPE, k_pad, 0, NULL)                                     \
   X(SHAPE, "shape", OF_SHAPE, k_shape, 0, NULL)                               \
   X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, NULL)                         \
-  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, NULL)           \
-  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, NULL)           \
-  X(TOPK, "topk", OF_INDEX, k_topk, 0, NULL)                                  \
-  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0, NULL)                           \
-  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1, NULL)                           \
-  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, NULL)                         \
-  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, NULL)                     \
-  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, NULL)                              \
+  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, bind_argreduce)           \
+  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, bind_argreduce)           \
+  X(TOPK, "topk", OF_INDEX, k_topk, 0, bind_topk)                                  \
+  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0, bind_pool)                           \
+  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1, bind_pool)                           \
+  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, bind_quant)                         \
+  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, bind_quant)                     \
+  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, bind_lstm)                              \
   X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, bind_matmul)                           \
   X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, bind_sdpa)      \
   X(LINEAR, "linear", OF_LINEAR, k_linear, 0, bind_linear)                           \
@@ -548,5 +548,10 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_sdpa(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_argreduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_topk(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_pool(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_quant(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_lstm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 
 #endif

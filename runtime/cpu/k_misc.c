@@ -39,9 +39,12 @@ static void arg_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
 /* reduce_argmax / reduce_argmin(x, axis?=-1, keep_dims?=false,
  * output_dtype?="int32"): int32 indices. */
-bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_argreduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -63,7 +66,14 @@ bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!expect_shape(x, out, dims, rank)) return false;
   ArgJob j = {.a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
               .want_max = code == 1};
-  par_for(x->c, out->n, (GRAIN + j.len - 1) / j.len, arg_task, &j);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const ArgJob *j = x->c->bound[x->si];
+  par_for(x->c, out->n, (GRAIN + j->len - 1) / j->len, arg_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -113,7 +123,7 @@ static void topk_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_topk(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -141,8 +151,15 @@ bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
   if (it == MIL_DT_UINT16 && a->dims[ax] > 65536) return op_fail(x, "dimension %u is too long for uint16 indices", ax);
   TopkJob j = {.a = a, .vo = &out[0], .io = &out[1], .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
                .k = k, .asc = asc};
-  int64_t lines = out[0].n / k, per = k * j.len + 1;
-  par_for(x->c, lines, (GRAIN + per - 1) / per, topk_task, &j);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_topk(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const TopkJob *j = x->c->bound[x->si];
+  int64_t lines = out[0].n / j->k, per = j->k * j->len + 1;
+  par_for(x->c, lines, (GRAIN + per - 1) / per, topk_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -190,7 +207,7 @@ static void pool_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
         }
 }
 
-bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_pool(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -241,9 +258,17 @@ bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
     if (i >= lead) dims[2 + i - lead] = j.OD[i];
   }
   if (!expect_shape(x, out, dims, a->rank)) return false;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const PoolJob *j = x->c->bound[x->si];
   if (out->n == 0) return true;
-  int64_t per = out->n / (a->dims[0] * a->dims[1]) * j.K[0] * j.K[1] * j.K[2] + 1;
-  par_for(x->c, a->dims[0] * a->dims[1], (GRAIN + per - 1) / per, pool_task, &j);
+  int64_t items = j->a->dims[0] * j->a->dims[1];
+  int64_t per = out->n / items * j->K[0] * j->K[1] * j->K[2] + 1;
+  par_for(x->c, items, (GRAIN + per - 1) / per, pool_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -266,7 +291,14 @@ static bool qparam(Ctx *x, const char *name, const Val *p, const Val *a, bool ha
  * double (coremltools divides in the input's dtype; a difference needs a
  * quotient within an fp16 ulp of a half-integer). NaN is an error.
  * dequantize(input, scale, zero_point?, axis?): scale * (input - zero_point). */
-bool k_quant(Ctx *x, int code, Val *out, uint32_t nout) {
+typedef struct QuantJob {
+  const Val *a, *sc, *zp;
+  bool de;          /* dequantize */
+  double qlo, qhi;  /* the quantized type's range */
+  int64_t post, len; /* the axis's length, and the elements after it (1 and 1: no axis) */
+} QuantJob;
+
+bool bind_quant(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true, de = code == 1;
   const Val *a = req_arg(x, "input", &ok), *sc = req_arg(x, "scale", &ok), *zp = opt_arg(x, "zero_point", &ok);
@@ -291,8 +323,19 @@ bool k_quant(Ctx *x, int code, Val *out, uint32_t nout) {
                 mil_dtype_name(de ? sc->dt : q));
   if (!de && a->dt != sc->dt) return op_fail(x, "scale is %s but input is %s", mil_dtype_name(sc->dt), mil_dtype_name(a->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;
-  double qlo = q == MIL_DT_INT8 ? -128 : 0, qhi = q == MIL_DT_INT8 ? 127 : 255;
-  int64_t post = has_axis ? elements(a->dims + axis + 1, a->rank - axis - 1) : 1, len = has_axis ? a->dims[axis] : 1;
+  QuantJob j = {.a = a, .sc = sc, .zp = zp, .de = de, .qlo = q == MIL_DT_INT8 ? -128 : 0, .qhi = q == MIL_DT_INT8 ? 127 : 255,
+                .post = has_axis ? elements(a->dims + axis + 1, a->rank - axis - 1) : 1, .len = has_axis ? a->dims[axis] : 1};
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_quant(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const QuantJob *j = x->c->bound[x->si];
+  const Val *a = j->a, *sc = j->sc, *zp = j->zp;
+  bool de = j->de;
+  double qlo = j->qlo, qhi = j->qhi;
+  int64_t post = j->post, len = j->len;
   for (int64_t i = 0; i < out->n; i++) {
     int64_t k = (i / post) % len;
     double s = ld(sc, sc->n == 1 ? 0 : k), z = zp ? ld(zp, zp->n == 1 ? 0 : k) : 0, v = ld(a, i);
@@ -376,7 +419,15 @@ static bool act_arg(Ctx *x, const char *name, const char *dflt, int *out) {
  * rounded in ANE mode once, after the op). Results: the hidden states of
  * every step [s, b, H] (output_sequence) or of the last [1, b, H], and the
  * last h and c [b, H]. */
-bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout) {
+/* An lstm as bound: the step job (its state pointers set as it runs) and the rest of the shape. */
+typedef struct LstmBound {
+  LstmJob j;
+  const Val *h0, *c0;
+  int64_t S;
+  bool seq; /* output_sequence */
+} LstmBound;
+
+bool bind_lstm(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
   const Val *xs = req_arg(x, "x", &ok), *h0 = req_arg(x, "initial_h", &ok), *c0 = req_arg(x, "initial_c", &ok);
@@ -411,8 +462,21 @@ bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout) {
   if (!expect_shape(x, &out[0], od, 3) || !expect_shape(x, &out[1], sd, 2) || !expect_shape(x, &out[2], sd, 2)) return false;
   for (int k = 0; k < 3; k++)
     if (out[k].st != ST_F32) return op_fail(x, "result %d must be fp16 or fp32", k);
-  j.B = B, j.NI = NI, j.H = H, j.c = fp(&out[2]);
-  int64_t n = B * H;
+  j.B = B, j.NI = NI, j.H = H;
+  LstmBound lb = {.j = j, .h0 = h0, .c0 = c0, .S = S, .seq = seq};
+  *bound = dup_job(&lb, sizeof lb);
+  return true;
+}
+
+bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const LstmBound *lb = x->c->bound[x->si];
+  LstmJob j = lb->j;
+  const Val *h0 = lb->h0, *c0 = lb->c0;
+  int64_t S = lb->S, NI = j.NI, H = j.H;
+  bool seq = lb->seq;
+  j.c = fp(&out[2]);
+  int64_t n = j.B * H;
   for (int64_t i = 0; i < n; i++) j.c[i] = (float)ld(c0, i), fp(&out[1])[i] = (float)ld(h0, i);
   /* h ping-pongs: with output_sequence each step writes its row of out[0];
    * otherwise between out[0] and out[1]. Step 0 reads initial_h, copied into out[1]. */
