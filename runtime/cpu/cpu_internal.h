@@ -50,7 +50,8 @@ typedef struct Slot {
 
 typedef struct Ctx Ctx;
 /* A kernel computes the results of statement x->s into out[0..nout), whose
- * storage is ready with the declared shapes. `code` selects a variant. */
+ * storage is ready with the declared shapes. `code` selects a variant. A
+ * kernel whose op has a binder runs the job in x->c->bound[x->si]. */
 typedef bool (*Kernel)(Ctx *x, int code, Val *out, uint32_t nout);
 
 /* ---- the op table ---- */
