@@ -1,7 +1,7 @@
 /*
  * Argument errors of the ops whose arguments the CPU backend binds at
  * prepare (element-wise ops, reductions and norms, views, linear algebra,
- * attention, argmax/topk, pooling, quantize, lstm): each hand-written
+ * attention, argmax/topk, pooling, quantize, lstm, shape ops): each hand-written
  * program is rejected by cpu_prepare itself, with the exact message at the
  * op's FILE:LINE:COL, before anything runs. These errors were found by the
  * kernels on every run before binding moved them to prepare.
@@ -19,6 +19,8 @@
 /* the parameters of the linear algebra and attention cases */
 /* the parameters of the argmax, topk, pooling, quantize and lstm cases */
 #define MI "tensor<fp32, [2, 3]> a, tensor<fp32, [1, 1, 4, 4]> im, tensor<fp32, [2, 1, 1]> s, tensor<fp32, [1, 1]> h0"
+/* the parameters of the shape op cases */
+#define SH "tensor<fp32, [2, 3]> a, tensor<int32, [2]> ib, tensor<fp32, [6]> f"
 #define LA "tensor<fp32, [2, 3]> a, tensor<fp32, [4, 3]> b, tensor<fp32, [3]> v, tensor<fp32, [1, 3, 4]> c, tensor<fp32, [5, 3, 1, 2]> q"
 
 typedef struct BindCase {
@@ -234,6 +236,77 @@ static const BindCase cases[] = {
     {"        tensor<fp32, [4, 1]> w = const()[name = " S_("w") ", val = tensor<fp32, [4, 1]>([1, 1, 1, 1])];\n"
      "        tensor<fp32, [1, 1, 1]> y, tensor<fp32, [1, 1]> h, tensor<fp32, [1, 1]> c = lstm(initial_c = h0, initial_h = h0, weight_hh = w, weight_ih = w, x = h0)[name = " S_("l") "];\n",
      "lstm(", "lstm: x must have rank 3 and the weights rank 2", MI},
+    /* shape ops */
+    {"        tensor<fp32, [2, 3]> y = transpose(perm = tensor<int32, [1]>([0]), x = a)[name = " S_("y") "];\n", "transpose(",
+     "transpose: perm has 1 entries for rank 2", SH},
+    {"        tensor<fp32, [2, 3]> y = transpose(perm = tensor<int32, [2]>([0, 0]), x = a)[name = " S_("y") "];\n", "transpose(",
+     "transpose: perm is not a permutation", SH},
+    {"        tensor<fp32, [2, 3]> y = transpose(perm = tensor<int32, [2]>([1, 0]), x = a)[name = " S_("y") "];\n", "transpose(",
+     "transpose: the result shape is [3, 2] but the statement declares [2, 3]", SH},
+    {"        tensor<fp32, [3, 2]> y = transpose(perm = ib, x = a)[name = " S_("y") "];\n", "transpose(",
+     "transpose: argument 'perm' must be a constant", SH},
+    {"        tensor<fp32, [1, 2]> y = slice_by_index(begin = tensor<int32, [2]>([0, 0]), x = a)[name = " S_("y") "];\n", "slice_by_index(",
+     "slice_by_index: needs begin and end", SH},
+    {"        tensor<fp32, [1, 2]> y = slice_by_index(begin = tensor<int32, [1]>([0]), end = tensor<int32, [1]>([1]), x = a)[name = " S_("y") "];\n", "slice_by_index(",
+     "slice_by_index: begin, end, stride and masks need 2 entries each", SH},
+    {"        tensor<fp32, [1, 2]> y = slice_by_index(begin = tensor<int32, [2]>([0, 0]), end = tensor<int32, [2]>([1, 2]), stride = tensor<int32, [2]>([1, 0]), x = a)[name = " S_("y") "];\n", "slice_by_index(",
+     "slice_by_index: stride 0 in dimension 1", SH},
+    {"        tensor<fp32, [2, 3]> y = slice_by_index(begin = tensor<int32, [2]>([0, 0]), end = tensor<int32, [2]>([1, 2]), x = a)[name = " S_("y") "];\n", "slice_by_index(",
+     "slice_by_index: the result shape is [1, 2] but the statement declares [2, 3]", SH},
+    {"        tensor<fp32, [1, 1]> y = slice_by_size(begin = tensor<int32, [2]>([0, 5]), size = tensor<int32, [2]>([1, 1]), x = a)[name = " S_("y") "];\n", "slice_by_size(",
+     "slice_by_size: begin 5 is out of range for dimension 1 of size 3", SH},
+    {"        tensor<fp32, [3, 1]> y = slice_by_size(begin = tensor<int32, [2]>([0, 0]), size = tensor<int32, [2]>([3, 1]), x = a)[name = " S_("y") "];\n", "slice_by_size(",
+     "slice_by_size: size 3 from begin 0 does not fit dimension 0 of size 2", SH},
+    {"        tensor<fp32, [2, 1]> y, tensor<fp32, [2, 2]> z = split(axis = int32(1), num_splits = int32(2), x = a)[name = " S_("y") "];\n", "split(",
+     "split: cannot split dimension 1 evenly 2 ways", SH},
+    {"        tensor<fp32, [2, 1]> y, tensor<fp32, [2, 2]> z = split(axis = int32(1), split_sizes = tensor<int32, [2]>([1, 1]), x = a)[name = " S_("y") "];\n", "split(",
+     "split: the split sizes do not match the 2 results and dimension 1", SH},
+    {"        tensor<fp32, [2, 1]> y, tensor<fp32, [2, 2]> z = split(split_sizes = tensor<int32, [2]>([1, 2]), x = a)[name = " S_("y") "];\n", "split(",
+     "split: missing argument 'axis'", SH},
+    {"        tensor<fp32, [2, 1]> y, tensor<fp32, [2, 1]> z = split(axis = int32(1), split_sizes = tensor<int32, [2]>([1, 2]), x = a)[name = " S_("y") "];\n", "split(",
+     "split: the result shape is [2, 2] but the statement declares [2, 1]", SH},
+    {"        tensor<fp32, [4, 3]> y = concat(axis = int32(0), values = (a, f))[name = " S_("y") "];\n", "concat(",
+     "concat: value 1 does not match the shape of the first value", SH},
+    {"        tensor<fp32, [4, 3]> y = concat(values = (a, a))[name = " S_("y") "];\n", "concat(",
+     "concat: missing argument 'axis'", SH},
+    {"        tensor<fp32, [4, 4]> y = concat(axis = int32(0), values = (a, a))[name = " S_("y") "];\n", "concat(",
+     "concat: the result shape is [4, 3] but the statement declares [4, 4]", SH},
+    {"        tensor<fp32, [2, 3]> y = gather(axis = int32(0), batch_dims = int32(1), indices = ib, x = a)[name = " S_("y") "];\n", "gather(",
+     "gather: batch_dims other than 0 are not supported yet", SH},
+    {"        tensor<fp32, [2, 3]> y = gather(axis = int32(1), indices = ib, x = a)[name = " S_("y") "];\n", "gather(",
+     "gather: the result shape is [2, 2] but the statement declares [2, 3]", SH},
+    {"        tensor<fp32, [2, 3]> y = gather_along_axis(axis = int32(0), indices = a, x = a)[name = " S_("y") "];\n", "gather_along_axis(",
+     "gather_along_axis: indices must be integers", SH},
+    {"        tensor<fp32, [1, 2, 3]> y = expand_dims(x = a)[name = " S_("y") "];\n", "expand_dims(",
+     "expand_dims: missing argument 'axes'", SH},
+    {"        tensor<fp32, [1, 1, 2, 3]> y = expand_dims(axes = tensor<int32, [2]>([0, 0]), x = a)[name = " S_("y") "];\n", "expand_dims(",
+     "expand_dims: axis 0 is listed twice", SH},
+    {"        tensor<fp32, [6]> y = squeeze(x = a)[name = " S_("y") "];\n", "squeeze(",
+     "squeeze: the result shape is [2, 3] but the statement declares [6]", SH},
+    {"        tensor<fp32, [2, 2, 3]> y = stack(axis = int32(0), values = (a, f))[name = " S_("y") "];\n", "stack(",
+     "stack: value 1 does not have the shape of the first value", SH},
+    {"        tensor<fp32, [2, 3]> y = tile(reps = tensor<int32, [1]>([2]), x = a)[name = " S_("y") "];\n", "tile(",
+     "tile: reps has 1 entries for rank 2", SH},
+    {"        tensor<fp32, [2, 3]> y = tile(reps = tensor<int32, [2]>([1, 0]), x = a)[name = " S_("y") "];\n", "tile(",
+     "tile: reps entries must be positive (entry 1 is 0)", SH},
+    {"        tensor<fp32, [2, 3]> y = tile(x = a)[name = " S_("y") "];\n", "tile(",
+     "tile: missing argument 'reps'", SH},
+    {"        tensor<fp32, [2, 3]> y = pad(pad = tensor<int32, [1]>([1]), x = a)[name = " S_("y") "];\n", "pad(",
+     "pad: pad needs an even number of entries, at most 4", SH},
+    {"        tensor<fp32, [2, 6]> y = pad(mode = " S_("reflect") ", pad = tensor<int32, [2]>([0, 3]), x = a)[name = " S_("y") "];\n", "pad(",
+     "pad: reflect padding of dimension 1 needs pads below its size 3", SH},
+    {"        tensor<fp32, [2, 3]> y = pad(mode = " S_("wrap") ", pad = tensor<int32, [2]>([0, 0]), x = a)[name = " S_("y") "];\n", "pad(",
+     "pad: unknown mode 'wrap' (constant, reflect or replicate)", SH},
+    {"        tensor<fp32, [2]> y = shape(x = a)[name = " S_("y") "];\n", "shape(",
+     "shape: returns int32, but the result is declared fp32", SH},
+    {"        tensor<fp32, [3]> y = range_1d(end = fp32(3), start = fp32(0), step = fp32(0))[name = " S_("y") "];\n", "range_1d(",
+     "range_1d: start, end and step must be finite and step not 0", SH},
+    {"        tensor<fp32, [3]> y = range_1d(end = fp32(3), start = fp32(0))[name = " S_("y") "];\n", "range_1d(",
+     "range_1d: needs start, end and step", SH},
+    {"        tensor<fp32, [4]> y = range_1d(end = fp32(3), start = fp32(0), step = fp32(1))[name = " S_("y") "];\n", "range_1d(",
+     "range_1d: the result shape is [3] but the statement declares [4]", SH},
+    {"        tensor<int32, [3]> y = reshape(shape = tensor<int32, [1]>([3]), x = a)[name = " S_("y") "];\n", "reshape(",
+     "reshape: reshapes 6 elements into 3", SH},
 };
 
 /* Writes the case as model.mil in a fresh directory, prepares it and checks
@@ -295,4 +368,51 @@ Test(cpu_bind, every_bound_statement_is_checked) {
   two.at = "softmax(";
   two.msg = "softmax: axis 4 is out of range for rank 1";
   expect_rejected(&two);
+}
+
+/* An argument that may be computed when the program runs (tile's reps) is
+ * not required to be a constant: the program prepares, and what the value
+ * implies is checked when it runs. */
+Test(cpu_bind, runtime_shape_arguments_are_checked_when_they_run) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/orion-cpubind-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  const char *mil = MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 3]> a, tensor<int32, [2]> ib) {\n"
+                    "        tensor<fp32, [2, 6]> y = tile(reps = ib, x = a)[name = " S_("y") "];\n"
+                    "    } -> (y);\n}\n";
+  char path[128];
+  snprintf(path, sizeof path, "%s/model.mil", dir);
+  const char *err;
+  cr_assert(write_file_atomic(path, mil, strlen(mil), &err), "%s", err);
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  diag_init(&d, &sources);
+  StrBuf diags;
+  sb_init(&diags);
+  d.capture = &diags;
+  OrionProgram *prog = orion_open(dir, NULL, &d);
+  cr_assert_not_null(prog, "%s", diags.data);
+  CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &d);
+  cr_assert_not_null(c, "%s", diags.data);
+  float a[6] = {1, 2, 3, 4, 5, 6}, y[12];
+  int32_t reps[2] = {1, 2};
+  CpuTensor in[2] = {{.dtype = MIL_DT_FP32, .rank = 2, .dims = {2, 3}, .data = a},
+                     {.dtype = MIL_DT_INT32, .rank = 1, .dims = {2}, .data = reps}};
+  CpuTensor out = {.dtype = MIL_DT_FP32, .rank = 2, .dims = {2, 6}, .data = y};
+  cr_assert(cpu_run_into(c, in, &out, &d), "%s", diags.data);
+  const float want[12] = {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6};
+  cr_assert(memcmp(y, want, sizeof want) == 0);
+  reps[1] = 3;
+  cr_assert_not(cpu_run_into(c, in, &out, &d));
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s:5:34: error: tile: the result shape is [2, 9] but the statement declares [2, 6]\n", path);
+  cr_assert_not_null(strstr(diags.data, msg), "got:\n%s\nwant:\n%s", diags.data, msg);
+  cpu_free(c);
+  orion_close(prog);
+  srcset_free(&sources);
+  sb_free(&diags);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
 }

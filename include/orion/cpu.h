@@ -5,9 +5,10 @@
  * Preparing (cpu_prepare) checks the whole function once: every op must be
  * one the backend knows (otherwise `FILE:LINE:COL: error: op 'X' is not
  * supported by the CPU backend`), every value must have a fixed shape, and
- * the arguments of every op but the shape ops other than reshape views
- * are checked against the declared results (their scalar, string and list
- * arguments must be constants). It
+ * every op's arguments are checked against the declared results (scalar,
+ * string and list arguments must be constants, except the few that MIL
+ * lets a program compute: slice begin/end/size, tile reps, pad amounts and
+ * range_1d bounds, which are checked when they are known). It
  * then plans the run: every const (inline literal or BLOBFILE weight) is
  * converted once, every constexpr_* op (affine_dequantize, cast,
  * blockwise_shift_scale, and lut_to_dense and sparse_to_dense in their iOS16 form) evaluated once into a const, or read in place from the weight file's mapping (fp32 and

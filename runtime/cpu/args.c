@@ -81,8 +81,12 @@ const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok) {
 
 /* An integer list argument; *n = 0 and false returned when absent. */
 bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok) {
+  return ints_of(x, name, setting_arg(x, name, ok), buf, max, n, ok);
+}
+
+/* The integers of value v (argument `name`, NULL when absent), as ints_arg. */
+bool ints_of(Ctx *x, const char *name, const Val *v, int64_t *buf, uint32_t max, uint32_t *n, bool *ok) {
   *n = 0;
-  const Val *v = setting_arg(x, name, ok);
   if (!v) return false;
   if (v->st == ST_STR || v->n > (int64_t)max) {
     *ok = op_fail(x, "argument '%s' must be a list of at most %u integers", name, max);
@@ -91,6 +95,16 @@ bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n,
   for (int64_t i = 0; i < v->n; i++) buf[i] = to_index(ld(v, i));
   *n = (uint32_t)v->n;
   return true;
+}
+
+/* v, or when binding and v is a const (through views), the const, whose
+ * elements are set already; *is_const says which. */
+const Val *const_or_run(Ctx *x, const Val *v, bool *is_const) {
+  if (!v) return v;
+  uint32_t r = root_of(x->c, (uint32_t)(v - x->vals));
+  bool k = x->binding && (x->c->slots[r].kind == SK_CONST || x->c->slots[r].kind == SK_STR);
+  if (!k) *is_const = false;
+  return k ? &x->vals[r] : v;
 }
 
 bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out) {

@@ -88,7 +88,7 @@ typedef enum OpFamily {
  * codes. The binder (NULL: none yet) decodes and checks the statement's
  * arguments at prepare; its kernel then reads only what it bound. */
 #define CPU_OPS(X) \
-  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0, NULL)                        \
+  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0, bind_copy)                        \
   X(RELU, "relu", OF_UNARY, k_unary, U_RELU, bind_unary)                      \
   X(TANH, "tanh", OF_UNARY, k_unary, U_TANH, bind_unary)                      \
   X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID, bind_unary)             \
@@ -126,21 +126,21 @@ typedef enum OpFamily {
   X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN, bind_reduce)     \
   X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX, bind_reduce)        \
   X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0, bind_layer_norm)      \
-  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0, NULL)                          \
-  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0, NULL)               \
-  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0, NULL)             \
-  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0, NULL)          \
-  X(SPLIT, "split", OF_SHAPE, k_split, 0, NULL)                               \
-  X(CONCAT, "concat", OF_SHAPE, k_concat, 0, NULL)                            \
-  X(GATHER, "gather", OF_SHAPE, k_gather, 0, NULL)                            \
-  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0, NULL) \
-  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_expand_dims, 0, NULL)             \
-  X(SQUEEZE, "squeeze", OF_SHAPE, k_squeeze, 0, NULL)                         \
-  X(STACK, "stack", OF_SHAPE, k_stack, 0, NULL)                               \
-  X(TILE, "tile", OF_SHAPE, k_tile, 0, NULL)                                  \
-  X(PAD, "pad", OF_SHAPE, k_pad, 0, NULL)                                     \
-  X(SHAPE, "shape", OF_SHAPE, k_shape, 0, NULL)                               \
-  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, NULL)                         \
+  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0, bind_copy)                          \
+  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0, bind_transpose)               \
+  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0, bind_slice)             \
+  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0, bind_slice_size)          \
+  X(SPLIT, "split", OF_SHAPE, k_split, 0, bind_split)                               \
+  X(CONCAT, "concat", OF_SHAPE, k_concat, 0, bind_concat)                            \
+  X(GATHER, "gather", OF_SHAPE, k_gather, 0, bind_gather)                            \
+  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0, bind_gather_axis) \
+  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_copy_elements, 0, bind_expand_dims)             \
+  X(SQUEEZE, "squeeze", OF_SHAPE, k_copy_elements, 0, bind_squeeze)                         \
+  X(STACK, "stack", OF_SHAPE, k_stack, 0, bind_stack)                               \
+  X(TILE, "tile", OF_SHAPE, k_tile, 0, bind_tile)                                  \
+  X(PAD, "pad", OF_SHAPE, k_pad, 0, bind_pad)                                     \
+  X(SHAPE, "shape", OF_SHAPE, k_shape, 0, bind_shape)                               \
+  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, bind_range)                         \
   X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, bind_argreduce)           \
   X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, bind_argreduce)           \
   X(TOPK, "topk", OF_INDEX, k_topk, 0, bind_topk)                                  \
@@ -459,6 +459,8 @@ const Val *req_arg(Ctx *x, const char *name, bool *ok);
 double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok);
 const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok);
 bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+bool ints_of(Ctx *x, const char *name, const Val *v, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+const Val *const_or_run(Ctx *x, const Val *v, bool *is_const);
 bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out);
 bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst);
 /* k_elementwise.c */
@@ -487,8 +489,7 @@ bool k_split(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_concat(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_gather(Ctx *x, int code, Val *out, uint32_t nout);
 bool copy_from(Ctx *x, const Val *a);
-bool k_expand_dims(Ctx *x, int code, Val *out, uint32_t nout);
-bool k_squeeze(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_copy_elements(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_stack(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_tile(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_pad(Ctx *x, int code, Val *out, uint32_t nout);
@@ -543,6 +544,21 @@ bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_view(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_copy(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_transpose(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_slice(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_slice_size(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_split(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_concat(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_gather(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_gather_axis(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_expand_dims(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_squeeze(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_stack(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_tile(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_pad(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_shape(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
 bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
 bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);

@@ -1,7 +1,14 @@
 /*
  * Shape ops, which copy 4-byte elements whatever their class: views and
- * copies, transpose, slicing, split, concat, gather, expand_dims, squeeze,
- * stack, tile, pad, shape, range_1d, gather_along_axis.
+ * copies, transpose, slicing, split, concat, stack, gather,
+ * gather_along_axis (the others are in k_shape_more.c).
+ *
+ * Each op's binder checks its arguments at prepare. A few arguments may be
+ * values computed when the program runs (here slice_by_index's begin and
+ * end, slice_by_size's begin and size): when they are constants the op's
+ * geometry is worked out (and checked) at prepare; otherwise its kernel
+ * works it out from the bound values on each run, and an error is one of
+ * that run.
  */
 #include "cpu_internal.h"
 
@@ -10,6 +17,9 @@
 /* ---- shape ops (4-byte elements whatever the class) ---- */
 
 static uint32_t *u32(const Val *v) { return v->p; }
+
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
 
 /* Shape ops copy elements as they are: the result must hold the same class. */
 bool same_class(Ctx *x, const Val *a, const Val *out) {
@@ -34,13 +44,26 @@ bool k_view(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* The one operand x of ops that need nothing else bound. */
+typedef struct OneJob {
+  const Val *a;
+} OneJob;
+
 /* reshape or identity into another dtype (not planned as a view). */
-bool k_copy(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_copy(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
   if (!ok) return false;
   if (a->n != out->n) return op_fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
+  OneJob j = {a};
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_copy(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const Val *a = ((const OneJob *)x->c->bound[x->si])->a;
   for (int64_t i = 0; i < out->n; i++) st(out, i, ld(a, i));
   return true;
 }
@@ -87,7 +110,16 @@ static void rowcopy_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     memcpy(j->o + row * len, j->a + offset_at(row, j->dims, j->r - 1, j->ist), (size_t)len * 4);
 }
 
-bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A transpose as bound: how it runs, and the job (its data pointers set as it runs). */
+enum { TR_NONE, TR_ROWS, TR_ELEMENTS, TR_TILES };
+
+typedef struct TransposeBound {
+  const Val *a;
+  int how;
+  TrJob j;
+} TransposeBound;
+
+bool bind_transpose(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -98,7 +130,8 @@ bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
   if (n != a->rank) return op_fail(x, "perm has %u entries for rank %u", n, a->rank);
   int64_t st_[MIL_MAX_RANK], dims[MIL_MAX_RANK];
   bool seen[MIL_MAX_RANK] = {false};
-  TrJob j = {.a = u32(a), .o = u32(out)};
+  TransposeBound tb = {.a = a, .how = TR_NONE};
+  TrJob *j = &tb.j;
   strides_of(a->dims, a->rank, st_);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t p = 0;
@@ -106,73 +139,98 @@ bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
     if (seen[p]) return op_fail(x, "perm is not a permutation");
     seen[p] = true;
     dims[i] = a->dims[p];
-    j.ist[i] = st_[p];
+    j->ist[i] = st_[p];
   }
   if (!expect_shape(x, out, dims, n) || !same_class(x, a, out)) return false;
-  if (out->n == 0) return true;
-  if (a->st == ST_H16) return op_fail(x, "fp16 weights are not transposed in place"); /* the plan prevents this */
-  memcpy(j.dims, dims, sizeof dims);
-  strides_of(dims, n, j.ost);
-  int64_t *strides[2] = {j.ist, j.ost};
-  j.r = collapse_dims(n, j.dims, strides, 2);
-  if (j.r == 0) j.dims[0] = 1, j.ist[0] = j.ost[0] = 1, j.r = 1;
-  if (j.ist[j.r - 1] == 1) {
+  if (out->n > 0) {
+    if (a->st == ST_H16) return op_fail(x, "fp16 weights are not transposed in place"); /* the plan prevents this */
+    memcpy(j->dims, dims, sizeof dims);
+    strides_of(dims, n, j->ost);
+    int64_t *strides[2] = {j->ist, j->ost};
+    j->r = collapse_dims(n, j->dims, strides, 2);
+    if (j->r == 0) j->dims[0] = 1, j->ist[0] = j->ost[0] = 1, j->r = 1;
+    if (j->ist[j->r - 1] == 1) {
+      tb.how = TR_ROWS;
+    } else {
+      j->k = 0;
+      while (j->k < j->r && j->ist[j->k] != 1) j->k++;
+      if (j->k == j->r) { /* no dim walks the input contiguously (cannot happen after collapsing); element by element */
+        tb.how = TR_ELEMENTS;
+      } else {
+        tb.how = TR_TILES;
+        for (uint32_t i = 0; i < j->r - 1; i++)
+          if (i != j->k) j->odims[j->nouter] = j->dims[i], j->oist[j->nouter] = j->ist[i], j->oost[j->nouter++] = j->ost[i];
+        j->bands = (j->dims[j->k] + TILE - 1) / TILE;
+      }
+    }
+  }
+  *bound = dup_job(&tb, sizeof tb);
+  return true;
+}
+
+bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const TransposeBound *tb = x->c->bound[x->si];
+  if (tb->how == TR_NONE) return true;
+  TrJob j = tb->j;
+  j.a = u32(tb->a), j.o = u32(out);
+  if (tb->how == TR_ROWS) {
     par_for(x->c, out->n / j.dims[j.r - 1], (GRAIN + j.dims[j.r - 1] - 1) / j.dims[j.r - 1], rowcopy_task, &j);
     return true;
   }
-  j.k = 0;
-  while (j.k < j.r && j.ist[j.k] != 1) j.k++;
-  if (j.k == j.r) { /* no dim walks the input contiguously (cannot happen after collapsing); element by element */
+  if (tb->how == TR_ELEMENTS) {
     for (int64_t i = 0; i < out->n; i++) j.o[i] = j.a[offset_at(i, j.dims, j.r, j.ist)];
     return true;
   }
-  for (uint32_t i = 0; i < j.r - 1; i++)
-    if (i != j.k) j.odims[j.nouter] = j.dims[i], j.oist[j.nouter] = j.ist[i], j.oost[j.nouter++] = j.ost[i];
-  j.bands = (j.dims[j.k] + TILE - 1) / TILE;
   int64_t items = elements(j.odims, j.nouter) * j.bands;
   par_for(x->c, items, (GRAIN + TILE * j.dims[j.r - 1] - 1) / (TILE * j.dims[j.r - 1]), transpose_task, &j);
   return true;
 }
 
-/* slice_by_index with Python slice semantics per dimension. */
-bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
+/* slice_by_index with Python slice semantics per dimension: begin and end
+ * (maybe run-time values) and the constant stride and masks. */
+typedef struct SliceJob {
+  const Val *a, *begin, *end;
+  bool has_stride, has_bm, has_em, has_sm;
+  uint32_t ns, nbm, nem, nsm;
+  int64_t str[MIL_MAX_RANK], bm[MIL_MAX_RANK], em[MIL_MAX_RANK], sm[MIL_MAX_RANK];
+  bool ready; /* the geometry below is worked out */
+  uint32_t r;
+  int64_t base, sst[MIL_MAX_RANK], cnt[MIL_MAX_RANK];
+} SliceJob;
+
+static bool slice_geometry(Ctx *x, SliceJob *j, const Val *out) {
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t beg[MIL_MAX_RANK], end[MIL_MAX_RANK], str[MIL_MAX_RANK], bm[MIL_MAX_RANK], em[MIL_MAX_RANK],
-      sm[MIL_MAX_RANK];
-  uint32_t nb, ne, ns, nbm, nem, nsm;
-  if (!find_arg(x->s, "begin") || !find_arg(x->s, "end")) return op_fail(x, "needs begin and end");
-  ints_arg(x, "begin", beg, MIL_MAX_RANK, &nb, &ok);
-  ints_arg(x, "end", end, MIL_MAX_RANK, &ne, &ok);
-  bool has_stride = ints_arg(x, "stride", str, MIL_MAX_RANK, &ns, &ok);
-  bool has_bm = ints_arg(x, "begin_mask", bm, MIL_MAX_RANK, &nbm, &ok);
-  bool has_em = ints_arg(x, "end_mask", em, MIL_MAX_RANK, &nem, &ok);
-  bool has_sm = ints_arg(x, "squeeze_mask", sm, MIL_MAX_RANK, &nsm, &ok);
+  const Val *a = j->a;
+  int64_t beg[MIL_MAX_RANK], end[MIL_MAX_RANK];
+  uint32_t nb, ne;
+  ints_of(x, "begin", j->begin, beg, MIL_MAX_RANK, &nb, &ok);
+  ints_of(x, "end", j->end, end, MIL_MAX_RANK, &ne, &ok);
   if (!ok) return false;
   uint32_t r = a->rank;
-  if (nb != r || ne != r || (has_stride && ns != r) || (has_bm && nbm != r) || (has_em && nem != r) ||
-      (has_sm && nsm != r))
+  if (nb != r || ne != r || (j->has_stride && j->ns != r) || (j->has_bm && j->nbm != r) || (j->has_em && j->nem != r) ||
+      (j->has_sm && j->nsm != r))
     return op_fail(x, "begin, end, stride and masks need %u entries each", r);
-  int64_t st_[MIL_MAX_RANK], start[MIL_MAX_RANK], step[MIL_MAX_RANK], cnt[MIL_MAX_RANK], dims[MIL_MAX_RANK] = {0};
+  int64_t st_[MIL_MAX_RANK], start[MIL_MAX_RANK], step[MIL_MAX_RANK], dims[MIL_MAX_RANK] = {0};
+  int64_t *cnt = j->cnt;
   uint32_t rank = 0;
   strides_of(a->dims, r, st_);
   for (uint32_t i = 0; i < r; i++) {
-    int64_t D = a->dims[i], s = has_stride ? str[i] : 1, b = beg[i], e = end[i];
+    int64_t D = a->dims[i], s = j->has_stride ? j->str[i] : 1, b = beg[i], e = end[i];
     if (s == 0) return op_fail(x, "stride 0 in dimension %u", i);
-    if (has_sm && sm[i]) {
+    if (j->has_sm && j->sm[i]) {
       b = b < 0 ? b + D : b;
       if (b < 0 || b >= D) return op_fail(x, "squeezed index %lld is out of range in dimension %u", (long long)beg[i], i);
       start[i] = b, step[i] = 1, cnt[i] = 1;
       continue;
     }
     if (s > 0) {
-      b = has_bm && bm[i] ? 0 : b < 0 ? (b + D < 0 ? 0 : b + D) : (b > D ? D : b);
-      e = has_em && em[i] ? D : e < 0 ? (e + D < 0 ? 0 : e + D) : (e > D ? D : e);
+      b = j->has_bm && j->bm[i] ? 0 : b < 0 ? (b + D < 0 ? 0 : b + D) : (b > D ? D : b);
+      e = j->has_em && j->em[i] ? D : e < 0 ? (e + D < 0 ? 0 : e + D) : (e > D ? D : e);
       cnt[i] = e > b ? (e - b + s - 1) / s : 0;
     } else {
-      b = has_bm && bm[i] ? D - 1 : b < 0 ? (b + D < -1 ? -1 : b + D) : (b > D - 1 ? D - 1 : b);
-      e = has_em && em[i] ? -1 : e < 0 ? (e + D < -1 ? -1 : e + D) : (e > D - 1 ? D - 1 : e);
+      b = j->has_bm && j->bm[i] ? D - 1 : b < 0 ? (b + D < -1 ? -1 : b + D) : (b > D - 1 ? D - 1 : b);
+      e = j->has_em && j->em[i] ? -1 : e < 0 ? (e + D < -1 ? -1 : e + D) : (e > D - 1 ? D - 1 : e);
       cnt[i] = b > e ? (b - e + (-s) - 1) / (-s) : 0;
     }
     start[i] = b, step[i] = s;
@@ -180,31 +238,70 @@ bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
   }
   if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
   if (a->st == ST_H16) return op_fail(x, "fp16 weights are not sliced in place"); /* the plan prevents this */
-  int64_t base = 0, sst[MIL_MAX_RANK];
-  for (uint32_t i = 0; i < r; i++) base += start[i] * st_[i], sst[i] = step[i] * st_[i];
-  const uint32_t *in = u32(a);
+  j->base = 0;
+  for (uint32_t i = 0; i < r; i++) j->base += start[i] * st_[i], j->sst[i] = step[i] * st_[i];
+  j->r = r;
+  return true;
+}
+
+bool bind_slice(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  SliceJob j = {.a = req_arg(x, "x", &ok)};
+  if (!find_arg(x->s, "begin") || !find_arg(x->s, "end")) return op_fail(x, "needs begin and end");
+  j.begin = opt_arg(x, "begin", &ok);
+  j.end = opt_arg(x, "end", &ok);
+  j.has_stride = ints_arg(x, "stride", j.str, MIL_MAX_RANK, &j.ns, &ok);
+  j.has_bm = ints_arg(x, "begin_mask", j.bm, MIL_MAX_RANK, &j.nbm, &ok);
+  j.has_em = ints_arg(x, "end_mask", j.em, MIL_MAX_RANK, &j.nem, &ok);
+  j.has_sm = ints_arg(x, "squeeze_mask", j.sm, MIL_MAX_RANK, &j.nsm, &ok);
+  if (!ok) return false;
+  bool consts = true;
+  j.begin = const_or_run(x, j.begin, &consts);
+  j.end = const_or_run(x, j.end, &consts);
+  if (consts && !(j.ready = slice_geometry(x, &j, out))) return false;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_slice(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const SliceJob *j = x->c->bound[x->si];
+  SliceJob run;
+  if (!j->ready) {
+    run = *j;
+    if (!slice_geometry(x, &run, out)) return false;
+    j = &run;
+  }
+  uint32_t r = j->r;
+  const uint32_t *in = u32(j->a);
   uint32_t *o = u32(out);
-  if (r > 0 && sst[r - 1] == 1) { /* whole rows at a time */
-    int64_t len = cnt[r - 1], rows = len ? out->n / len : 0;
-    for (int64_t i = 0; i < rows; i++) memcpy(o + i * len, in + base + offset_at(i, cnt, r - 1, sst), (size_t)len * 4);
+  if (r > 0 && j->sst[r - 1] == 1) { /* whole rows at a time */
+    int64_t len = j->cnt[r - 1], rows = len ? out->n / len : 0;
+    for (int64_t i = 0; i < rows; i++)
+      memcpy(o + i * len, in + j->base + offset_at(i, j->cnt, r - 1, j->sst), (size_t)len * 4);
     return true;
   }
-  for (int64_t i = 0; i < out->n; i++) o[i] = in[base + offset_at(i, cnt, r, sst)];
+  for (int64_t i = 0; i < out->n; i++) o[i] = in[j->base + offset_at(i, j->cnt, r, j->sst)];
   return true;
 }
 
 /* slice_by_size: x[begin[i] : begin[i] + size[i]] per dimension; a negative
  * begin counts from the end, size -1 takes the rest. begin and size may be
- * runtime values, so a slice out of range is an error at run time. */
-bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
+ * runtime values, so a slice out of range may be an error at run time. */
+typedef struct SliceSizeJob {
+  const Val *a, *begin, *size;
+  bool ready;
+  int64_t base, dims[MIL_MAX_RANK], st[MIL_MAX_RANK];
+} SliceSizeJob;
+
+static bool slice_size_geometry(Ctx *x, SliceSizeJob *j, const Val *out) {
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t beg[MIL_MAX_RANK], size[MIL_MAX_RANK], dims[MIL_MAX_RANK], st_[MIL_MAX_RANK];
+  const Val *a = j->a;
+  int64_t beg[MIL_MAX_RANK], size[MIL_MAX_RANK];
   uint32_t nb, ns;
-  if (ok && (!find_arg(x->s, "begin") || !find_arg(x->s, "size"))) return op_fail(x, "needs begin and size");
-  ints_arg(x, "begin", beg, MIL_MAX_RANK, &nb, &ok);
-  ints_arg(x, "size", size, MIL_MAX_RANK, &ns, &ok);
+  ints_of(x, "begin", j->begin, beg, MIL_MAX_RANK, &nb, &ok);
+  ints_of(x, "size", j->size, size, MIL_MAX_RANK, &ns, &ok);
   if (!ok) return false;
   if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
   uint32_t r = a->rank;
@@ -216,23 +313,52 @@ bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout) {
     if (size[i] == -1) size[i] = D - b;
     if (size[i] < 0 || size[i] > D - b)
       return op_fail(x, "size %lld from begin %lld does not fit dimension %u of size %lld", (long long)size[i],
-                  (long long)beg[i], i, (long long)D);
+                     (long long)beg[i], i, (long long)D);
     beg[i] = b;
-    dims[i] = size[i];
+    j->dims[i] = size[i];
   }
-  if (!expect_shape(x, out, dims, r) || !same_class(x, a, out)) return false;
+  if (!expect_shape(x, out, j->dims, r) || !same_class(x, a, out)) return false;
   if (a->st == ST_H16) return op_fail(x, "fp16 weights are not sliced in place"); /* the plan prevents this */
-  strides_of(a->dims, r, st_);
-  int64_t base = 0;
-  for (uint32_t i = 0; i < r; i++) base += beg[i] * st_[i];
-  const uint32_t *in = u32(a);
+  strides_of(a->dims, r, j->st);
+  j->base = 0;
+  for (uint32_t i = 0; i < r; i++) j->base += beg[i] * j->st[i];
+  return true;
+}
+
+bool bind_slice_size(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  SliceSizeJob j = {.a = req_arg(x, "x", &ok)};
+  if (ok && (!find_arg(x->s, "begin") || !find_arg(x->s, "size"))) return op_fail(x, "needs begin and size");
+  j.begin = opt_arg(x, "begin", &ok);
+  j.size = opt_arg(x, "size", &ok);
+  if (!ok) return false;
+  bool consts = true;
+  j.begin = const_or_run(x, j.begin, &consts);
+  j.size = const_or_run(x, j.size, &consts);
+  if (consts && !(j.ready = slice_size_geometry(x, &j, out))) return false;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const SliceSizeJob *j = x->c->bound[x->si];
+  SliceSizeJob run;
+  if (!j->ready) {
+    run = *j;
+    if (!slice_size_geometry(x, &run, out)) return false;
+    j = &run;
+  }
+  uint32_t r = j->a->rank;
+  const uint32_t *in = u32(j->a);
   uint32_t *o = u32(out);
   if (r == 0) {
     o[0] = in[0];
     return true;
   }
-  int64_t len = dims[r - 1], rows = len ? out->n / len : 0;
-  for (int64_t i = 0; i < rows; i++) memcpy(o + i * len, in + base + offset_at(i, dims, r - 1, st_), (size_t)len * 4);
+  int64_t len = j->dims[r - 1], rows = len ? out->n / len : 0;
+  for (int64_t i = 0; i < rows; i++) memcpy(o + i * len, in + j->base + offset_at(i, j->dims, r - 1, j->st), (size_t)len * 4);
   return true;
 }
 
@@ -250,7 +376,15 @@ static void split_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   for (int64_t p = lo; p < hi; p++) memcpy(j->o + p * j->chunk, j->a + p * j->stride + j->at, (size_t)j->chunk * 4);
 }
 
-bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
+/* A split as bound: the input, its outer rows, and each result's piece of them. */
+typedef struct SplitBound {
+  const Val *a;
+  int64_t pre;
+  uint32_t n;
+  SplitJob part[]; /* per result (data pointers set as it runs) */
+} SplitBound;
+
+bool bind_split(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok);
@@ -272,20 +406,48 @@ bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
   for (uint32_t k = 0; k < ns; k++) total += sizes_buf[k];
   if (ns != nout || total != a->dims[ax]) return op_fail(x, "the split sizes do not match the %u results and dimension %u", nout, ax);
   int64_t pre = elements(a->dims, ax), len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1), at = 0;
+  SplitBound *sb = xcalloc(1, sizeof *sb + nout * sizeof sb->part[0]);
+  *sb = (SplitBound){.a = a, .pre = pre, .n = nout};
+  *bound = sb;
   for (uint32_t k = 0; k < nout; k++) {
     int64_t dims[MIL_MAX_RANK] = {0};
     memcpy(dims, a->dims, sizeof dims);
     dims[ax] = sizes_buf[k];
     if (!expect_shape(x, &out[k], dims, a->rank) || !same_class(x, a, &out[k])) return false;
     if (a->st == ST_H16) return op_fail(x, "fp16 weights are not split in place");
-    SplitJob j = {.a = u32(a), .o = u32(&out[k]), .chunk = sizes_buf[k] * post, .stride = len * post, .at = at * post};
-    if (j.chunk > 0) par_for(x->c, pre, (GRAIN + j.chunk - 1) / j.chunk, split_task, &j);
+    sb->part[k] = (SplitJob){.chunk = sizes_buf[k] * post, .stride = len * post, .at = at * post};
     at += sizes_buf[k];
   }
   return true;
 }
 
-bool k_concat(Ctx *x, int code, Val *out, uint32_t nout) {
+bool k_split(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const SplitBound *sb = x->c->bound[x->si];
+  for (uint32_t k = 0; k < sb->n; k++) {
+    SplitJob j = sb->part[k];
+    j.a = u32(sb->a), j.o = u32(&out[k]);
+    if (j.chunk > 0) par_for(x->c, sb->pre, (GRAIN + j.chunk - 1) / j.chunk, split_task, &j);
+  }
+  return true;
+}
+
+/* concat and stack as bound: the values and the geometry. */
+typedef struct JoinBound {
+  bool inter;
+  uint32_t ax, nv;
+  int64_t pre, len, post;
+  const Val *v[]; /* the values */
+} JoinBound;
+
+static JoinBound *join_values(Ctx *x, const MilArg *va) {
+  JoinBound *jb = xcalloc(1, sizeof *jb + va->nitems * sizeof jb->v[0]);
+  jb->nv = va->nitems;
+  for (uint32_t j = 0; j < va->nitems; j++) jb->v[j] = arg_item(x, va, j);
+  return jb;
+}
+
+bool bind_concat(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const MilArg *va = find_arg(x->s, "values");
@@ -311,23 +473,42 @@ bool k_concat(Ctx *x, int code, Val *out, uint32_t nout) {
     dims[ax] += v->dims[ax];
   }
   if (!expect_shape(x, out, dims, v0->rank)) return false;
-  int64_t pre = elements(dims, ax), len = dims[ax], post = elements(dims + ax + 1, v0->rank - ax - 1);
+  JoinBound *jb = join_values(x, va);
+  jb->inter = inter, jb->ax = ax;
+  jb->pre = elements(dims, ax), jb->len = dims[ax], jb->post = elements(dims + ax + 1, v0->rank - ax - 1);
+  *bound = jb;
+  return true;
+}
+
+bool k_concat(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const JoinBound *jb = x->c->bound[x->si];
+  int64_t pre = jb->pre, len = jb->len, post = jb->post;
+  uint32_t nv = jb->nv, ax = jb->ax;
   for (int64_t p = 0; p < pre; p++)
     for (int64_t k = 0; k < len; k++) {
       uint32_t j = 0;
       int64_t at = k;
-      if (inter) j = (uint32_t)(k % nv), at = k / nv;
+      if (jb->inter) j = (uint32_t)(k % nv), at = k / nv;
       else
-        while (at >= arg_item(x, va, j)->dims[ax]) at -= arg_item(x, va, j++)->dims[ax];
-      const Val *v = arg_item(x, va, j);
+        while (at >= jb->v[j]->dims[ax]) at -= jb->v[j++]->dims[ax];
+      const Val *v = jb->v[j];
       int64_t jl = v->dims[ax];
       memcpy(u32(out) + (p * len + k) * post, u32(v) + (p * jl + at) * post, (size_t)post * 4);
     }
   return true;
 }
 
+/* gather and gather_along_axis as bound: x, the indices (read as the op runs) and the geometry. */
+typedef struct GatherJob {
+  const Val *a, *ind;
+  uint32_t ax;
+  int64_t pre, len, post, il;
+  bool wrap; /* negative indices wrap (before iOS17) */
+} GatherJob;
+
 /* gather along axis: out[pre, j..., post] = x[pre, indices[j...], post]. */
-bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_gather(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
@@ -342,15 +523,24 @@ bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   for (uint32_t i = 0; i < ind->rank; i++) dims[rank++] = ind->dims[i];
   for (uint32_t i = ax + 1; i < a->rank; i++) dims[rank++] = a->dims[i];
   if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
-  int64_t pre = elements(a->dims, ax), len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1);
   /* iOS15/16 wrap negative indices; from iOS17 they are out of bounds. */
-  bool wrap = x->c->f->ios < 17;
+  GatherJob j = {.a = a, .ind = ind, .ax = ax, .pre = elements(a->dims, ax), .len = a->dims[ax],
+                 .post = elements(a->dims + ax + 1, a->rank - ax - 1), .wrap = x->c->f->ios < 17};
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const GatherJob *g = x->c->bound[x->si];
+  const Val *a = g->a, *ind = g->ind;
+  int64_t pre = g->pre, len = g->len, post = g->post;
   for (int64_t p = 0; p < pre; p++)
     for (int64_t j = 0; j < ind->n; j++) {
       int64_t k = to_index(ld(ind, j));
-      if (k < 0 && wrap) k += len;
+      if (k < 0 && g->wrap) k += len;
       if (k < 0 || k >= len)
-        return op_fail(x, "index %g is out of range for dimension %u of size %lld", ld(ind, j), ax, (long long)len);
+        return op_fail(x, "index %g is out of range for dimension %u of size %lld", ld(ind, j), g->ax, (long long)len);
       if (a->st == ST_H16)
         for (int64_t q = 0; q < post; q++) st(out, (p * ind->n + j) * post + q, ld(a, (p * len + k) * post + q));
       else
@@ -359,72 +549,8 @@ bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
-/* ---- more shape ops: expand_dims, squeeze, stack, tile, pad, shape, range_1d, gather_along_axis ---- */
-
-/* Copies n elements from a (from element ai) to out (from oi); the plan
- * gives these ops no fp16 weight (ST_H16 only feeds linear and conv). */
-bool copy_from(Ctx *x, const Val *a) {
-  if (a->st == ST_H16) return op_fail(x, "fp16 weights are not copied in place"); /* the plan prevents this */
-  if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
-  return true;
-}
-
-/* expand_dims(x, axes): size-1 dims inserted at the sorted positions axes
- * name in the result (negative ones count from the result's end). */
-bool k_expand_dims(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t axes[MIL_MAX_RANK];
-  uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
-  if (!ok) return false;
-  if (!given || n == 0) return op_fail(x, "missing argument 'axes'");
-  if (!copy_from(x, a)) return false;
-  uint32_t rank = a->rank + n;
-  if (rank > MIL_MAX_RANK) return op_fail(x, "the result has too many dimensions");
-  bool ins[MIL_MAX_RANK] = {false};
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t p = 0;
-    if (!norm_axis(x, axes[i], rank, &p)) return false;
-    if (ins[p]) return op_fail(x, "axis %lld is listed twice", (long long)axes[i]);
-    ins[p] = true;
-  }
-  int64_t dims[MIL_MAX_RANK];
-  for (uint32_t i = 0, k = 0; i < rank; i++) dims[i] = ins[i] ? 1 : a->dims[k++];
-  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
-  memcpy(out->p, a->p, (size_t)a->n * 4);
-  return true;
-}
-
-/* squeeze(x, axes?): removes the listed size-1 dims (a listed dim of
- * another size stays, as coremltools does); without axes, every size-1 dim. */
-bool k_squeeze(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t axes[MIL_MAX_RANK];
-  uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
-  if (!ok || !copy_from(x, a)) return false;
-  bool drop[MIL_MAX_RANK] = {false};
-  for (uint32_t i = 0; i < a->rank; i++) drop[i] = !given && a->dims[i] == 1;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t p = 0;
-    if (!norm_axis(x, axes[i], a->rank, &p)) return false;
-    drop[p] = a->dims[p] == 1;
-  }
-  int64_t dims[MIL_MAX_RANK] = {0};
-  uint32_t rank = 0;
-  for (uint32_t i = 0; i < a->rank; i++)
-    if (!drop[i]) dims[rank++] = a->dims[i];
-  if (!expect_shape(x, out, dims, rank) || !same_class(x, a, out)) return false;
-  memcpy(out->p, a->p, (size_t)a->n * 4);
-  return true;
-}
-
 /* stack(values, axis): a new dim of size N at axis (in [-(r+1), r]). */
-bool k_stack(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_stack(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const MilArg *va = find_arg(x->s, "values");
@@ -446,144 +572,26 @@ bool k_stack(Ctx *x, int code, Val *out, uint32_t nout) {
   int64_t dims[MIL_MAX_RANK];
   for (uint32_t i = 0, k = 0; i <= v0->rank; i++) dims[i] = i == ax ? nv : v0->dims[k++];
   if (!expect_shape(x, out, dims, v0->rank + 1)) return false;
-  int64_t pre = elements(v0->dims, ax), post = elements(v0->dims + ax, v0->rank - ax);
+  JoinBound *jb = join_values(x, va);
+  jb->ax = ax, jb->pre = elements(v0->dims, ax), jb->post = elements(v0->dims + ax, v0->rank - ax);
+  *bound = jb;
+  return true;
+}
+
+bool k_stack(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const JoinBound *jb = x->c->bound[x->si];
+  int64_t pre = jb->pre, post = jb->post;
+  uint32_t nv = jb->nv;
   for (int64_t p = 0; p < pre; p++)
-    for (uint32_t j = 0; j < nv; j++)
-      memcpy(u32(out) + (p * nv + j) * post, u32(arg_item(x, va, j)) + p * post, (size_t)post * 4);
-  return true;
-}
-
-/* tile(x, reps): the result's element at index i is x's at i mod x.shape. */
-bool k_tile(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t reps[MIL_MAX_RANK];
-  uint32_t n;
-  bool given = ints_arg(x, "reps", reps, MIL_MAX_RANK, &n, &ok);
-  if (!ok) return false;
-  if (!given) return op_fail(x, "missing argument 'reps'");
-  if (!copy_from(x, a)) return false;
-  if (n != a->rank) return op_fail(x, "reps has %u entries for rank %u", n, a->rank);
-  int64_t dims[MIL_MAX_RANK], ist[MIL_MAX_RANK];
-  for (uint32_t i = 0; i < n; i++) {
-    if (reps[i] < 1 || reps[i] > INT32_MAX) return op_fail(x, "reps entries must be positive (entry %u is %lld)", i, (long long)reps[i]);
-    dims[i] = a->dims[i] * reps[i];
-  }
-  if (!expect_shape(x, out, dims, n) || !same_class(x, a, out)) return false;
-  strides_of(a->dims, n, ist);
-  const uint32_t *in = u32(a);
-  uint32_t *o = u32(out);
-  for (int64_t i = 0; i < out->n; i++) {
-    int64_t rem = i, off = 0;
-    for (uint32_t d = n; d-- > 0;) {
-      off += (rem % dims[d]) % a->dims[d] * ist[d];
-      rem /= dims[d];
-    }
-    o[i] = in[off];
-  }
-  return true;
-}
-
-/* The source index along one padded dim of size D for position p (which is
- * `before` past the start) in each mode; -1 for the constant. */
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE };
-
-static int64_t pad_source(int mode, int64_t p, int64_t D) {
-  if (p >= 0 && p < D) return p;
-  if (mode == PAD_CONSTANT) return -1;
-  if (mode == PAD_REPLICATE) return p < 0 ? 0 : D - 1;
-  return p < 0 ? -p : 2 * (D - 1) - p; /* reflect: the edge is not repeated; pad < D is checked */
-}
-
-/* pad(x, pad, mode?, constant_val?): pad[2i], pad[2i+1] elements before and
- * after the i-th of the last len(pad)/2 dims. */
-bool k_pad(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  int64_t pads[2 * MIL_MAX_RANK];
-  uint32_t n;
-  bool given = ints_arg(x, "pad", pads, 2 * MIL_MAX_RANK, &n, &ok);
-  const char *ms = string_arg(x, "mode", "constant", &ok);
-  double cval = scalar_arg(x, "constant_val", 0, &ok);
-  if (!ok) return false;
-  if (!given) return op_fail(x, "missing argument 'pad'");
-  if (!copy_from(x, a)) return false;
-  int mode = !strcmp(ms, "constant") ? PAD_CONSTANT : !strcmp(ms, "reflect") ? PAD_REFLECT
-             : !strcmp(ms, "replicate") ? PAD_REPLICATE : -1;
-  if (mode < 0) return op_fail(x, "unknown mode '%s' (constant, reflect or replicate)", ms);
-  if (n % 2 || n / 2 > a->rank) return op_fail(x, "pad needs an even number of entries, at most %u", 2 * a->rank);
-  int64_t before[MIL_MAX_RANK] = {0}, dims[MIL_MAX_RANK];
-  uint32_t first = a->rank - n / 2;
-  for (uint32_t i = 0; i < a->rank; i++) {
-    dims[i] = a->dims[i];
-    if (i < first) continue;
-    int64_t b = pads[2 * (i - first)], e = pads[2 * (i - first) + 1];
-    if (b < 0 || e < 0 || b > INT32_MAX || e > INT32_MAX) return op_fail(x, "pad entries must not be negative");
-    if (mode == PAD_REFLECT && (b >= a->dims[i] || e >= a->dims[i]))
-      return op_fail(x, "reflect padding of dimension %u needs pads below its size %lld", i, (long long)a->dims[i]);
-    if (mode == PAD_REPLICATE && a->dims[i] == 0 && b + e > 0)
-      return op_fail(x, "replicate padding of the empty dimension %u", i);
-    before[i] = b;
-    dims[i] += b + e;
-  }
-  if (!expect_shape(x, out, dims, a->rank) || !same_class(x, a, out)) return false;
-  int64_t ist[MIL_MAX_RANK];
-  strides_of(a->dims, a->rank, ist);
-  for (int64_t i = 0; i < out->n; i++) {
-    int64_t rem = i, off = 0;
-    bool inside = true;
-    for (uint32_t d = a->rank; d-- > 0;) {
-      int64_t s = pad_source(mode, rem % dims[d] - before[d], a->dims[d]);
-      rem /= dims[d];
-      if (s < 0) inside = false;
-      else off += s * ist[d];
-    }
-    if (inside) u32(out)[i] = u32(a)[off];
-    else st(out, i, cval);
-  }
-  return true;
-}
-
-/* shape(x): x's dims as an int32 vector. */
-bool k_shape(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  if (!ok) return false;
-  if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
-  if (out->dt != MIL_DT_INT32) return op_fail(x, "returns int32, but the result is declared %s", mil_dtype_name(out->dt));
-  int64_t dims[1] = {a->rank};
-  if (!expect_shape(x, out, dims, 1)) return false;
-  for (uint32_t i = 0; i < a->rank; i++) st(out, i, (double)a->dims[i]);
-  return true;
-}
-
-/* range_1d(end, start, step): start, start + step, ... up to end
- * (excluded), ceil((end - start) / step) elements as NumPy's arange. The
- * declared length must match, as the shape is fixed at prepare. */
-bool k_range(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
-  bool ok = true;
-  if (!find_arg(x->s, "start") || !find_arg(x->s, "end") || !find_arg(x->s, "step"))
-    return op_fail(x, "needs start, end and step");
-  double s0 = scalar_arg(x, "start", 0, &ok), e = scalar_arg(x, "end", 0, &ok), sp = scalar_arg(x, "step", 0, &ok);
-  if (!ok) return false;
-  if (!(sp != 0) || !isfinite(s0) || !isfinite(e) || !isfinite(sp))
-    return op_fail(x, "start, end and step must be finite and step not 0");
-  double cnt = ceil((e - s0) / sp);
-  int64_t len = cnt > 0 ? to_index(cnt) : 0;
-  int64_t dims[1] = {len};
-  if (!expect_shape(x, out, dims, 1)) return false;
-  for (int64_t i = 0; i < len; i++) st(out, i, s0 + (double)i * sp);
+    for (uint32_t j = 0; j < nv; j++) memcpy(u32(out) + (p * nv + j) * post, u32(jb->v[j]) + p * post, (size_t)post * 4);
   return true;
 }
 
 /* gather_along_axis(x, indices, axis?=0): torch.gather, out[..., j, ...] =
  * x[..., indices[..., j, ...], ...]; indices has x's rank and its dims
  * except at axis. Negative indices wrap before iOS17, as in gather. */
-bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout) {
+bool bind_gather_axis(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
   const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
@@ -595,14 +603,23 @@ bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout) {
   for (uint32_t i = 0; same && i < a->rank; i++) same = i == ax || ind->dims[i] == a->dims[i];
   if (!same) return op_fail(x, "indices must have the rank of x and its dims except at axis %u", ax);
   if (!expect_shape(x, out, ind->dims, ind->rank) || !same_class(x, a, out)) return false;
-  int64_t len = a->dims[ax], post = elements(a->dims + ax + 1, a->rank - ax - 1), il = ind->dims[ax];
-  bool wrap = x->c->f->ios < 17;
+  GatherJob j = {.a = a, .ind = ind, .ax = ax, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1),
+                 .il = ind->dims[ax], .wrap = x->c->f->ios < 17};
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const GatherJob *g = x->c->bound[x->si];
+  const Val *a = g->a, *ind = g->ind;
+  int64_t len = g->len, post = g->post, il = g->il;
   for (int64_t i = 0; i < out->n; i++) {
     int64_t k = ((const int32_t *)ind->p)[i];
-    if (k < 0 && wrap) k += len;
+    if (k < 0 && g->wrap) k += len;
     if (k < 0 || k >= len)
-      return op_fail(x, "index %lld is out of range for dimension %u of size %lld", (long long)((const int32_t *)ind->p)[i], ax,
-                  (long long)len);
+      return op_fail(x, "index %lld is out of range for dimension %u of size %lld", (long long)((const int32_t *)ind->p)[i], g->ax,
+                     (long long)len);
     int64_t p = i / (il * post), q = i % post;
     u32(out)[i] = u32(a)[(p * len + k) * post + q];
   }
