@@ -47,5 +47,6 @@ bool bind_all(CpuProgram *c, Diag *d) {
       ok = bind_fused_linear(&x, &c->fz[si], &c->bound[si]);
     }
   }
+  c->bound_ok = ok;
   return ok;
 }

@@ -255,6 +255,7 @@ struct CpuProgram {
   Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
   void **bound;          /* per statement: its kernel's job, made by the op's binder (NULL: none) */
   bool *setting;         /* per slot: a const some binder read as a scalar, string or list argument */
+  bool bound_ok;         /* every statement bound (false after a weight update whose binding failed) */
   uint32_t ntiles;       /* tile buffers the largest fused group needs */
   int64_t tile_floats;   /* the size of one */
   float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */

@@ -70,6 +70,10 @@ static void describe_nonfinite(StrBuf *sb, const Val *v, int64_t at) {
 static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
   const MilFunc *f = c->f;
   bool ok = true;
+  if (!c->bound_ok) {
+    diag_error(d, f->loc, "function '%s' cannot run: the weights of its last update were rejected", f->name);
+    return false;
+  }
   for (uint32_t i = 0; i < c->nin; i++) {
     const MilVar *pv = &f->params[c->in_param[i]];
     if (!tensor_matches(&inputs[i], &pv->type)) {
