@@ -15,7 +15,7 @@
 #include <string.h>
 
 typedef struct CheckBackend {
-  uint32_t threads;
+  CpuContext *ctx; /* one pool of threads for every function it prepares, both runs included */
 } CheckBackend;
 
 typedef struct CheckExec {
@@ -32,13 +32,19 @@ static bool check_available(char *why, size_t len) {
 }
 
 static void *check_open(const OrionBackendOptions *opt, Diag *d) {
-  (void)d;
+  CpuContextOptions co = {.threads = opt->threads};
+  CpuContext *ctx = cpu_context_open(&co, d);
+  if (!ctx) return NULL;
   CheckBackend *b = xcalloc(1, sizeof *b);
-  b->threads = opt->threads;
+  b->ctx = ctx;
   return b;
 }
 
-static void check_close(void *impl) { free(impl); }
+static void check_close(void *impl) {
+  CheckBackend *b = impl;
+  cpu_context_close(b->ctx);
+  free(b);
+}
 
 static OrionBackendCaps check_caps(const void *impl) {
   (void)impl;
@@ -66,16 +72,15 @@ static void check_release(void *exec) {
 static void *check_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
   const CheckBackend *b = impl;
   CpuOptions co = {.numerics = opt->numerics == ORION_NUMERICS_FP32 ? CPU_NUMERICS_FP32 : CPU_NUMERICS_ANE,
-                   .threads = b->threads,
                    .check_finite = opt->check_finite,
                    .profile = opt->profile};
   CheckExec *e = xcalloc(1, sizeof *e);
   e->prog = p;
   e->fn = fn;
-  e->fused = cpu_prepare_with(p, fn, &co, d);
+  e->fused = cpu_prepare_in(b->ctx, p, fn, &co, d);
   co.unfused = true;
   co.profile = false;
-  e->unfused = e->fused ? cpu_prepare_with(p, fn, &co, d) : NULL;
+  e->unfused = e->fused ? cpu_prepare_in(b->ctx, p, fn, &co, d) : NULL;
   if (!e->unfused) {
     check_release(e);
     return NULL;

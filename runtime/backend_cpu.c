@@ -1,7 +1,8 @@
 /*
  * The CPU reference backend behind the backend interface: a thin table over
- * orion/cpu.h. The backend instance holds the options every function it
- * prepares runs with (its threads).
+ * orion/cpu.h. The backend instance is a CpuContext: it owns the one pool
+ * of threads (and the OpenBLAS setting) that every function it prepares
+ * runs on, one run at a time.
  */
 #include "orion/backend.h"
 #include "orion/cpu.h"
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 
 typedef struct CpuBackend {
-  uint32_t threads; /* 0: ORION_CPU_THREADS or the online cores */
+  CpuContext *ctx; /* the backend instance: one pool of threads for every function it prepares */
 } CpuBackend;
 
 static bool cpu_available(char *why, size_t len) {
@@ -18,13 +19,19 @@ static bool cpu_available(char *why, size_t len) {
 }
 
 static void *cpu_open(const OrionBackendOptions *opt, Diag *d) {
-  (void)d;
+  CpuContextOptions co = {.threads = opt->threads};
+  CpuContext *ctx = cpu_context_open(&co, d);
+  if (!ctx) return NULL;
   CpuBackend *b = xcalloc(1, sizeof *b);
-  b->threads = opt->threads;
+  b->ctx = ctx;
   return b;
 }
 
-static void cpu_close(void *impl) { free(impl); }
+static void cpu_close(void *impl) {
+  CpuBackend *b = impl;
+  cpu_context_close(b->ctx);
+  free(b);
+}
 
 static OrionBackendCaps cpu_caps(const void *impl) {
   (void)impl;
@@ -46,10 +53,9 @@ static bool cpu_supports_fn(void *impl, const OrionProgram *p, uint32_t fn, Diag
 static void *cpu_prepare_fn(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
   const CpuBackend *b = impl;
   CpuOptions co = {.numerics = opt->numerics == ORION_NUMERICS_FP32 ? CPU_NUMERICS_FP32 : CPU_NUMERICS_ANE,
-                   .threads = b->threads,
                    .check_finite = opt->check_finite,
                    .profile = opt->profile};
-  return cpu_prepare_with(p, fn, &co, d);
+  return cpu_prepare_in(b->ctx, p, fn, &co, d);
 }
 
 static bool cpu_run_fn(void *exec, const OrionTensor *in, const OrionTensor *out, Diag *d) {

@@ -1,5 +1,5 @@
 /*
- * The CPU reference backend (runtime/cpu.c) against the IR reference
+ * The CPU reference backend (runtime/cpu/) against the IR reference
  * evaluator (testsuite/ir_eval.c).
  *
  * Each program is compiled the way orionc does it (parse, legalize, write a

@@ -4,15 +4,19 @@
  *
  * Preparing (cpu_prepare) checks the whole function once: every op must be
  * one the backend knows (otherwise `FILE:LINE:COL: error: op 'X' is not
- * supported by the CPU backend`), every value must have a fixed shape. It
+ * supported by the CPU backend`), every value must have a fixed shape, and
+ * every op's arguments are checked against the declared results (scalar,
+ * string and list arguments must be constants, except the few that MIL
+ * lets a program compute: slice begin/end/size, tile reps, pad amounts and
+ * range_1d bounds, which are checked when they are known). It
  * then plans the run: every const (inline literal or BLOBFILE weight) is
  * converted once, every constexpr_* op (affine_dequantize, cast,
  * blockwise_shift_scale, and lut_to_dense and sparse_to_dense in their iOS16 form) evaluated once into a const, or read in place from the weight file's mapping (fp32 and
  * int32 weights, and fp16 weights that only feed linear/conv, which are
  * converted panel by panel inside the matrix product); reshape and identity
  * are views; every other value gets a slice of one buffer, laid out from the
- * values' lifetimes so that values alive at the same time never overlap. A
- * pool of worker threads (one per core) is started. Running allocates
+ * values' lifetimes so that values alive at the same time never overlap.
+ * The program runs on its context's pool of threads. Running allocates
  * nothing (except what cpu_run returns): cpu_run_into reads fp32/int32
  * inputs in the caller's buffers and has the op that computes an fp32/int32
  * output write it straight into the caller's buffer.
@@ -32,11 +36,22 @@
  * pieces of a fixed size, each computed the same way by whichever thread
  * takes it.
  *
- * Threads. A CpuProgram runs one run at a time (its planned buffers belong
- * to it); separate CpuPrograms may run concurrently. cpu_prepare sets
- * OpenBLAS to one thread for the whole process (the backend splits each
- * matrix product over its own pool, which measured faster than OpenBLAS's
- * threads and keeps results independent of the thread count).
+ * Threads. A backend instance, CpuContext, owns a pool of worker threads
+ * (the caller's thread is one of them). Every program prepared in it
+ * (cpu_prepare_in) runs on that one pool, and they run one at a time: a run
+ * started while another program of the context is running waits for it to
+ * end. cpu_prepare and cpu_prepare_with open a private context for the
+ * program (cpu_free closes it), so programs prepared with them may run
+ * concurrently. A CpuProgram runs one run at a time (its planned buffers
+ * belong to it).
+ *
+ * OpenBLAS. Opening a context sets OpenBLAS's thread count to 1, a setting
+ * that is process-wide: the backend splits each matrix product over its own
+ * pool (measured faster than OpenBLAS's threads on this work, the two would
+ * fight over the cores, and results stay independent of the thread count).
+ * Closing the last open context restores the count OpenBLAS had when the
+ * first of them was opened. A caller using OpenBLAS itself while a context
+ * is open gets one thread.
  */
 #ifndef ORION_CPU_H
 #define ORION_CPU_H
@@ -47,8 +62,9 @@ typedef enum CpuNumerics { CPU_NUMERICS_ANE, CPU_NUMERICS_FP32 } CpuNumerics;
 
 typedef struct CpuOptions {
   CpuNumerics numerics;
-  /* Threads running the program, the caller's included. 0: the value of the
-   * environment variable ORION_CPU_THREADS if set, else the online cores. */
+  /* cpu_prepare_with: threads running the program, the caller's included.
+   * 0: the value of the environment variable ORION_CPU_THREADS if set, else
+   * the online cores. Ignored by cpu_prepare_in (the context's count rules). */
   uint32_t threads;
   /* Fail a run at the first non-finite value (inf or NaN): each fp16/fp32
    * input, then each float result of every statement (after its rounding in
@@ -72,9 +88,34 @@ typedef OrionTensor CpuTensor;
 
 typedef struct CpuProgram CpuProgram;
 
-/* Prepares function fn of p (which must outlive the result) for execution.
- * Returns NULL after reporting every problem through d. cpu_prepare is
- * cpu_prepare_with {mode, threads 0}. */
+typedef struct CpuContextOptions {
+  /* Threads of the pool, the caller's included. 0: the value of the
+   * environment variable ORION_CPU_THREADS if set, else the online cores. */
+  uint32_t threads;
+} CpuContextOptions;
+
+/* A backend instance: a thread pool shared by the programs prepared in it
+ * (see "Threads" and "OpenBLAS" above). */
+typedef struct CpuContext CpuContext;
+
+/* Opens a context and starts its pool (NULL opt: threads 0). Fewer threads
+ * than asked for are used when the system refuses to start some. Returns
+ * NULL after reporting through d (nothing fails today). */
+CpuContext *cpu_context_open(const CpuContextOptions *opt, Diag *d);
+/* Stops the pool and frees the context; every program prepared in it must
+ * have been freed first. NULL is fine. */
+void cpu_context_close(CpuContext *ctx);
+/* The number of threads of the context's pool. */
+uint32_t cpu_context_threads(const CpuContext *ctx);
+
+/* Prepares function fn of p (which must outlive the result) for execution
+ * in context ctx (which must outlive it too). opt->threads is ignored: the
+ * program runs on the context's threads. Returns NULL after reporting every
+ * problem through d. */
+CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d);
+
+/* The same in a private context of opt->threads threads, which the program
+ * owns (cpu_free closes it). cpu_prepare is cpu_prepare_with {mode, threads 0}. */
 CpuProgram *cpu_prepare(OrionProgram *p, uint32_t fn, CpuNumerics mode, Diag *d);
 CpuProgram *cpu_prepare_with(OrionProgram *p, uint32_t fn, const CpuOptions *opt, Diag *d);
 
@@ -131,14 +172,15 @@ const CpuStmtTime *cpu_profile_stmt(const CpuProgram *c, uint32_t i);
 /* Zeroes every entry's runs and time. */
 void cpu_profile_reset(CpuProgram *c);
 
-/* The number of threads the program runs on. */
+/* The number of threads the program runs on (its context's). */
 uint32_t cpu_threads(const CpuProgram *c);
 /* Bytes of the planned buffer holding every intermediate value. */
 size_t cpu_planned_bytes(const CpuProgram *c);
 
 /* Frees a tensor's data that cpu_run allocated and zeroes it; NULL is fine. */
 void cpu_tensor_free(CpuTensor *t);
-/* Frees a prepared program (and stops its threads); NULL is fine. */
+/* Frees a prepared program (and closes its private context, if it has one:
+ * cpu_prepare, cpu_prepare_with); NULL is fine. */
 void cpu_free(CpuProgram *c);
 
 /* Bytes of one element of a dtype the API accepts (fp16, fp32, int32, bool); 0 otherwise. */

@@ -1,0 +1,576 @@
+/*
+ * The CPU backend's internals, shared by the files of runtime/cpu/ (see
+ * docs/cpu-backend.md for how they fit together). Nothing here is API.
+ */
+#ifndef ORION_CPU_INTERNAL_H
+#define ORION_CPU_INTERNAL_H
+
+#include "orion/cpu.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include <pthread.h>
+
+#include "orion/fp16.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_X86 1
+#include <immintrin.h>
+#else
+#define HAVE_X86 0
+#endif
+
+/* ---- values ---- */
+
+enum { ST_NONE, ST_F32, ST_I32, ST_H16, ST_STR };
+
+typedef struct Val {
+  MilDType dt;
+  uint8_t st;
+  uint32_t rank;
+  int64_t dims[MIL_MAX_RANK];
+  int64_t n;
+  void *p; /* n elements of the storage class; never written through for params and consts */
+  const char *str;
+} Val;
+
+/* What a slot is in the plan. */
+enum { SK_PARAM, SK_CONST, SK_STR, SK_VIEW, SK_RESULT };
+
+typedef struct Slot {
+  uint8_t kind;
+  bool owned;     /* SK_CONST: p was allocated here */
+  uint32_t src;   /* SK_VIEW: the slot viewed */
+  int64_t off;    /* planned arena offset (SK_RESULT, converted params); -1 none */
+  int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
+  uint32_t last;  /* planning: time of the last use */
+  int32_t tile;   /* a result inside a fused group only: its tile buffer there (no planned buffer); -1 otherwise */
+} Slot;
+
+typedef struct Ctx Ctx;
+/* A kernel computes the results of statement x->s into out[0..nout), whose
+ * storage is ready with the declared shapes. `code` selects a variant. A
+ * kernel whose op has a binder runs the job in x->c->bound[x->si]. */
+typedef bool (*Kernel)(Ctx *x, int code, Val *out, uint32_t nout);
+
+/* ---- the op table ---- */
+
+/* What kind of computation an op is. The plan's decisions (views, fusion,
+ * fp16 weights, scratch) read an op's family and code, never its kernel or
+ * its name. */
+typedef enum OpFamily {
+  OF_UNARY,     /* float element-wise, one operand */
+  OF_BINARY,    /* element-wise arithmetic, two broadcast operands */
+  OF_COMPARE,   /* element-wise comparisons: bool results */
+  OF_LOGICAL,   /* element-wise on bools */
+  OF_SELECT,    /* select */
+  OF_CAST,      /* cast */
+  OF_SOFTMAX,   /* softmax */
+  OF_REDUCE,    /* reduce_sum, reduce_mean, reduce_max */
+  OF_NORM,      /* layer_norm */
+  OF_RESHAPE,   /* reshape, identity: a view when the dtype is kept (planned as view_entry), else a copy */
+  OF_VIEW,      /* view_entry: shows its operand's elements */
+  OF_TRANSPOSE, /* transpose */
+  OF_SHAPE,     /* the other shape ops: slices, split, concat, gathers, ... */
+  OF_INDEX,     /* indices of extremes: reduce_argmax, reduce_argmin, topk */
+  OF_POOL,      /* max_pool, avg_pool */
+  OF_QUANT,     /* quantize, dequantize */
+  OF_RECURRENT, /* lstm */
+  OF_MATMUL,    /* matmul */
+  OF_LINEAR,    /* linear */
+  OF_CONV,      /* conv */
+  OF_ATTENTION, /* scaled_dot_product_attention */
+} OpFamily;
+
+/* One row per MIL op the backend runs: X(ID, name, family, kernel, variant,
+ * binder). optable.c expands it into the table, the enum below into op
+ * codes. The binder (NULL: none yet) decodes and checks the statement's
+ * arguments at prepare; its kernel then reads only what it bound. */
+#define CPU_OPS(X) \
+  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0, bind_copy)                        \
+  X(RELU, "relu", OF_UNARY, k_unary, U_RELU, bind_unary)                      \
+  X(TANH, "tanh", OF_UNARY, k_unary, U_TANH, bind_unary)                      \
+  X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID, bind_unary)             \
+  X(SILU, "silu", OF_UNARY, k_unary, U_SILU, bind_unary)                      \
+  X(GELU, "gelu", OF_UNARY, k_unary, U_GELU, bind_unary)                      \
+  X(EXP, "exp", OF_UNARY, k_unary, U_EXP, bind_unary)                         \
+  X(LOG, "log", OF_UNARY, k_unary, U_LOG, bind_unary)                         \
+  X(SQRT, "sqrt", OF_UNARY, k_unary, U_SQRT, bind_unary)                      \
+  X(RSQRT, "rsqrt", OF_UNARY, k_unary, U_RSQRT, bind_unary)                   \
+  X(ABS, "abs", OF_UNARY, k_unary, U_ABS, bind_unary)                         \
+  X(CLIP, "clip", OF_UNARY, k_unary, U_CLIP, bind_unary)                      \
+  X(ADD, "add", OF_BINARY, k_binary, B_ADD, bind_binary)                      \
+  X(SUB, "sub", OF_BINARY, k_binary, B_SUB, bind_binary)                      \
+  X(MUL, "mul", OF_BINARY, k_binary, B_MUL, bind_binary)                      \
+  X(REAL_DIV, "real_div", OF_BINARY, k_binary, B_DIV, bind_binary)            \
+  X(POW, "pow", OF_BINARY, k_binary, B_POW, bind_binary)                      \
+  X(MAXIMUM, "maximum", OF_BINARY, k_binary, B_MAX, bind_binary)              \
+  X(MINIMUM, "minimum", OF_BINARY, k_binary, B_MIN, bind_binary)              \
+  X(EQUAL, "equal", OF_COMPARE, k_binary, B_EQ, bind_binary)                  \
+  X(NOT_EQUAL, "not_equal", OF_COMPARE, k_binary, B_NE, bind_binary)          \
+  X(LESS, "less", OF_COMPARE, k_binary, B_LT, bind_binary)                    \
+  X(LESS_EQUAL, "less_equal", OF_COMPARE, k_binary, B_LE, bind_binary)        \
+  X(GREATER, "greater", OF_COMPARE, k_binary, B_GT, bind_binary)              \
+  X(GREATER_EQUAL, "greater_equal", OF_COMPARE, k_binary, B_GE, bind_binary)  \
+  X(LOGICAL_AND, "logical_and", OF_LOGICAL, k_binary, B_AND, bind_binary)     \
+  X(LOGICAL_OR, "logical_or", OF_LOGICAL, k_binary, B_OR, bind_binary)        \
+  X(LOGICAL_XOR, "logical_xor", OF_LOGICAL, k_binary, B_XOR, bind_binary)     \
+  X(LOGICAL_NOT, "logical_not", OF_LOGICAL, k_unary, U_NOT, bind_unary)       \
+  X(FLOOR, "floor", OF_UNARY, k_unary, U_FLOOR, bind_unary)                   \
+  X(FLOOR_DIV, "floor_div", OF_BINARY, k_binary, B_FDIV, bind_binary)         \
+  X(SELECT, "select", OF_SELECT, k_select, 0, bind_select)                    \
+  X(CAST, "cast", OF_CAST, k_cast, 0, bind_cast)                              \
+  X(SOFTMAX, "softmax", OF_SOFTMAX, k_softmax, 0, bind_softmax)               \
+  X(REDUCE_SUM, "reduce_sum", OF_REDUCE, k_reduce, R_SUM, bind_reduce)        \
+  X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN, bind_reduce)     \
+  X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX, bind_reduce)        \
+  X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0, bind_layer_norm)      \
+  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0, bind_copy)                          \
+  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0, bind_transpose)               \
+  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0, bind_slice)             \
+  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0, bind_slice_size)          \
+  X(SPLIT, "split", OF_SHAPE, k_split, 0, bind_split)                               \
+  X(CONCAT, "concat", OF_SHAPE, k_concat, 0, bind_concat)                            \
+  X(GATHER, "gather", OF_SHAPE, k_gather, 0, bind_gather)                            \
+  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0, bind_gather_axis) \
+  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_copy_elements, 0, bind_expand_dims)             \
+  X(SQUEEZE, "squeeze", OF_SHAPE, k_copy_elements, 0, bind_squeeze)                         \
+  X(STACK, "stack", OF_SHAPE, k_stack, 0, bind_stack)                               \
+  X(TILE, "tile", OF_SHAPE, k_tile, 0, bind_tile)                                  \
+  X(PAD, "pad", OF_SHAPE, k_pad, 0, bind_pad)                                     \
+  X(SHAPE, "shape", OF_SHAPE, k_shape, 0, bind_shape)                               \
+  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, bind_range)                         \
+  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, bind_argreduce)           \
+  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, bind_argreduce)           \
+  X(TOPK, "topk", OF_INDEX, k_topk, 0, bind_topk)                                  \
+  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0, bind_pool)                           \
+  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1, bind_pool)                           \
+  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, bind_quant)                         \
+  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, bind_quant)                     \
+  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, bind_lstm)                              \
+  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, bind_matmul)                           \
+  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, bind_sdpa)      \
+  X(LINEAR, "linear", OF_LINEAR, k_linear, 0, bind_linear)                           \
+  X(CONV, "conv", OF_CONV, k_conv, 0, bind_conv)                                  
+
+#define CPU_OP_CODE(id, name, family, kernel, variant, binder) OP_##id,
+typedef enum CpuOp { CPU_OPS(CPU_OP_CODE) OP_VIEW, OP_COUNT } CpuOp;
+#undef CPU_OP_CODE
+
+/* Decodes and checks the arguments of statement x->s at prepare into a new
+ * *bound (its kernel's job), reporting at the statement. */
+typedef bool (*Binder)(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+
+typedef struct OpEntry {
+  const char *name;
+  Kernel fn;
+  Binder bind; /* NULL: the kernel reads its arguments when it runs */
+  int code; /* the kernel's variant (U_*, B_*, R_*, ...) */
+  uint8_t family; /* OpFamily */
+  uint8_t op;     /* CpuOp */
+} OpEntry;
+
+
+
+/* ---- the thread pool ---- */
+
+typedef void (*TaskFn)(void *arg, int64_t lo, int64_t hi, uint32_t tid);
+
+typedef struct Worker Worker;
+
+typedef struct Pool {
+  uint32_t n; /* threads, the caller's included */
+  pthread_t *th;
+  Worker *workers; /* per thread (index 0, the caller, unused) */
+  pthread_mutex_t mu; /* guards the job's claim state below, and the sleep */
+  pthread_cond_t cv;
+  atomic_uint gen;      /* bumped for each job */
+  atomic_uint sleepers; /* workers waiting on cv */
+  atomic_bool quit;
+  unsigned job;         /* the generation the fields below belong to */
+  TaskFn fn;
+  void *arg;
+  int64_t items, chunk, next;
+  atomic_llong done;    /* items finished */
+} Pool;
+
+struct Worker {
+  Pool *pool;
+  uint32_t id;
+};
+
+/* A backend instance (cpu_context_open): the pool every program prepared
+ * in it runs on, one run at a time. */
+struct CpuContext {
+  Pool pool;
+  pthread_mutex_t run_mu; /* held for the whole of each run of any of its programs */
+};
+
+/* How a statement runs once the plan has fused it with others (see
+ * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
+ * statement computes what is needed of it), or as a fused linear. */
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER };
+
+typedef struct Fused {
+  uint8_t kind;
+  bool round_mid, round_out; /* FZ_LINEAR: ANE rounding of the product, and of the result */
+  uint32_t xs, bs, ys;       /* FZ_LINEAR: x [B, P, K] untransposed; bias [O] (UINT32_MAX none); result [B, P, O] */
+  uint32_t end;              /* FZ_GROUP (its first statement), FZ_MEMBER (the others): the statement after the group */
+  uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
+  int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
+  bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
+  struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
+} Fused;
+
+struct CpuProgram {
+  OrionProgram *prog;
+  uint32_t fn;
+  const MilFunc *f;
+  CpuNumerics mode;
+  uint32_t nslots;       /* params, statement results, then literal operands */
+  uint32_t *base;        /* per statement: the slot of its first result */
+  const OpEntry **ops;   /* per statement: its kernel (NULL for const) */
+  uint32_t *argbase;     /* per statement: index into argstart of its first argument */
+  uint32_t *argstart;    /* per argument: index into opslot of its first item */
+  uint32_t *opslot;      /* per argument item: the slot it reads */
+  Slot *slots;
+  Val *vals;             /* the values: consts persist, the rest is set each run */
+  unsigned char *arena;  /* planned buffers */
+  size_t arena_bytes;
+  uint32_t nin, nout;
+  uint32_t *in_param;    /* per API input: the MIL parameter index */
+  uint32_t *out_slot;    /* per API output: the slot returned */
+  uint32_t *out_root;    /* per API output: that slot with views followed */
+  bool *out_direct;      /* per API output: written by its op into the caller's buffer */
+  CpuContext *ctx;       /* the backend instance it runs in */
+  bool owns_ctx;         /* a private one (cpu_prepare, cpu_prepare_with), closed by cpu_free */
+  uint32_t nthreads;     /* the context's threads: the per-thread buffers below */
+  float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
+  int64_t scratch_floats;
+  bool check_finite;
+  bool unfused;          /* CpuOptions.unfused: plan no fusion */
+  CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
+  uint32_t nprof;
+  uint32_t *prof_of;     /* per statement: its entry in prof, UINT32_MAX for none */
+  Fused *fz;             /* per statement: how it runs (all FZ_NONE when nothing is fused) */
+  void **bound;          /* per statement: its kernel's job, made by the op's binder (NULL: none) */
+  bool *setting;         /* per slot: a const some binder read as a scalar, string or list argument */
+  bool bound_ok;         /* every statement bound (false after a weight update whose binding failed) */
+  uint32_t ntiles;       /* tile buffers the largest fused group needs */
+  int64_t tile_floats;   /* the size of one */
+  float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */
+};
+
+/* The state of one statement's execution. */
+struct Ctx {
+  const CpuProgram *c;
+  Val *vals;
+  Diag *d;
+  const MilStmt *s;
+  uint32_t si;
+  bool binding; /* at prepare: scalar, string and list arguments must be constants */
+  bool *setting; /* binding: per slot, set when it is read as such an argument */
+};
+
+/* Work is cut into pieces of about GRAIN elements' worth. */
+#define GRAIN 16384
+
+/* ---- small value helpers (inline: the kernels' slow paths call them per element) ---- */
+
+static inline int64_t elements(const int64_t *dims, uint32_t rank) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < rank; i++) n *= dims[i];
+  return n;
+}
+
+static inline void strides_of(const int64_t *dims, uint32_t rank, int64_t *st) {
+  int64_t s = 1;
+  for (uint32_t i = rank; i-- > 0;) {
+    st[i] = s;
+    s *= dims[i];
+  }
+}
+
+/* The offset, in a tensor with per-dimension strides st (aligned with the
+ * dims of `shape`), of the element at row-major position flat of shape. */
+static inline int64_t offset_at(int64_t flat, const int64_t *dims, uint32_t rank, const int64_t *st) {
+  int64_t off = 0;
+  for (uint32_t i = rank; i-- > 0;) {
+    off += (flat % dims[i]) * st[i];
+    flat /= dims[i];
+  }
+  return off;
+}
+
+static inline bool dtype_held(MilDType t) {
+  return t == MIL_DT_FP16 || t == MIL_DT_FP32 || t == MIL_DT_INT32 || t == MIL_DT_BOOL;
+}
+
+static inline bool is_float(MilDType t) { return t == MIL_DT_FP16 || t == MIL_DT_FP32; }
+
+/* Consts may also hold the small integer types that constexpr_* ops take
+ * (quantized data, zero points), stored as int32 like int32 values. */
+static inline bool dtype_const_ok(MilDType t) {
+  return dtype_held(t) || t == MIL_DT_INT8 || t == MIL_DT_UINT8 || t == MIL_DT_INT16 || t == MIL_DT_UINT16;
+}
+
+/* Doubles from MIL constants or inputs may be huge or NaN; casting those to an integer is undefined,
+ * so they saturate (NaN to the most negative value), which every caller then rejects as out of range. */
+static inline int64_t to_index(double d) {
+  if (!(d >= -9.2e18)) return INT64_MIN;
+  if (d >= 9.2e18) return INT64_MAX;
+  return (int64_t)d;
+}
+
+static inline int32_t sat32(double v) {
+  if (!(v >= -2147483648.0)) return INT32_MIN;
+  if (v >= 2147483647.0) return INT32_MAX;
+  return (int32_t)v;
+}
+
+/* Element i of v as a double (the slow paths' access). */
+static inline double ld(const Val *v, int64_t i) {
+  switch (v->st) {
+  case ST_F32: return (double)((const float *)v->p)[i];
+  case ST_I32: return ((const int32_t *)v->p)[i];
+  case ST_H16: {
+    uint16_t h;
+    memcpy(&h, (const unsigned char *)v->p + 2 * i, 2);
+    return (double)fp16_to_float(h);
+  }
+  default: return 0;
+  }
+}
+
+/* Stores r as element i of result v: one rounding to float, or to an
+ * integer (int32 saturates, bool is r != 0). */
+static inline void st(Val *v, int64_t i, double r) {
+  if (v->st == ST_F32) ((float *)v->p)[i] = (float)r;
+  else if (v->dt == MIL_DT_BOOL) ((int32_t *)v->p)[i] = r != 0;
+  else ((int32_t *)v->p)[i] = sat32(r);
+}
+
+static inline float *fp(const Val *v) { return v->p; }
+
+static inline uint8_t storage_of(MilDType t) { return is_float(t) ? ST_F32 : t == MIL_DT_STRING ? ST_STR : ST_I32; }
+
+static inline void *alloc_elems(int64_t n, size_t es) { return xcalloc(n > 0 ? (size_t)n : 1, es); }
+
+/* ---- the jobs that fused statements share with their kernels ---- */
+
+enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_ABS, U_IDENTITY, U_CLIP, U_NOT, U_FLOOR };
+
+typedef struct UnaryJob {
+  int code, gelu;
+  bool avx2; /* the CPU has AVX2 and FMA (cpu_features) */
+  double eps, lo, hi;
+  const Val *a;
+  Val *o;
+} UnaryJob;
+
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_FDIV, /* comparisons, bool results: */ B_EQ, B_NE, B_LT, B_LE, B_GT,
+       B_GE, /* bool operands and results: */ B_AND, B_OR, B_XOR };
+
+static inline bool is_compare(int code) { return code >= B_EQ && code <= B_GE; }
+static inline bool is_logical(int code) { return code >= B_AND; }
+
+/* One broadcast element-wise op over a collapsed shape: rows of `inner`
+ * output elements, operand a (b) advancing by sa (sb) along a row and
+ * starting at the offset its outer strides give. */
+typedef struct BinJob {
+  int code;
+  bool avx2;
+  const Val *a, *b;
+  Val *o;
+  uint32_t nouter;
+  int64_t odims[MIL_MAX_RANK], ast[MIL_MAX_RANK], bst[MIL_MAX_RANK];
+  int64_t inner, sa, sb, chunks;
+} BinJob;
+
+enum { R_SUM, R_MEAN, R_MAX };
+
+/* A reduction of contiguous trailing blocks: output element i reduces
+ * input elements [i * count, (i + 1) * count). */
+typedef struct RedJob {
+  int code;
+  const Val *a;
+  Val *o;
+  int64_t count;
+} RedJob;
+
+#define PANEL 128  /* output channels per piece of linear / conv */
+
+/* linear and pointwise conv: out = W x (+ bias) with W [O, K]. For linear
+ * x is [rows, K] and out [rows, O] (conv: false); for conv, per batch item,
+ * x is [K, P] and out [O, P] (conv: true). Pieces: batch item x panel of O
+ * x block of rows / P. */
+typedef struct WJob {
+  const CpuProgram *c;
+  bool conv;
+  const Val *x, *w, *b;
+  Val *o;
+  int64_t O, K, R; /* R: rows (linear) or P (conv) */
+  int64_t panels, blocks;
+  /* A fused linear's epilogue (linear layout only; b is then NULL): each
+   * piece's products rounded to fp16 (round_mid), then post[o] added, then
+   * rounded to fp16 again (round_out), as the unfused statements would. */
+  const float *post;
+  bool round_mid, round_out;
+  const struct GroupJob *epi; /* a fused linear's epilogue group, run on each row of each piece */
+} WJob;
+
+#define GROUP_MAX 32
+#define GROUP_TILE 2048
+
+typedef bool (*CxFn)(Ctx *x, Val *out);
+
+typedef struct GroupJob GroupJob;
+
+/* ---- across the files ---- */
+
+/* What the kernels may use beyond the baseline ISA; detected once. */
+typedef struct CpuFeatures {
+  bool f16c; /* F16C (and AVX): fp16 <-> fp32 in hardware */
+  bool avx2; /* AVX2 and FMA */
+} CpuFeatures;
+/* features.c */
+const CpuFeatures *cpu_features(void);
+
+/* pool.c */
+void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg);
+void pool_start(Pool *p, uint32_t n);
+void pool_stop(Pool *p);
+uint32_t pool_threads_for(uint32_t requested);
+/* fp16.c */
+void h2f(float *d, const void *s, int64_t n);
+void round16(float *p, int64_t n);
+/* values.c */
+/* Reports `op: message` at the running statement; returns false. */
+bool op_fail(Ctx *x, const char *fmt, ...) ORION_PRINTF(2, 3);
+void shape_str(const int64_t *dims, uint32_t rank, char *buf, size_t len);
+bool expect_shape(Ctx *x, const Val *v, const int64_t *dims, uint32_t rank);
+void val_shape(Val *v, const MilType *t);
+bool literal_val(const MilLiteral *l, Val *v, const char **why);
+/* args.c */
+const MilArg *find_arg(const MilStmt *s, const char *name);
+const Val *arg_item(Ctx *x, const MilArg *a, uint32_t j);
+uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name);
+const Val *opt_arg(Ctx *x, const char *name, bool *ok);
+const Val *req_arg(Ctx *x, const char *name, bool *ok);
+double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok);
+const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok);
+bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+bool ints_of(Ctx *x, const char *name, const Val *v, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+const Val *const_or_run(Ctx *x, const Val *v, bool *is_const);
+bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out);
+bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst);
+/* k_elementwise.c */
+void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, int64_t n);
+bool k_unary(Ctx *x, int code, Val *out, uint32_t nout);
+uint32_t collapse_dims(uint32_t rank, int64_t *dims, int64_t **strides, uint32_t nops);
+void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t a0, const float *pb, int64_t b0,
+               float *po, int64_t o0);
+bool k_binary(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_select(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_cast(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_reduce.c */
+bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout);
+void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n);
+const RedJob *reduce_job(const CpuProgram *c, uint32_t si);
+bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_shape.c */
+bool same_class(Ctx *x, const Val *a, const Val *out);
+bool k_view(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_copy(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_transpose(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_slice(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_slice_size(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_split(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_concat(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_gather(Ctx *x, int code, Val *out, uint32_t nout);
+bool copy_from(Ctx *x, const Val *a);
+bool k_copy_elements(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_stack(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_tile(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_pad(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_shape(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_range(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_misc.c */
+bool k_argreduce(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_topk(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_pool(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_quant(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_linalg.c */
+int64_t panel_ld(int64_t K);
+void wgemm(Ctx *x, WJob *j, int64_t batch);
+bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_linear(Ctx *x, int code, Val *out, uint32_t nout);
+bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_attention.c */
+bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
+/* optable.c */
+/* reshape and identity planned as views: their result shows the operand */
+extern const OpEntry view_entry;
+const OpEntry *find_op(const char *name);
+/* k_fused.c */
+int64_t tile_rows(int64_t L);
+void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
+bool k_group(Ctx *x, uint32_t end);
+bool k_fused_linear(Ctx *x, const Fused *f);
+void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
+/* prepare.c */
+void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
+void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
+/* constexpr.c */
+CxFn find_cx(const char *name);
+bool eval_constexprs(CpuProgram *c, Diag *d);
+/* plan.c */
+uint32_t root_of(const CpuProgram *c, uint32_t s);
+size_t plan_buffers(CpuProgram *c);
+void choose_fp16_weights(CpuProgram *c);
+/* fusion.c */
+void plan_fusion(CpuProgram *c);
+/* bind.c */
+bool bind_all(CpuProgram *c, Diag *d);
+void bound_free(CpuProgram *c);
+/* the binders (see Binder) */
+bool bind_unary(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_binary(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_view(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_copy(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_transpose(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_slice(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_slice_size(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_split(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_concat(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_gather(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_gather_axis(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_expand_dims(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_squeeze(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_stack(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_tile(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_pad(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_shape(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
+bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
+bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_sdpa(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_argreduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_topk(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_pool(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_quant(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+bool bind_lstm(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
+
+#endif

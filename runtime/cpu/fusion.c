@@ -1,0 +1,290 @@
+/*
+ * Planning fusions (docs/cpu-backend.md, "Fusion"): lowered linear layers,
+ * element-wise and row groups, and the groups that become a fused linear's
+ * epilogue.
+ */
+#include "cpu_internal.h"
+
+
+/* Whether argument `name` of statement si is a const of the n integers want
+ * (or absent, when absent_ok). */
+static bool const_ints_are(const CpuProgram *c, uint32_t si, const char *name, const int64_t *want, uint32_t n,
+                           bool absent_ok) {
+  if (!find_arg(&c->f->stmts[si], name)) return absent_ok;
+  uint32_t s = arg_slot(c, si, name);
+  if (s == UINT32_MAX) return false;
+  s = root_of(c, s);
+  const Val *v = &c->vals[s];
+  if (c->slots[s].kind != SK_CONST || (v->st != ST_I32 && v->st != ST_F32) || v->n != (int64_t)n) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (ld(v, i) != (double)want[i]) return false;
+  return true;
+}
+
+/* Whether transpose statement si swaps the last two dims of a rank-3 x. */
+static bool swaps_last_two(const CpuProgram *c, uint32_t si) {
+  static const int64_t swap[3] = {0, 2, 1}, neg[3] = {-3, -1, -2};
+  uint32_t xs = arg_slot(c, si, "x");
+  return c->ops[si] && c->ops[si]->family == OF_TRANSPOSE && xs != UINT32_MAX && c->vals[xs].rank == 3 &&
+         (const_ints_are(c, si, "perm", swap, 3, false) || const_ints_are(c, si, "perm", neg, 3, false));
+}
+
+static bool same_dims(const Val *v, const int64_t *dims, uint32_t rank) {
+  if (v->rank != rank) return false;
+  for (uint32_t i = 0; i < rank; i++)
+    if (v->dims[i] != dims[i]) return false;
+  return true;
+}
+
+/* Fuses conv statement si if it is a linear layer as lower-linear writes it:
+ *   t = transpose(x [B, P, K], perm [0, 2, 1]); v = reshape(t) [B, K, 1.., P];
+ *   r = conv(v, weight [O, K, 1..]) (pointwise, groups 1, no bias);
+ *   optionally a = add(r, bias viewed as [1, O, 1..]); then an optional
+ *   reshape to [B, O, P] and y = transpose(.., perm [0, 2, 1]) [B, P, O],
+ * every intermediate used once and of one float dtype with x and y. The conv
+ * then computes y from x (k_fused_linear) and the others are elided. nuse
+ * and user: per slot, its number of uses (outputs count) and its last user. */
+static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *user,
+                        const uint32_t *stmt_of) {
+  const MilFunc *f = c->f;
+  const MilStmt *s = &f->stmts[si];
+  if (!c->ops[si] || c->ops[si]->family != OF_CONV || s->nresults != 1 || find_arg(s, "bias")) return;
+  uint32_t vs = arg_slot(c, si, "x"), ws = arg_slot(c, si, "weight"), rs = c->base[si];
+  if (vs == UINT32_MAX || ws == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1) return;
+  uint32_t ts = c->slots[vs].src, tst = stmt_of[ts];
+  if (c->slots[ts].kind != SK_RESULT || nuse[ts] != 1 || tst == UINT32_MAX || !swaps_last_two(c, tst)) return;
+  uint32_t xs = arg_slot(c, tst, "x");
+  const Val *X = &c->vals[xs], *V = &c->vals[vs], *W = &c->vals[ws], *R = &c->vals[rs];
+  MilDType dt = X->dt;
+  if (X->st != ST_F32 || !is_float(dt) || c->vals[ts].dt != dt || V->dt != dt || R->dt != dt) return;
+  int64_t B = X->dims[0], P = X->dims[1], K = X->dims[2], O = W->dims[0];
+  uint32_t rank = V->rank, S = rank - 2;
+  if (rank < 3 || rank > 5 || W->rank != rank || R->rank != rank || V->dims[0] != B || V->dims[1] != K ||
+      W->dims[1] != K || R->dims[0] != B || R->dims[1] != O || elements(V->dims + 2, S) != P)
+    return;
+  for (uint32_t i = 2; i < rank; i++)
+    if (W->dims[i] != 1 || R->dims[i] != V->dims[i]) return;
+  static const int64_t ones[3] = {1, 1, 1}, zeros[6] = {0};
+  if (!const_ints_are(c, si, "groups", ones, 1, true) || !const_ints_are(c, si, "strides", ones, S, true) ||
+      !const_ints_are(c, si, "dilations", ones, S, true))
+    return;
+  const char *pt = "valid";
+  if (find_arg(s, "pad_type")) {
+    uint32_t ps = arg_slot(c, si, "pad_type");
+    if (ps == UINT32_MAX || c->vals[ps].st != ST_STR) return;
+    pt = c->vals[ps].str;
+  }
+  bool custom = !strcmp(pt, "custom");
+  if (!custom && strcmp(pt, "valid") && strcmp(pt, "same") && strcmp(pt, "same_lower")) return;
+  if (custom && !const_ints_are(c, si, "pad", zeros, 2 * S, false)) return; /* a unit kernel pads nothing otherwise */
+  /* The result side: [add bias], [reshape to [B, O, P]], transpose. */
+  uint32_t cur = rs, bs = UINT32_MAX, elided[4], ne = 0;
+  if (nuse[cur] != 1 || user[cur] == UINT32_MAX) return;
+  uint32_t u = user[cur];
+  if (c->ops[u] && c->ops[u]->op == OP_ADD) {
+    uint32_t ax = arg_slot(c, u, "x"), ay = arg_slot(c, u, "y"), other = ax == cur ? ay : ax;
+    if ((ax != cur && ay != cur) || other == UINT32_MAX) return;
+    uint32_t br = root_of(c, other);
+    const Val *bv = &c->vals[other];
+    if (c->slots[br].kind != SK_CONST || c->vals[br].st != ST_F32 || c->vals[br].n != O || bv->rank > rank) return;
+    for (uint32_t i = 0; i < rank; i++) {
+      int64_t d = i + bv->rank >= rank ? bv->dims[i + bv->rank - rank] : 1;
+      if (d != (i == 1 ? O : 1)) return;
+    }
+    cur = c->base[u];
+    if (c->vals[cur].dt != dt || !same_dims(&c->vals[cur], R->dims, rank)) return;
+    bs = br;
+    elided[ne++] = u;
+    if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
+  }
+  if (c->ops[u] && c->ops[u]->family == OF_VIEW) {
+    cur = c->base[u];
+    int64_t d3[3] = {B, O, P};
+    if (c->vals[cur].dt != dt || !same_dims(&c->vals[cur], d3, 3)) return;
+    elided[ne++] = u;
+    if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
+  }
+  int64_t dy[3] = {B, P, O};
+  if (!swaps_last_two(c, u) || arg_slot(c, u, "x") != cur || c->vals[c->base[u]].dt != dt ||
+      !same_dims(&c->vals[c->base[u]], dy, 3))
+    return;
+  elided[ne++] = u;
+  for (uint32_t i = 0; i < ne; i++) c->fz[elided[i]].kind = FZ_ELIDED;
+  c->fz[tst].kind = c->fz[stmt_of[vs]].kind = FZ_ELIDED;
+  bool ane16 = c->mode == CPU_NUMERICS_ANE && dt == MIL_DT_FP16;
+  c->fz[si] = (Fused){.kind = FZ_LINEAR, .round_mid = ane16 && bs != UINT32_MAX, .round_out = ane16, .xs = xs,
+                      .bs = bs, .ys = c->base[u]};
+}
+
+/* Whether statement si can be a member of an element-wise group: a float
+ * unary op or float arithmetic binary op on float operands, not fused yet. */
+static bool groupable(const CpuProgram *c, uint32_t si) {
+  const OpEntry *e = c->ops[si];
+  const MilStmt *s = &c->f->stmts[si];
+  if (!e || c->fz[si].kind != FZ_NONE || s->nresults != 1 || c->vals[c->base[si]].st != ST_F32) return false;
+  if (e->family != OF_UNARY && e->family != OF_BINARY) return false;
+  const char *names[2] = {"x", "y"};
+  for (uint32_t k = 0; k < (e->family == OF_BINARY ? 2u : 1u); k++) {
+    uint32_t a = arg_slot(c, si, names[k]);
+    if (a == UINT32_MAX || c->vals[a].st != ST_F32) return false;
+  }
+  return true;
+}
+
+/* The members of group [first, end) whose results are used only as the
+ * operands of later members (not as outputs, not through views) live in
+ * tile buffers: each gets the lowest one free when it is computed, freed
+ * after its last reader (a result never shares its operands' buffer). */
+static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint32_t *nuse) {
+  const char *names[2] = {"x", "y"};
+  uint32_t inner[GROUP_MAX], lastread[GROUP_MAX], nin = 0;
+  for (uint32_t si = first; si < end; si++) {
+    if (!c->ops[si] || c->ops[si]->family == OF_VIEW) continue;
+    uint32_t r = c->base[si], reads = 0, lr = si;
+    for (uint32_t k = si + 1; k < end; k++) {
+      if (!c->ops[k] || c->ops[k]->family == OF_VIEW) continue;
+      for (uint32_t q = 0; q < 2; q++)
+        if (arg_slot(c, k, names[q]) == r) reads++, lr = k;
+    }
+    if (reads > 0 && reads == nuse[r]) inner[nin] = r, lastread[nin++] = lr;
+  }
+  bool busy[GROUP_MAX] = {false};
+  for (uint32_t si = first; si < end; si++) {
+    if (!c->ops[si] || c->ops[si]->family == OF_VIEW) continue;
+    for (uint32_t i = 0; i < nin; i++)
+      if (inner[i] == c->base[si]) {
+        int32_t t = 0;
+        while (busy[t]) t++;
+        busy[t] = true;
+        c->slots[inner[i]].tile = t;
+        if ((uint32_t)t + 1 > c->ntiles) c->ntiles = (uint32_t)t + 1;
+      }
+    for (uint32_t i = 0; i < nin; i++)
+      if (lastread[i] == si) busy[c->slots[inner[i]].tile] = false;
+  }
+}
+
+/* Whether statement si is a reduction over the last dim of a float x
+ * (keep_dims), which a row group can hold: its x's shape, and its own. */
+static bool row_reduction(const CpuProgram *c, uint32_t si, const Val **in) {
+  const OpEntry *e = c->ops[si];
+  if (!e || e->family != OF_REDUCE || c->fz[si].kind != FZ_NONE || c->f->stmts[si].nresults != 1) return false;
+  uint32_t xs = arg_slot(c, si, "x");
+  if (xs == UINT32_MAX || c->vals[xs].st != ST_F32 || c->vals[c->base[si]].st != ST_F32) return false;
+  const Val *a = &c->vals[xs], *o = &c->vals[c->base[si]];
+  int64_t last[1] = {-1}, lastp[1] = {(int64_t)a->rank - 1}, one[1] = {1};
+  if (a->rank < 1 || !(const_ints_are(c, si, "axes", last, 1, false) || const_ints_are(c, si, "axes", lastp, 1, false)) ||
+      !const_ints_are(c, si, "keep_dims", one, 1, false) || o->rank != a->rank || a->dims[a->rank - 1] < 2)
+    return false;
+  for (uint32_t i = 0; i + 1 < a->rank; i++)
+    if (o->dims[i] != a->dims[i]) return false;
+  *in = a;
+  return o->dims[a->rank - 1] == 1;
+}
+
+/* Groups runs of consecutive statements (views and consts between them
+ * allowed, at most GROUP_MAX members, two or more): groupable ones with
+ * results of one shape S (an element group, tiles of GROUP_TILE elements),
+ * or, with at least one reduction over S's last dim among them, groupable
+ * ones with results of shape S or of S's rows (S with last dim 1) and such
+ * reductions (a row group, tiles of whole rows; its rows a multiple of 4
+ * long). */
+static void fuse_groups(CpuProgram *c, const uint32_t *nuse) {
+  const MilFunc *f = c->f;
+  for (uint32_t si = 0; si < f->nstmts;) {
+    const Val *in = NULL;
+    bool red = row_reduction(c, si, &in);
+    if (!red && !groupable(c, si)) {
+      si++;
+      continue;
+    }
+    const Val *S = red ? in : &c->vals[c->base[si]];
+    int64_t rdims[MIL_MAX_RANK];
+    memcpy(rdims, S->dims, sizeof rdims);
+    if (S->rank) rdims[S->rank - 1] = 1;
+    bool rows_ok = S->rank > 0 && S->dims[S->rank - 1] > 1 && S->dims[S->rank - 1] % 4 == 0, rowwise = red;
+    uint32_t last = si, members = 1;
+    for (uint32_t k = si + 1; k < f->nstmts && members < GROUP_MAX; k++) {
+      if (!c->ops[k] || (c->ops[k]->family == OF_VIEW && c->fz[k].kind == FZ_NONE)) continue;
+      const Val *kin = NULL, *r = &c->vals[c->base[k]];
+      bool kred = rows_ok && row_reduction(c, k, &kin) && same_dims(kin, S->dims, S->rank);
+      bool kel = groupable(c, k) && (same_dims(r, S->dims, S->rank) || (rows_ok && same_dims(r, rdims, S->rank)));
+      if (!kred && !kel) break;
+      rowwise = rowwise || kred || !same_dims(r, S->dims, S->rank);
+      last = k;
+      members++;
+    }
+    if (rowwise && !rows_ok) { /* a lone reduction, or an element group of rows-shaped results */
+      si++;
+      continue;
+    }
+    if (members >= 2) {
+      int64_t L = rowwise ? S->dims[S->rank - 1] : 0;
+      c->fz[si] = (Fused){.kind = FZ_GROUP, .end = last + 1, .rowlen = L};
+      for (uint32_t k = si + 1; k <= last; k++)
+        if (c->ops[k]) c->fz[k] = (Fused){.kind = FZ_MEMBER, .end = last + 1};
+      assign_tiles(c, si, last + 1, nuse);
+      int64_t tf = L ? tile_rows(L) * L : GROUP_TILE;
+      if (tf > c->tile_floats) c->tile_floats = tf;
+    }
+    si = last + 1;
+  }
+}
+
+/* Makes the element-wise group right after fused linear si (only elided
+ * statements and consts between them) its epilogue: the group must have
+ * the linear's result shape, with a last dim a multiple of 4 (so that each
+ * row segment of a piece splits into the same vectors of 4 as unfused),
+ * and read nothing computed after the linear but the linear's result and
+ * its own members' results. A single groupable statement makes a group. */
+static void fuse_epilogue(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *stmt_of) {
+  const MilFunc *f = c->f;
+  const Val *y = &c->vals[c->fz[si].ys];
+  if (y->dims[2] % 4) return;
+  uint32_t g = si + 1;
+  while (g < f->nstmts && (!c->ops[g] || c->fz[g].kind == FZ_ELIDED || c->ops[g]->family == OF_VIEW)) g++;
+  if (g == f->nstmts || !same_dims(&c->vals[c->base[g]], y->dims, y->rank)) return;
+  if (c->fz[g].kind == FZ_NONE && groupable(c, g)) c->fz[g] = (Fused){.kind = FZ_GROUP, .end = g + 1};
+  if (c->fz[g].kind != FZ_GROUP || c->fz[g].rowlen) return; /* a row group needs whole rows */
+  uint32_t end = c->fz[g].end;
+  for (uint32_t k = g; k < end; k++) {
+    if (!c->ops[k]) continue;
+    for (uint32_t i = c->argstart[c->argbase[k]]; i < c->argstart[c->argbase[k + 1]]; i++) {
+      /* ready when the linear runs: set before it (a view too: views between the linear and the group run
+       * after it), or the linear's result, or made by the group's own statements (its views run first) */
+      uint32_t a = c->opslot[i], sa = stmt_of[a];
+      bool ok = a == c->fz[si].ys || c->slots[a].kind == SK_CONST || c->slots[a].kind == SK_STR ||
+                sa == UINT32_MAX || sa < si || (sa >= g && sa < end);
+      if (!ok) return;
+    }
+  }
+  (void)nuse;
+  for (uint32_t k = g; k < end; k++) c->fz[k].epi = true;
+  c->fz[si].gfirst = g;
+}
+
+/* Plans the fusions (none when check_finite asks for every result, or the
+ * caller asks for none). */
+void plan_fusion(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  c->fz = xcalloc(f->nstmts + 1, sizeof *c->fz);
+  if (c->check_finite || c->unfused) return;
+  uint32_t *nuse = xcalloc(c->nslots + 1, sizeof *nuse), *user = xcalloc(c->nslots + 1, sizeof *user);
+  uint32_t *stmt_of = xcalloc(c->nslots + 1, sizeof *stmt_of);
+  for (uint32_t s = 0; s < c->nslots; s++) user[s] = stmt_of[s] = UINT32_MAX;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    for (uint32_t k = 0; k < f->stmts[si].nresults; k++) stmt_of[c->base[si] + k] = si;
+    for (uint32_t i = c->argstart[c->argbase[si]]; i < c->argstart[c->argbase[si + 1]]; i++) {
+      nuse[c->opslot[i]]++;
+      user[c->opslot[i]] = si;
+    }
+  }
+  for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
+  for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
+  fuse_groups(c, nuse);
+  for (uint32_t si = 0; si < f->nstmts; si++)
+    if (c->fz[si].kind == FZ_LINEAR) fuse_epilogue(c, si, nuse, stmt_of);
+  free(nuse);
+  free(user);
+  free(stmt_of);
+}

@@ -1,0 +1,377 @@
+/*
+ * Linear algebra: matmul, linear and conv; the pointwise ones on OpenBLAS
+ * sgemm, one call per piece (docs/cpu-backend.md, "Linear algebra").
+ */
+#include "cpu_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+
+#define ROWS 512   /* rows (or columns) of the other operand per piece */
+
+/* C[M, N] = op(A)[M, K] * op(B)[K, N] + beta * C, row-major, fp32, OpenBLAS
+ * single-threaded (the pool runs the pieces). */
+static void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == 0)
+      for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
+              (blasint)K, 1.0f, A, (blasint)(lda > 0 ? lda : 1), B, (blasint)(ldb > 0 ? ldb : 1), beta, C,
+              (blasint)(ldc > 0 ? ldc : 1));
+}
+
+/* The row stride of a weight panel converted into the scratch: K, plus 16
+ * floats when K floats are a multiple of 2 KiB (rows that far apart fall in
+ * the same cache sets and slow OpenBLAS's transposed packing by 15%). */
+int64_t panel_ld(int64_t K) { return K % 512 == 0 ? K + 16 : K; }
+
+/* Rows [r0, r0 + nr) of a [*, K] weight as floats, rows *ld apart: in place
+ * for ST_F32, converted into the thread's scratch for ST_H16. */
+static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, int64_t nr, int64_t K, uint32_t tid,
+                                int64_t *ld) {
+  if (w->st == ST_F32) {
+    *ld = K;
+    return fp(w) + r0 * K;
+  }
+  float *s = c->scratch[tid];
+  *ld = panel_ld(K);
+  for (int64_t r = 0; r < nr; r++) h2f(s + r * *ld, (const uint16_t *)w->p + (r0 + r) * K, K);
+  return s;
+}
+
+
+
+static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const WJob *j = arg;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
+    int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * ROWS;
+    int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < ROWS ? j->R - r0 : ROWS;
+    int64_t ldw;
+    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid, &ldw);
+    float beta = j->b ? 1.0f : 0.0f;
+    if (!j->conv) {
+      float *C = fp(j->o) + r0 * j->O + o0;
+      if (j->b)
+        for (int64_t r = 0; r < nr; r++)
+          for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
+      sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, ldw, beta, C, j->O);
+      if (j->round_mid || j->post || j->round_out || j->epi)
+        for (int64_t r = 0; r < nr; r++) {
+          float *restrict row = C + r * j->O;
+          if (j->round_mid) round16(row, no);
+          if (j->post)
+            for (int64_t o = 0; o < no; o++) row[o] += j->post[o0 + o];
+          if (j->round_out) round16(row, no);
+          if (j->epi) epilogue_row(j->epi, j->c->tiles ? j->c->tiles[tid] : NULL, (r0 + r) * j->O + o0, no);
+        }
+    } else {
+      float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+      if (j->b)
+        for (int64_t o = 0; o < no; o++) {
+          float bv = (float)ld(j->b, o0 + o);
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv;
+        }
+      sgemm(false, false, no, nr, j->K, W, ldw, fp(j->x) + nn * j->K * j->R + r0, j->R, beta, C, j->R);
+    }
+  }
+}
+
+void wgemm(Ctx *x, WJob *j, int64_t batch) {
+  j->c = x->c;
+  j->panels = (j->O + PANEL - 1) / PANEL;
+  j->blocks = (j->R + ROWS - 1) / ROWS;
+  if (j->O == 0 || j->R == 0) return;
+  par_for(x->c, batch * j->panels * j->blocks, 1, wgemm_task, j);
+}
+
+/* matmul of float operands: one piece is a block of rows of one matrix of the batch. */
+typedef struct MmJob {
+  const Val *a, *b;
+  Val *o;
+  bool ta, tb;
+  int64_t M, N, K, lda, ldb, blocks;
+  uint32_t rbat;
+  int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+} MmJob;
+
+static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const MmJob *j = arg;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t t = it / j->blocks, m0 = (it % j->blocks) * ROWS, nm = j->M - m0 < ROWS ? j->M - m0 : ROWS;
+    const float *A = fp(j->a) + offset_at(t, j->bdims, j->rbat, j->sa);
+    const float *B = fp(j->b) + offset_at(t, j->bdims, j->rbat, j->sb);
+    /* Rows m0.. of op(A): row offset m0 * lda untransposed, column offset m0 transposed. */
+    sgemm(j->ta, j->tb, nm, j->N, j->K, A + (j->ta ? m0 : m0 * j->lda), j->lda, B, j->ldb, 0.0f,
+          fp(j->o) + t * j->M * j->N + m0 * j->N, j->N);
+  }
+}
+
+/* A matmul as bound: the sgemm job (fast: float operands), or the strides of the plain loop. */
+typedef struct MatmulBound {
+  MmJob j;
+  bool fast;
+  int64_t nb;                        /* matrices in the batch */
+  int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
+} MatmulBound;
+
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
+bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
+  bool tx = scalar_arg(x, "transpose_x", 0, &ok) != 0, ty = scalar_arg(x, "transpose_y", 0, &ok) != 0;
+  if (!ok) return false;
+  if (a->rank == 0 || b->rank == 0) return op_fail(x, "operands must have rank 1 or more");
+  if ((tx && a->rank == 1) || (ty && b->rank == 1)) return op_fail(x, "a transpose flag is set on a rank-1 operand");
+  /* Logical matrices: x is [.., M, K], y is [.., K, N], as strides into the data. */
+  int64_t ast[MIL_MAX_RANK], bst[MIL_MAX_RANK];
+  strides_of(a->dims, a->rank, ast);
+  strides_of(b->dims, b->rank, bst);
+  int64_t M, K, N, K2, am_st, ak_st, bk_st, bn_st;
+  if (a->rank == 1) M = 1, K = a->dims[0], am_st = 0, ak_st = 1;
+  else if (!tx) M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], am_st = ast[a->rank - 2], ak_st = 1;
+  else M = a->dims[a->rank - 1], K = a->dims[a->rank - 2], am_st = 1, ak_st = ast[a->rank - 2];
+  if (b->rank == 1) K2 = b->dims[0], N = 1, bk_st = 1, bn_st = 0;
+  else if (!ty) K2 = b->dims[b->rank - 2], N = b->dims[b->rank - 1], bk_st = bst[b->rank - 2], bn_st = 1;
+  else K2 = b->dims[b->rank - 1], N = b->dims[b->rank - 2], bk_st = 1, bn_st = bst[b->rank - 2];
+  if (K != K2) return op_fail(x, "the inner dimensions differ (%lld and %lld)", (long long)K, (long long)K2);
+  /* Batch dims broadcast like element-wise operands. */
+  MmJob j = {.a = a, .b = b, .o = out, .ta = tx, .tb = ty, .M = M, .N = N, .K = K};
+  uint32_t ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0, rbat = ra > rb ? ra : rb;
+  for (uint32_t i = 0; i < rbat; i++) {
+    int64_t da = i + ra >= rbat ? a->dims[i + ra - rbat] : 1, db = i + rb >= rbat ? b->dims[i + rb - rbat] : 1;
+    if (da != db && da != 1 && db != 1) return op_fail(x, "batch dimensions %lld and %lld do not broadcast", (long long)da, (long long)db);
+    j.bdims[i] = da > db ? da : db;
+    if (da == 0 || db == 0) j.bdims[i] = 0;
+    j.sa[i] = da == 1 ? 0 : ast[i + ra - rbat];
+    j.sb[i] = db == 1 ? 0 : bst[i + rb - rbat];
+  }
+  j.rbat = rbat;
+  int64_t dims[MIL_MAX_RANK];
+  uint32_t rank = rbat;
+  memcpy(dims, j.bdims, sizeof(int64_t) * rbat);
+  if (a->rank > 1) dims[rank++] = M;
+  if (b->rank > 1) dims[rank++] = N;
+  if (!expect_shape(x, out, dims, rank)) return false;
+  MatmulBound mb = {.fast = out->st == ST_F32 && a->st == ST_F32 && b->st == ST_F32, .nb = elements(j.bdims, rbat),
+                    .am_st = am_st, .ak_st = ak_st, .bk_st = bk_st, .bn_st = bn_st};
+  if (mb.fast) {
+    /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
+     * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
+    j.lda = a->rank == 1 ? K : tx ? ak_st : am_st;
+    j.ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
+    j.blocks = (M + ROWS - 1) / ROWS;
+  }
+  mb.j = j;
+  *bound = dup_job(&mb, sizeof mb);
+  return true;
+}
+
+bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const MatmulBound *mb = x->c->bound[x->si];
+  const MmJob *j = &mb->j;
+  if (mb->fast) {
+    if (j->M == 0 || j->N == 0) return true;
+    par_for(x->c, mb->nb * j->blocks, 1, matmul_task, (void *)(uintptr_t)j);
+    return true;
+  }
+  const Val *a = j->a, *b = j->b;
+  int64_t M = j->M, N = j->N, K = j->K, am_st = mb->am_st, ak_st = mb->ak_st, bk_st = mb->bk_st, bn_st = mb->bn_st;
+  uint32_t rbat = j->rbat;
+  for (int64_t t = 0; t < mb->nb; t++) {
+    int64_t pa = offset_at(t, j->bdims, rbat, j->sa), pb = offset_at(t, j->bdims, rbat, j->sb), po = t * M * N;
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double s = 0;
+        for (int64_t k = 0; k < K; k++) s += ld(a, pa + m * am_st + k * ak_st) * ld(b, pb + k * bk_st + n * bn_st);
+        st(out, po + m * N + n, s);
+      }
+  }
+  return true;
+}
+
+/* A linear as bound: the sgemm job (fast: float operands), or the plain loop's operands. */
+typedef struct LinearBound {
+  WJob j;
+  bool fast;
+  int64_t din, dout, rows;
+} LinearBound;
+
+bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
+  if (!ok) return false;
+  if (a->rank < 1 || w->rank != 2 || w->dims[1] != a->dims[a->rank - 1])
+    return op_fail(x, "weight must be [D_out, D_in] with D_in the last dimension of x");
+  int64_t din = w->dims[1], dout = w->dims[0];
+  if (b && b->n != dout) return op_fail(x, "bias must have D_out = %lld elements", (long long)dout);
+  int64_t dims[MIL_MAX_RANK];
+  memcpy(dims, a->dims, sizeof dims);
+  dims[a->rank - 1] = dout;
+  if (!expect_shape(x, out, dims, a->rank)) return false;
+  int64_t rows = din ? a->n / din : elements(a->dims, a->rank - 1);
+  LinearBound lb = {.fast = out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) &&
+                            (!b || b->st != ST_STR),
+                    .j = {.conv = false, .x = a, .w = w, .b = b, .o = out, .O = dout, .K = din, .R = rows},
+                    .din = din, .dout = dout, .rows = rows};
+  *bound = dup_job(&lb, sizeof lb);
+  return true;
+}
+
+bool k_linear(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const LinearBound *lb = x->c->bound[x->si];
+  if (lb->fast) {
+    WJob j = lb->j;
+    wgemm(x, &j, 1);
+    return true;
+  }
+  const Val *a = lb->j.x, *w = lb->j.w, *b = lb->j.b;
+  int64_t din = lb->din, dout = lb->dout, rows = lb->rows;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t o = 0; o < dout; o++) {
+      double s = b ? ld(b, o) : 0;
+      for (int64_t k = 0; k < din; k++) s += ld(a, r * din + k) * ld(w, o * din + k);
+      st(out, r * dout + o, s);
+    }
+  return true;
+}
+
+/* conv with 1, 2 or 3 spatial dims, all as 3-D ones (a 2-D conv has depth 1,
+ * a 1-D one depth and height 1). Outside the pointwise case, one item is one
+ * output channel of one batch item, summed in double in a fixed order. */
+typedef struct ConvJob {
+  const Val *a, *w, *b;
+  Val *o;
+  int64_t C, O, CG, OG;
+  int64_t D[3], K[3], OD[3], st[3], dl[3], before[3];
+} ConvJob;
+
+static void conv_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const ConvJob *j = arg;
+  const int64_t *D = j->D, *K = j->K, *OD = j->OD;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / j->O, o = it % j->O, g = o / j->OG;
+    for (int64_t oz = 0; oz < OD[0]; oz++)
+      for (int64_t oy = 0; oy < OD[1]; oy++)
+        for (int64_t ox = 0; ox < OD[2]; ox++) {
+          double s = j->b ? ld(j->b, o) : 0;
+          for (int64_t c = 0; c < j->CG; c++)
+            for (int64_t kz = 0; kz < K[0]; kz++) {
+              int64_t iz = oz * j->st[0] - j->before[0] + kz * j->dl[0];
+              if (iz < 0 || iz >= D[0]) continue;
+              for (int64_t ky = 0; ky < K[1]; ky++) {
+                int64_t iy = oy * j->st[1] - j->before[1] + ky * j->dl[1];
+                if (iy < 0 || iy >= D[1]) continue;
+                int64_t ibase = (((nn * j->C + g * j->CG + c) * D[0] + iz) * D[1] + iy) * D[2];
+                int64_t wbase = (((o * j->CG + c) * K[0] + kz) * K[1] + ky) * K[2];
+                for (int64_t kx = 0; kx < K[2]; kx++) {
+                  int64_t ix = ox * j->st[2] - j->before[2] + kx * j->dl[2];
+                  if (ix < 0 || ix >= D[2]) continue;
+                  s += ld(j->a, ibase + ix) * ld(j->w, wbase + kx);
+                }
+              }
+            }
+          st(j->o, (((nn * j->O + o) * OD[0] + oz) * OD[1] + oy) * OD[2] + ox, s);
+        }
+  }
+}
+
+/* A conv as bound: the pointwise sgemm job, or the general one. */
+typedef struct ConvBound {
+  bool pointwise; /* run as wj over n batch items */
+  WJob wj;
+  int64_t n;
+  ConvJob j;
+  int64_t per; /* the general case's work per item */
+} ConvBound;
+
+bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
+  if (!ok) return false;
+  if (a->rank < 3 || a->rank > 5 || w->rank != a->rank)
+    return op_fail(x, "x and weight must both have rank 3, 4 or 5 (a 1-D, 2-D or 3-D convolution)");
+  uint32_t S = a->rank - 2, lead = 3 - S; /* spatial dims, and the unit dims put before them */
+  ConvJob j = {.a = a, .w = w, .b = b, .o = out, .D = {1, 1, 1}, .K = {1, 1, 1}, .st = {1, 1, 1}, .dl = {1, 1, 1}};
+  int64_t tmp[6] = {0}, total[3] = {0, 0, 0};
+  uint32_t n;
+  if (ints_arg(x, "strides", tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
+  else if (ok && n) return op_fail(x, "strides needs %u entries", S);
+  if (ints_arg(x, "dilations", tmp, 3, &n, &ok) && n == S) memcpy(j.dl + lead, tmp, S * sizeof(int64_t));
+  else if (ok && n) return op_fail(x, "dilations needs %u entries", S);
+  int64_t groups = to_index(scalar_arg(x, "groups", 1, &ok));
+  const char *pt = string_arg(x, "pad_type", "valid", &ok);
+  bool has_pad = ints_arg(x, "pad", tmp, 6, &n, &ok);
+  if (!ok) return false;
+  int64_t N = a->dims[0], C = a->dims[1], O = w->dims[0], CG = w->dims[1];
+  for (uint32_t i = 0; i < S; i++) j.D[lead + i] = a->dims[2 + i], j.K[lead + i] = w->dims[2 + i];
+  if (groups < 1 || C % groups || O % groups || CG != C / groups)
+    return op_fail(x, "groups %lld does not fit %lld input channels and a weight of %lld per group", (long long)groups,
+                (long long)C, (long long)CG);
+  if (b && b->n != O) return op_fail(x, "bias must have %lld elements", (long long)O);
+  bool custom = !strcmp(pt, "custom"), same = !strcmp(pt, "same"), lower = !strcmp(pt, "same_lower");
+  if (!custom && !same && !lower && strcmp(pt, "valid")) return op_fail(x, "unknown pad_type '%s'", pt);
+  if (custom && (!has_pad || n != 2 * S)) return op_fail(x, "pad_type custom needs pad with %u entries", 2 * S);
+  for (uint32_t i = 0; i < 3; i++) {
+    if (j.st[i] < 1 || j.dl[i] < 1) return op_fail(x, "strides and dilations must be positive");
+    int64_t ek = (j.K[i] - 1) * j.dl[i] + 1;
+    if (i < lead) continue;
+    uint32_t si = i - lead; /* index into the MIL pad list */
+    if (custom) {
+      if (tmp[2 * si] < 0 || tmp[2 * si + 1] < 0) return op_fail(x, "pad entries must not be negative");
+      j.before[i] = tmp[2 * si], total[i] = tmp[2 * si] + tmp[2 * si + 1];
+    } else if (same || lower) {
+      int64_t outd = (j.D[i] + j.st[i] - 1) / j.st[i], p = outd * j.st[i] - j.D[i] + ek - j.st[i];
+      total[i] = p > 0 ? p : 0;
+      j.before[i] = same ? total[i] / 2 : total[i] - total[i] / 2;
+    }
+  }
+  int64_t dims[5] = {N, O};
+  for (uint32_t i = 0; i < 3; i++) {
+    j.OD[i] = (j.D[i] + total[i] - ((j.K[i] - 1) * j.dl[i] + 1)) / j.st[i] + 1;
+    if (i >= lead) dims[2 + i - lead] = j.OD[i];
+  }
+  if (!expect_shape(x, out, dims, a->rank)) return false;
+  bool pointwise = true;
+  for (uint32_t i = 0; i < 3; i++) pointwise = pointwise && j.K[i] == 1 && j.st[i] == 1 && total[i] == 0;
+  ConvBound cb = {.n = N};
+  if (groups == 1 && pointwise && out->st == ST_F32 && a->st == ST_F32 && (w->st == ST_F32 || w->st == ST_H16) &&
+      (!b || b->st != ST_STR)) {
+    /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
+    cb.pointwise = true;
+    cb.wj = (WJob){.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = j.D[0] * j.D[1] * j.D[2]};
+  } else if (out->n) {
+    j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
+    cb.per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;
+  }
+  cb.j = j;
+  *bound = dup_job(&cb, sizeof cb);
+  return true;
+}
+
+bool k_conv(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)nout;
+  const ConvBound *cb = x->c->bound[x->si];
+  if (cb->pointwise) {
+    WJob wj = cb->wj;
+    wgemm(x, &wj, cb->n);
+    return true;
+  }
+  if (out->n == 0) return true;
+  par_for(x->c, cb->n * cb->j.O, (GRAIN + cb->per - 1) / cb->per, conv_task, (void *)(uintptr_t)&cb->j);
+  return true;
+}
+

@@ -1,0 +1,347 @@
+/*
+ * Reductions and normalizations: softmax, reduce_sum/mean/max, layer_norm.
+ */
+#include "cpu_internal.h"
+#include "orion/op_semantics.h"
+
+#include <math.h>
+
+#include "cpu_math.h"
+
+#if HAVE_X86
+/* softmax of one contiguous row given its max: sum of exps in double, then
+ * each exp over the sum, rounded once. Rows of up to SOFT_KEEP elements keep
+ * their exps (on the stack) for the second pass; longer ones compute them
+ * again, the same values. */
+#define SOFT_KEEP 2048
+AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double mx) {
+  __m256d m = _mm256_set1_pd(mx), acc = _mm256_setzero_pd();
+  double keep[SOFT_KEEP];
+  bool kept = len <= SOFT_KEEP;
+  int64_t k = 0;
+  /* exp4 clamps its argument to -708 from below: four arguments there or
+   * lower (a masked score) give exp4(-708) without computing it. */
+  const __m256d lim = _mm256_set1_pd(-708.0), floor_e = exp4(lim);
+  for (; k + 4 <= len; k += 4) {
+    __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m);
+    __m256d e = _mm256_movemask_pd(_mm256_cmp_pd(d, lim, _CMP_NLE_UQ)) ? exp4(d) : floor_e;
+    if (kept) _mm256_storeu_pd(keep + k, e);
+    acc = _mm256_add_pd(acc, e);
+  }
+  double part[4];
+  _mm256_storeu_pd(part, acc);
+  double sum = (part[0] + part[1]) + (part[2] + part[3]);
+  for (int64_t q = k; q < len; q++) sum += exp_d((double)in[q] - mx);
+  __m256d sv = _mm256_set1_pd(sum);
+  for (k = 0; k + 4 <= len; k += 4) {
+    __m256d e = kept ? _mm256_loadu_pd(keep + k) : exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
+    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_div_pd(e, sv)));
+  }
+  for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) / sum);
+}
+#endif
+
+/* softmax over lines of `len` elements `post` apart; a line is one item. */
+typedef struct SoftJob {
+  const Val *a;
+  Val *o;
+  int64_t len, post;
+  int64_t lines; /* of the whole tensor */
+  bool avx2;     /* the CPU has AVX2 and FMA */
+} SoftJob;
+
+/* A copy of the n bytes at p. */
+static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
+
+static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const SoftJob *j = arg;
+  int64_t len = j->len, post = j->post;
+  for (int64_t line = lo; line < hi; line++) {
+    int64_t base = (line / post) * len * post + line % post;
+    if (j->a->st == ST_F32 && j->o->st == ST_F32) {
+      const float *in = fp(j->a) + base;
+      float *o = fp(j->o) + base;
+      float mx = -INFINITY;
+      bool nan = false;
+      for (int64_t k = 0; k < len; k++) {
+        float v = in[k * post];
+        nan |= v != v;
+        mx = v > mx ? v : mx;
+      }
+      if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
+#if HAVE_X86
+      if (j->avx2 && post == 1) {
+        softmax_row_avx2(in, o, len, (double)mx);
+        continue;
+      }
+#endif
+      double sum = 0;
+      for (int64_t k = 0; k < len; k++) sum += exp_d((double)in[k * post] - (double)mx);
+      /* Each exp again rather than kept: the result is the double quotient rounded once. */
+      for (int64_t k = 0; k < len; k++) o[k * post] = (float)(exp_d((double)in[k * post] - (double)mx) / sum);
+      continue;
+    }
+    double mx = -HUGE_VAL, sum = 0;
+    for (int64_t k = 0; k < len; k++) mx = fmax(mx, ld(j->a, base + k * post));
+    for (int64_t k = 0; k < len; k++) sum += exp_d(ld(j->a, base + k * post) - mx);
+    for (int64_t k = 0; k < len; k++) st(j->o, base + k * post, exp_d(ld(j->a, base + k * post) - mx) / sum);
+  }
+}
+
+bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok);
+  double axis_d = scalar_arg(x, "axis", -1, &ok);
+  uint32_t ax = 0;
+  if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
+  SoftJob j = {.avx2 = cpu_features()->avx2, .a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
+  j.lines = elements(a->dims, ax) * j.post;
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)out, (void)nout;
+  const SoftJob *j = x->c->bound[x->si];
+  if (j->len == 0 || j->lines == 0) return true;
+  par_for(x->c, j->lines, (GRAIN + j->len - 1) / j->len, softmax_task, (void *)(uintptr_t)j);
+  return true;
+}
+
+/* Reads the `axes` argument (default: all) into a per-dimension mask. */
+static bool axes_mask(Ctx *x, const Val *a, bool *mask, bool *ok) {
+  int64_t axes[MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, ok);
+  if (!*ok) return false;
+  for (uint32_t i = 0; i < a->rank; i++) mask[i] = !given;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t ax = 0;
+    if (!norm_axis(x, axes[i], a->rank, &ax)) return *ok = false;
+    mask[ax] = true;
+  }
+  return true;
+}
+
+
+/* The sum of n floats in double: four running sums (elements k mod 4), so
+ * that the additions need not wait for each other, added pairwise, then the
+ * last n mod 4 elements in order. */
+static double sum_d(const float *p, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += (double)p[k];
+    s1 += (double)p[k + 1];
+    s2 += (double)p[k + 2];
+    s3 += (double)p[k + 3];
+  }
+  double r = (s0 + s1) + (s2 + s3);
+  for (; k < n; k++) r += (double)p[k];
+  return r;
+}
+
+static double reduce_fin(int code, const Val *o, double r, int64_t count) {
+  if (code != R_MEAN) return r;
+  r /= (double)count;
+  return o->dt == MIL_DT_INT32 ? trunc(r) : r;
+}
+
+static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const RedJob *j = arg;
+  int64_t cnt = j->count;
+  for (int64_t i = lo; i < hi; i++) {
+    double r = j->code == R_MAX ? -HUGE_VAL : 0;
+    if (j->a->st == ST_F32) {
+      const float *in = fp(j->a) + i * cnt;
+      if (j->code == R_MAX)
+        for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)in[k]);
+      else
+        r = sum_d(in, cnt);
+    } else {
+      for (int64_t k = 0; k < cnt; k++) {
+        double v = ld(j->a, i * cnt + k);
+        r = j->code == R_MAX ? op_sem_maximum(r, v) : r + v;
+      }
+    }
+    st(j->o, i, reduce_fin(j->code, j->o, r, cnt));
+  }
+}
+
+/* The rows of a trailing reduction (a fused group's tile): output element
+ * i of [r0, r1) from input row i, as reduce_task computes it. */
+void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
+  int64_t cnt = j->count;
+  for (int64_t i = 0; i < n; i++) {
+    const float *row = in + i * cnt;
+    double r = j->code == R_MAX ? -HUGE_VAL : 0;
+    if (j->code == R_MAX)
+      for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)row[k]);
+    else
+      r = sum_d(row, cnt);
+    o[i] = (float)reduce_fin(j->code, j->o, r, cnt);
+  }
+}
+
+/* Reads and checks a reduction; *jp's o is NULL unless it reduces trailing dims. */
+static bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
+  bool ok = true, mask[MIL_MAX_RANK];
+  const Val *a = req_arg(x, "x", &ok);
+  bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
+  if (!ok || !axes_mask(x, a, mask, &ok)) return false;
+  int64_t dims[MIL_MAX_RANK] = {0}, count = 1;
+  uint32_t rank = 0;
+  bool trailing = true; /* the reduced dims (of size > 1) come after every kept dim (of size > 1) */
+  bool seen_reduced = false;
+  for (uint32_t i = 0; i < a->rank; i++) {
+    if (mask[i]) count *= a->dims[i];
+    if (!mask[i] || keep) dims[rank++] = mask[i] ? 1 : a->dims[i];
+    if (a->dims[i] != 1) {
+      if (mask[i]) seen_reduced = true;
+      else if (seen_reduced) trailing = false;
+    }
+  }
+  if (!expect_shape(x, out, dims, rank)) return false;
+  *jp = (RedJob){.code = code, .a = a, .o = trailing && count > 0 ? out : NULL, .count = count};
+  return true;
+}
+
+/* A reduction as bound: the trailing case's job (o set), or the general
+ * case's walk: the kept dims and their strides in the input, the reduced
+ * dims and theirs. */
+typedef struct ReduceBound {
+  RedJob j;
+  uint32_t nk, nr;
+  int64_t kept[MIL_MAX_RANK], kist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
+} ReduceBound;
+
+bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)nout;
+  ReduceBound rb = {.nk = 0};
+  if (!reduce_setup(x, code, out, &rb.j)) return false;
+  if (!rb.j.o) {
+    const Val *a = rb.j.a;
+    bool ok = true, mask[MIL_MAX_RANK];
+    if (!axes_mask(x, a, mask, &ok)) return false;
+    for (uint32_t i = 0; i < a->rank; i++)
+      if (!mask[i]) rb.kept[rb.nk++] = a->dims[i];
+    int64_t ist[MIL_MAX_RANK];
+    strides_of(a->dims, a->rank, ist);
+    for (uint32_t i = 0; i < a->rank; i++)
+      if (mask[i]) rb.rdims[rb.nr] = a->dims[i], rb.rst[rb.nr++] = ist[i];
+    for (uint32_t i = 0, k = 0; i < a->rank; i++)
+      if (!mask[i]) rb.kist[k++] = ist[i];
+  }
+  *bound = dup_job(&rb, sizeof rb);
+  return true;
+}
+
+/* The trailing-dims job of bound reduction statement si (a fused group's member). */
+const RedJob *reduce_job(const CpuProgram *c, uint32_t si) { return &((const ReduceBound *)c->bound[si])->j; }
+
+bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)nout;
+  const ReduceBound *rb = x->c->bound[x->si];
+  if (rb->j.o) {
+    par_for(x->c, out->n, (GRAIN + rb->j.count - 1) / rb->j.count, reduce_task, (void *)(uintptr_t)&rb->j);
+    return true;
+  }
+  const Val *a = rb->j.a;
+  int64_t count = rb->j.count;
+  /* General axes: accumulate in input order into doubles, one output at a
+   * time (a plain loop: rare in compiled programs). */
+  for (int64_t o = 0; o < out->n; o++) {
+    int64_t base = offset_at(o, rb->kept, rb->nk, rb->kist);
+    double r = code == R_MAX ? -HUGE_VAL : 0;
+    for (int64_t k = 0; k < count; k++) {
+      double v = ld(a, base + offset_at(k, rb->rdims, rb->nr, rb->rst));
+      r = code == R_MAX ? op_sem_maximum(r, v) : r + v;
+    }
+    st(out, o, reduce_fin(code, out, r, count));
+  }
+  return true;
+}
+
+/* layer_norm: mean and biased variance jointly over `axes`; gamma and beta
+ * are indexed by the position within the normalized dims taken in the order
+ * `axes` lists them. One item is one normalized group. */
+typedef struct NormJob {
+  const Val *a, *g, *b;
+  Val *o;
+  double eps;
+  uint32_t nax, nouter;
+  int64_t idims[MIL_MAX_RANK], ist[MIL_MAX_RANK], odims[MIL_MAX_RANK], ost[MIL_MAX_RANK];
+  int64_t inner;
+  bool contiguous; /* the normalized dims are the trailing ones, in order */
+} NormJob;
+
+static void norm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const NormJob *j = arg;
+  int64_t inner = j->inner;
+  for (int64_t o = lo; o < hi; o++) {
+    int64_t base = offset_at(o, j->odims, j->nouter, j->ost);
+#define AT(k) (j->contiguous ? base + (k) : base + offset_at((k), j->idims, j->nax, j->ist))
+    double mean = 0, var = 0;
+    for (int64_t k = 0; k < inner; k++) mean += ld(j->a, AT(k));
+    mean /= (double)inner;
+    for (int64_t k = 0; k < inner; k++) {
+      double dv = ld(j->a, AT(k)) - mean;
+      var += dv * dv;
+    }
+    var /= (double)inner;
+    double inv = 1 / sqrt(var + j->eps);
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t off = AT(k);
+      st(j->o, off, (ld(j->a, off) - mean) * inv * (j->g ? ld(j->g, k) : 1) + (j->b ? ld(j->b, k) : 0));
+    }
+#undef AT
+  }
+}
+
+bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
+  (void)code, (void)nout;
+  bool ok = true;
+  const Val *a = req_arg(x, "x", &ok), *g = opt_arg(x, "gamma", &ok), *b = opt_arg(x, "beta", &ok);
+  NormJob j = {.a = a, .g = g, .b = b, .o = out};
+  j.eps = scalar_arg(x, "epsilon", 1e-5, &ok);
+  int64_t axes[MIL_MAX_RANK];
+  uint32_t n;
+  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  if (!ok || !expect_shape(x, out, a->dims, a->rank)) return false;
+  uint32_t ax[MIL_MAX_RANK], outer[MIL_MAX_RANK];
+  bool in_axes[MIL_MAX_RANK] = {false};
+  if (!given)
+    for (uint32_t i = 0; i < a->rank; i++) axes[n++] = i;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!norm_axis(x, axes[i], a->rank, &ax[j.nax])) return false;
+    if (in_axes[ax[j.nax]]) return op_fail(x, "axis %lld is listed twice", (long long)axes[i]);
+    in_axes[ax[j.nax++]] = true;
+  }
+  for (uint32_t i = 0; i < a->rank; i++)
+    if (!in_axes[i]) outer[j.nouter++] = i;
+  int64_t st_[MIL_MAX_RANK];
+  strides_of(a->dims, a->rank, st_);
+  j.contiguous = true;
+  for (uint32_t i = 0; i < j.nax; i++) {
+    j.idims[i] = a->dims[ax[i]], j.ist[i] = st_[ax[i]];
+    j.contiguous = j.contiguous && ax[i] == a->rank - j.nax + i;
+  }
+  for (uint32_t i = 0; i < j.nouter; i++) j.odims[i] = a->dims[outer[i]], j.ost[i] = st_[outer[i]];
+  j.inner = elements(j.idims, j.nax);
+  if ((g && g->n != j.inner) || (b && b->n != j.inner))
+    return op_fail(x, "gamma and beta must have the %lld elements of the normalized dims", (long long)j.inner);
+  *bound = dup_job(&j, sizeof j);
+  return true;
+}
+
+bool k_layer_norm(Ctx *x, int code, Val *out, uint32_t nout) {
+  (void)code, (void)out, (void)nout;
+  const NormJob *j = x->c->bound[x->si];
+  if (j->inner == 0) return true;
+  par_for(x->c, elements(j->odims, j->nouter), (GRAIN + j->inner - 1) / j->inner, norm_task, (void *)(uintptr_t)j);
+  return true;
+}

@@ -1,0 +1,121 @@
+/*
+ * The buffer planner: which fp16 weights stay in place, and the one arena
+ * every intermediate value gets a slice of, laid out from the lifetimes.
+ */
+#include "cpu_internal.h"
+
+#include <stdlib.h>
+
+uint32_t root_of(const CpuProgram *c, uint32_t s) {
+  while (c->slots[s].kind == SK_VIEW) s = c->slots[s].src;
+  return s;
+}
+
+typedef struct Block {
+  int64_t off, size;
+  uint32_t slot;
+} Block;
+
+/* Lays out the planned buffers (docs/cpu-backend.md, "The plan"); returns the arena size. */
+size_t plan_buffers(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  uint32_t nt = f->nstmts + 1, never = UINT32_MAX;
+  for (uint32_t s = 0; s < c->nslots; s++) c->slots[s].last = 0, c->slots[s].off = -1;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    for (uint32_t k = 0; k < f->stmts[si].nresults; k++) c->slots[c->base[si] + k].last = si + 1;
+    if (c->fz[si].kind == FZ_ELIDED) continue; /* reads nothing */
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      uint32_t r = root_of(c, c->opslot[i]);
+      if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
+    }
+    if (c->fz[si].kind == FZ_LINEAR) { /* and what the elided statements read */
+      uint32_t r = root_of(c, c->fz[si].xs);
+      if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
+    }
+    if (c->fz[si].kind == FZ_GROUP || c->fz[si].kind == FZ_MEMBER) {
+      /* A group runs its members tile by tile: what any of them reads or
+       * writes stays alive (unshared) until the group's last statement. */
+      uint32_t end = c->fz[si].end;
+      for (uint32_t k = 0; k < f->stmts[si].nresults; k++)
+        if (c->slots[c->base[si] + k].last < end) c->slots[c->base[si] + k].last = end;
+      for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+        uint32_t r = root_of(c, c->opslot[i]);
+        if (c->slots[r].last < end) c->slots[r].last = end;
+      }
+    }
+  }
+  for (uint32_t i = 0; i < c->nout; i++) c->slots[root_of(c, c->out_slot[i])].last = never;
+  Block *live = xcalloc(c->nslots + 1, sizeof *live);
+  uint32_t nlive = 0;
+  int64_t end = 0;
+  for (uint32_t t = 0; t < nt; t++) {
+    uint32_t s0 = t == 0 ? 0 : c->base[t - 1], s1 = t == 0 ? f->nparams : c->base[t - 1] + f->stmts[t - 1].nresults;
+    uint8_t fk = t == 0 ? FZ_NONE : c->fz[t - 1].kind;
+    if (fk == FZ_ELIDED || (t > 0 && c->fz[t - 1].epi)) s1 = s0; /* never computed, or by a fused linear */
+    if (fk == FZ_LINEAR) s0 = c->fz[t - 1].ys, s1 = s0 + 1; /* computes the later transpose's result instead */
+    /* A fused linear's epilogue writes its group's results while the linear runs. */
+    uint32_t e0 = fk == FZ_LINEAR && c->fz[t - 1].gfirst ? c->fz[t - 1].gfirst : 0;
+    uint32_t e1 = e0 ? c->fz[e0].end : 0, extra = 0;
+    for (uint32_t k = e0; k < e1; k++) extra += f->stmts[k].nresults;
+    for (uint32_t q = 0, k = e0, kr = 0; q < (s1 - s0) + extra; q++) {
+      uint32_t s = s0 + q;
+      if (q >= s1 - s0) { /* the epilogue's results, statement by statement */
+        while (kr >= f->stmts[k].nresults) k++, kr = 0;
+        s = c->base[k] + kr++;
+      }
+      const Val *v = &c->vals[s];
+      bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
+                   (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
+      if (!needs) continue;
+      int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
+      uint32_t at = 0;
+      for (; at < nlive; at++) {
+        if (cand + size <= live[at].off) break;
+        if (live[at].off + live[at].size > cand) cand = live[at].off + live[at].size;
+      }
+      memmove(&live[at + 1], &live[at], (nlive - at) * sizeof *live);
+      live[at] = (Block){cand, size, s};
+      nlive++;
+      c->slots[s].off = cand;
+      if (cand + size > end) end = cand + size;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < nlive; i++)
+      if (c->slots[live[i].slot].last > t) live[k++] = live[i];
+    nlive = k;
+  }
+  free(live);
+  return (size_t)end;
+}
+
+/* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
+ * use, through views, is the weight operand of linear or conv (which
+ * converts panels as it goes). Small ones are converted (no gain). */
+void choose_fp16_weights(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise */
+  for (uint32_t i = 0; i < c->nout; i++) use[c->out_slot[i]] |= 2;
+  for (uint32_t si = f->nstmts; si-- > 0;) {
+    const MilStmt *s = &f->stmts[si];
+    if (!c->ops[si]) continue;
+    bool wop = c->ops[si]->family == OF_LINEAR || c->ops[si]->family == OF_CONV;
+    for (uint32_t k = 0; k < s->nargs; k++)
+      for (uint32_t j = 0; j < s->args[k].nitems; j++) {
+        uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
+        if (c->ops[si]->family == OF_VIEW) use[slot] |= use[c->base[si]];
+        else use[slot] |= wop && !strcmp(s->args[k].name, "weight") ? 1 : 2;
+      }
+  }
+  for (uint32_t s = 0; s < c->nslots; s++) {
+    const Slot *sl = &c->slots[s];
+    Val *v = &c->vals[s];
+    if (sl->kind != SK_CONST || sl->weight < 0 || use[s] != 1 || v->dt != MIL_DT_FP16 || v->n < 4096 || v->rank < 2)
+      continue;
+    if (orion_weight(c->prog, c->fn, (uint32_t)sl->weight)->dtype != MIL_DT_FP16) continue;
+    v->st = ST_H16;
+    int64_t row = v->dims[0] ? v->n / v->dims[0] : 0;
+    if (panel_ld(row) * PANEL > c->scratch_floats) c->scratch_floats = panel_ld(row) * PANEL;
+  }
+  free(use);
+}
