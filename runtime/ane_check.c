@@ -10,29 +10,50 @@
 #include "loader_internal.h"
 #include "orion/ane_rules.h"
 
+/* A violation, kept until all are known so that they are reported in
+ * source order (the registry runs rule by rule). */
+typedef struct Violation {
+  SrcSpan span;
+  uint32_t rule; /* Constraint.number */
+  uint32_t index;
+  char *message;
+} Violation;
+
 typedef struct CheckSink {
-  Diag *d;
-  uint32_t errors;
+  Violation *v;
+  uint32_t n, cap;
 } CheckSink;
 
 /* A statement the rule forbids reads as what would fail and why, in the
  * table's words; other findings keep the checker's. */
-static void report(void *ctx, const AneRuleFinding *f) {
+static void collect(void *ctx, const AneRuleFinding *f) {
   CheckSink *s = ctx;
   int level = f->level == ANE_RULE_LEVEL ? (int)f->rule->severity : f->level;
   if (level != DIAG_ERROR) return; /* what would not fail is the linter's to say */
-  s->errors++;
+  StrBuf msg;
+  sb_init(&msg);
   if (f->op) {
-    StrBuf why;
-    sb_init(&why);
-    ane_rule_summary_lower(f->rule, &why);
-    diag_error(s->d, f->span, "%s would fail on the ANE: %s [%s]", f->op, why.data, f->rule->id);
-    sb_free(&why);
+    sb_printf(&msg, "%s would fail on the ANE: ", f->op);
+    ane_rule_summary_lower(f->rule, &msg);
+    sb_printf(&msg, " [%s]", f->rule->id);
   } else if (f->span.file) {
-    diag_error(s->d, f->span, "%s [%s]", f->message, f->rule->id);
+    sb_printf(&msg, "%s [%s]", f->message, f->rule->id);
   } else {
-    diag_error(s->d, (SrcSpan){0}, "%s: %s [%s]", f->path, f->message, f->rule->id);
+    sb_printf(&msg, "%s: %s [%s]", f->path, f->message, f->rule->id);
   }
+  xgrow((void **)&s->v, sizeof *s->v, &s->cap, s->n + 1);
+  s->v[s->n] = (Violation){.span = f->span, .rule = f->rule->number, .index = s->n, .message = msg.data};
+  s->n++;
+}
+
+/* The manifest's first, then by position in the MIL, then by rule. */
+static int by_place(const void *pa, const void *pb) {
+  const Violation *a = pa, *b = pb;
+  int c = (a->span.file > b->span.file) - (a->span.file < b->span.file);
+  if (!c) c = (a->span.start > b->span.start) - (a->span.start < b->span.start);
+  if (!c) c = (a->rule > b->rule) - (a->rule < b->rule);
+  if (!c) c = (a->index > b->index) - (a->index < b->index);
+  return c;
 }
 
 static const uint8_t *mapped_weight_file(void *ctx, const char *relpath, size_t *len, const char **err) {
@@ -106,13 +127,19 @@ bool orion_ane_check(const OrionProgram *p, uint32_t fn, const OrionAneCheckOpti
                          .funcs = orion_function_mil(p, fn), .nfuncs = 1};
     f.inputs = rule_io(p, fn, false, &f.ninputs);
     f.outputs = rule_io(p, fn, true, &f.noutputs);
-    CheckSink sink = {.d = d};
+    CheckSink sink = {.n = 0};
     AneRuleInput in = {.table = t, .target = &target, .sources = d->sources, .dir = orion_program_path(p),
                        .manifest_path = pkg ? manifest.data : NULL, .functions = &f, .nfunctions = 1,
                        .weight_file = mapped_weight_file, .weight_ctx = (void *)(uintptr_t)p,
-                       .sink = report, .sink_ctx = &sink};
+                       .sink = collect, .sink_ctx = &sink};
     ane_rules_run(&in);
-    ok = sink.errors == 0;
+    if (sink.n > 1) qsort(sink.v, sink.n, sizeof *sink.v, by_place);
+    for (uint32_t i = 0; i < sink.n; i++) {
+      diag_error(d, sink.v[i].span, "%s", sink.v[i].message);
+      free(sink.v[i].message);
+    }
+    free(sink.v);
+    ok = sink.n == 0;
     free((void *)(uintptr_t)f.inputs);
     free((void *)(uintptr_t)f.outputs);
     sb_free(&manifest);
