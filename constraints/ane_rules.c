@@ -127,7 +127,7 @@ void ane_rules_run(const AneRuleInput *in) {
     if (!rules[k].check || (rules[k].needs == ANE_RULE_MANIFEST && !in->manifest_path)) continue;
     c.rule = constraints_find(in->table, rules[k].rule);
     /* A custom table may leave a rule out; then nothing checks it. */
-    if (!c.rule) continue;
+    if (!c.rule || (in->drops && in->drops(in->sink_ctx, c.rule))) continue;
     for (uint32_t i = 0; i < in->nfunctions; i++) {
       c.fn = &in->functions[i];
       rules[k].check(&c);

@@ -326,6 +326,8 @@ static void lint_sink(void *ctx, const AneRuleFinding *f) {
   lint_emit(c, f->level, f->span, f->path, f->function, "%s", f->message);
 }
 
+static bool lint_drops(void *ctx, const Constraint *rule) { return allowed(((LintCtx *)ctx)->opt, rule); }
+
 static AneRuleIo *rule_io(const PkgTensor *t, uint32_t n) {
   AneRuleIo *io = xcalloc(n ? n : 1, sizeof *io);
   for (uint32_t i = 0; i < n; i++)
@@ -348,7 +350,7 @@ static void run_package_checkers(LintCtx *c, bool with_manifest) {
   }
   AneRuleInput in = {.table = c->table, .target = c->target, .sources = c->report->sources, .dir = c->pkg->path,
                      .manifest_path = with_manifest ? c->manifest_path : NULL, .functions = fns, .nfunctions = n,
-                     .sink = lint_sink, .sink_ctx = c};
+                     .sink = lint_sink, .sink_ctx = c, .drops = lint_drops};
   ane_rules_run(&in);
   for (uint32_t i = 0; i < n; i++) {
     free((void *)(uintptr_t)fns[i].inputs);

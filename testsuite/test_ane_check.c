@@ -276,11 +276,17 @@ Test(ane_check, package_manifest_rules) {
   compile_pkg(pkg_program);
   set_manifest_int("zout", "Binding", "0");
   set_manifest_int("first", "Binding", "1");
+  set_manifest_int("xin", "Binding", "0");
+  set_manifest_int("amat", "Binding", "1");
   cr_assert_str_eq(check_at("p.anepkg", NULL, &ok),
                    "t: error: D/p.anepkg/Manifest.plist: output 'zout' of 'main' (MIL name 'zout') has binding 0, but "
                    "the ANE binds it at 1 (ASCII order of MIL names) [ANE003]\n"
                    "t: error: D/p.anepkg/Manifest.plist: output 'first' of 'main' (MIL name 'first') has binding 1, "
-                   "but the ANE binds it at 0 (ASCII order of MIL names) [ANE003]\n");
+                   "but the ANE binds it at 0 (ASCII order of MIL names) [ANE003]\n"
+                   "t: error: D/p.anepkg/Manifest.plist: input 'xin' of 'main' (MIL name 'xin') has binding 0, but "
+                   "the ANE binds it at 1 (ASCII order of MIL names) [ANE019]\n"
+                   "t: error: D/p.anepkg/Manifest.plist: input 'amat' of 'main' (MIL name 'amat') has binding 1, but "
+                   "the ANE binds it at 0 (ASCII order of MIL names) [ANE019]\n");
   compile_pkg("func main(x: fp16[1,4]) {\n  y = relu(x);\n  return y;\n}\n");
   set_manifest_int("x", "SurfaceBytes", "3072");
   set_manifest_int("y", "SurfaceBytes", "3072");

@@ -75,11 +75,13 @@ typedef struct AneRuleInput {
   void *weight_ctx;
   AneRuleSink *sink; /* told every finding */
   void *sink_ctx;
+  /* Rules the caller drops (the linter's --allow) are not run; NULL: none. */
+  bool (*drops)(void *sink_ctx, const Constraint *rule);
 } AneRuleInput;
 
 /* Runs every checker of the registry (in rule order, each over every
- * function), skipping manifest rules without a manifest and rules the
- * table does not have. */
+ * function), skipping manifest rules without a manifest, rules the table
+ * does not have and those the caller drops. */
 void ane_rules_run(const AneRuleInput *in);
 
 /* ---- the registry ---- */
