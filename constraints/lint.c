@@ -21,9 +21,14 @@ static const struct {
   const char *rule;
   LintIrCheck ir;
 } ir_checkers[] = {
-    {"ANE001", check_ir_concat},     {"ANE004", check_ir_min_surface}, {"ANE006", check_ir_sdpa_mask},
-    {"ANE010", check_ir_gelu},       {"ANE013", check_ir_conv_bias},   {"ANE015", check_ir_const_matmul},
-    {"ANE016", check_ir_sram},       {"ANE017", check_ir_fp32},
+    {"ANE001", check_ir_concat},
+    {"ANE004", check_ir_min_surface},
+    {"ANE006", check_ir_sdpa_mask},
+    {"ANE010", check_ir_gelu},
+    {"ANE013", check_ir_conv_bias},
+    {"ANE015", check_ir_const_matmul},
+    {"ANE016", check_ir_sram},
+    {"ANE017", check_ir_fp32},
 };
 
 #define NIR_CHECKERS (sizeof ir_checkers / sizeof *ir_checkers)
