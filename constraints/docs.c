@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lint_internal.h"
+#include "orion/ane_rules.h"
 
 #define WRAP_COLUMNS 78
 
@@ -63,6 +64,30 @@ static const ConstraintChipValue *chip_value(const ConstraintChip *chip, Constra
 static void put_ops(StrBuf *out, const Constraint *c, const char *quote) {
   if (!c->nops) sb_puts(out, "-");
   for (uint32_t i = 0; i < c->nops; i++) sb_printf(out, "%s%s%s%s", i ? ", " : "", quote, ir_op_info(c->ops[i])->name, quote);
+}
+
+/* Where the rule is checked, from the checker registries (the linter's IR
+ * checkers, the shared package/MIL rules). */
+static void put_where(StrBuf *out, const Constraint *c) {
+  bool ir = false;
+  for (uint32_t k = 0; k < lint_checker_count(); k++)
+    ir |= lint_checker_kind(k) == CHECK_STATIC_IR && !strcmp(lint_checker_rule(k), c->id);
+  const char *sep = "";
+  if (ir) {
+    sb_puts(out, "`orionc` and `orion-lint` on the graph");
+    sep = "; ";
+  }
+  uint32_t e = ane_rule_find(c->id);
+  AneRuleNeeds needs = e == UINT32_MAX ? ANE_RULE_AT_RUN : ane_rule_needs(e);
+  if (e != UINT32_MAX && needs == ANE_RULE_MIL)
+    sb_printf(out, "%s`orion-lint` on packages and `.mil` files, and before every run (`orion-run`, "
+                   "`orion_ane_check`)", sep);
+  else if (e != UINT32_MAX && needs == ANE_RULE_MANIFEST)
+    sb_printf(out, "%s`orion-lint` on packages, and before a package runs (`orion-run`, `orion_ane_check`)", sep);
+  else if (e != UINT32_MAX)
+    sb_printf(out, "%snot before a run: %s", sep, ane_rule_at_run_reason(e));
+  else if (!ir)
+    sb_puts(out, "nowhere: documented only");
 }
 
 void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *out) {
@@ -237,6 +262,17 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
           "is an error). The exit status is 0 when no finding reaches `--fail-on` (default `error`),\n"
           "1 when one does, 2 for a usage error or unreadable input.\n"
           "\n"
+          "## Before a run\n"
+          "\n"
+          "The runtime simulates the ANE's failure modes before a program runs on any backend\n"
+          "(`orion_ane_check`, `orion/ane_check.h`; `orion-run` calls it unless `--no-ane-checks`): it runs\n"
+          "the same checkers as `orion-lint` on packages, from one registry of the rules a program decides\n"
+          "(`orion/ane_rules.h`). The MIL rules run on every program, a bare model directory included; the\n"
+          "manifest rules where there is a manifest, with the figures of the package's target and chip.\n"
+          "Every violation of an error rule is an error at its MIL statement or naming `Manifest.plist`,\n"
+          "with the rule id in brackets. Each rule's **Checked by** line below says where it is checked;\n"
+          "the test suite holds both registries to the table's `check` kinds.\n"
+          "\n"
           "## Rules\n"
           "\n"
           "| id | name | category | severity | checked | fixed by | disputed |\n"
@@ -283,6 +319,8 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
     sb_printf(out, "\n\n- **Category:** %s\n- **Severity:** %s\n- **Checked:** ", constraint_category_name(c->category),
               constraint_severity_name(c->severity));
     constraint_checks_print(c->checks, out);
+    sb_puts(out, "\n- **Checked by:** ");
+    put_where(out, c);
     sb_puts(out, "\n- **Ops:** ");
     put_ops(out, c, "`");
     sb_printf(out, "\n- **Fixed by:** %s%s%s\n- **Source:** ", c->fixed_by ? "`" : "", c->fixed_by ? c->fixed_by : "-",

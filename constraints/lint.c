@@ -9,46 +9,51 @@
 #include <string.h>
 
 #include "lint_internal.h"
+#include "orion/ane_rules.h"
 
 /* ---- registry ---- */
 
-/* One entry per rule and kind of check: the test suite asserts that every
- * static rule of the table has an entry and every entry names a rule. Kept
- * in rule order. */
+/* One entry per rule checked on the IR; the rules checked on packages and
+ * MIL files are the shared registry's (orion/ane_rules.h). The test suite
+ * asserts that every static rule of the table has a checker of its kind and
+ * every checker names a rule. Kept in rule order. */
 static const struct {
   const char *rule;
-  unsigned kind;
   LintIrCheck ir;
-  LintPkgCheck pkg;
-  bool needs_manifest; /* package checks of the manifest (a bare MIL file has none) */
-} checkers[] = {
-    {"ANE001", CHECK_STATIC_IR, check_ir_concat, NULL, false},
-    {"ANE001", CHECK_STATIC_PACKAGE, NULL, check_pkg_concat, false},
-    {"ANE002", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_outputs, true},
-    {"ANE003", CHECK_STATIC_PACKAGE, NULL, check_pkg_output_order, true},
-    {"ANE004", CHECK_STATIC_IR, check_ir_min_surface, NULL, false},
-    {"ANE004", CHECK_STATIC_PACKAGE, NULL, check_pkg_min_surface, true},
-    {"ANE006", CHECK_STATIC_IR, check_ir_sdpa_mask, NULL, false},
-    {"ANE006", CHECK_STATIC_PACKAGE, NULL, check_pkg_sdpa_mask, false},
-    {"ANE008", CHECK_STATIC_PACKAGE, NULL, check_pkg_blobfile, false},
-    {"ANE010", CHECK_STATIC_IR, check_ir_gelu, NULL, false},
-    {"ANE010", CHECK_STATIC_PACKAGE, NULL, check_pkg_gelu, false},
-    {"ANE012", CHECK_STATIC_PACKAGE, NULL, check_pkg_transpose_consts, false},
-    {"ANE013", CHECK_STATIC_IR, check_ir_conv_bias, NULL, false},
-    {"ANE013", CHECK_STATIC_PACKAGE, NULL, check_pkg_conv_bias, false},
-    {"ANE014", CHECK_STATIC_PACKAGE, NULL, check_pkg_returns, false},
-    {"ANE015", CHECK_STATIC_IR, check_ir_const_matmul, NULL, false},
-    {"ANE016", CHECK_STATIC_IR, check_ir_sram, NULL, false},
-    {"ANE017", CHECK_STATIC_IR, check_ir_fp32, NULL, false},
-    {"ANE018", CHECK_STATIC_PACKAGE, NULL, check_pkg_uniform_inputs, true},
-    {"ANE019", CHECK_STATIC_PACKAGE, NULL, check_pkg_input_order, true},
+} ir_checkers[] = {
+    {"ANE001", check_ir_concat},
+    {"ANE004", check_ir_min_surface},
+    {"ANE006", check_ir_sdpa_mask},
+    {"ANE010", check_ir_gelu},
+    {"ANE013", check_ir_conv_bias},
+    {"ANE015", check_ir_const_matmul},
+    {"ANE016", check_ir_sram},
+    {"ANE017", check_ir_fp32},
 };
 
-#define NCHECKERS (sizeof checkers / sizeof *checkers)
+#define NIR_CHECKERS (sizeof ir_checkers / sizeof *ir_checkers)
 
-uint32_t lint_checker_count(void) { return (uint32_t)NCHECKERS; }
-const char *lint_checker_rule(uint32_t i) { return i < NCHECKERS ? checkers[i].rule : NULL; }
-unsigned lint_checker_kind(uint32_t i) { return i < NCHECKERS ? checkers[i].kind : 0; }
+/* The shared registry's entry of package checker i (those with a checker). */
+static uint32_t package_checker(uint32_t i) {
+  for (uint32_t k = 0; k < ane_rule_count(); k++)
+    if (ane_rule_needs(k) != ANE_RULE_AT_RUN && i-- == 0) return k;
+  return UINT32_MAX;
+}
+
+uint32_t lint_checker_count(void) {
+  uint32_t n = (uint32_t)NIR_CHECKERS;
+  for (uint32_t k = 0; k < ane_rule_count(); k++) n += ane_rule_needs(k) != ANE_RULE_AT_RUN;
+  return n;
+}
+
+const char *lint_checker_rule(uint32_t i) {
+  return i < NIR_CHECKERS ? ir_checkers[i].rule : ane_rule_id(package_checker(i - (uint32_t)NIR_CHECKERS));
+}
+
+unsigned lint_checker_kind(uint32_t i) {
+  if (i < NIR_CHECKERS) return CHECK_STATIC_IR;
+  return package_checker(i - (uint32_t)NIR_CHECKERS) != UINT32_MAX ? CHECK_STATIC_PACKAGE : 0;
+}
 
 /* ---- report ---- */
 
@@ -227,43 +232,13 @@ void lint_put_size(StrBuf *sb, uint64_t bytes) {
 void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r) {
   LintCtx c = {.table = t, .opt = o, .report = r, .m = m};
   ctx_set_target(&c, o->target);
-  for (size_t k = 0; k < NCHECKERS; k++) {
-    if (checkers[k].kind != CHECK_STATIC_IR) continue;
-    c.rule = constraints_find(t, checkers[k].rule);
+  for (size_t k = 0; k < NIR_CHECKERS; k++) {
+    c.rule = constraints_find(t, ir_checkers[k].rule);
     /* A custom table may leave a rule out; then nothing checks it. */
     if (!c.rule || allowed(o, c.rule)) continue;
     for (IrFuncId f = 1; f < m->nfuncs; f++)
-      if (!m->funcs[f].dead) checkers[k].ir(&c, f);
+      if (!m->funcs[f].dead) ir_checkers[k].ir(&c, f);
   }
-}
-
-struct WeightFile {
-  char *relpath;
-  uint8_t *data; /* NULL if it could not be read */
-  size_t len;
-  const char *err;
-};
-
-const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, const char **err) {
-  for (uint32_t i = 0; i < c->nweights; i++)
-    if (!strcmp(c->weights[i].relpath, relpath)) {
-      *len = c->weights[i].len;
-      *err = c->weights[i].err;
-      return c->weights[i].data;
-    }
-  xgrow((void **)&c->weights, sizeof *c->weights, &c->cap_weights, c->nweights + 1);
-  WeightFile *w = &c->weights[c->nweights++];
-  memset(w, 0, sizeof *w);
-  w->relpath = xstrdup(relpath);
-  StrBuf p;
-  sb_init(&p);
-  sb_printf(&p, "%s/%s", c->pkg->path, relpath);
-  char *data;
-  if (read_file(p.data, SIZE_MAX / 2, &data, &w->len, &w->err)) w->data = (uint8_t *)data;
-  sb_free(&p);
-  *len = w->len;
-  *err = w->err;
-  return w->data;
 }
 
 /* The first error a Diag reports (Diag.observe). */
@@ -348,23 +323,49 @@ static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
   return ok;
 }
 
-/* The package checkers; those of manifest rules only when there is a manifest. */
+/* A finding of the shared rules, reported as the linter's. */
+static void lint_sink(void *ctx, const AneRuleFinding *f) {
+  _Static_assert(ANE_RULE_LEVEL == LINT_RULE_LEVEL, "a shared checker's level is the linter's");
+  LintCtx *c = ctx;
+  c->rule = f->rule;
+  lint_emit(c, f->level, f->span, f->path, f->function, "%s", f->message);
+}
+
+static bool lint_drops(void *ctx, const Constraint *rule) { return allowed(((LintCtx *)ctx)->opt, rule); }
+
+static AneRuleIo *rule_io(const PkgTensor *t, uint32_t n) {
+  AneRuleIo *io = xcalloc(n ? n : 1, sizeof *io);
+  for (uint32_t i = 0; i < n; i++)
+    io[i] = (AneRuleIo){.name = t[i].name, .mil_name = t[i].mil_name, .binding = t[i].binding,
+                        .surface_bytes = t[i].surface_bytes};
+  return io;
+}
+
+/* The shared package/MIL rules (orion/ane_rules.h) on every function of
+ * c->pkg; those of the manifest only when there is one. */
 static void run_package_checkers(LintCtx *c, bool with_manifest) {
-  for (size_t k = 0; k < NCHECKERS; k++) {
-    if (checkers[k].kind != CHECK_STATIC_PACKAGE || (checkers[k].needs_manifest && !with_manifest)) continue;
-    c->rule = constraints_find(c->table, checkers[k].rule);
-    if (!c->rule || allowed(c->opt, c->rule)) continue;
-    for (uint32_t i = 0; i < c->pkg->nfunctions; i++) checkers[k].pkg(c, i);
+  uint32_t n = c->pkg->nfunctions;
+  AneRuleFunction *fns = xcalloc(n ? n : 1, sizeof *fns);
+  for (uint32_t i = 0; i < n; i++) {
+    const PkgFunction *pf = &c->pkg->functions[i];
+    fns[i] = (AneRuleFunction){.name = pf->name, .program = c->mil[i], .funcs = c->mil[i]->funcs,
+                               .nfuncs = c->mil[i]->nfuncs, .inputs = rule_io(pf->inputs, pf->ninputs),
+                               .outputs = rule_io(pf->outputs, pf->noutputs), .ninputs = pf->ninputs,
+                               .noutputs = pf->noutputs};
   }
+  AneRuleInput in = {.table = c->table, .target = c->target, .sources = c->report->sources, .dir = c->pkg->path,
+                     .manifest_path = with_manifest ? c->manifest_path : NULL, .functions = fns, .nfunctions = n,
+                     .sink = lint_sink, .sink_ctx = c, .drops = lint_drops};
+  ane_rules_run(&in);
+  for (uint32_t i = 0; i < n; i++) {
+    free((void *)(uintptr_t)fns[i].inputs);
+    free((void *)(uintptr_t)fns[i].outputs);
+  }
+  free(fns);
 }
 
 static void ctx_free(LintCtx *c) {
   for (uint32_t i = 0; c->mil && i < c->pkg->nfunctions; i++) mil_program_free(c->mil[i]);
-  for (uint32_t i = 0; i < c->nweights; i++) {
-    free(c->weights[i].relpath);
-    free(c->weights[i].data);
-  }
-  free(c->weights);
   free(c->mil);
   free(c->mil_file);
   free(c->mil_path);

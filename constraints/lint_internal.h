@@ -17,8 +17,6 @@
 
 /* ---- checking context ---- */
 
-typedef struct WeightFile WeightFile;
-
 typedef struct LintCtx {
   const ConstraintTable *table;
   const LintOptions *opt;
@@ -34,8 +32,6 @@ typedef struct LintCtx {
   MilProgram **mil;       /* per package function, read tolerantly (NULL entries never reach checkers) */
   uint32_t *mil_file;     /* per package function: SourceSet id of its MIL text */
   const char **mil_path;  /* per package function */
-  WeightFile *weights;    /* weight files read so far (BLOBFILE targets) */
-  uint32_t nweights, cap_weights;
 } LintCtx;
 
 /* The severity of the rule (after the user's overrides). */
@@ -53,12 +49,7 @@ void lint_emit(LintCtx *c, int level, SrcSpan span, const char *path, const char
 void lint_emit_unfixable(LintCtx *c, int level, SrcSpan span, const char *path, const char *function,
                          const char *fmt, ...) ORION_PRINTF(6, 7);
 
-/* Weight file bytes for a package-relative path (read once, then cached);
- * NULL with err set if it cannot be read. */
-const uint8_t *lint_weight_file(LintCtx *c, const char *relpath, size_t *len, const char **err);
-
 typedef void (*LintIrCheck)(LintCtx *c, IrFuncId f);
-typedef void (*LintPkgCheck)(LintCtx *c, uint32_t fn);
 
 /* IR checkers (check_ir.c). */
 void check_ir_concat(LintCtx *c, IrFuncId f);         /* ANE001 */
@@ -70,19 +61,8 @@ void check_ir_const_matmul(LintCtx *c, IrFuncId f);   /* ANE015 */
 void check_ir_sram(LintCtx *c, IrFuncId f);           /* ANE016 */
 void check_ir_fp32(LintCtx *c, IrFuncId f);           /* ANE017 */
 
-/* Package checkers (check_package.c). */
-void check_pkg_concat(LintCtx *c, uint32_t fn);         /* ANE001 */
-void check_pkg_uniform_outputs(LintCtx *c, uint32_t fn); /* ANE002 */
-void check_pkg_output_order(LintCtx *c, uint32_t fn);    /* ANE003 */
-void check_pkg_min_surface(LintCtx *c, uint32_t fn);     /* ANE004 */
-void check_pkg_sdpa_mask(LintCtx *c, uint32_t fn);       /* ANE006 */
-void check_pkg_blobfile(LintCtx *c, uint32_t fn);        /* ANE008 */
-void check_pkg_gelu(LintCtx *c, uint32_t fn);            /* ANE010 */
-void check_pkg_transpose_consts(LintCtx *c, uint32_t fn); /* ANE012 */
-void check_pkg_conv_bias(LintCtx *c, uint32_t fn);       /* ANE013 */
-void check_pkg_returns(LintCtx *c, uint32_t fn);         /* ANE014 */
-void check_pkg_uniform_inputs(LintCtx *c, uint32_t fn);  /* ANE018 */
-void check_pkg_input_order(LintCtx *c, uint32_t fn);     /* ANE019 */
+/* The package checkers are the shared rules library's (orion/ane_rules.h,
+ * check_package.c): lint_package and lint_mil_file run them. */
 
 /* "1.5 MiB", "32 MiB", "3072 bytes" */
 void lint_put_size(StrBuf *sb, uint64_t bytes);

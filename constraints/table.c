@@ -247,16 +247,19 @@ static void read_checks(Loader *l, const cJSON *obj, const char *where, Constrai
   }
 }
 
-/* The op a name spells, from ops.def itself (so that the table needs no IR
- * code); OP_COUNT if none. */
-static IrOpKind op_from_name(const char *name) {
-  static const char *const names[] = {
+/* Op names from ops.def itself, so that the table needs no IR code. */
+static const char *const op_names[] = {
 #define OP(id, nm, min_in, max_in, nres, dtypes, attrs) [OP_##id] = nm,
 #include "orion/ops.def"
 #undef OP
-  };
-  for (size_t k = 0; k < NELEM(names); k++)
-    if (strcmp(names[k], name) == 0) return (IrOpKind)k;
+};
+
+const char *constraint_op_name(IrOpKind op) { return (size_t)op < NELEM(op_names) ? op_names[op] : NULL; }
+
+/* The op a name spells; OP_COUNT if none. */
+static IrOpKind op_from_name(const char *name) {
+  for (size_t k = 0; k < NELEM(op_names); k++)
+    if (strcmp(op_names[k], name) == 0) return (IrOpKind)k;
   return OP_COUNT;
 }
 

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "orion-run.h"
+#include "orion/ane_check.h"
 #include "orion/backend.h"
-#include "orion/constraints.h"
 #include "orion/npy.h"
 #include "orion/runtime.h"
 
@@ -192,56 +192,12 @@ static bool load_input(const OrionTensorInfo *info, const char *file, OrionTenso
   return true;
 }
 
-/* MIL ops the ANE compiler rejects or runs wrongly, by constraint. */
-static const struct {
-  const char *op, *rule, *why;
-} rejected_ops[] = {
-    {"concat", "ANE001", "the ANE compiler rejects concat"},
-    {"gelu", "ANE010", "the ANE compiler rejects gelu"},
-    {"scaled_dot_product_attention", "ANE006", "the ANE ignores the mask of its fused attention"},
-};
-
-/* The ANE's failure modes, checked before a run so that what runs here does
- * not fail on the device for a known reason: rejected ops in the MIL, and for
- * packages the surface and binding rules of the constraint table. */
-static bool check_ane(const char *path, OrionProgram *p, uint32_t fn, Diag *d) {
-  uint32_t before = d->nerrors;
-  const MilFunc *f = orion_function_mil(p, fn);
-  for (uint32_t s = 0; s < f->nstmts; s++)
-    for (size_t k = 0; k < sizeof rejected_ops / sizeof *rejected_ops; k++)
-      if (!strcmp(f->stmts[s].op, rejected_ops[k].op) &&
-          (k != 2 || mil_find_arg(&f->stmts[s], "attn_mask")))
-        diag_error(d, f->stmts[s].op_loc, "%s would fail on the ANE: %s [%s]", f->stmts[s].op, rejected_ops[k].why,
-                   rejected_ops[k].rule);
-  struct stat st;
-  StrBuf manifest;
-  sb_init(&manifest);
-  sb_printf(&manifest, "%s/%s", path, PACKAGE_MANIFEST);
-  bool is_package = stat(manifest.data, &st) == 0;
-  sb_free(&manifest);
-  if (is_package) {
-    ConstraintTable *t = constraints_builtin(d);
-    Package pkg;
-    if (t && package_read(path, &pkg, d)) {
-      LintReport r;
-      lint_report_init(&r, d->sources);
-      LintOptions lo = {0};
-      if (lint_package(t, &pkg, &lo, &r, d))
-        for (uint32_t i = 0; i < r.n; i++)
-          if (r.items[i].severity == DIAG_ERROR) {
-            if (r.items[i].span.file) diag_error(d, r.items[i].span, "%s [%s]", r.items[i].message, r.items[i].rule->id);
-            else diag_error(d, (SrcSpan){0}, "%s: %s [%s]", r.items[i].path ? r.items[i].path : path, r.items[i].message, r.items[i].rule->id);
-          }
-      lint_report_free(&r);
-      package_free(&pkg);
-    }
-    constraints_free(t);
-  }
-  if (d->nerrors > before) {
-    diag_note(d, (SrcSpan){0}, "--no-ane-checks runs it anyway on the CPU");
-    return false;
-  }
-  return true;
+/* The ANE's failure modes (orion/ane_check.h), checked before a run so that
+ * what runs here does not fail on the device for a known reason. */
+static bool check_ane(const OrionProgram *p, uint32_t fn, Diag *d) {
+  if (orion_ane_check(p, fn, NULL, d)) return true;
+  diag_note(d, (SrcSpan){0}, "--no-ane-checks runs it anyway on the CPU");
+  return false;
 }
 
 static int by_ms_desc(const void *a, const void *b) {
@@ -405,7 +361,7 @@ int main(int argc, char **argv) {
   if (!ok) goto done;
   orion_run_zero_lora_inputs(p, fn, inputs, bound);
 
-  if (o.simulate && !check_ane(o.program, p, fn, &d)) goto done;
+  if (o.simulate && !check_ane(p, fn, &d)) goto done;
   OrionPrepareOptions po = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile};
   exec = orion_backend_prepare(backend, p, fn, &po, &d);
   if (!exec) goto done;

@@ -2,7 +2,8 @@
  * The ane backend's entry in the registry on platforms where it cannot be
  * built (everything but macOS): the registry knows the name, so selecting
  * it says why it is not there instead of "unknown backend". The backend
- * itself (runtime/ane/, macOS only) replaces this file there.
+ * itself (runtime/ane/, macOS only) replaces this file there; its supports
+ * is where orion_ane_check (orion/ane_check.h) refuses what the device would.
  */
 #include "orion/backend.h"
 

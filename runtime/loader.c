@@ -18,6 +18,7 @@
 #define _XOPEN_SOURCE 700
 
 #include "orion/runtime.h"
+#include "loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,7 @@ typedef struct LoadedFunc {
 } LoadedFunc;
 
 struct OrionProgram {
+  char *path; /* as orion_open was given it */
   char *root; /* realpath of the model directory: what @model_path stands for */
   MilProgram **programs;
   uint32_t nprograms;
@@ -552,6 +554,7 @@ OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d)
   }
   OrionProgram *p = xcalloc(1, sizeof *p);
   arena_init(&p->arena);
+  p->path = xstrdup(path);
   p->root = realpath(path, NULL);
   if (!p->root) {
     diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, strerror(errno));
@@ -582,6 +585,7 @@ void orion_close(OrionProgram *p) {
   for (uint32_t i = 0; i < p->nprograms; i++) mil_program_free(p->programs[i]);
   free(p->programs);
   free(p->root);
+  free(p->path);
   package_free(&p->manifest);
   package_free(&p->retired_manifest);
   arena_free(&p->arena);
@@ -599,6 +603,33 @@ uint32_t orion_function_count(const OrionProgram *p) { return p->nfuncs; }
 const char *orion_function_name(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->name; }
 const MilFunc *orion_function_mil(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->mil; }
 bool orion_function_has_dynamic_shapes(const OrionProgram *p, uint32_t fn) { return func_at(p, fn)->dynamic; }
+
+const char *orion_program_path(const OrionProgram *p) { return p->path; }
+const Package *orion_program_manifest(const OrionProgram *p) { return p->is_package ? &p->manifest : NULL; }
+
+const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn) {
+  const MilFunc *f = func_at(p, fn)->mil;
+  for (uint32_t i = 0; i < p->nprograms; i++)
+    for (uint32_t k = 0; k < p->programs[i]->nfuncs; k++)
+      if (&p->programs[i]->funcs[k] == f) return p->programs[i];
+  ice("orion: function %u has no MIL program", fn);
+}
+
+const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len) {
+  StrBuf full;
+  sb_init(&full);
+  sb_printf(&full, "%s/%s", p->root, relpath);
+  char *real = realpath(full.data, NULL);
+  sb_free(&full);
+  const uint8_t *data = NULL;
+  for (uint32_t i = 0; real && i < p->nmaps && !data; i++)
+    if (!strcmp(p->maps[i].real, real)) {
+      data = p->maps[i].base;
+      *len = p->maps[i].len;
+    }
+  free(real);
+  return data;
+}
 
 uint32_t orion_function_find(const OrionProgram *p, const char *name) {
   for (uint32_t i = 0; i < p->nfuncs; i++)

@@ -153,5 +153,8 @@ bool constraint_severity_from_name(const char *s, DiagLevel *out);
 /* "static-ir, runtime" */
 void constraint_checks_print(unsigned checks, StrBuf *out);
 bool constraint_has_op(const Constraint *c, IrOpKind op);
+/* The .oir name of an op the table can name ("concat"), as ir_op_info
+ * gives it but without IR code; NULL for one ops.def does not spell. */
+const char *constraint_op_name(IrOpKind op);
 
 #endif

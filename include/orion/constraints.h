@@ -16,7 +16,9 @@
  * The linter runs one checker per statically checkable rule, on the IR
  * (lint_ir: any stage, before or after legalization), on a written package
  * (lint_package: manifest, MIL text and weight file) or on a MIL file alone
- * (lint_mil_file). Findings collect in a
+ * (lint_mil_file); the package and MIL checkers are the compiler-free rules
+ * library's (orion/ane_rules.h), which the runtime's orion_ane_check runs
+ * too. Findings collect in a
  * LintReport and are printed as text (the diagnostics format with the rule id,
  * `file:line:col: error[ANE001]: ...`), JSON or SARIF 2.1.0.
  * See docs/constraints.md (generated from the table).

@@ -74,6 +74,29 @@ check ane-reject 1 "$run" "$tmp/c.anepkg" --input "a=$tmp/z.npy" --input "b=$tmp
 contains ane-reject "error: concat would fail on the ANE: the ANE compiler rejects concat [ANE001]"
 contains ane-reject "orion-run: note: --no-ane-checks runs it anyway on the CPU"
 check ane-skip 0 "$run" --no-ane-checks "$tmp/c.anepkg" --input "a=$tmp/z.npy" --input "b=$tmp/z.npy" --output-dir "$tmp/out_dir"
+# Each violation once: orion-run used to report a package's concats twice (its own rule and the linter's).
+check ane-reject-again 1 "$run" "$tmp/c.anepkg" --input "a=$tmp/z.npy" --input "b=$tmp/z.npy" --output-dir "$tmp/out_dir"
+reported=$(grep -c '\[ANE001\]' "$tmp/out") statements=$(grep -c ' = concat(' "$tmp/c.anepkg/model.mil")
+if [ "$statements" -ge 1 ] && [ "$reported" = "$statements" ]; then passed=$((passed + 1)); else
+  failed=$((failed + 1)); echo "FAIL: ane-reject-once: $reported ANE001 errors for $statements concats"; cat "$tmp/out"; fi
+# A bare directory gets every MIL rule, conv with a bias (ANE013) included.
+mkdir -p "$tmp/convbias"
+cat >"$tmp/convbias/model.mil" <<'MIL'
+program(1.3)
+{
+    func main<ios18>(tensor<fp32, [1, 2, 1, 4]> x) {
+        tensor<fp32, [2, 2, 1, 1]> w = const()[name = string("w"), val = tensor<fp32, [2, 2, 1, 1]>([1, 0, 0, 1])];
+        tensor<fp32, [2]> cb = const()[name = string("cb"), val = tensor<fp32, [2]>([0, 0])];
+        tensor<fp32, [1, 2, 1, 4]> y = conv(bias = cb, weight = w, x = x)[name = string("y")];
+    } -> (y);
+}
+MIL
+dict="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 1, 4), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%s' "$dict"; printf "%$((128 - 10 - ${#dict} - 1))s" ''; printf '\n'; head -c 32 /dev/zero; } >"$tmp/z4.npy"
+check ane-bare-conv-bias 1 "$run" "$tmp/convbias" --input "x=$tmp/z4.npy" --output-dir "$tmp/out_dir"
+contains ane-bare-conv-bias "$tmp/convbias/model.mil:6:40: error: conv would fail on the ANE: conv takes no bias on the ANE path [ANE013]"
+contains ane-bare-conv-bias "orion-run: note: --no-ane-checks runs it anyway on the CPU"
+check ane-bare-conv-bias-skip 0 "$run" --no-ane-checks "$tmp/convbias" --input "x=$tmp/z4.npy" --output-dir "$tmp/out_dir"
 # Two outputs whose surfaces were made unequal in the manifest.
 printf 'func main(x: fp32[4]) {\n  a = relu(x);\n  b = exp(x);\n  return a, b;\n}\n' >"$tmp/two.oir"
 check compile-two 0 "$orionc" -w -o "$tmp/two.anepkg" "$tmp/two.oir"

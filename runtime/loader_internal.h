@@ -1,0 +1,19 @@
+/* What the runtime's own modules (the ANE simulation, ane_check.c) read of a
+ * loaded program beyond orion/runtime.h: not for library users. */
+#ifndef ORION_LOADER_INTERNAL_H
+#define ORION_LOADER_INTERNAL_H
+
+#include "orion/manifest.h"
+#include "orion/runtime.h"
+
+/* The path orion_open was given (messages name files under it). */
+const char *orion_program_path(const OrionProgram *p);
+/* The manifest as verified at open or at the last reload; NULL for a bare directory. */
+const Package *orion_program_manifest(const OrionProgram *p);
+/* The MIL program function fn was read from (its attributes, its file). */
+const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn);
+/* The mapped bytes of a weight file named by a path relative to the model
+ * directory, if the loader mapped it; NULL otherwise. */
+const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len);
+
+#endif
