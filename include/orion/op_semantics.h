@@ -2,7 +2,7 @@
  * The scalar meaning of every element-wise op, in one place (docs/numerics.md).
  *
  * Constant folding (passes/const_fold.c, cast-fusion), the IR reference
- * evaluator (testsuite/ir_eval.c) and the CPU backend (runtime/cpu.c) all
+ * evaluator (testsuite/ir_eval.c) and the CPU backend (runtime/cpu/) all
  * compute an element-wise op's element as the function here gives it, from
  * operand values of the operands' dtype, in double; the result is then
  * stored in the result's dtype with op_sem_store_fp32 / op_sem_store_fp16 /
@@ -60,7 +60,7 @@ static inline uint64_t op_sem_double_to_bits(double d) {
 
 /* e^x for |x| <= 708; beyond, the value at the bound (which rounds to
  * float's 0 or inf like the true value). NaN stays NaN. Not libm's exp:
- * the CPU backend vectorizes this very evaluation (runtime/cpu.c exp4), so
+ * the CPU backend vectorizes this very evaluation (runtime/cpu/cpu_math.h, exp4), so
  * every user must compute exactly these steps. */
 static inline double op_sem_exp(double x) {
   if (x != x) return x;
