@@ -356,6 +356,8 @@ int main(int argc, char **argv) {
   OrionExec *exec = NULL;
   OrionTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
   uint32_t nin = 0, nout = 0;
+  const char *output_names[MAX_BINDINGS] = {NULL};
+  char *output_files[MAX_BINDINGS] = {NULL};
 
   backend = orion_backend_open(o.backend, NULL, &d);
   if (!backend) {
@@ -446,9 +448,9 @@ int main(int argc, char **argv) {
     total += ms;
     best = r == 0 || ms < best ? ms : best;
   }
-  if (o.repeat > 1)
+  if (o.repeat > 1 && !o.json)
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
-  if (o.profile) print_profile(exec, &sources, o.repeat);
+  if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
 
   struct stat st;
   if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -467,8 +469,19 @@ int main(int argc, char **argv) {
     sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);
     bool wrote = npy_write(path.data, &a, &d);
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
-    sb_free(&path);
+    output_names[i] = info->name;
+    output_files[i] = path.data; /* freed below */
     if (!wrote) goto done;
+  }
+  if (o.json) {
+    OrionRunReport report = {.program = o.program, .function = orion_function_name(p, fn),
+                             .backend = orion_backend_name(backend), .numerics_fp32 = o.numerics == ORION_NUMERICS_FP32,
+                             .runs = o.repeat, .total_ms = total, .best_ms = best, .outputs = outputs,
+                             .output_names = output_names, .output_files = (const char *const *)output_files, .noutputs = nout,
+                             .exec = o.profile ? exec : NULL, .sources = &sources};
+    char *text = orion_run_report_json(&report);
+    puts(text);
+    free(text);
   }
   rc = EXIT_OK;
 done:
@@ -477,6 +490,7 @@ done:
     orion_tensor_free(&outputs[i]);
   }
   for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
+  for (uint32_t i = 0; i < MAX_BINDINGS; i++) free(output_files[i]);
   orion_exec_release(exec);
   orion_backend_close(backend);
   orion_close(p);

@@ -282,6 +282,7 @@ static int parse_options(int argc, char **argv, Options *o) {
   if ((c->inline_calls || c->legalize) && c->emit != ORION_EMIT_OIR)
     return usage_error("%s", "--inline and --legalize go with --emit=oir");
   if (o->json && !c->summary) return usage_error("%s", "--json goes with --summary");
+  c->summary_json = o->json;
   if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");
   if (c->emit == ORION_EMIT_PACKAGE && !o->output && !strcmp(o->input, "-"))
