@@ -160,7 +160,7 @@ static int single_dash(CliParser *p, char letter, const char *rest, bool separat
   }
   if (attached) {
     spell(p, "-", word, strlen(word));
-    return accept_value(p, attached, word + strlen(attached->name), false, value);
+    return accept_value(p, attached, rest + strlen(attached->name) - 1, false, value); /* into argv, not word */
   }
   spell(p, "-", word, base);
   cli_unknown_option(spec, p->spelling);
