@@ -75,7 +75,7 @@ static const CliOption lint_options[] = {
      "was compiled for (its manifest's Chip) in a package's checks",
      "a value, e.g. --chip=m4"},
     {OPT_TABLE, 0, "table", CLI_VALUE, 0, "=FILE", "use this constraint table instead of the built-in one", "a file"},
-    {OPT_EXPLAIN, 0, "explain", CLI_VALUE, 0, " ID", "print everything the table says about rule ID",
+    {OPT_EXPLAIN, 0, "explain", CLI_VALUE, CLI_WORD, " ID", "print everything the table says about rule ID",
      "a rule id, e.g. --explain ANE007"},
     {OPT_LIST, 0, "list", CLI_NO_VALUE, 0, NULL, "list the rules, one per line", NULL},
     {OPT_GEN_DOCS, 0, "gen-docs", CLI_NO_VALUE, 0, NULL, "print docs/constraints.md (generated from the table)", NULL},

@@ -47,6 +47,10 @@ check run-empty 2 "$run" --output-dir= f.anepkg
 contains run-empty "orion-run: error: --output-dir= needs a value"
 check orionc-chip-file 2 "$orionc" --chip f.oir
 contains orionc-chip-file "orionc: error: --chip needs a value, e.g. --chip=m4"
+check lint-explain-file 2 "$lint" --explain f.oir
+contains lint-explain-file "orion-lint: error: --explain needs a rule id, e.g. --explain ANE007"
+check run-backend-file 2 "$run" --backend f.anepkg
+contains run-backend-file "orion-run: error: --backend needs a backend name"
 check orionc-o-missing 2 "$orionc" f.oir -o
 contains orionc-o-missing "orionc: error: -o needs a path"
 check orionc-bad-value-sep 2 "$orionc" --emit llvm f.oir
