@@ -266,7 +266,7 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
     if (!weights_override(m, o.overrides[i].name, o.overrides[i].file, c->d)) return false;
   if (o.check_weights && !weights_check_sources(m, c->d)) return false;
   phase(c, "weight check");
-  if (o.summary) compile_summary(m, name, &c->r->summary);
+  if (o.summary) compile_summary(m, name, o.summary_json, &c->r->summary);
   if (o.emit == ORION_EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, text);
   switch (o.emit) {
   case ORION_EMIT_DOT:

@@ -5,7 +5,7 @@
 #include "orion/compile.h"
 
 /* orionc --summary: functions, inputs, outputs, weights and op counts of m
- * (calls expanded), appended to out. */
-void compile_summary(IrModule *m, const char *input, StrBuf *out);
+ * (calls expanded), appended to out as text or as one JSON object. */
+void compile_summary(IrModule *m, const char *input, bool json, StrBuf *out);
 
 #endif

@@ -1,7 +1,10 @@
 /*
- * The text of orionc --summary: what a compiled program takes, gives and
- * holds, of the graph with calls expanded.
+ * orionc --summary: what a compiled program takes, gives and holds, of the
+ * graph with calls expanded, as text or (--json) as one JSON object.
  */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
 #include "compile_internal.h"
 
 /* "512 B", "14.2 KiB", "27.04 MiB": sizes people read at a glance. */
@@ -21,29 +24,90 @@ static const char *human_bytes(uint64_t n, char *buf, size_t len) {
   return buf;
 }
 
-void compile_summary(IrModule *m, const char *input, StrBuf *out) {
+/* The counts of one function's declarations. */
+typedef struct DeclCounts {
+  uint64_t params, elements, bytes, consts;
+} DeclCounts;
+
+static DeclCounts count_decls(IrModule *m, IrFunc *fn) {
+  DeclCounts c = {0};
+  for (uint32_t i = 0; i < fn->ndecls; i++) {
+    IrValue *v = ir_value(m, fn->decls[i]);
+    if (v->kind != VK_PARAM) {
+      c.consts++;
+      continue;
+    }
+    c.params++;
+    c.elements += ir_type_elements(&v->type);
+    c.bytes += ir_type_elements(&v->type) * ir_dtype_size(v->type.dtype);
+  }
+  return c;
+}
+
+static cJSON *value_json(const char *name, const IrType *t) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "name", name);
+  cJSON_AddStringToObject(o, "dtype", ir_dtype_name(t->dtype));
+  cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+  for (uint32_t k = 0; k < t->rank; k++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->dims[k]));
+  return o;
+}
+
+static void summary_json(IrModule *m, const char *input, StrBuf *out) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "source", input);
+  cJSON *fns = cJSON_AddArrayToObject(root, "functions");
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    IrFunc *fn = ir_func(m, f);
+    if (fn->dead) continue;
+    DeclCounts c = count_decls(m, fn);
+    cJSON *fo = cJSON_CreateObject();
+    cJSON_AddStringToObject(fo, "name", fn->name);
+    cJSON *ins = cJSON_AddArrayToObject(fo, "inputs");
+    for (uint32_t i = 0; i < fn->ninputs; i++) {
+      IrValue *v = ir_value(m, fn->inputs[i]);
+      cJSON_AddItemToArray(ins, value_json(v->name, &v->type));
+    }
+    cJSON *outs = cJSON_AddArrayToObject(fo, "outputs");
+    for (uint32_t i = 0; i < fn->noutputs; i++)
+      cJSON_AddItemToArray(outs, value_json(fn->outputs[i].name, &ir_value(m, fn->outputs[i].value)->type));
+    cJSON_AddNumberToObject(fo, "op_count", fn->nops);
+    cJSON_AddNumberToObject(fo, "params", (double)c.params);
+    cJSON_AddNumberToObject(fo, "weight_elements", (double)c.elements);
+    cJSON_AddNumberToObject(fo, "weight_bytes", (double)c.bytes);
+    cJSON_AddNumberToObject(fo, "consts", (double)c.consts);
+    uint32_t counts[OP_COUNT] = {0};
+    IR_FOR_EACH_OP(m, f, op) counts[ir_op(m, op)->kind]++;
+    cJSON *ops = cJSON_AddObjectToObject(fo, "ops");
+    for (int k = 0; k < OP_COUNT; k++)
+      if (counts[k]) cJSON_AddNumberToObject(ops, ir_op_info((IrOpKind)k)->name, counts[k]);
+    cJSON_AddItemToArray(fns, fo);
+  }
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) ice("out of memory writing JSON");
+  sb_puts(out, text);
+  sb_putc(out, '\n');
+  free(text);
+}
+
+void compile_summary(IrModule *m, const char *input, bool json, StrBuf *out) {
+  if (json) {
+    summary_json(m, input, out);
+    return;
+  }
   uint32_t nfuncs = 0;
   for (IrFuncId f = 1; f < m->nfuncs; f++) nfuncs += !m->funcs[f].dead;
   sb_printf(out, "%s: %u function%s\n", input, nfuncs, nfuncs == 1 ? "" : "s");
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     IrFunc *fn = ir_func(m, f);
     if (fn->dead) continue;
-    uint64_t nparams = 0, elements = 0, bytes = 0, nconsts = 0;
-    for (uint32_t i = 0; i < fn->ndecls; i++) {
-      IrValue *v = ir_value(m, fn->decls[i]);
-      if (v->kind != VK_PARAM) {
-        nconsts++;
-        continue;
-      }
-      nparams++;
-      elements += ir_type_elements(&v->type);
-      bytes += ir_type_elements(&v->type) * ir_dtype_size(v->type.dtype);
-    }
+    DeclCounts c = count_decls(m, fn);
     char size[32];
     sb_printf(out, "func %s: %u input%s, %u output%s, %u ops, %llu params (%llu weights, %s), %llu consts\n", fn->name,
               fn->ninputs, fn->ninputs == 1 ? "" : "s", fn->noutputs, fn->noutputs == 1 ? "" : "s", fn->nops,
-              (unsigned long long)nparams, (unsigned long long)elements, human_bytes(bytes, size, sizeof size),
-              (unsigned long long)nconsts);
+              (unsigned long long)c.params, (unsigned long long)c.elements, human_bytes(c.bytes, size, sizeof size),
+              (unsigned long long)c.consts);
     StrBuf sb;
     sb_init(&sb);
     for (uint32_t i = 0; i < fn->ninputs; i++) {

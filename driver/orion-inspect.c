@@ -6,23 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_options.h"
+#include "orion-inspect.h"
 #include "orion/manifest.h"
 #include "orion/patch.h"
 
-static void usage(FILE *out) {
-  fputs("usage: orion-inspect [options] PACKAGE.anepkg\n"
-        "\n"
-        "Prints the contents of an orion package and verifies its checksums\n"
-        "(MIL files, the weight file, and every weight).\n"
-        "\n"
-        "options:\n"
-        "  --no-weights     do not list the weights (they are still verified)\n"
-        "  -h, --help       show this help\n"
-        "  --version        show the version\n"
-        "\n"
-        "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error\n",
-        out);
-}
+enum { OPT_NO_WEIGHTS = 1, OPT_JSON, OPT_HELP, OPT_VERSION };
+
+static const CliOption inspect_options[] = {
+    {OPT_NO_WEIGHTS, 0, "no-weights", CLI_NO_VALUE, 0, NULL, "do not list the weights (they are still verified)", NULL},
+    {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL, "print the report as one JSON object", NULL},
+    {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", CLI_NO_VALUE, 0, NULL, "show the version", NULL},
+};
+
+static const CliSpec inspect_spec = {
+    .program = "orion-inspect",
+    .usage = "usage: orion-inspect [options] PACKAGE.anepkg\n",
+    .description = "Prints the contents of an orion package and verifies its checksums\n"
+                   "(MIL files, the weight file, and every weight).\n",
+    .options = inspect_options,
+    .noptions = sizeof inspect_options / sizeof *inspect_options,
+    .epilogue = "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error\n",
+    .help_column = 19,
+};
 
 static void put_tensor(const PkgTensor *t) {
   printf("%s[", orion_dtype_name(t->dtype));
@@ -45,33 +52,36 @@ static void put_bindings(const char *title, const PkgTensor *t, uint32_t n) {
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  bool list_weights = true;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("orion-inspect %s\n", ORION_VERSION);
-      return 0;
-    } else if (!strcmp(argv[i], "--no-weights")) {
-      list_weights = false;
-    } else if (argv[i][0] == '-') {
-      return cli_usage_error("orion-inspect", "unknown option '%s'", argv[i]);
-    } else if (path) {
-      fprintf(stderr, "orion-inspect: error: more than one package ('%s')\n", argv[i]);
-      return 2;
-    } else {
-      path = argv[i];
-    }
+  bool list_weights = true, json = false;
+  CliParser p;
+  cli_parser_init(&p, &inspect_spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = 2;
+    else if (id == OPT_HELP) cli_print_help(&inspect_spec, stdout), rc = 0;
+    else if (id == OPT_VERSION) printf("orion-inspect %s\n", ORION_VERSION), rc = 0;
+    else if (id == OPT_NO_WEIGHTS) list_weights = false;
+    else if (id == OPT_JSON) json = true;
+    else if (path) rc = cli_usage_error("orion-inspect", "more than one package ('%s')", v);
+    else path = v;
   }
-  if (!path) {
-    return cli_usage_error("orion-inspect", "no package");
-  }
+  cli_parser_free(&p);
+  if (rc >= 0) return rc;
+  if (!path) return cli_usage_error("orion-inspect", "no package");
   Diag d;
   diag_init(&d, NULL);
   d.program = "orion-inspect";
   Package pkg;
   if (!package_read(path, &pkg, &d)) return 1;
+  if (json) {
+    bool pending = package_has_journal(path), ok = package_verify(&pkg, &d);
+    char *text = inspect_json(&pkg, path, pending, list_weights, ok);
+    puts(text);
+    free(text);
+    package_free(&pkg);
+    return ok ? 0 : 1;
+  }
   printf("package %s\n", path);
   printf("  format %u, compiled by %s for %s (program %s) from %s\n", pkg.format_version, pkg.compiler_version,
          pkg.target, pkg.program_version, pkg.source_name);

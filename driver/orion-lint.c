@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_options.h"
 #include "orion/constraints.h"
 #include "orion/frontend.h"
 #include "orion/passes.h"
@@ -42,110 +43,133 @@ typedef struct Options {
   uint32_t nallow;
   LintSeverityOverride overrides[MAX_RULE_OPTIONS];
   uint32_t noverrides;
+  char **copies; /* of the --allow and --severity values */
+  uint32_t ncopies, ncopies_cap;
 } Options;
 
-static void usage(FILE *out) {
-  fputs("usage: orion-lint [options] FILE...\n"
-        "\n"
-        "Checks orion graphs (.oir), packages (.anepkg directories) and MIL files\n"
-        "(.mil) against the ANE constraint table (ANE001..ANE020).\n"
-        "\n"
-        "options:\n"
-        "  --format=F           text (default), json or sarif (SARIF 2.1.0)\n"
-        "  --fail-on=LEVEL      exit 1 when a finding is at or above LEVEL:\n"
-        "                       error (default), warning or note\n"
-        "  --allow=ID[,ID...]   drop the findings of these rules (repeatable)\n"
-        "  --severity=ID=LEVEL  report rule ID at LEVEL: error, warning or note (repeatable)\n"
-        "  --target=T           ios18 (default), ios17 or ios16: the target data for .oir files\n"
-        "                       (packages are checked against their own target)\n"
-        "  --chip=NAME          the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
-        "                       its newest dialect is the default --target (a newer one is an\n"
-        "                       error); its SRAM budget and minimum surface replace the target's\n"
-        "                       in the checks of .oir and .mil files, and the chip a package\n"
-        "                       was compiled for (its manifest's Chip) in a package's checks\n"
-        "  --table=FILE         use this constraint table instead of the built-in one\n"
-        "  --explain ID         print everything the table says about rule ID\n"
-        "  --list               list the rules, one per line\n"
-        "  --gen-docs           print docs/constraints.md (generated from the table)\n"
-        "  -h, --help           show this help\n"
-        "  --version            show the version\n"
-        "\n"
-        "A .oir file is checked before legalization (problems a legalization pass fixes\n"
-        "are notes) and after it (whatever is left is reported at its severity).\n"
-        "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
-        "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
-        "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
-        out);
-}
+enum {
+  OPT_FORMAT = 1, OPT_FAIL_ON, OPT_ALLOW, OPT_SEVERITY, OPT_TARGET, OPT_CHIP, OPT_TABLE, OPT_EXPLAIN, OPT_LIST,
+  OPT_GEN_DOCS, OPT_HELP, OPT_VERSION,
+};
+
+static const CliOption lint_options[] = {
+    {OPT_FORMAT, 0, "format", CLI_VALUE, CLI_WORD, "=F", "text (default), json or sarif (SARIF 2.1.0)",
+     "a value, e.g. --format=json"},
+    {OPT_FAIL_ON, 0, "fail-on", CLI_VALUE, CLI_WORD, "=LEVEL",
+     "exit 1 when a finding is at or above LEVEL:\n"
+     "error (default), warning or note",
+     "a value, e.g. --fail-on=warning"},
+    {OPT_ALLOW, 0, "allow", CLI_VALUE, 0, "=ID[,ID...]", "drop the findings of these rules (repeatable)",
+     "a rule id, e.g. --allow=ANE015"},
+    {OPT_SEVERITY, 0, "severity", CLI_VALUE, 0, "=ID=LEVEL",
+     "report rule ID at LEVEL: error, warning or note (repeatable)", "ID=LEVEL, e.g. --severity=ANE015=error"},
+    {OPT_TARGET, 0, "target", CLI_VALUE, CLI_WORD, "=T",
+     "ios18 (default), ios17 or ios16: the target data for .oir files\n"
+     "(packages are checked against their own target)",
+     "a value, e.g. --target=ios18"},
+    {OPT_CHIP, 0, "chip", CLI_VALUE, CLI_WORD, "=NAME",
+     "the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
+     "its newest dialect is the default --target (a newer one is an\n"
+     "error); its SRAM budget and minimum surface replace the target's\n"
+     "in the checks of .oir and .mil files, and the chip a package\n"
+     "was compiled for (its manifest's Chip) in a package's checks",
+     "a value, e.g. --chip=m4"},
+    {OPT_TABLE, 0, "table", CLI_VALUE, 0, "=FILE", "use this constraint table instead of the built-in one", "a file"},
+    {OPT_EXPLAIN, 0, "explain", CLI_VALUE, CLI_WORD, " ID", "print everything the table says about rule ID",
+     "a rule id, e.g. --explain ANE007"},
+    {OPT_LIST, 0, "list", CLI_NO_VALUE, 0, NULL, "list the rules, one per line", NULL},
+    {OPT_GEN_DOCS, 0, "gen-docs", CLI_NO_VALUE, 0, NULL, "print docs/constraints.md (generated from the table)", NULL},
+    {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", CLI_NO_VALUE, 0, NULL, "show the version", NULL},
+};
+
+static const CliSpec lint_spec = {
+    .program = "orion-lint",
+    .usage = "usage: orion-lint [options] FILE...\n",
+    .description = "Checks orion graphs (.oir), packages (.anepkg directories) and MIL files\n"
+                   "(.mil) against the ANE constraint table (ANE001..ANE020).\n",
+    .options = lint_options,
+    .noptions = sizeof lint_options / sizeof *lint_options,
+    .epilogue = "A .oir file is checked before legalization (problems a legalization pass fixes\n"
+                "are notes) and after it (whatever is left is reported at its severity).\n"
+                "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
+                "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
+                "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
+    .help_column = 23,
+};
 
 #define usage_error(...) cli_usage_error("orion-lint", __VA_ARGS__)
+
+/* The option strings that are split in place (--allow, --severity) are copies. */
+static char *keep_copy(Options *o, const char *v) {
+  char *s = xstrdup(v);
+  xgrow((void **)&o->copies, sizeof *o->copies, &o->ncopies_cap, o->ncopies + 1);
+  o->copies[o->ncopies++] = s;
+  return s;
+}
+
+static int take_option(Options *o, int id, const char *v) {
+  switch (id) {
+  case OPT_HELP: cli_print_help(&lint_spec, stdout); return EXIT_CLEAN;
+  case OPT_VERSION: printf("orion-lint %s\n", ORION_VERSION); return EXIT_CLEAN;
+  case OPT_FORMAT: {
+    static const char *const names[] = {"text", "json", "sarif"};
+    int k = 0;
+    while (k < 3 && strcmp(v, names[k])) k++;
+    if (k == 3) return usage_error("unknown format '%s' (expected text, json or sarif)", v);
+    o->format = (Format)k;
+    return -1;
+  }
+  case OPT_FAIL_ON:
+    if (!constraint_severity_from_name(v, &o->fail_on))
+      return usage_error("unknown level '%s' for --fail-on (expected error, warning or note)", v);
+    return -1;
+  case OPT_ALLOW: {
+    char *save = NULL;
+    for (char *rule = strtok_r(keep_copy(o, v), ",", &save); rule; rule = strtok_r(NULL, ",", &save)) {
+      if (o->nallow >= MAX_RULE_OPTIONS) return usage_error("too many --allow rules (limit is %d)", MAX_RULE_OPTIONS);
+      o->allow[o->nallow++] = rule;
+    }
+    return -1;
+  }
+  case OPT_SEVERITY: {
+    char *rule = keep_copy(o, v), *eq = strchr(rule, '=');
+    DiagLevel level;
+    if (!eq || eq == rule) return usage_error("--severity needs ID=LEVEL, e.g. --severity=ANE015=error");
+    *eq = 0;
+    if (!constraint_severity_from_name(eq + 1, &level))
+      return usage_error("unknown level '%s' for --severity (expected error, warning or note)", eq + 1);
+    if (o->noverrides >= MAX_RULE_OPTIONS) return usage_error("too many --severity options (limit is %d)", MAX_RULE_OPTIONS);
+    o->overrides[o->noverrides++] = (LintSeverityOverride){rule, level};
+    return -1;
+  }
+  case OPT_TARGET:
+    if (!mil_target_from_name(v, &o->target)) return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", v);
+    o->target_given = true;
+    return -1;
+  case OPT_CHIP: o->chip = v; return -1; /* checked against the constraint table in run() */
+  case OPT_TABLE: o->table_path = v; return -1;
+  case OPT_EXPLAIN: o->explain = v; return -1;
+  case OPT_LIST: o->list = true; return -1;
+  case OPT_GEN_DOCS: o->gen_docs = true; return -1;
+  default: return -1;
+  }
+}
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   o->files = xcalloc((size_t)argc, sizeof *o->files);
-  bool only_files = false;
-  for (int i = 1; i < argc; i++) {
-    char *a = argv[i];
-    if (only_files || a[0] != '-' || !strcmp(a, "-")) {
-      o->files[o->nfiles++] = a;
-    } else if (!strcmp(a, "--")) {
-      only_files = true;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return EXIT_CLEAN;
-    } else if (!strcmp(a, "--version")) {
-      printf("orion-lint %s\n", ORION_VERSION);
-      return EXIT_CLEAN;
-    } else if (!strncmp(a, "--format=", 9)) {
-      static const char *const names[] = {"text", "json", "sarif"};
-      int k = 0;
-      while (k < 3 && strcmp(a + 9, names[k])) k++;
-      if (k == 3) return usage_error("unknown format '%s' (expected text, json or sarif)", a + 9);
-      o->format = (Format)k;
-    } else if (!strncmp(a, "--fail-on=", 10)) {
-      if (!constraint_severity_from_name(a + 10, &o->fail_on))
-        return usage_error("unknown level '%s' for --fail-on (expected error, warning or note)", a + 10);
-    } else if (!strncmp(a, "--allow=", 8)) {
-      for (char *id = strtok(a + 8, ","); id; id = strtok(NULL, ",")) {
-        if (o->nallow >= MAX_RULE_OPTIONS) return usage_error("too many --allow rules (limit is %d)", MAX_RULE_OPTIONS);
-        o->allow[o->nallow++] = id;
-      }
-    } else if (!strncmp(a, "--severity=", 11)) {
-      char *eq = strchr(a + 11, '=');
-      DiagLevel level;
-      if (!eq || eq == a + 11) return usage_error("--severity needs ID=LEVEL, e.g. --severity=ANE015=error");
-      *eq = 0;
-      if (!constraint_severity_from_name(eq + 1, &level))
-        return usage_error("unknown level '%s' for --severity (expected error, warning or note)", eq + 1);
-      if (o->noverrides >= MAX_RULE_OPTIONS) return usage_error("too many --severity options (limit is %d)", MAX_RULE_OPTIONS);
-      o->overrides[o->noverrides++] = (LintSeverityOverride){a + 11, level};
-    } else if (!strncmp(a, "--target=", 9)) {
-      if (!mil_target_from_name(a + 9, &o->target))
-        return usage_error("unknown target '%s' (expected ios16, ios17 or ios18)", a + 9);
-      o->target_given = true;
-    } else if (!strncmp(a, "--chip=", 7)) {
-      o->chip = a + 7; /* checked against the constraint table in run() */
-    } else if (!strcmp(a, "--chip")) {
-      return usage_error("%s needs a value, e.g. --chip=m4", a);
-    } else if (!strncmp(a, "--table=", 8)) {
-      o->table_path = a + 8;
-    } else if (!strcmp(a, "--explain")) {
-      if (++i >= argc) return usage_error("--explain needs a rule id, e.g. --explain ANE007");
-      o->explain = argv[i];
-    } else if (!strncmp(a, "--explain=", 10)) {
-      o->explain = a + 10;
-    } else if (!strcmp(a, "--list")) {
-      o->list = true;
-    } else if (!strcmp(a, "--gen-docs")) {
-      o->gen_docs = true;
-    } else if (!strcmp(a, "--format") || !strcmp(a, "--fail-on") || !strcmp(a, "--allow") ||
-               !strcmp(a, "--severity") || !strcmp(a, "--target") || !strcmp(a, "--table")) {
-      return usage_error("%s needs a value, e.g. %s=...", a, a);
-    } else {
-      return usage_error("unknown option '%s'", a);
-    }
+  CliParser p;
+  cli_parser_init(&p, &lint_spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = EXIT_USAGE;
+    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
+    else o->files[o->nfiles++] = v;
   }
-  return -1;
+  cli_parser_free(&p);
+  return rc;
 }
 
 static bool same_place(const LintFinding *a, const LintFinding *b) {
@@ -327,5 +351,7 @@ int main(int argc, char **argv) {
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = run(&o);
   free(o.files);
+  for (uint32_t i = 0; i < o.ncopies; i++) free(o.copies[i]);
+  free(o.copies);
   return status;
 }

@@ -7,38 +7,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_options.h"
 #include "orion-run.h"
 #include "orion/patch.h"
 
 #define MAX_SOURCES 256
 
-static void patch_usage(FILE *out) {
-  fputs("usage: orion-run patch [options] PACKAGE --weights FILE.safetensors ...\n"
-        "       orion-run patch [options] PACKAGE --weight NAME=FILE.npy ...\n"
-        "\n"
-        "Replaces the named weights of a compiled package in place: same MIL text, same\n"
-        "blob layout, no compiler run. Every tensor is checked against the manifest\n"
-        "(name, shape, dtype, NaN, fp16 range) before anything is written; the update\n"
-        "is crash-safe (a kill at any instant leaves all old or all new weights) and\n"
-        "bumps the package's weights generation.\n"
-        "\n"
-        "options:\n"
-        "  --weights FILE.safetensors  new values for the weights named by its keys\n"
-        "  --weight NAME=FILE.npy      a new value for one weight\n"
-        "  --clamp-fp16                clamp values beyond fp16's range (warning) instead\n"
-        "                              of failing\n"
-        "  --verify[=SOURCE.oir]       compile the package's source with the new weights\n"
-        "                              from scratch and check that the patched package is\n"
-        "                              byte-identical and computes bit-identical outputs\n"
-        "                              (default source: the manifest's, relative to the\n"
-        "                              current directory or to the package's)\n"
-        "  --recover                   only complete (or discard) an interrupted update\n"
-        "  -v                          print what was done\n"
-        "  -h, --help                  show this help\n"
-        "\n"
-        "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
-        out);
-}
+enum { OPT_WEIGHTS = 1, OPT_WEIGHT, OPT_CLAMP, OPT_VERIFY, OPT_RECOVER, OPT_VERBOSE, OPT_HELP };
+
+static const CliOption patch_options[] = {
+    {OPT_WEIGHTS, 0, "weights", CLI_VALUE, 0, " FILE.safetensors", "new values for the weights named by its keys",
+     "a file"},
+    {OPT_WEIGHT, 0, "weight", CLI_VALUE, 0, " NAME=FILE.npy", "a new value for one weight", "NAME=FILE.npy"},
+    {OPT_CLAMP, 0, "clamp-fp16", CLI_NO_VALUE, 0, NULL,
+     "clamp values beyond fp16's range (warning) instead\n"
+     "of failing",
+     NULL},
+    {OPT_VERIFY, 0, "verify", CLI_OPTIONAL_VALUE, 0, "[=SOURCE.oir]",
+     "compile the package's source with the new weights\n"
+     "from scratch and check that the patched package is\n"
+     "byte-identical and computes bit-identical outputs\n"
+     "(default source: the manifest's, relative to the\n"
+     "current directory or to the package's)",
+     "a source file"},
+    {OPT_RECOVER, 0, "recover", CLI_NO_VALUE, 0, NULL, "only complete (or discard) an interrupted update", NULL},
+    {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print what was done", NULL},
+    {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
+};
+
+static const CliSpec patch_spec = {
+    .program = "orion-run patch",
+    .usage = "usage: orion-run patch [options] PACKAGE --weights FILE.safetensors ...\n"
+             "       orion-run patch [options] PACKAGE --weight NAME=FILE.npy ...\n",
+    .description = "Replaces the named weights of a compiled package in place: same MIL text, same\n"
+                   "blob layout, no compiler run. Every tensor is checked against the manifest\n"
+                   "(name, shape, dtype, NaN, fp16 range) before anything is written; the update\n"
+                   "is crash-safe (a kill at any instant leaves all old or all new weights) and\n"
+                   "bumps the package's weights generation.\n",
+    .options = patch_options,
+    .noptions = sizeof patch_options / sizeof *patch_options,
+    .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
+    .help_column = 30,
+};
 
 #define usage_error(...) cli_usage_error("orion-run patch", __VA_ARGS__)
 
@@ -51,47 +61,48 @@ typedef struct PatchArgs {
   const char *source;
 } PatchArgs;
 
+static int take_option(PatchArgs *a, int id, const char *v) {
+  switch (id) {
+  case OPT_HELP: cli_print_help(&patch_spec, stdout); return 0;
+  case OPT_WEIGHTS:
+  case OPT_WEIGHT:
+    if (a->nfiles >= MAX_SOURCES) return usage_error("too many weight files (limit is %d)", MAX_SOURCES);
+    if (id == OPT_WEIGHT) {
+      const char *e = strchr(v, '=');
+      if (!e || e == v || !e[1]) return usage_error("'%s' is not NAME=FILE.npy", v);
+      char *name = xstrdup(v);
+      name[e - v] = 0;
+      a->npy_names[a->nfiles] = name;
+      a->files[a->nfiles++] = e + 1;
+    } else {
+      a->files[a->nfiles++] = v;
+    }
+    return -1;
+  case OPT_CLAMP: a->clamp = true; return -1;
+  case OPT_VERIFY:
+    a->verify = true;
+    a->source = v;
+    return -1;
+  case OPT_RECOVER: a->recover = true; return -1;
+  case OPT_VERBOSE: a->verbose = true; return -1;
+  default: return -1;
+  }
+}
+
 static int parse(int argc, char **argv, PatchArgs *a) {
   *a = (PatchArgs){0};
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-      patch_usage(stdout);
-      return 0;
-    } else if (!strcmp(s, "--weights") || !strcmp(s, "--weight") || !strncmp(s, "--weights=", 10) ||
-               !strncmp(s, "--weight=", 9)) {
-      bool npy = s[8] != 's';
-      const char *eq = strchr(s, '=');
-      const char *v = eq ? eq + 1 : (++i < argc ? argv[i] : NULL);
-      if (!v || !*v) return usage_error("%s needs %s", s, npy ? "NAME=FILE.npy" : "a file");
-      if (a->nfiles >= MAX_SOURCES) return usage_error("too many weight files (limit is %d)", MAX_SOURCES);
-      if (npy) {
-        const char *e = strchr(v, '=');
-        if (!e || e == v || !e[1]) return usage_error("'%s' is not NAME=FILE.npy", v);
-        char *name = xstrdup(v);
-        name[e - v] = 0;
-        a->npy_names[a->nfiles] = name;
-        a->files[a->nfiles++] = e + 1;
-      } else {
-        a->files[a->nfiles++] = v;
-      }
-    } else if (!strcmp(s, "--clamp-fp16")) {
-      a->clamp = true;
-    } else if (!strcmp(s, "--verify") || !strncmp(s, "--verify=", 9)) {
-      a->verify = true;
-      if (s[8] == '=') a->source = s + 9;
-    } else if (!strcmp(s, "--recover")) {
-      a->recover = true;
-    } else if (!strcmp(s, "-v")) {
-      a->verbose = true;
-    } else if (s[0] == '-') {
-      return usage_error("unknown option '%s'", s);
-    } else if (a->package) {
-      return usage_error("more than one package ('%s')", s);
-    } else {
-      a->package = s;
-    }
+  CliParser p;
+  cli_parser_init(&p, &patch_spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = 2;
+    else if (id != CLI_OPERAND) rc = take_option(a, id, v);
+    else if (a->package) rc = usage_error("more than one package ('%s')", v);
+    else a->package = v;
   }
+  cli_parser_free(&p);
+  if (rc >= 0) return rc;
   if (!a->package) return usage_error("%s", "no package");
   if (!a->recover && !a->nfiles) return usage_error("%s", "no new weights (give --weights FILE or --weight NAME=FILE.npy)");
   if (a->recover && a->nfiles) return usage_error("%s", "--recover takes no weights");

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli_options.h"
 #include "orion-run.h"
 #include "orion/ane_check.h"
 #include "orion/backend.h"
@@ -39,113 +40,137 @@ typedef struct Options {
   bool simulate; /* report what would fail on the ANE before running */
   bool check_finite;
   bool profile;
+  bool json; /* the report as one JSON object on stdout */
 } Options;
 
-static void usage(FILE *out) {
-  fputs("usage: orion-run [options] PROGRAM --input NAME=FILE.npy ...\n"
-        "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n"
-        "\n"
-        "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
-        "model.mil and its weights) on a backend (by default the CPU reference backend).\n"
-        "\n"
-        "options:\n"
-        "  --input NAME=FILE.npy  an input, by its .oir name (repeat for each input);\n"
-        "                         fp32 data is accepted for fp16 inputs and converted\n"
-        "  --output-dir DIR       where outputs are written as NAME.npy (default .)\n"
-        "  --adapter FILE         a LoRA adapter (safetensors, PEFT names: MODULE.lora_A/B)\n"
-        "                         for a program compiled with orionc --lora; LoRA inputs it\n"
-        "                         does not cover, or all without --adapter, get zeros\n"
-        "  --function NAME        the function to run (default: the first)\n"
-        "  --numerics=MODE        ane (default: fp16 storage, each op's result rounded\n"
-        "                         to fp16, overflow to inf) or fp32\n"
-        "  --backend B            cpu (default: the CPU reference backend), check (the CPU\n"
-        "                         backend run fused and one op at a time, outputs required\n"
-        "                         to be bit-identical) or ane (macOS only)\n"
-        "  --repeat N             run N times and print the time per run\n"
-        "  --check-finite         stop at the first inf or NaN an op produces (or an input\n"
-        "                         holds): an error naming the op, its MIL statement, the\n"
-        "                         value and the element (ane numerics show fp16 overflow)\n"
-        "  --profile              time every op; after the runs, print the time per op\n"
-        "                         kind and the 10 slowest statements to stderr (use\n"
-        "                         --repeat N for stable figures)\n"
-        "  --no-verify            do not verify the package's checksums\n"
-        "  --no-ane-checks        run even if the program would fail on the ANE (by default\n"
-        "                         ops it rejects, unequal or too small I/O surfaces and\n"
-        "                         binding-order problems are errors naming the constraint)\n"
-        "  -v                     print progress\n"
-        "  -h, --help             show this help\n"
-        "  --version              show the version\n"
-        "\n"
-        "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error\n",
-        out);
-}
+enum {
+  OPT_INPUT = 1, OPT_OUTPUT_DIR, OPT_ADAPTER, OPT_FUNCTION, OPT_NUMERICS, OPT_BACKEND, OPT_REPEAT, OPT_CHECK_FINITE,
+  OPT_PROFILE, OPT_JSON, OPT_NO_VERIFY, OPT_NO_ANE_CHECKS, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+};
+
+static const CliOption run_options[] = {
+    {OPT_INPUT, 0, "input", CLI_VALUE, 0, " NAME=FILE.npy",
+     "an input, by its .oir name (repeat for each input);\n"
+     "fp32 data is accepted for fp16 inputs and converted",
+     "NAME=FILE.npy"},
+    {OPT_OUTPUT_DIR, 0, "output-dir", CLI_VALUE, 0, " DIR", "where outputs are written as NAME.npy (default .)",
+     NULL},
+    {OPT_ADAPTER, 0, "adapter", CLI_VALUE, 0, " FILE",
+     "a LoRA adapter (safetensors, PEFT names: MODULE.lora_A/B)\n"
+     "for a program compiled with orionc --lora; LoRA inputs it\n"
+     "does not cover, or all without --adapter, get zeros",
+     "a file"},
+    {OPT_FUNCTION, 0, "function", CLI_VALUE, 0, " NAME", "the function to run (default: the first)", NULL},
+    {OPT_NUMERICS, 0, "numerics", CLI_VALUE, CLI_WORD, "=MODE",
+     "ane (default: fp16 storage, each op's result rounded\n"
+     "to fp16, overflow to inf) or fp32",
+     "a value, e.g. --numerics=fp32"},
+    {OPT_BACKEND, 0, "backend", CLI_VALUE, CLI_WORD, " B",
+     "cpu (default: the CPU reference backend), check (the CPU\n"
+     "backend run fused and one op at a time, outputs required\n"
+     "to be bit-identical) or ane (macOS only)",
+     "a backend name"},
+    {OPT_REPEAT, 0, "repeat", CLI_VALUE, 0, " N", "run N times and print the time per run",
+     "a count from 1 to 1000000"},
+    {OPT_CHECK_FINITE, 0, "check-finite", CLI_NO_VALUE, 0, NULL,
+     "stop at the first inf or NaN an op produces (or an input\n"
+     "holds): an error naming the op, its MIL statement, the\n"
+     "value and the element (ane numerics show fp16 overflow)",
+     NULL},
+    {OPT_PROFILE, 0, "profile", CLI_NO_VALUE, 0, NULL,
+     "time every op; after the runs, print the time per op\n"
+     "kind and the 10 slowest statements to stderr (use\n"
+     "--repeat N for stable figures)",
+     NULL},
+    {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL,
+     "print the run's report (timings, the profile, the outputs\n"
+     "written) as one JSON object on standard output",
+     NULL},
+    {OPT_NO_VERIFY, 0, "no-verify", CLI_NO_VALUE, 0, NULL, "do not verify the package's checksums", NULL},
+    {OPT_NO_ANE_CHECKS, 0, "no-ane-checks", CLI_NO_VALUE, 0, NULL,
+     "run even if the program would fail on the ANE (by default\n"
+     "ops it rejects, unequal or too small I/O surfaces and\n"
+     "binding-order problems are errors naming the constraint)",
+     NULL},
+    {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print progress", NULL},
+    {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", CLI_NO_VALUE, 0, NULL, "show the version", NULL},
+};
+
+static const CliSpec run_spec = {
+    .program = "orion-run",
+    .usage = "usage: orion-run [options] PROGRAM --input NAME=FILE.npy ...\n"
+             "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n",
+    .description = "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
+                   "model.mil and its weights) on a backend (by default the CPU reference backend).\n",
+    .options = run_options,
+    .noptions = sizeof run_options / sizeof *run_options,
+    .epilogue = "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error\n",
+    .help_column = 25,
+};
 
 #define usage_error(...) cli_usage_error("orion-run", __VA_ARGS__)
+
+static int take_option(Options *o, int id, const char *v) {
+  switch (id) {
+  case OPT_HELP: cli_print_help(&run_spec, stdout); return EXIT_OK;
+  case OPT_VERSION: printf("orion-run %s\n", ORION_VERSION); return EXIT_OK;
+  case OPT_INPUT: {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1]) return usage_error("'%s' is not NAME=FILE.npy", v);
+    if (o->ninputs >= MAX_BINDINGS) return usage_error("too many inputs (limit is %d)", MAX_BINDINGS);
+    char *name = xstrdup(v);
+    name[eq - v] = 0;
+    o->input_names[o->ninputs] = name;
+    o->input_files[o->ninputs++] = eq + 1;
+    return -1;
+  }
+  case OPT_ADAPTER:
+    if (o->adapter) return usage_error("%s", "only one --adapter");
+    o->adapter = v;
+    return -1;
+  case OPT_OUTPUT_DIR: o->output_dir = v; return -1;
+  case OPT_FUNCTION: o->function = v; return -1;
+  case OPT_NUMERICS:
+    if (!strcmp(v, "ane")) o->numerics = ORION_NUMERICS_ANE;
+    else if (!strcmp(v, "fp32")) o->numerics = ORION_NUMERICS_FP32;
+    else return usage_error("unknown numerics '%s' (expected ane or fp32)", v);
+    return -1;
+  case OPT_BACKEND: o->backend = v; return -1;
+  case OPT_REPEAT: {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 1 || n > 1000000) return usage_error("--repeat needs a count from 1 to 1000000 (not '%s')", v);
+    o->repeat = (uint32_t)n;
+    return -1;
+  }
+  case OPT_CHECK_FINITE: o->check_finite = true; return -1;
+  case OPT_PROFILE: o->profile = true; return -1;
+  case OPT_JSON: o->json = true; return -1;
+  case OPT_NO_ANE_CHECKS: o->simulate = false; return -1;
+  case OPT_NO_VERIFY: o->verify = false; return -1;
+  case OPT_VERBOSE: o->verbose = true; return -1;
+  default: return -1;
+  }
+}
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   *o = (Options){.output_dir = ".", .backend = "cpu", .numerics = ORION_NUMERICS_ANE, .repeat = 1, .verify = true,
                  .simulate = true};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return EXIT_OK;
-    } else if (!strcmp(a, "--version")) {
-      printf("orion-run %s\n", ORION_VERSION);
-      return EXIT_OK;
-    } else if (!strcmp(a, "--input") || !strncmp(a, "--input=", 8)) {
-      const char *v = a[7] == '=' ? a + 8 : (++i < argc ? argv[i] : NULL);
-      if (!v) return usage_error("%s needs NAME=FILE.npy", a);
-      const char *eq = strchr(v, '=');
-      if (!eq || eq == v || !eq[1]) return usage_error("'%s' is not NAME=FILE.npy", v);
-      if (o->ninputs >= MAX_BINDINGS) return usage_error("too many inputs (limit is %d)", MAX_BINDINGS);
-      char *name = xstrdup(v);
-      name[eq - v] = 0;
-      o->input_names[o->ninputs] = name;
-      o->input_files[o->ninputs++] = eq + 1;
-    } else if (!strcmp(a, "--adapter") || !strncmp(a, "--adapter=", 10)) {
-      const char *v = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
-      if (!v || !*v) return usage_error("%s needs a file", a);
-      if (o->adapter) return usage_error("%s", "only one --adapter");
-      o->adapter = v;
-    } else if (!strcmp(a, "--output-dir") || !strcmp(a, "--function")) {
-      if (++i >= argc) return usage_error("%s needs a value", a);
-      if (a[2] == 'o') o->output_dir = argv[i];
-      else o->function = argv[i];
-    } else if (!strncmp(a, "--numerics=", 11)) {
-      if (!strcmp(a + 11, "ane")) o->numerics = ORION_NUMERICS_ANE;
-      else if (!strcmp(a + 11, "fp32")) o->numerics = ORION_NUMERICS_FP32;
-      else return usage_error("unknown numerics '%s' (expected ane or fp32)", a + 11);
-    } else if (!strcmp(a, "--backend") || !strncmp(a, "--backend=", 10)) {
-      const char *v = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
-      if (!v || !*v) return usage_error("%s needs a backend name", a);
-      o->backend = v;
-    } else if (!strcmp(a, "--repeat")) {
-      char *end;
-      long n = ++i < argc ? strtol(argv[i], &end, 10) : 0;
-      if (i >= argc || *end || n < 1 || n > 1000000) return usage_error("%s needs a count from 1 to 1000000", a);
-      o->repeat = (uint32_t)n;
-    } else if (!strcmp(a, "--check-finite")) {
-      o->check_finite = true;
-    } else if (!strcmp(a, "--profile")) {
-      o->profile = true;
-    } else if (!strcmp(a, "--no-ane-checks")) {
-      o->simulate = false;
-    } else if (!strcmp(a, "--no-verify")) {
-      o->verify = false;
-    } else if (!strcmp(a, "-v")) {
-      o->verbose = true;
-    } else if (a[0] == '-') {
-      return usage_error("unknown option '%s'", a);
-    } else if (o->program) {
-      return usage_error("more than one program ('%s')", a);
-    } else {
-      o->program = a;
-    }
+  CliParser p;
+  cli_parser_init(&p, &run_spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = EXIT_USAGE;
+    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
+    else if (o->program) rc = usage_error("more than one program ('%s')", v);
+    else o->program = v;
   }
-  if (!o->program) return usage_error("%s", "no program");
-  return -1;
+  cli_parser_free(&p);
+  if (rc < 0 && !o->program) rc = usage_error("%s", "no program");
+  return rc;
 }
 
 static void put_shape(StrBuf *sb, OrionDType dt, uint32_t rank, const int64_t *dims) {
@@ -285,6 +310,8 @@ int main(int argc, char **argv) {
   OrionExec *exec = NULL;
   OrionTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
   uint32_t nin = 0, nout = 0;
+  const char *output_names[MAX_BINDINGS] = {NULL};
+  char *output_files[MAX_BINDINGS] = {NULL};
 
   backend = orion_backend_open(o.backend, NULL, &d);
   if (!backend) {
@@ -375,9 +402,9 @@ int main(int argc, char **argv) {
     total += ms;
     best = r == 0 || ms < best ? ms : best;
   }
-  if (o.repeat > 1)
+  if (o.repeat > 1 && !o.json)
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
-  if (o.profile) print_profile(exec, &sources, o.repeat);
+  if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
 
   struct stat st;
   if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -396,8 +423,19 @@ int main(int argc, char **argv) {
     sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);
     bool wrote = npy_write(path.data, &a, &d);
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
-    sb_free(&path);
+    output_names[i] = info->name;
+    output_files[i] = path.data; /* freed below */
     if (!wrote) goto done;
+  }
+  if (o.json) {
+    OrionRunReport report = {.program = o.program, .function = orion_function_name(p, fn),
+                             .backend = orion_backend_name(backend), .numerics_fp32 = o.numerics == ORION_NUMERICS_FP32,
+                             .runs = o.repeat, .total_ms = total, .best_ms = best, .outputs = outputs,
+                             .output_names = output_names, .output_files = (const char *const *)output_files, .noutputs = nout,
+                             .exec = o.profile ? exec : NULL, .sources = &sources};
+    char *text = orion_run_report_json(&report);
+    puts(text);
+    free(text);
   }
   rc = EXIT_OK;
 done:
@@ -406,6 +444,7 @@ done:
     orion_tensor_free(&outputs[i]);
   }
   for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
+  for (uint32_t i = 0; i < MAX_BINDINGS; i++) free(output_files[i]);
   orion_exec_release(exec);
   orion_backend_close(backend);
   orion_close(p);

@@ -5,6 +5,7 @@
 #ifndef ORION_RUN_H
 #define ORION_RUN_H
 
+#include "orion/backend.h"
 #include "orion/cpu.h"
 #include "orion/patch.h"
 
@@ -27,5 +28,20 @@ bool orion_run_is_lora_input(const char *name);
 bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d);
 /* Zeros for the LoRA inputs still unbound: the base model's outputs. */
 void orion_run_zero_lora_inputs(OrionProgram *p, uint32_t fn, CpuTensor *inputs, bool *bound);
+
+/* orion-run --json: what a run did (orion-run-json.c). */
+typedef struct OrionRunReport {
+  const char *program, *function, *backend;
+  bool numerics_fp32;
+  uint32_t runs;
+  double total_ms, best_ms;
+  const CpuTensor *outputs; /* as computed */
+  const char *const *output_names, *const *output_files;
+  uint32_t noutputs;
+  const OrionExec *exec; /* with --profile: its statement times; else NULL */
+  SourceSet *sources;
+} OrionRunReport;
+/* The report as one JSON object; free() it. */
+char *orion_run_report_json(const OrionRunReport *r);
 
 #endif

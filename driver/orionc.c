@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_options.h"
 #include "orion/cache.h"
 #include "orion/compile.h"
 #include "orion/pass_plugin.h"
@@ -34,83 +35,217 @@ typedef struct Options {
   const char *cache_dir;
   uint32_t error_limit;
   bool list_passes;
+  bool json; /* --summary as JSON */
+  char *spelt[ORION_COMPILE_MAX_ARGS]; /* the compile options as args.c reads them */
+  uint32_t nspelt;
 } Options;
 
-static void usage(FILE *out) {
-  fputs("usage: orionc [options] FILE.oir\n"
-        "\n"
-        "Compiles an orion graph (.oir) for Apple's Neural Engine into a package\n"
-        "(MIL program text, an Apple-format weight file and a manifest).\n"
-        "\n"
-        "options:\n"
-        "  -o PATH              write the package (a directory, default: FILE with .anepkg), or\n"
-        "                       with --emit, the text, to PATH; written atomically\n"
-        "  --emit=KIND          what to produce instead of a package:\n"
-        "                         oir   the canonical .oir of the verified graph\n"
-        "                         mil   the MIL program text (weights laid out in memory)\n"
-        "                         dot   a Graphviz drawing of the graph (after the passes)\n"
-        "                         none  check only (passes and constraints, nothing written)\n"
-        "  --target=T           ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))\n"
-        "  --chip=NAME          the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
-        "                       its newest dialect is the default --target (a newer one is an\n"
-        "                       error); its SRAM budget and minimum surface replace the target's\n"
-        "                       (recorded in the manifest as Chip)\n"
-        "  -O0                  legalization only: the passes the ANE needs\n"
-        "  -O1                  legalization plus clean-ups and ANE-friendly lowerings (default)\n"
-        "  --passes=A,B,(C,D)   run exactly these passes (a group in parentheses repeats\n"
-        "                       until nothing changes); see --list-passes\n"
-        "  --list-passes        list the passes and pipelines, then exit\n"
-        "  --print-after=PASS   print the IR (as .oir) after PASS, or after every pass with 'all'\n"
-        "  --verify-each        verify the IR after every pass, naming the pass that broke it\n"
-        "  --time-passes        print the time spent in each pass\n"
-        "  --load-pass=LIB.so   load passes from a plugin (see docs/writing-a-pass.md)\n"
-        "  --fp16-range-guard   clip fp16 results that can overflow (for training)\n"
-        "  --lora=PATTERN:RANK[:ALPHA]\n"
-        "                       LoRA adapters as inputs: every linear layer whose weight\n"
-        "                       (or module: the name without .weight) matches the glob\n"
-        "                       PATTERN gets fp16 inputs MODULE.lora_A [RANK, in] and\n"
-        "                       MODULE.lora_B [out, RANK] (PEFT's layout), adding\n"
-        "                       ALPHA/RANK * x A^T B^T (ALPHA defaults to RANK); repeatable\n"
-        "  --allow=ANE0NN       compile even though the program violates this ANE constraint\n"
-        "                       (the violations are reported as warnings); repeatable\n"
-        "  --no-lint            do not check the legalized program against the constraint table\n"
-        "  --inline             with --emit=oir: expand function calls first\n"
-        "  --legalize           with --emit=oir: print the graph after the pass pipeline,\n"
-        "                       as it goes to MIL emission\n"
-        "  --summary            print functions, inputs, outputs, weights and op counts\n"
-        "                       (of the graph with calls expanded)\n"
-        "  --no-weight-check    do not open the safetensors/npy files that params name\n"
-        "                       (only with --emit=oir or --emit=none)\n"
-        "  --clamp-fp16         clamp weights beyond fp16's range (warning) instead of failing\n"
-        "  --weights-override=FILE.safetensors\n"
-        "                       take the weights named by the file's keys (inlined names,\n"
-        "                       as in the manifest) from it instead of their sources\n"
-        "  --weight-override=NAME=FILE.npy\n"
-        "                       the same for one weight from a .npy file\n"
-        "  --no-dedup           store every weight separately, even identical ones, so each\n"
-        "                       can be patched on its own (orion-run patch, training)\n"
-        "  --cache-dir=DIR      the compile cache (default: $ORION_CACHE_DIR, else\n"
-        "                       $XDG_CACHE_HOME/orion or ~/.cache/orion); a package whose\n"
-        "                       graph, options, source and weight files are unchanged is\n"
-        "                       copied from there instead of written again; at most\n"
-        "                       $ORION_CACHE_MAX_BYTES (default 4 GiB), least recently used\n"
-        "                       entries go first\n"
-        "  --no-cache           neither read nor fill the compile cache\n"
-        "  --time               print the time of each phase\n"
-        "  -v                   print progress\n"
-        "  -Werror              treat warnings as errors\n"
-        "  -w                   do not print warnings\n"
-        "  -ferror-limit=N      stop after N errors (default 20; 0 = no limit)\n"
-        "  -h, --help           show this help\n"
-        "  --version            show the version\n"
-        "\n"
-        "FILE may be '-' for standard input (then -o or --emit is required).\n"
-        "environment: ORION_VERIFY_EACH=1 acts as --verify-each\n"
-        "exit status: 0 success, 1 errors in the input, 2 usage error\n",
-        out);
-}
+enum {
+  OPT_OUTPUT = 1, OPT_EMIT, OPT_TARGET, OPT_CHIP, OPT_O0, OPT_O1, OPT_O, OPT_PASSES, OPT_LIST_PASSES, OPT_PRINT_AFTER,
+  OPT_PRINT_AFTER_ALL, OPT_VERIFY_EACH, OPT_TIME_PASSES, OPT_LOAD_PASS, OPT_FP16_RANGE_GUARD, OPT_LORA, OPT_ALLOW,
+  OPT_NO_LINT, OPT_INLINE, OPT_LEGALIZE, OPT_SUMMARY, OPT_JSON, OPT_NO_WEIGHT_CHECK, OPT_CLAMP_FP16,
+  OPT_WEIGHTS_OVERRIDE, OPT_WEIGHT_OVERRIDE, OPT_NO_DEDUP, OPT_CACHE_DIR, OPT_NO_CACHE, OPT_TIME, OPT_VERBOSE,
+  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_HELP, OPT_VERSION,
+};
+
+static const CliOption orionc_options[] = {
+    {OPT_OUTPUT, 'o', NULL, CLI_VALUE, 0, " PATH",
+     "write the package (a directory, default: FILE with .anepkg), or\n"
+     "with --emit, the text, to PATH ('-': standard output); written atomically",
+     "a path"},
+    {OPT_EMIT, 0, "emit", CLI_VALUE, CLI_WORD, "=KIND",
+     "what to produce instead of a package:\n"
+     "  oir   the canonical .oir of the verified graph\n"
+     "  mil   the MIL program text (weights laid out in memory)\n"
+     "  dot   a Graphviz drawing of the graph (after the passes)\n"
+     "  none  check only (passes and constraints, nothing written)",
+     "a value, e.g. --emit=mil"},
+    {OPT_TARGET, 0, "target", CLI_VALUE, CLI_WORD, "=T", "ios18 (default: program(1.3)), ios17 or ios16 (program(1.0))",
+     "a value, e.g. --target=ios18"},
+    {OPT_CHIP, 0, "chip", CLI_VALUE, CLI_WORD, "=NAME",
+     "the ANE generation: m1, m2, m3, m4 or m5 (docs/constraints.md);\n"
+     "its newest dialect is the default --target (a newer one is an\n"
+     "error); its SRAM budget and minimum surface replace the target's\n"
+     "(recorded in the manifest as Chip)",
+     "a value, e.g. --chip=m4"},
+    {OPT_O0, 0, "O0", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL, "legalization only: the passes the ANE needs", NULL},
+    {OPT_O1, 0, "O1", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL,
+     "legalization plus clean-ups and ANE-friendly lowerings (default)", NULL},
+    {OPT_O, 0, "O", CLI_ATTACHED_VALUE, CLI_SINGLE_DASH | CLI_HIDDEN, "LEVEL", "", "a level, e.g. -O1"},
+    {OPT_PASSES, 0, "passes", CLI_VALUE, CLI_EMPTY_OK, "=A,B,(C,D)",
+     "run exactly these passes (a group in parentheses repeats\n"
+     "until nothing changes); see --list-passes",
+     NULL},
+    {OPT_LIST_PASSES, 0, "list-passes", CLI_NO_VALUE, 0, NULL, "list the passes and pipelines, then exit", NULL},
+    {OPT_PRINT_AFTER, 0, "print-after", CLI_VALUE, 0, "=PASS",
+     "print the IR (as .oir) after PASS, or after every pass with 'all'", "a pass name"},
+    {OPT_PRINT_AFTER_ALL, 0, "print-after-all", CLI_NO_VALUE, CLI_HIDDEN, NULL, "", NULL},
+    {OPT_VERIFY_EACH, 0, "verify-each", CLI_NO_VALUE, 0, NULL,
+     "verify the IR after every pass, naming the pass that broke it", NULL},
+    {OPT_TIME_PASSES, 0, "time-passes", CLI_NO_VALUE, 0, NULL, "print the time spent in each pass", NULL},
+    {OPT_LOAD_PASS, 0, "load-pass", CLI_VALUE, 0, "=LIB.so", "load passes from a plugin (see docs/writing-a-pass.md)",
+     "a file"},
+    {OPT_FP16_RANGE_GUARD, 0, "fp16-range-guard", CLI_NO_VALUE, 0, NULL,
+     "clip fp16 results that can overflow (for training)", NULL},
+    {OPT_LORA, 0, "lora", CLI_VALUE, 0, "=PATTERN:RANK[:ALPHA]",
+     "LoRA adapters as inputs: every linear layer whose weight\n"
+     "(or module: the name without .weight) matches the glob\n"
+     "PATTERN gets fp16 inputs MODULE.lora_A [RANK, in] and\n"
+     "MODULE.lora_B [out, RANK] (PEFT's layout), adding\n"
+     "ALPHA/RANK * x A^T B^T (ALPHA defaults to RANK); repeatable",
+     "PATTERN:RANK[:ALPHA]"},
+    {OPT_ALLOW, 0, "allow", CLI_VALUE, 0, "=ANE0NN",
+     "compile even though the program violates this ANE constraint\n"
+     "(the violations are reported as warnings); repeatable",
+     "a constraint id, e.g. --allow=ANE016"},
+    {OPT_NO_LINT, 0, "no-lint", CLI_NO_VALUE, 0, NULL,
+     "do not check the legalized program against the constraint table", NULL},
+    {OPT_INLINE, 0, "inline", CLI_NO_VALUE, 0, NULL, "with --emit=oir: expand function calls first", NULL},
+    {OPT_LEGALIZE, 0, "legalize", CLI_NO_VALUE, 0, NULL,
+     "with --emit=oir: print the graph after the pass pipeline,\n"
+     "as it goes to MIL emission",
+     NULL},
+    {OPT_SUMMARY, 0, "summary", CLI_NO_VALUE, 0, NULL,
+     "print functions, inputs, outputs, weights and op counts\n"
+     "(of the graph with calls expanded)",
+     NULL},
+    {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL, "with --summary: print it as one JSON object", NULL},
+    {OPT_NO_WEIGHT_CHECK, 0, "no-weight-check", CLI_NO_VALUE, 0, NULL,
+     "do not open the safetensors/npy files that params name\n"
+     "(only with --emit=oir or --emit=none)",
+     NULL},
+    {OPT_CLAMP_FP16, 0, "clamp-fp16", CLI_NO_VALUE, 0, NULL,
+     "clamp weights beyond fp16's range (warning) instead of failing", NULL},
+    {OPT_WEIGHTS_OVERRIDE, 0, "weights-override", CLI_VALUE, 0, "=FILE.safetensors",
+     "take the weights named by the file's keys (inlined names,\n"
+     "as in the manifest) from it instead of their sources",
+     "a file"},
+    {OPT_WEIGHT_OVERRIDE, 0, "weight-override", CLI_VALUE, 0, "=NAME=FILE.npy",
+     "the same for one weight from a .npy file", "NAME=FILE.npy"},
+    {OPT_NO_DEDUP, 0, "no-dedup", CLI_NO_VALUE, 0, NULL,
+     "store every weight separately, even identical ones, so each\n"
+     "can be patched on its own (orion-run patch, training)",
+     NULL},
+    {OPT_CACHE_DIR, 0, "cache-dir", CLI_VALUE, 0, "=DIR",
+     "the compile cache (default: $ORION_CACHE_DIR, else\n"
+     "$XDG_CACHE_HOME/orion or ~/.cache/orion); a package whose\n"
+     "graph, options, source and weight files are unchanged is\n"
+     "copied from there instead of written again; at most\n"
+     "$ORION_CACHE_MAX_BYTES (default 4 GiB), least recently used\n"
+     "entries go first",
+     "a directory"},
+    {OPT_NO_CACHE, 0, "no-cache", CLI_NO_VALUE, 0, NULL, "neither read nor fill the compile cache", NULL},
+    {OPT_TIME, 0, "time", CLI_NO_VALUE, 0, NULL, "print the time of each phase", NULL},
+    {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print progress", NULL},
+    {OPT_WERROR, 0, "Werror", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL, "treat warnings as errors", NULL},
+    {OPT_NO_WARNINGS, 'w', NULL, CLI_NO_VALUE, 0, NULL, "do not print warnings", NULL},
+    {OPT_ERROR_LIMIT, 0, "ferror-limit", CLI_VALUE, CLI_SINGLE_DASH, "=N", "stop after N errors (default 20; 0 = no limit)",
+     "a number"},
+    {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
+    {OPT_VERSION, 0, "version", CLI_NO_VALUE, 0, NULL, "show the version", NULL},
+};
+
+static const CliSpec orionc_spec = {
+    .program = "orionc",
+    .usage = "usage: orionc [options] FILE.oir\n",
+    .description = "Compiles an orion graph (.oir) for Apple's Neural Engine into a package\n"
+                   "(MIL program text, an Apple-format weight file and a manifest).\n",
+    .options = orionc_options,
+    .noptions = sizeof orionc_options / sizeof *orionc_options,
+    .epilogue = "FILE may be '-' for standard input (then -o or --emit is required).\n"
+                "environment: ORION_VERIFY_EACH=1 acts as --verify-each\n"
+                "exit status: 0 success, 1 errors in the input, 2 usage error\n",
+    .help_column = 23,
+};
 
 #define usage_error(...) cli_usage_error("orionc", __VA_ARGS__)
+
+/* The options that shape the package, in the spelling compiler/args.c
+ * parses and the manifest records ("--target=ios18", "-O0"). */
+static const char *compile_arg_spelling(int id, const char *value, StrBuf *sb) {
+  const char *name = NULL;
+  for (size_t i = 0; i < sizeof orionc_options / sizeof *orionc_options; i++)
+    if (orionc_options[i].id == id) name = orionc_options[i].name;
+  switch (id) {
+  case OPT_O0:
+  case OPT_O1: sb_printf(sb, "-%s", name); break;
+  case OPT_O: sb_printf(sb, "-O%s", value); break;
+  case OPT_FP16_RANGE_GUARD:
+  case OPT_NO_LINT:
+  case OPT_NO_DEDUP:
+  case OPT_CLAMP_FP16: sb_printf(sb, "--%s", name); break;
+  case OPT_TARGET:
+  case OPT_CHIP:
+  case OPT_PASSES:
+  case OPT_LORA:
+  case OPT_LOAD_PASS:
+  case OPT_ALLOW:
+  case OPT_WEIGHTS_OVERRIDE:
+  case OPT_WEIGHT_OVERRIDE: sb_printf(sb, "--%s=%s", name, value); break;
+  default: return NULL;
+  }
+  return sb->data;
+}
+
+static int take_option(Options *o, int id, const char *v) {
+  OrionCompileOptions *c = &o->args.options;
+  StrBuf arg;
+  sb_init(&arg);
+  if (compile_arg_spelling(id, v, &arg)) {
+    /* The compile args point into it: kept until the end. */
+    if (o->nspelt >= ORION_COMPILE_MAX_ARGS) {
+      sb_free(&arg);
+      return usage_error("too many options (limit is %d)", ORION_COMPILE_MAX_ARGS);
+    }
+    o->spelt[o->nspelt++] = arg.data;
+    char err[512];
+    OrionArgStatus st = orion_compile_args_parse(&o->args, arg.data, err, sizeof err);
+    if (st == ORION_ARG_INVALID) return usage_error("%s", err);
+    if (st == ORION_ARG_NOT_MINE) ice("orionc option '%s' is not a compile option", arg.data);
+    return -1;
+  }
+  sb_free(&arg);
+  switch (id) {
+  case OPT_HELP: cli_print_help(&orionc_spec, stdout); return EXIT_OK;
+  case OPT_VERSION: printf("orionc %s\n", ORION_VERSION); return EXIT_OK;
+  case OPT_OUTPUT: o->output = v; return -1;
+  case OPT_EMIT: {
+    static const char *const kinds[] = {"package", "oir", "mil", "none", "dot"};
+    static const OrionCompileEmit emits[] = {ORION_EMIT_PACKAGE, ORION_EMIT_OIR, ORION_EMIT_MIL, ORION_EMIT_NONE,
+                                             ORION_EMIT_DOT};
+    for (int k = 0; k < 5; k++)
+      if (!strcmp(v, kinds[k])) {
+        c->emit = emits[k];
+        return -1;
+      }
+    return usage_error("unknown --emit kind '%s' (expected oir, mil, dot or none)", v);
+  }
+  case OPT_LIST_PASSES: o->list_passes = true; return -1;
+  case OPT_PRINT_AFTER: c->passes.print_after = v; return -1;
+  case OPT_PRINT_AFTER_ALL: c->passes.print_after = "all"; return -1;
+  case OPT_VERIFY_EACH: c->passes.verify_each = true; return -1;
+  case OPT_TIME_PASSES: c->passes.time_passes = true; return -1;
+  case OPT_INLINE: c->inline_calls = true; return -1;
+  case OPT_LEGALIZE: c->legalize = true; return -1;
+  case OPT_SUMMARY: c->summary = true; return -1;
+  case OPT_JSON: o->json = true; return -1;
+  case OPT_NO_WEIGHT_CHECK: c->check_weights = false; return -1;
+  case OPT_NO_CACHE: o->no_cache = true; return -1;
+  case OPT_CACHE_DIR: o->cache_dir = v; return -1;
+  case OPT_TIME: o->time_phases = true; return -1;
+  case OPT_VERBOSE: o->verbose = true; return -1;
+  case OPT_WERROR: o->werror = true; return -1;
+  case OPT_NO_WARNINGS: o->no_warnings = true; return -1;
+  case OPT_ERROR_LIMIT: {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 1000000) return usage_error("invalid error limit '%s'", v);
+    o->error_limit = (uint32_t)n;
+    return -1;
+  }
+  default: return -1;
+  }
+}
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
@@ -120,100 +255,44 @@ static int parse_options(int argc, char **argv, Options *o) {
   /* The test suite verifies after every pass on every compile it makes. */
   const char *ve = getenv("ORION_VERIFY_EACH");
   c->passes.verify_each = ve && *ve && strcmp(ve, "0") != 0;
-  bool only_files = false;
-  char err[512];
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (only_files || a[0] != '-' || !strcmp(a, "-")) {
-      if (o->input) return usage_error("more than one input file ('%s')", a);
-      o->input = a;
-      continue;
-    }
-    OrionArgStatus st = orion_compile_args_parse(&o->args, a, err, sizeof err);
-    if (st == ORION_ARG_INVALID) return usage_error("%s", err);
-    if (st == ORION_ARG_TAKEN) continue;
-    if (!strcmp(a, "--")) {
-      only_files = true;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return EXIT_OK;
-    } else if (!strcmp(a, "--version")) {
-      printf("orionc %s\n", ORION_VERSION);
-      return EXIT_OK;
-    } else if (!strncmp(a, "--emit=", 7)) {
-      static const char *const kinds[] = {"package", "oir", "mil", "none", "dot"};
-      static const OrionCompileEmit emits[] = {ORION_EMIT_PACKAGE, ORION_EMIT_OIR, ORION_EMIT_MIL, ORION_EMIT_NONE,
-                                               ORION_EMIT_DOT};
-      o->emit_given = false;
-      for (int k = 0; k < 5; k++)
-        if (!strcmp(a + 7, kinds[k])) {
-          c->emit = emits[k];
-          o->emit_given = true;
-        }
-      if (!o->emit_given) return usage_error("unknown --emit kind '%s' (expected oir, mil, dot or none)", a + 7);
-    } else if (!strcmp(a, "--chip")) {
-      return usage_error("%s needs a value, e.g. --chip=m4", a);
-    } else if (!strcmp(a, "--emit") || !strcmp(a, "--target")) {
-      return usage_error("%s needs a value, e.g. %s", a, a[2] == 'e' ? "--emit=mil" : "--target=ios18");
-    } else if (!strcmp(a, "-o")) {
-      if (++i >= argc) return usage_error("%s needs a path", a);
-      o->output = argv[i];
-    } else if (!strcmp(a, "--list-passes")) {
-      o->list_passes = true;
-    } else if (!strncmp(a, "--print-after=", 14)) {
-      c->passes.print_after = a + 14;
-    } else if (!strcmp(a, "--print-after-all")) {
-      c->passes.print_after = "all";
-    } else if (!strcmp(a, "--verify-each")) {
-      c->passes.verify_each = true;
-    } else if (!strcmp(a, "--time-passes")) {
-      c->passes.time_passes = true;
-    } else if (!strcmp(a, "--inline")) {
-      c->inline_calls = true;
-    } else if (!strcmp(a, "--legalize")) {
-      c->legalize = true;
-    } else if (!strcmp(a, "--summary")) {
-      c->summary = true;
-    } else if (!strcmp(a, "--no-weight-check")) {
-      c->check_weights = false;
-    } else if (!strcmp(a, "--no-cache")) {
-      o->no_cache = true;
-    } else if (!strncmp(a, "--cache-dir=", 12)) {
-      if (!a[12]) return usage_error("%s needs a directory", a);
-      o->cache_dir = a + 12;
-    } else if (!strcmp(a, "--time")) {
-      o->time_phases = true;
-    } else if (!strcmp(a, "-v")) {
-      o->verbose = true;
-    } else if (!strcmp(a, "-Werror")) {
-      o->werror = true;
-    } else if (!strcmp(a, "-w")) {
-      o->no_warnings = true;
-    } else if (!strncmp(a, "-ferror-limit=", 14)) {
-      char *end;
-      long n = strtol(a + 14, &end, 10);
-      if (!a[14] || *end || n < 0 || n > 1000000) return usage_error("invalid error limit '%s'", a + 14);
-      o->error_limit = (uint32_t)n;
-    } else {
-      return usage_error("unknown option '%s'", a);
-    }
+  CliParser p;
+  cli_parser_init(&p, &orionc_spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = EXIT_USAGE;
+    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
+    else if (o->input) rc = usage_error("more than one input file ('%s')", v);
+    else o->input = v;
   }
+  cli_parser_free(&p);
+  if (rc >= 0) return rc;
   if (o->list_passes) return -1;
   {
     Diag d;
     diag_init(&d, NULL);
+    char err[512];
     if (!orion_compile_options_resolve(c, &d, err, sizeof err)) return err[0] ? usage_error("%s", err) : EXIT_USAGE;
   }
   c->report_notes = o->verbose;
   if (!o->input) return usage_error("%s", "no input file");
   if (o->output && c->emit == ORION_EMIT_NONE) return usage_error("%s", "-o and --emit=none contradict each other");
+  if (o->output && !strcmp(o->output, "-") && c->emit == ORION_EMIT_PACKAGE)
+    return usage_error("%s", "-o - writes text to standard output; a package is a directory (give -o DIR, or --emit)");
   if ((c->inline_calls || c->legalize) && c->emit != ORION_EMIT_OIR)
     return usage_error("%s", "--inline and --legalize go with --emit=oir");
+  if (o->json && !c->summary) return usage_error("%s", "--json goes with --summary");
+  c->summary_json = o->json;
   if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");
   if (c->emit == ORION_EMIT_PACKAGE && !o->output && !strcmp(o->input, "-"))
     return usage_error("%s", "reading standard input needs -o PATH");
   return -1;
+}
+
+static void free_spelt(Options *o) {
+  for (uint32_t i = 0; i < o->nspelt; i++) free(o->spelt[i]);
+  o->nspelt = 0;
 }
 
 /* FILE.oir -> FILE.anepkg (in the current directory's terms). */
@@ -303,6 +382,7 @@ int main(int argc, char **argv) {
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {
     orion_compile_args_free(&o.args);
+    free_spelt(&o);
     return rc;
   }
   OrionCompileOptions *c = &o.args.options;
@@ -340,7 +420,7 @@ int main(int argc, char **argv) {
   if (c->emit == ORION_EMIT_OIR || c->emit == ORION_EMIT_MIL || c->emit == ORION_EMIT_DOT) {
     const char *err;
     const StrBuf *text = &result.text;
-    if (o.output) {
+    if (o.output && strcmp(o.output, "-")) {
       if (!write_file_atomic(o.output, text->data ? text->data : "", text->len, &err)) {
         fprintf(stderr, "orionc: error: cannot write '%s': %s\n", o.output, err);
         goto done;
@@ -355,6 +435,7 @@ done:
   orion_compile_result_free(&result);
   track_temp_dir(&interrupt, NULL);
   orion_compile_args_free(&o.args);
+  free_spelt(&o);
   free(package_path);
   free(cache_dir);
   srcset_free(&sources);

@@ -40,39 +40,20 @@ typedef struct Builder {
 
 /* ---- suggestions ---- */
 
-static unsigned edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  if (la > 32 || lb > 32) return 99;
-  unsigned row[33];
-  for (size_t j = 0; j <= lb; j++) row[j] = (unsigned)j;
-  for (size_t i = 1; i <= la; i++) {
-    unsigned diag = row[0];
-    row[0] = (unsigned)i;
-    for (size_t j = 1; j <= lb; j++) {
-      unsigned up = row[j];
-      unsigned best = diag + (a[i - 1] != b[j - 1]);
-      if (row[j] + 1 < best) best = row[j] + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[lb];
+static const char *suggest_op(const char *name) {
+  Suggestion s;
+  suggestion_init(&s, name);
+  for (int k = 0; k < OP_CALL; k++) suggestion_consider(&s, ir_op_info((IrOpKind)k)->name);
+  return s.best;
 }
 
-static const char *suggest_op(const char *name) {
-  /* Close enough to be a typo: one edit per three characters. */
-  const char *best = NULL;
-  unsigned best_d = (unsigned)strlen(name) / 3 + 1;
-  for (int k = 0; k < OP_CALL; k++) {
-    const char *cand = ir_op_info((IrOpKind)k)->name;
-    unsigned dist = edit_distance(name, cand);
-    if (dist < best_d) {
-      best_d = dist;
-      best = cand;
-    }
-  }
-  return best;
+/* The defined value (or poisoned name) of the current function nearest to `name`. */
+static const char *suggest_value(const Builder *b, const char *name) {
+  Suggestion s;
+  suggestion_init(&s, name);
+  for (uint32_t i = 0; i < b->names.cap; i++) suggestion_consider(&s, b->names.keys[i]);
+  for (uint32_t i = 0; i < b->poisoned.cap; i++) suggestion_consider(&s, b->poisoned.keys[i]);
+  return s.best;
 }
 
 /* ---- types ---- */
@@ -125,7 +106,11 @@ static bool define_name(Builder *b, const char *name, SrcSpan loc) {
 
 static IrValueId lookup_value(Builder *b, const char *name, SrcSpan loc) {
   IrValueId v = ir_value_id(strmap_get(&b->names, name));
-  if (ir_id_is_none(v) && !strmap_get(&b->poisoned, name)) diag_error(b->d, loc, "use of undefined value '%s'", name);
+  if (ir_id_is_none(v) && !strmap_get(&b->poisoned, name)) {
+    diag_error(b->d, loc, "use of undefined value '%s'", name);
+    const char *sugg = suggest_value(b, name);
+    if (sugg) diag_note(b->d, loc, "did you mean '%s'?", sugg);
+  }
   return v;
 }
 

@@ -10,7 +10,7 @@ if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
 fi
-ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest testsuite/fuzz/fuzz_constraints testsuite/fuzz/fuzz_mil testsuite/fuzz/fuzz_npy testsuite/fuzz/fuzz_journal >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest testsuite/fuzz/fuzz_constraints testsuite/fuzz/fuzz_mil testsuite/fuzz/fuzz_npy testsuite/fuzz/fuzz_journal testsuite/fuzz/fuzz_options >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
 
 status=0
 run() { # run NAME CORPUS_DIRS...
@@ -37,4 +37,6 @@ run fuzz_constraints testsuite/fuzz/corpus_constraints
 run fuzz_mil testsuite/fuzz/corpus_mil testsuite/mil $( [ -d ../shared/corpus/mil ] && echo ../shared/corpus/mil)
 run fuzz_npy testsuite/fuzz/corpus_npy
 run fuzz_journal testsuite/fuzz/corpus_journal
+# The tools' option parser; its error messages go to stderr (the log), not the terminal.
+run fuzz_options testsuite/fuzz/corpus_options
 exit $status

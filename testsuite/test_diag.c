@@ -250,3 +250,27 @@ Test(diag, observe_hook) {
   cr_assert_str_eq(seen.message[2], "a note");
   teardown(&f);
 }
+
+/* did-you-mean (support/suggest.c): one edit per three characters, swaps count once. */
+Test(suggest, edit_distance_counts_swaps_once) {
+  cr_assert_eq(edit_distance("bias", "bias"), 0);
+  cr_assert_eq(edit_distance("bais", "bias"), 1);
+  cr_assert_eq(edit_distance("numerix", "numerics"), 2);
+  cr_assert_eq(edit_distance("", "abc"), 3);
+  cr_assert_eq(edit_distance("kitten", "sitting"), 3);
+}
+
+Test(suggest, nearest_close_enough_candidate) {
+  Suggestion s;
+  suggestion_init(&s, "--numerix");
+  suggestion_consider(&s, "--input");
+  suggestion_consider(&s, "--numerics");
+  suggestion_consider(&s, "--numerics-x");
+  cr_assert_str_eq(s.best, "--numerics");
+  suggestion_init(&s, "z");
+  suggestion_consider(&s, "x"); /* one edit in one character is not a typo */
+  cr_assert_null(s.best);
+  suggestion_init(&s, "frobnicate");
+  suggestion_consider(&s, "fp16-range-guard");
+  cr_assert_null(s.best);
+}

@@ -14,6 +14,8 @@
  * `orion-run patch` — reloads the weights without re-reading the MIL, and
  * runs again. Exit status 0 on success, 1 on any error.
  */
+#define _GNU_SOURCE /* getopt_long */
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,23 +36,34 @@ typedef struct Args {
   bool reload;
 } Args;
 
+/* libc's getopt_long: --opt VALUE and --opt=VALUE alike, as the orion tools take them. */
 static bool parse(int argc, char **argv, Args *a) {
   *a = (Args){.numerics = CPU_NUMERICS_ANE};
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(s, "--reload")) a->reload = true;
-    else if (!strcmp(s, "--function") && v) a->function = argv[++i];
-    else if (!strcmp(s, "--output-dir") && v) a->output_dir = argv[++i];
-    else if (!strcmp(s, "--threads") && v) a->threads = (uint32_t)strtoul(argv[++i], NULL, 10);
-    else if (!strcmp(s, "--numerics") && v && (!strcmp(v, "fp32") || !strcmp(v, "ane")))
-      a->numerics = !strcmp(argv[++i], "fp32") ? CPU_NUMERICS_FP32 : CPU_NUMERICS_ANE;
-    else if (!strcmp(s, "--input") && v && strchr(v, '=') && a->ninputs < MAX_INPUTS) {
-      a->input_names[a->ninputs] = argv[++i];
+  enum { RELOAD = 256, FUNCTION, OUTPUT_DIR, THREADS, NUMERICS, INPUT };
+  static const struct option longopts[] = {
+      {"reload", no_argument, NULL, RELOAD},         {"function", required_argument, NULL, FUNCTION},
+      {"output-dir", required_argument, NULL, OUTPUT_DIR}, {"threads", required_argument, NULL, THREADS},
+      {"numerics", required_argument, NULL, NUMERICS}, {"input", required_argument, NULL, INPUT},
+      {NULL, 0, NULL, 0},
+  };
+  int c;
+  opterr = 0; /* the usage text says it all */
+  /* "-": operands in order, wherever they are. */
+  while ((c = getopt_long(argc, argv, "-", longopts, NULL)) != -1) {
+    const char *v = optarg;
+    if (c == 1 && !a->program) a->program = v;
+    else if (c == RELOAD) a->reload = true;
+    else if (c == FUNCTION) a->function = v;
+    else if (c == OUTPUT_DIR) a->output_dir = v;
+    else if (c == THREADS) a->threads = (uint32_t)strtoul(v, NULL, 10);
+    else if (c == NUMERICS && (!strcmp(v, "fp32") || !strcmp(v, "ane")))
+      a->numerics = !strcmp(v, "fp32") ? CPU_NUMERICS_FP32 : CPU_NUMERICS_ANE;
+    else if (c == INPUT && strchr(v, '=') && a->ninputs < MAX_INPUTS) {
+      a->input_names[a->ninputs] = v; /* NAME=FILE: the name ends at '=' */
       a->input_files[a->ninputs++] = strchr(v, '=') + 1;
-    } else if (s[0] != '-' && !a->program) a->program = s;
-    else return false;
+    } else return false;
   }
-  return a->program != NULL;
+  return a->program != NULL && optind == argc;
 }
 
 static uint64_t elements(const OrionTensorInfo *t) {

@@ -54,6 +54,7 @@ typedef struct OrionCompileOptions {
   bool inline_calls; /* ORION_EMIT_OIR: after expanding calls */
   bool legalize;     /* ORION_EMIT_OIR: after the pass pipeline */
   bool summary;      /* result->summary: functions, inputs, outputs, weights, op counts */
+  bool summary_json; /* result->summary as one JSON object (orionc --summary --json) */
 
   MilTarget target;
   bool target_given; /* false: the chip's newest dialect, or ios18 without a chip */

@@ -160,6 +160,21 @@ int cli_usage_error(const char *program, const char *fmt, ...) ORION_PRINTF(2, 3
 /* Internal compiler error: a bug in orion, not in the input. Aborts. */
 ORION_NORETURN void ice(const char *fmt, ...) ORION_PRINTF(1, 2);
 
+/* ---- suggestions for misspelt names (support/suggest.c) --------------------- */
+
+/* Levenshtein distance; UINT32_MAX for names over 64 bytes. */
+unsigned edit_distance(const char *a, const char *b);
+/* The nearest of the candidates offered, if it is close enough to be a typo
+ * of `name` (fewer edits than a third of its length, plus one); the first of
+ * equally near ones. `best` is NULL when none is. */
+typedef struct Suggestion {
+  const char *name;
+  const char *best;
+  unsigned limit; /* a candidate must be nearer than this */
+} Suggestion;
+void suggestion_init(Suggestion *s, const char *name);
+void suggestion_consider(Suggestion *s, const char *candidate);
+
 /* ---- string map ------------------------------------------------------------ */
 
 /* Open-addressing map from strings (not copied: keep them alive) to ids. */

@@ -52,6 +52,11 @@ check missing 1 "$run_model" nope.anepkg
 contains missing "cannot open 'nope.anepkg'"
 check usage 1 "$run_model"
 contains usage "usage: run_model"
+# getopt_long: --opt=VALUE as well as --opt VALUE.
+check numerics-eq 0 "$run_model" --numerics=fp32 m.anepkg
+contains numerics-eq "prepared: fp32 numerics"
+check unknown-option 1 "$run_model" --numerix=fp32 m.anepkg
+contains unknown-option "usage: run_model"
 
 # --reload: the program waits after its first run; the package is patched
 # meanwhile (fc2.bias = [20, 0, ...] makes probs[0] 1 in fp16), then reloaded.

@@ -1,0 +1,245 @@
+/*
+ * The option parser every tool uses (driver/cli_options.c): both spellings of
+ * a value, switches without one, exact names, single-dash words, bundles,
+ * operands in order, "--", the messages of usage errors and the --help layout.
+ */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <string.h>
+
+#include "cli_options.h"
+
+enum { NUM = 1, BACKEND, PROFILE, VERIFY, OUT, VERB, WERROR, O0, OLEVEL, LIMIT, LORA, OLD };
+
+static const CliOption options[] = {
+    {NUM, 0, "numerics", CLI_VALUE, CLI_WORD, "=MODE", "ane or fp32", "a value, e.g. --numerics=fp32"},
+    {BACKEND, 0, "backend", CLI_VALUE, 0, " B", "cpu or check", "a backend name"},
+    {PROFILE, 0, "profile", CLI_NO_VALUE, 0, NULL, "time every op;\nthe second line", NULL},
+    {VERIFY, 0, "verify", CLI_OPTIONAL_VALUE, 0, "[=SOURCE]", "check", NULL},
+    {OUT, 'o', NULL, CLI_VALUE, 0, " PATH", "where", "a path"},
+    {VERB, 'v', NULL, CLI_NO_VALUE, 0, NULL, "progress", NULL},
+    {WERROR, 0, "Werror", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL, "warnings are errors", NULL},
+    {O0, 0, "O0", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL, "level 0", NULL},
+    {OLEVEL, 0, "O", CLI_ATTACHED_VALUE, CLI_SINGLE_DASH | CLI_HIDDEN, NULL, "", NULL},
+    {LIMIT, 0, "ferror-limit", CLI_VALUE, CLI_SINGLE_DASH, "=N", "stop after N errors", NULL},
+    {LORA, 0, "lora", CLI_VALUE, 0, "=PATTERN:RANK[:ALPHA]", "adapters", NULL},
+    {OLD, 0, "old-spelling", CLI_NO_VALUE, CLI_HIDDEN, NULL, "", NULL},
+};
+
+static const CliSpec spec = {
+    .program = "tool",
+    .usage = "usage: tool [options] FILE\n",
+    .description = "Does things.\n",
+    .options = options,
+    .noptions = sizeof options / sizeof *options,
+    .epilogue = "exit status: 0 or 2\n",
+    .help_column = 20,
+};
+
+typedef struct Got {
+  int id;
+  const char *value;
+  char spelling[128];
+} Got;
+
+/* Parses argv (NULL-terminated, without argv[0]) to the end or the first error. */
+static int parse(const char **args, Got *got, int max) {
+  char tool[] = "tool";
+  char *argv[32] = {tool};
+  int argc = 1;
+  while (args[argc - 1]) {
+    argv[argc] = (char *)(uintptr_t)args[argc - 1];
+    argc++;
+  }
+  CliParser p;
+  cli_parser_init(&p, &spec, argc, argv);
+  int n = 0, id;
+  const char *v;
+  while (n < max && (id = cli_next(&p, &v)) != CLI_END) {
+    got[n].id = id;
+    got[n].value = v;
+    snprintf(got[n].spelling, sizeof got[n].spelling, "%s", cli_spelling(&p));
+    n++;
+    if (id == CLI_ERROR) break;
+  }
+  cli_parser_free(&p);
+  return n;
+}
+
+Test(cli_options, both_spellings_of_a_value) {
+  Got g[8];
+  int n = parse((const char *[]){"--numerics=fp32", "--numerics", "ane", "--backend", "--odd", NULL}, g, 8);
+  cr_assert_eq(n, 3);
+  cr_assert_eq(g[0].id, NUM);
+  cr_assert_str_eq(g[0].value, "fp32");
+  cr_assert_eq(g[1].id, NUM);
+  cr_assert_str_eq(g[1].value, "ane");
+  cr_assert_eq(g[2].id, BACKEND);
+  cr_assert_str_eq(g[2].value, "--odd"); /* a separate value is taken as it is */
+}
+
+Test(cli_options, optional_value_only_with_equals) {
+  Got g[8];
+  int n = parse((const char *[]){"--verify", "x.oir", "--verify=s.oir", NULL}, g, 8);
+  cr_assert_eq(n, 3);
+  cr_assert_eq(g[0].id, VERIFY);
+  cr_assert_null(g[0].value);
+  cr_assert_eq(g[1].id, CLI_OPERAND);
+  cr_assert_str_eq(g[1].value, "x.oir");
+  cr_assert_str_eq(g[2].value, "s.oir");
+}
+
+Test(cli_options, operands_in_order_and_argv_untouched) {
+  const char *args[] = {"a", "-v", "b", "--", "-c", "--profile", NULL};
+  char *argv[7];
+  argv[0] = (char *)(uintptr_t) "tool";
+  for (int i = 1; i < 7; i++) argv[i] = (char *)(uintptr_t)args[i - 1];
+  Got g[8];
+  CliParser p;
+  cli_parser_init(&p, &spec, 7, argv);
+  int n = 0, id;
+  const char *v;
+  while ((id = cli_next(&p, &v)) != CLI_END) g[n].id = id, g[n++].value = v;
+  cli_parser_free(&p);
+  cr_assert_eq(n, 5);
+  int want[] = {CLI_OPERAND, VERB, CLI_OPERAND, CLI_OPERAND, CLI_OPERAND};
+  const char *values[] = {"a", NULL, "b", "-c", "--profile"};
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(g[i].id, want[i], "argument %d", i);
+    if (values[i]) cr_assert_str_eq(g[i].value, values[i]);
+  }
+  for (int i = 1; i < 7; i++) cr_assert_str_eq(argv[i], args[i - 1]); /* not permuted */
+}
+
+Test(cli_options, short_options_bundle_and_attach) {
+  Got g[8];
+  int n = parse((const char *[]){"-vo", "out", "-oX", "-", "-o", "-", NULL}, g, 8);
+  cr_assert_eq(n, 5);
+  cr_assert_eq(g[0].id, VERB);
+  cr_assert_eq(g[1].id, OUT);
+  cr_assert_str_eq(g[1].value, "out");
+  cr_assert_str_eq(g[2].value, "X");
+  cr_assert_eq(g[3].id, CLI_OPERAND);
+  cr_assert_str_eq(g[3].value, "-");
+  cr_assert_eq(g[4].id, OUT);
+  cr_assert_str_eq(g[4].value, "-");
+}
+
+Test(cli_options, single_dash_words) {
+  Got g[8];
+  int n = parse((const char *[]){"-Werror", "-O0", "-O3", "-ferror-limit=5", "-ferror-limit", "7", "-v", NULL}, g, 8);
+  cr_assert_eq(n, 6);
+  cr_assert_eq(g[0].id, WERROR);
+  cr_assert_str_eq(g[0].spelling, "-Werror");
+  cr_assert_eq(g[1].id, O0);
+  cr_assert_eq(g[2].id, OLEVEL);
+  cr_assert_str_eq(g[2].value, "3");
+  cr_assert_eq(g[3].id, LIMIT);
+  cr_assert_str_eq(g[3].value, "5");
+  cr_assert_eq(g[4].id, LIMIT);
+  cr_assert_str_eq(g[4].value, "7");
+  cr_assert_eq(g[5].id, VERB);
+}
+
+Test(cli_options, parses_twice_in_one_process) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"-vv", NULL}, g, 4), 2);
+  cr_assert_eq(parse((const char *[]){"x", "--profile", NULL}, g, 4), 2);
+  cr_assert_eq(g[0].id, CLI_OPERAND);
+  cr_assert_eq(g[1].id, PROFILE);
+}
+
+static void redirect(void) { cr_redirect_stderr(); }
+
+Test(cli_options, unknown_option_suggests, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--numerix", "fp32", NULL}, g, 4), 1);
+  cr_assert_eq(g[0].id, CLI_ERROR);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: unknown option '--numerix'\n"
+                          "tool: note: did you mean '--numerics'?\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, hidden_options_are_not_suggested, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--old-spelin", NULL}, g, 4), 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: unknown option '--old-spelin'\nTry 'tool --help' for more information.\n");
+}
+
+Test(cli_options, abbreviation_is_unknown, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--prof", NULL}, g, 4), 1);
+  cr_assert_eq(g[0].id, CLI_ERROR);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: unknown option '--prof'\n"
+                          "tool: note: did you mean '--profile'?\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, switch_rejects_a_value, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--profile=1", NULL}, g, 4), 1);
+  cr_assert_eq(g[0].id, CLI_ERROR);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: --profile takes no value ('--profile=1')\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, empty_value_is_missing, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--backend=", NULL}, g, 4), 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: --backend= needs a backend name\nTry 'tool --help' for more information.\n");
+}
+
+Test(cli_options, word_value_is_not_a_file, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"--numerics", "model.anepkg", NULL}, g, 4), 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: --numerics needs a value, e.g. --numerics=fp32\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, missing_value_at_the_end, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"x", "-o", NULL}, g, 4), 2);
+  cr_assert_eq(g[1].id, CLI_ERROR);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: -o needs a path\nTry 'tool --help' for more information.\n");
+}
+
+Test(cli_options, misspelt_single_dash_word, .init = redirect) {
+  Got g[4];
+  cr_assert_eq(parse((const char *[]){"-Werorr", NULL}, g, 4), 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: unknown option '-Werorr'\n"
+                          "tool: note: did you mean '-Werror'?\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, help_from_the_table, .init = cr_redirect_stdout) {
+  cli_print_help(&spec, stdout);
+  fflush(stdout);
+  cr_assert_stdout_eq_str("usage: tool [options] FILE\n"
+                          "\n"
+                          "Does things.\n"
+                          "\n"
+                          "options:\n"
+                          "  --numerics=MODE   ane or fp32\n"
+                          "  --backend B       cpu or check\n"
+                          "  --profile         time every op;\n"
+                          "                    the second line\n"
+                          "  --verify[=SOURCE]\n" /* two spaces at least, or the text goes below */
+                          "                    check\n"
+                          "  -o PATH           where\n"
+                          "  -v                progress\n"
+                          "  -Werror           warnings are errors\n"
+                          "  -O0               level 0\n"
+                          "  -ferror-limit=N   stop after N errors\n"
+                          "  --lora=PATTERN:RANK[:ALPHA]\n"
+                          "                    adapters\n"
+                          "\n"
+                          "exit status: 0 or 2\n");
+}
