@@ -61,6 +61,7 @@ void lint_report_init(LintReport *r, SourceSet *sources) {
 void lint_report_free(LintReport *r) {
   arena_free(&r->arena);
   free(r->items);
+  free(r->notices);
   memset(r, 0, sizeof *r);
 }
 
@@ -76,6 +77,18 @@ void lint_report_add(LintReport *r, const LintFinding *f) {
 uint32_t lint_report_count(const LintReport *r, DiagLevel at_least) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->n; i++) n += r->items[i].severity >= at_least;
+  return n;
+}
+
+void lint_report_add_notice(LintReport *r, DiagLevel level, SrcSpan span, const char *path, const char *message) {
+  xgrow((void **)&r->notices, sizeof *r->notices, &r->cap_notices, r->nnotices + 1);
+  r->notices[r->nnotices++] = (LintNotice){level, span, !span.file && path ? arena_strdup(&r->arena, path) : NULL,
+                                           arena_strdup(&r->arena, message ? message : "")};
+}
+
+uint32_t lint_report_input_errors(const LintReport *r) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->nnotices; i++) n += r->notices[i].level == DIAG_ERROR;
   return n;
 }
 

@@ -42,6 +42,7 @@ typedef struct Options {
   uint32_t nallow;
   LintSeverityOverride overrides[MAX_RULE_OPTIONS];
   uint32_t noverrides;
+  uint32_t error_limit; /* -ferror-limit: of the messages about unreadable input (0 = none) */
 } Options;
 
 static void usage(FILE *out) {
@@ -64,6 +65,7 @@ static void usage(FILE *out) {
         "                       in the checks of .oir and .mil files, and the chip a package\n"
         "                       was compiled for (its manifest's Chip) in a package's checks\n"
         "  --table=FILE         use this constraint table instead of the built-in one\n"
+        "  -ferror-limit=N      stop reporting errors about unreadable input after N (default 20, 0: no limit)\n"
         "  --explain ID         print everything the table says about rule ID\n"
         "  --list               list the rules, one per line\n"
         "  --gen-docs           print docs/constraints.md (generated from the table)\n"
@@ -138,6 +140,11 @@ static int parse_options(int argc, char **argv, Options *o) {
       o->list = true;
     } else if (!strcmp(a, "--gen-docs")) {
       o->gen_docs = true;
+    } else if (!strncmp(a, "-ferror-limit=", 14)) {
+      char *end;
+      long n = strtol(a + 14, &end, 10);
+      if (!a[14] || *end || n < 0 || n > 1000000) return usage_error("invalid error limit '%s'", a + 14);
+      o->error_limit = (uint32_t)n;
     } else if (!strcmp(a, "--format") || !strcmp(a, "--fail-on") || !strcmp(a, "--allow") ||
                !strcmp(a, "--severity") || !strcmp(a, "--target") || !strcmp(a, "--table")) {
       return usage_error("%s needs a value, e.g. %s=...", a, a);
@@ -184,7 +191,7 @@ static bool lint_oir(const ConstraintTable *t, const char *path, const LintOptio
     for (uint32_t i = 0; i < after.n; i++) lint_report_add(out, &after.items[i]);
   } else {
     fputs(legal.data ? legal.data : "", stderr);
-    fprintf(stderr, "orion-lint: error: %s: legalization failed; the findings are those before it\n", path);
+    diag_error(d, (SrcSpan){0}, "%s: legalization failed; the findings are those before it", path);
     *failed = true;
     for (uint32_t i = 0; i < before.n; i++) {
       LintFinding f = before.items[i];
@@ -220,12 +227,24 @@ static void print_summary(const LintReport *r) {
   printf("%u error%s, %u warning%s, %u note%s\n", e, e == 1 ? "" : "s", w, w == 1 ? "" : "s", n, n == 1 ? "" : "s");
 }
 
+/* Diag.observe: what the readers say about an input, kept in the report. */
+typedef struct Reading {
+  LintReport *report;
+  const char *path; /* the input being read */
+} Reading;
+
+static void keep_notice(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  Reading *rd = ctx;
+  lint_report_add_notice(rd->report, level, span, rd->path, message);
+}
+
 static int run(const Options *o) {
   SourceSet ss;
   srcset_init(&ss);
   Diag d;
   diag_init(&d, &ss);
   d.program = "orion-lint";
+  d.error_limit = o->error_limit;
   ConstraintTable *t = o->table_path ? constraints_load_file(o->table_path, &d) : constraints_builtin(&d);
   if (!t) {
     srcset_free(&ss);
@@ -283,15 +302,20 @@ static int run(const Options *o) {
   } else {
     LintReport report;
     lint_report_init(&report, &ss);
+    /* What the readers report is kept for the JSON and SARIF reports. */
+    Reading reading = {&report, NULL};
+    d.observe = keep_notice;
+    d.observe_ctx = &reading;
     bool unreadable = false, failed = false;
     for (uint32_t i = 0; i < o->nfiles; i++) {
       const char *path = o->files[i];
+      reading.path = strcmp(path, "-") ? path : "<stdin>";
       LintReport one;
       lint_report_init(&one, &ss);
       struct stat st;
       bool ok;
       if (stat(path, &st) != 0 && strcmp(path, "-")) {
-        fprintf(stderr, "orion-lint: error: cannot read '%s': no such file or directory\n", path);
+        diag_error(&d, (SrcSpan){0}, "cannot read '%s': no such file or directory", path);
         ok = false;
       } else if (strcmp(path, "-") && S_ISDIR(st.st_mode)) {
         ok = lint_pkg(t, path, &lo, &one, &d);
@@ -306,6 +330,7 @@ static int run(const Options *o) {
       for (uint32_t k = 0; k < one.n; k++) lint_report_add(&report, &one.items[k]);
       lint_report_free(&one);
     }
+    d.observe = NULL;
     if (o->format == FORMAT_JSON) lint_format_json(&report, &out);
     else if (o->format == FORMAT_SARIF) lint_format_sarif(t, &report, &out);
     else lint_format_text(&report, &out);
@@ -323,7 +348,7 @@ static int run(const Options *o) {
 }
 
 int main(int argc, char **argv) {
-  Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18};
+  Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18, .error_limit = DEFAULT_ERROR_LIMIT};
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = run(&o);
   free(o.files);
