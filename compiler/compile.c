@@ -280,9 +280,15 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
     }
     break;
   case ORION_EMIT_NONE:
-    /* A full check: the passes and the constraints, without writing anything. */
+    /* A full check: the passes, the constraints and the weights' values as
+     * the package writer would make them, without writing anything. */
     if (!passes_run(m, &o.passes, c->d)) return false;
     if (!o.no_lint && !check_constraints(c, &o, m)) return false;
+    if (o.check_weights) {
+      WeightLoadOptions wo = {.clamp_fp16 = o.clamp_fp16};
+      if (!weights_check_values(m, &wo, c->d)) return false;
+      phase(c, "weight values");
+    }
     break;
   case ORION_EMIT_MIL:
   case ORION_EMIT_PACKAGE:
