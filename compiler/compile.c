@@ -20,7 +20,7 @@
 void orion_compile_options_init(OrionCompileOptions *o) {
   *o = (OrionCompileOptions){.check_weights = true, .target = MIL_IOS18,
                              .cache_max_bytes = COMPILE_CACHE_DEFAULT_MAX_BYTES};
-  o->passes.pipeline = "O1";
+  o->passes.pipeline = PASSES_DEFAULT_PIPELINE;
 }
 
 void orion_compile_result_free(OrionCompileResult *r) {

@@ -3,8 +3,9 @@
  * constraint table and reports findings as text, JSON or SARIF. Parses
  * options and calls the libraries; no checking logic lives here.
  *
- * A .oir file is checked before legalization (what a legalization pass will
- * fix is a note) and after it (what is left is reported at its severity); a
+ * A .oir file is checked before orionc's default pass pipeline (what a pass
+ * of it will fix is a note) and after it (what is left is reported at its
+ * severity, as orionc reports it); a
  * package (a directory) by its manifest, MIL text and weight file; a .mil
  * file by the checks of MIL text (and the weight files it names).
  *
@@ -72,8 +73,8 @@ static void usage(FILE *out) {
         "  -h, --help           show this help\n"
         "  --version            show the version\n"
         "\n"
-        "A .oir file is checked before legalization (problems a legalization pass fixes\n"
-        "are notes) and after it (whatever is left is reported at its severity).\n"
+        "A .oir file is checked before orionc's default pass pipeline (problems a pass of it\n"
+        "fixes are notes) and after it (whatever is left is reported at its severity).\n"
         "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
         "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
         "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
@@ -155,54 +156,17 @@ static int parse_options(int argc, char **argv, Options *o) {
   return -1;
 }
 
-static bool same_place(const LintFinding *a, const LintFinding *b) {
-  return a->rule == b->rule && a->span.file == b->span.file && a->span.start == b->span.start;
-}
-
-/* A .oir file: findings before legalization that a pass will fix (notes),
- * then everything left after it. False if the file cannot be read or parsed. */
+/* A .oir file: the IR checks before and after orionc's default pipeline.
+ * False if the file cannot be read or parsed. */
 static bool lint_oir(const ConstraintTable *t, const char *path, const LintOptions *lo, LintReport *out, Diag *d,
                      bool *failed) {
   IrModule *m = oir_parse_file(path, d);
   if (!m) return false;
-  LintOptions pre = *lo;
-  pre.pipeline = passes_pipeline("O0");
-  LintReport before, after;
-  lint_report_init(&before, out->sources);
-  lint_report_init(&after, out->sources);
-  lint_ir(t, m, &pre, &before);
-  /* Legalization's own messages (sram warnings, binding notes) repeat what
-   * the checks say; they are shown only when legalization fails. */
-  StrBuf legal;
-  sb_init(&legal);
-  Diag ld;
-  diag_init(&ld, out->sources);
-  ld.program = "orion-lint";
-  ld.capture = &legal;
-  if (passes_legalize(m, &ld)) {
-    lint_ir(t, m, lo, &after);
-    /* A note that legalization fixes it, unless it is still there after. */
-    for (uint32_t i = 0; i < before.n; i++) {
-      if (!before.items[i].will_be_fixed) continue;
-      bool again = false;
-      for (uint32_t k = 0; k < after.n && !again; k++) again = same_place(&before.items[i], &after.items[k]);
-      if (!again) lint_report_add(out, &before.items[i]);
-    }
-    for (uint32_t i = 0; i < after.n; i++) lint_report_add(out, &after.items[i]);
-  } else {
-    fputs(legal.data ? legal.data : "", stderr);
-    diag_error(d, (SrcSpan){0}, "%s: legalization failed; the findings are those before it", path);
+  bool pipeline_failed;
+  if (!lint_ir_compiled(t, m, lo, out, d, &pipeline_failed)) {
+    diag_error(d, (SrcSpan){0}, "%s: the pass pipeline failed; the findings are those before it", path);
     *failed = true;
-    for (uint32_t i = 0; i < before.n; i++) {
-      LintFinding f = before.items[i];
-      f.severity = f.unfixed_severity;
-      f.will_be_fixed = false;
-      lint_report_add(out, &f);
-    }
   }
-  sb_free(&legal);
-  lint_report_free(&before);
-  lint_report_free(&after);
   ir_module_free(m);
   return true;
 }

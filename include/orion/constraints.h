@@ -240,6 +240,16 @@ bool lint_options_check(const ConstraintTable *t, const LintOptions *o, Diag *d)
  * SourceSet m was parsed into. */
 void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r);
 
+/* Runs lint_ir on m (verified, as parsed) before the default pass pipeline
+ * (PASSES_DEFAULT_PIPELINE: findings one of its passes fixes are notes with
+ * will_be_fixed) and after it, as orionc compiles m: the passes get the
+ * target's or o->chip's SRAM budget and minimum surface. A finding before
+ * that is still there after is reported once, as after. When the pipeline
+ * fails, its messages go to d's stream, *pipeline_failed is set and the
+ * findings are those before it at their unfixed severity; returns false. */
+bool lint_ir_compiled(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r, Diag *d,
+                      bool *pipeline_failed);
+
 /* Runs the checkers of every static-package rule on a package read by
  * package_read(): its manifest, each function's MIL text (added to
  * r->sources so findings point into it) and the weight file. Returns false,
