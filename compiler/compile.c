@@ -247,6 +247,9 @@ static bool prepare(Compile *c, Prepared *p) {
   ConstraintTarget target = chip ? constraints_chip_target(table, chip, o->target) : *constraints_target(table, o->target);
   if (target.sram_budget_bytes <= UINT32_MAX) o->passes.pass_options.target_sram_bytes = (uint32_t)target.sram_budget_bytes;
   o->passes.pass_options.target_min_surface_bytes = target.min_surface_bytes;
+  /* These emits run the constraint check after the passes: it reports ANE016. */
+  o->passes.pass_options.sram_checked_later =
+      !o->no_lint && (o->emit == ORION_EMIT_NONE || o->emit == ORION_EMIT_MIL || o->emit == ORION_EMIT_PACKAGE);
   p->min_surface_bytes = target.min_surface_bytes;
   table_done(o, table);
   c->r->status = ORION_COMPILE_INPUT_ERROR;

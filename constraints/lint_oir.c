@@ -28,6 +28,7 @@ bool lint_ir_compiled(const ConstraintTable *t, IrModule *m, const LintOptions *
   PassManagerOptions po = {.pipeline = PASSES_DEFAULT_PIPELINE};
   if (target.sram_budget_bytes <= UINT32_MAX) po.pass_options.target_sram_bytes = (uint32_t)target.sram_budget_bytes;
   po.pass_options.target_min_surface_bytes = target.min_surface_bytes;
+  po.pass_options.sram_checked_later = true;
   /* The passes' own messages repeat what the checks say; they are shown
    * only when the pipeline fails. */
   StrBuf passes_said;

@@ -1,13 +1,16 @@
 /*
  * sram-annotate: estimates the on-chip working set of every op (the bytes of
  * its operands and results, which must be resident while it runs) and each
- * function's peak and attaches them to the IR (printed as comments). Past
- * the target's SRAM budget (about 32 MiB) the ANE spills and throughput drops
- * by about 30%: the constraint check reports such ops (ANE016) with the same
- * estimate, passes_op_working_set().
+ * function's peak, attaches them to the IR (printed as comments), and warns
+ * about ops over the target's SRAM budget: past about 32 MiB the ANE spills
+ * and throughput drops by about 30% (constraint ANE016). The constraint
+ * check makes the same estimate (passes_op_working_set); when it runs after
+ * the passes it is the one that reports (PassOptions.sram_checked_later).
  */
 #include "orion/passes.h"
 #include "pass_util.h"
+
+#define DEFAULT_SRAM_BYTES (32u << 20)
 
 static uint64_t bytes_of(IrModule *m, IrValueId v) {
   const IrType *t = &ir_value(m, v)->type;
@@ -28,10 +31,12 @@ uint64_t passes_op_working_set(IrModule *m, IrOpId op) {
   return ws;
 }
 
-/* Reports nothing: an op over the budget is the constraint check's finding
- * (ANE016), made from the same estimate, so that it is reported once, at the
- * rule's severity, and --allow and --severity apply to it. */
 bool pass_sram_annotate(IrModule *m, PassCtx *ctx) {
+  uint64_t budget = ctx->opt && ctx->opt->target_sram_bytes ? ctx->opt->target_sram_bytes : DEFAULT_SRAM_BYTES;
+  /* When the constraint check runs after the passes it reports these ops
+   * (ANE016, from the same estimate, at the rule's severity, subject to
+   * --allow): warning here too would report each twice. */
+  bool warn = !(ctx->opt && ctx->opt->sram_checked_later);
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     if (m->funcs[f].dead) continue;
     uint64_t peak = 0;
@@ -41,6 +46,13 @@ bool pass_sram_annotate(IrModule *m, PassCtx *ctx) {
       if (o->sram_bytes != ws) ctx->changed = true;
       o->sram_bytes = ws;
       peak = ws > peak ? ws : peak;
+      if (warn && ws > budget) {
+        /* Whole MiB as before; a chip's budget (2,000,000 bytes on M1) with one decimal. */
+        int decimals = budget % (1u << 20) ? 1 : 0;
+        diag_warning(ctx->d, o->loc, "'%s' needs about %.1f MiB of on-chip memory, over the %.*f MiB SRAM budget [ANE016]",
+                     ir_op_info(o->kind)->name, (double)ws / (1 << 20), decimals, (double)budget / (1 << 20));
+        diag_note(ctx->d, o->loc, "tile it along the sequence or the channels, or split the program");
+      }
     }
     ir_func(m, f)->sram_peak = peak;
   }

@@ -63,6 +63,7 @@ struct PassOptions {
   const LoraSpec *lora;       /* adapters as inputs (the lora pass) */
   uint32_t nlora;
   uint64_t target_min_surface_bytes; /* smallest I/O surface of the target (0: IO_DEFAULT_MIN_SURFACE_BYTES) */
+  bool sram_checked_later; /* the constraint check (ANE016) runs after the passes: sram-annotate only estimates */
 };
 
 /* The minimum I/O surface every current target has (the constraint table's
