@@ -331,6 +331,8 @@ int main(int argc, char **argv) {
   OrionExec *exec = NULL;
   OrionTensor inputs[MAX_BINDINGS] = {{0}}, outputs[MAX_BINDINGS] = {{0}};
   uint32_t nin = 0, nout = 0;
+  Arena out_arena; /* names of joined outputs */
+  arena_init(&out_arena);
 
   backend = orion_backend_open(o.backend, NULL, &d);
   if (!backend) {
@@ -430,8 +432,12 @@ int main(int argc, char **argv) {
     diag_error(&d, (SrcSpan){0}, "the output directory '%s' does not exist", o.output_dir);
     goto done;
   }
+  /* An output split-concat split into parts is written whole, under its own name. */
+  const char *out_names[MAX_BINDINGS];
+  for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
+  if (!orion_run_join_output_groups(o.program, orion_function_name(p, fn), outputs, out_names, &nout, &out_arena, &d))
+    goto done;
   for (uint32_t i = 0; i < nout; i++) {
-    const OrionTensorInfo *info = orion_output(p, fn, i);
     NpyArray a = {.dtype = ir_dtype_of(outputs[i].dtype), .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
     uint64_t n = 1;
@@ -439,7 +445,7 @@ int main(int argc, char **argv) {
     a.nbytes = (size_t)(n * ir_dtype_size(a.dtype));
     StrBuf path;
     sb_init(&path);
-    sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);
+    sb_printf(&path, "%s/%s.npy", o.output_dir, out_names[i]);
     bool wrote = npy_write(path.data, &a, &d);
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
     sb_free(&path);
@@ -455,6 +461,7 @@ done:
   orion_exec_release(exec);
   orion_backend_close(backend);
   orion_close(p);
+  arena_free(&out_arena);
   srcset_free(&sources);
   return rc;
 }

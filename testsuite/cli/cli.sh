@@ -356,6 +356,8 @@ for e in "$root"/examples/*.oir; do
   check "example $(basename "$e")" 0 "$orionc" -Werror --summary --emit=oir -o "$tmp/example.oir" "$e"
   contains "example $(basename "$e")" "func main:"
   check "example package $(basename "$e")" 0 "$orionc" -o "$tmp/example.anepkg" "$e"
+  # The whole compile (passes, constraints, weights) without a warning, as docs/testing.md promises.
+  check "example -Werror $(basename "$e")" 0 "$orionc" -Werror --emit=none "$e"
   # orion-lint finds no error in an example.
   check "example lint $(basename "$e")" 0 "$lint" "$e"
 done
