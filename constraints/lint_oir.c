@@ -2,8 +2,9 @@
  * Linting a graph the way orionc compiles it: the IR checks before the
  * default pass pipeline (a finding that a pass of it fixes is a note marked
  * will_be_fixed) and after it, the passes planning with the target's or the
- * chip's numbers as orionc's do. orion-lint on a .oir file and orionc's
- * check after its passes so see the same program and report the same rules.
+ * chip's numbers as orionc's do, so that orion-lint on a .oir file and
+ * orionc's check after its passes see the same program and report the same
+ * rules at the same severities.
  */
 #include <string.h>
 
@@ -48,7 +49,8 @@ bool lint_ir_compiled(const ConstraintTable *t, IrModule *m, const LintOptions *
     }
     for (uint32_t i = 0; i < after.n; i++) lint_report_add(out, &after.items[i]);
   } else {
-    fputs(passes_said.data ? passes_said.data : "", d->capture ? stderr : d->out);
+    if (d->capture) sb_putn(d->capture, passes_said.data ? passes_said.data : "", passes_said.len);
+    else fputs(passes_said.data ? passes_said.data : "", d->out);
     *pipeline_failed = true;
     for (uint32_t i = 0; i < before.n; i++) {
       LintFinding f = before.items[i];

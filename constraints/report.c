@@ -212,7 +212,7 @@ static void json_location(Json *j, const Where *w) {
   j_uint(j, "end_column", w->end_col, w->line != 0);
 }
 
-/* Findings below the error level are counted once, at their own level. */
+/* Findings at exactly this level (the summary counts each once). */
 static uint32_t count_at(const LintReport *r, DiagLevel level) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->n; i++) n += r->items[i].severity == level;

@@ -25,7 +25,8 @@ static bool join(const PkgGroup *g, const uint32_t *at, OrionTensor *outputs, Di
   const OrionTensor *first = &outputs[at[0]];
   uint32_t axis = g->axis;
   size_t esize = element_size(first->dtype);
-  if (axis >= first->rank || !esize) {
+  if (!esize) ice("output '%s' has a dtype no backend returns", g->parts[0]);
+  if (axis >= first->rank) {
     diag_error(d, (SrcSpan){0}, "output group '%s': axis %u does not fit its parts", g->name, axis);
     return false;
   }
