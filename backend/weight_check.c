@@ -142,3 +142,23 @@ bool weights_check_sources(IrModule *m, Diag *d) {
   }
   return ok;
 }
+
+bool weights_check_values(IrModule *m, const WeightLoadOptions *opt, Diag *d) {
+  bool ok = true;
+  for (IrFuncId f = 1; f < m->nfuncs; f++) {
+    const IrFunc *fn = &m->funcs[f];
+    if (fn->dead) continue;
+    for (uint32_t i = 0; i < fn->ndecls; i++) {
+      if (diag_should_stop(d)) return false; /* the rest went unchecked */
+      IrValueId v = fn->decls[i];
+      const IrValue *val = ir_value(m, v);
+      if (val->dead || val->kind != VK_PARAM) continue;
+      /* One weight at a time: the check costs one weight's memory, not the package's. */
+      size_t nbytes;
+      void *data = weights_materialize(m, v, opt, d, &nbytes);
+      if (!data) ok = false;
+      free(data);
+    }
+  }
+  return ok;
+}

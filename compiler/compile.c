@@ -20,7 +20,7 @@
 void orion_compile_options_init(OrionCompileOptions *o) {
   *o = (OrionCompileOptions){.check_weights = true, .target = MIL_IOS18,
                              .cache_max_bytes = COMPILE_CACHE_DEFAULT_MAX_BYTES};
-  o->passes.pipeline = "O1";
+  o->passes.pipeline = PASSES_DEFAULT_PIPELINE;
 }
 
 void orion_compile_result_free(OrionCompileResult *r) {
@@ -247,6 +247,9 @@ static bool prepare(Compile *c, Prepared *p) {
   ConstraintTarget target = chip ? constraints_chip_target(table, chip, o->target) : *constraints_target(table, o->target);
   if (target.sram_budget_bytes <= UINT32_MAX) o->passes.pass_options.target_sram_bytes = (uint32_t)target.sram_budget_bytes;
   o->passes.pass_options.target_min_surface_bytes = target.min_surface_bytes;
+  /* These emits run the constraint check after the passes: it reports ANE016. */
+  o->passes.pass_options.sram_checked_later =
+      !o->no_lint && (o->emit == ORION_EMIT_NONE || o->emit == ORION_EMIT_MIL || o->emit == ORION_EMIT_PACKAGE);
   p->min_surface_bytes = target.min_surface_bytes;
   table_done(o, table);
   c->r->status = ORION_COMPILE_INPUT_ERROR;
@@ -280,9 +283,15 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
     }
     break;
   case ORION_EMIT_NONE:
-    /* A full check: the passes and the constraints, without writing anything. */
+    /* A full check: the passes, the constraints and the weights' values as
+     * the package writer would make them, without writing anything. */
     if (!passes_run(m, &o.passes, c->d)) return false;
     if (!o.no_lint && !check_constraints(c, &o, m)) return false;
+    if (o.check_weights) {
+      WeightLoadOptions wo = {.clamp_fp16 = o.clamp_fp16};
+      if (!weights_check_values(m, &wo, c->d)) return false;
+      phase(c, "weight values");
+    }
     break;
   case ORION_EMIT_MIL:
   case ORION_EMIT_PACKAGE:

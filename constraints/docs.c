@@ -178,7 +178,8 @@ static void md_sentence(StrBuf *out, const char *s) {
 }
 
 /* GitHub's heading anchor of "ANE001: no-concat". */
-static void anchor(StrBuf *out, const Constraint *c) {
+/* GitHub's anchor of the heading "## ANE001: no-concat" that the page gives each rule. */
+void constraints_doc_anchor(const Constraint *c, StrBuf *out) {
   for (const char *s = c->id; *s; s++) sb_putc(out, (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s));
   sb_printf(out, "-%s", c->name);
 }
@@ -243,24 +244,50 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
           "## Checking a graph, a package or MIL text\n"
           "\n"
           "```sh\n"
-          "orion-lint model.oir                 # before and after legalization\n"
+          "orion-lint model.oir                 # before and after orionc's pass pipeline\n"
           "orion-lint model.anepkg              # a written package: manifest, MIL, weights\n"
           "orion-lint model.mil                 # MIL text alone (from any tool): the MIL checks\n"
           "orion-lint --format=sarif model.oir  # for CI code scanning (also --format=json)\n"
           "orion-lint --explain ANE007          # everything about one rule\n"
           "```\n"
           "\n"
-          "For a `.oir` file the IR checks run twice: before legalization, where a problem that a\n"
-          "legalization pass fixes is a note, and after it, where whatever is left is reported at its\n"
-          "severity. A `.mil` file gets the `static-package` checks that need only MIL text (and the\n"
+          "For a `.oir` file the IR checks run twice: before orionc's default pass pipeline (`O1`), where a\n"
+          "problem that one of its passes fixes is a note (`will_be_fixed`; the text report says \"fixed by pass\n"
+          "'P', which runs next\"), and after it, where whatever is left is reported at its severity, the\n"
+          "passes planning with the target's or chip's numbers as orionc's do; so `orion-lint` and `orionc`\n"
+          "see the same program. One difference is deliberate: for a compile `orionc` reports ANE004 on a\n"
+          "graph as a note (its package writer pads every surface), `orion-lint` as a warning. A `.mil` file gets the `static-package` checks that need only MIL text (and the\n"
           "weight files its `BLOBFILE`s name, `@model_path` being the file's directory); the manifest rules\n"
-          "need a package. `--allow=ID` drops a rule's findings, `--severity=ID=LEVEL` changes its severity,\n"
+          "need a package. MIL is read with the runtime's reader, so text it rejects, and an op that the MIL op\n"
+          "table (`include/orion/mil_ops.def`) does not have and so no backend runs, is an error that keeps\n"
+          "the text from being checked (exit status 2), as `orion-run` refuses to run it. `--allow=ID` drops a rule's findings, `--severity=ID=LEVEL` changes its severity,\n"
           "`--target=ios16|ios17|ios18` picks the target data below, and `--chip=NAME` a chip's figures\n"
           "instead (see Chips; its newest target is the default `--target`, a newer one and an unknown chip\n"
           "are usage errors). A package is checked with its own target and, unless `--chip` names another,\n"
           "the figures of the chip it was compiled for (its manifest's `Chip`; one the table does not know\n"
           "is an error). The exit status is 0 when no finding reaches `--fail-on` (default `error`),\n"
-          "1 when one does, 2 for a usage error or unreadable input.\n"
+          "1 when one does, 2 for a usage error or unreadable input. `-ferror-limit=N` (default 20, 0 for none)\n"
+          "stops the messages about unreadable input after N errors.\n"
+          "\n"
+          "### Machine-readable reports\n"
+          "\n"
+          "`--format=json` prints one object: `format` (`\"orion-lint\"`) and `format_version` (1), `tool`\n"
+          "(`name`, `version`), `complete` (false when an input could not be read or checked), `findings`\n"
+          "(each with `rule`, `name`, `severity`, `category`, `message`, `file`, `line`, `column`, `end_column`,\n"
+          "`function`, `fixed_by`, `will_be_fixed`, `unfixed_severity`, `workaround`, `disputed`),\n"
+          "`input_messages` (what the readers reported: `severity`, `message` and the same location fields) and\n"
+          "`summary` (findings by severity, `will_be_fixed`, `input_errors`). Its columns count bytes, as the\n"
+          "text report's do. A finding that a pass of the pipeline about to run fixes has `will_be_fixed`\n"
+          "true and is a note.\n"
+          "\n"
+          "`--format=sarif` prints a SARIF 2.1.0 log (it validates against OASIS's schema) with one run: every\n"
+          "rule of the table, each with a `helpUri` to its section of this page where `meson install` puts it\n"
+          "(`share/doc/orion/constraints.md`); the findings as results (`willBeFixed` among their\n"
+          "properties); `columnKind` `unicodeCodePoints` (columns count code points, not bytes); and one\n"
+          "invocation whose `toolExecutionNotifications` are what the readers reported and whose\n"
+          "`executionSuccessful` is false when an input could not be checked. Each such error (a `.oir` that\n"
+          "does not parse, MIL the reader rejects, a broken manifest, a missing file) is also a result of\n"
+          "rule `input-error` at its location, so code scanning shows it where it shows findings.\n"
           "\n"
           "## Before a run\n"
           "\n"
@@ -280,7 +307,7 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
   for (uint32_t i = 0; i < t->nrules; i++) {
     const Constraint *c = &t->rules[i];
     sb_printf(out, "| [%s](#", c->id);
-    anchor(out, c);
+    constraints_doc_anchor(c, out);
     sb_printf(out, ") | %s | %s | %s | ", c->name, constraint_category_name(c->category),
               constraint_severity_name(c->severity));
     constraint_checks_print(c->checks, out);

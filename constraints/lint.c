@@ -10,6 +10,7 @@
 
 #include "lint_internal.h"
 #include "orion/ane_rules.h"
+#include "orion/mil_ops.h"
 
 /* ---- registry ---- */
 
@@ -66,6 +67,7 @@ void lint_report_init(LintReport *r, SourceSet *sources) {
 void lint_report_free(LintReport *r) {
   arena_free(&r->arena);
   free(r->items);
+  free(r->notices);
   memset(r, 0, sizeof *r);
 }
 
@@ -81,6 +83,18 @@ void lint_report_add(LintReport *r, const LintFinding *f) {
 uint32_t lint_report_count(const LintReport *r, DiagLevel at_least) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < r->n; i++) n += r->items[i].severity >= at_least;
+  return n;
+}
+
+void lint_report_add_notice(LintReport *r, DiagLevel level, SrcSpan span, const char *path, const char *message) {
+  xgrow((void **)&r->notices, sizeof *r->notices, &r->cap_notices, r->nnotices + 1);
+  r->notices[r->nnotices++] = (LintNotice){level, span, !span.file && path ? arena_strdup(&r->arena, path) : NULL,
+                                           arena_strdup(&r->arena, message ? message : "")};
+}
+
+uint32_t lint_report_input_errors(const LintReport *r) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < r->nnotices; i++) n += r->notices[i].level == DIAG_ERROR;
   return n;
 }
 
@@ -289,6 +303,29 @@ static MilProgram *read_mil_text(SourceSet *sources, uint32_t file, Diag *d) {
   return p;
 }
 
+/* An op the MIL op table does not have is run by no backend (orion-run
+ * refuses the program), so the text cannot pass: each is an error, at the
+ * op, and the text goes unchecked as when the reader rejects it. */
+static bool known_ops(const MilProgram *p, SourceSet *sources, uint32_t file, Diag *d) {
+  bool ok = true;
+  for (uint32_t f = 0; f < p->nfuncs; f++)
+    for (uint32_t i = 0; i < p->funcs[f].nstmts; i++) {
+      const MilStmt *st = &p->funcs[f].stmts[i];
+      if (mil_op_find(st->op)) continue;
+      ok = false;
+      if (d->sources == sources) {
+        diag_error(d, st->op_loc, "cannot check this MIL text: op '%s' is not in the MIL op table, so no backend runs it",
+                   st->op);
+      } else {
+        uint32_t line, col;
+        srcset_linecol(sources, file, st->op_loc.start, &line, &col);
+        diag_error(d, (SrcSpan){0}, "%s:%u:%u: cannot check this MIL text: op '%s' is not in the MIL op table, so no "
+                   "backend runs it", srcset_get(sources, file)->name, line, col, st->op);
+      }
+    }
+  return ok;
+}
+
 /* Reads the MIL text of every function of c->pkg into c (texts added to
  * r->sources so findings show their lines). False after reporting through
  * d if one cannot be read or the MIL reader cannot read it. */
@@ -317,6 +354,10 @@ static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
     free(text);
     c->mil_path[i] = srcset_get(r->sources, c->mil_file[i])->name;
     c->mil[i] = read_mil_text(r->sources, c->mil_file[i], d);
+    if (c->mil[i] && !known_ops(c->mil[i], r->sources, c->mil_file[i], d)) {
+      mil_program_free(c->mil[i]);
+      c->mil[i] = NULL;
+    }
     if (!c->mil[i]) ok = false;
     sb_free(&p);
   }

@@ -3,8 +3,9 @@
  * constraint table and reports findings as text, JSON or SARIF. Parses
  * options and calls the libraries; no checking logic lives here.
  *
- * A .oir file is checked before legalization (what a legalization pass will
- * fix is a note) and after it (what is left is reported at its severity); a
+ * A .oir file is checked before orionc's default pass pipeline (what a pass
+ * of it will fix is a note) and after it (what is left is reported at its
+ * severity, as orionc reports it); a
  * package (a directory) by its manifest, MIL text and weight file; a .mil
  * file by the checks of MIL text (and the weight files it names).
  *
@@ -43,13 +44,14 @@ typedef struct Options {
   uint32_t nallow;
   LintSeverityOverride overrides[MAX_RULE_OPTIONS];
   uint32_t noverrides;
+  uint32_t error_limit; /* -ferror-limit: of the messages about unreadable input (0 = none) */
   char **copies; /* of the --allow and --severity values */
   uint32_t ncopies, ncopies_cap;
 } Options;
 
 enum {
-  OPT_FORMAT = 1, OPT_FAIL_ON, OPT_ALLOW, OPT_SEVERITY, OPT_TARGET, OPT_CHIP, OPT_TABLE, OPT_EXPLAIN, OPT_LIST,
-  OPT_GEN_DOCS, OPT_HELP, OPT_VERSION,
+  OPT_FORMAT = 1, OPT_FAIL_ON, OPT_ALLOW, OPT_SEVERITY, OPT_TARGET, OPT_CHIP, OPT_TABLE, OPT_ERROR_LIMIT, OPT_EXPLAIN,
+  OPT_LIST, OPT_GEN_DOCS, OPT_HELP, OPT_VERSION,
 };
 
 static const CliOption lint_options[] = {
@@ -75,6 +77,8 @@ static const CliOption lint_options[] = {
      "was compiled for (its manifest's Chip) in a package's checks",
      "a value, e.g. --chip=m4"},
     {OPT_TABLE, 0, "table", CLI_VALUE, 0, "=FILE", "use this constraint table instead of the built-in one", "a file"},
+    {OPT_ERROR_LIMIT, 0, "ferror-limit", CLI_VALUE, CLI_SINGLE_DASH, "=N",
+     "stop reporting errors about unreadable input after N\n(default 20, 0: no limit)", "a count, e.g. -ferror-limit=50"},
     {OPT_EXPLAIN, 0, "explain", CLI_VALUE, CLI_WORD, " ID", "print everything the table says about rule ID",
      "a rule id, e.g. --explain ANE007"},
     {OPT_LIST, 0, "list", CLI_NO_VALUE, 0, NULL, "list the rules, one per line", NULL},
@@ -90,8 +94,8 @@ static const CliSpec lint_spec = {
                    "(.mil) against the ANE constraint table (ANE001..ANE020).\n",
     .options = lint_options,
     .noptions = sizeof lint_options / sizeof *lint_options,
-    .epilogue = "A .oir file is checked before legalization (problems a legalization pass fixes\n"
-                "are notes) and after it (whatever is left is reported at its severity).\n"
+    .epilogue = "A .oir file is checked before orionc's default pass pipeline (problems a pass of it\n"
+                "fixes are notes) and after it (whatever is left is reported at its severity).\n"
                 "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
                 "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
                 "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
@@ -149,6 +153,13 @@ static int take_option(Options *o, int id, const char *v) {
     return -1;
   case OPT_CHIP: o->chip = v; return -1; /* checked against the constraint table in run() */
   case OPT_TABLE: o->table_path = v; return -1;
+  case OPT_ERROR_LIMIT: {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 0 || n > 1000000) return usage_error("invalid error limit '%s'", v);
+    o->error_limit = (uint32_t)n;
+    return -1;
+  }
   case OPT_EXPLAIN: o->explain = v; return -1;
   case OPT_LIST: o->list = true; return -1;
   case OPT_GEN_DOCS: o->gen_docs = true; return -1;
@@ -172,54 +183,17 @@ static int parse_options(int argc, char **argv, Options *o) {
   return rc;
 }
 
-static bool same_place(const LintFinding *a, const LintFinding *b) {
-  return a->rule == b->rule && a->span.file == b->span.file && a->span.start == b->span.start;
-}
-
-/* A .oir file: findings before legalization that a pass will fix (notes),
- * then everything left after it. False if the file cannot be read or parsed. */
+/* A .oir file: the IR checks before and after orionc's default pipeline.
+ * False if the file cannot be read or parsed. */
 static bool lint_oir(const ConstraintTable *t, const char *path, const LintOptions *lo, LintReport *out, Diag *d,
                      bool *failed) {
   IrModule *m = oir_parse_file(path, d);
   if (!m) return false;
-  LintOptions pre = *lo;
-  pre.pipeline = passes_pipeline("O0");
-  LintReport before, after;
-  lint_report_init(&before, out->sources);
-  lint_report_init(&after, out->sources);
-  lint_ir(t, m, &pre, &before);
-  /* Legalization's own messages (sram warnings, binding notes) repeat what
-   * the checks say; they are shown only when legalization fails. */
-  StrBuf legal;
-  sb_init(&legal);
-  Diag ld;
-  diag_init(&ld, out->sources);
-  ld.program = "orion-lint";
-  ld.capture = &legal;
-  if (passes_legalize(m, &ld)) {
-    lint_ir(t, m, lo, &after);
-    /* A note that legalization fixes it, unless it is still there after. */
-    for (uint32_t i = 0; i < before.n; i++) {
-      if (!before.items[i].will_be_fixed) continue;
-      bool again = false;
-      for (uint32_t k = 0; k < after.n && !again; k++) again = same_place(&before.items[i], &after.items[k]);
-      if (!again) lint_report_add(out, &before.items[i]);
-    }
-    for (uint32_t i = 0; i < after.n; i++) lint_report_add(out, &after.items[i]);
-  } else {
-    fputs(legal.data ? legal.data : "", stderr);
-    fprintf(stderr, "orion-lint: error: %s: legalization failed; the findings are those before it\n", path);
+  bool pipeline_failed;
+  if (!lint_ir_compiled(t, m, lo, out, d, &pipeline_failed)) {
+    diag_error(d, (SrcSpan){0}, "%s: the pass pipeline failed; the findings are those before it", path);
     *failed = true;
-    for (uint32_t i = 0; i < before.n; i++) {
-      LintFinding f = before.items[i];
-      f.severity = f.unfixed_severity;
-      f.will_be_fixed = false;
-      lint_report_add(out, &f);
-    }
   }
-  sb_free(&legal);
-  lint_report_free(&before);
-  lint_report_free(&after);
   ir_module_free(m);
   return true;
 }
@@ -244,12 +218,24 @@ static void print_summary(const LintReport *r) {
   printf("%u error%s, %u warning%s, %u note%s\n", e, e == 1 ? "" : "s", w, w == 1 ? "" : "s", n, n == 1 ? "" : "s");
 }
 
+/* Diag.observe: what the readers say about an input, kept in the report. */
+typedef struct Reading {
+  LintReport *report;
+  const char *path; /* the input being read */
+} Reading;
+
+static void keep_notice(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  Reading *rd = ctx;
+  lint_report_add_notice(rd->report, level, span, rd->path, message);
+}
+
 static int run(const Options *o) {
   SourceSet ss;
   srcset_init(&ss);
   Diag d;
   diag_init(&d, &ss);
   d.program = "orion-lint";
+  d.error_limit = o->error_limit;
   ConstraintTable *t = o->table_path ? constraints_load_file(o->table_path, &d) : constraints_builtin(&d);
   if (!t) {
     srcset_free(&ss);
@@ -307,15 +293,20 @@ static int run(const Options *o) {
   } else {
     LintReport report;
     lint_report_init(&report, &ss);
+    /* What the readers report is kept for the JSON and SARIF reports. */
+    Reading reading = {&report, NULL};
+    d.observe = keep_notice;
+    d.observe_ctx = &reading;
     bool unreadable = false, failed = false;
     for (uint32_t i = 0; i < o->nfiles; i++) {
       const char *path = o->files[i];
+      reading.path = strcmp(path, "-") ? path : "<stdin>";
       LintReport one;
       lint_report_init(&one, &ss);
       struct stat st;
       bool ok;
       if (stat(path, &st) != 0 && strcmp(path, "-")) {
-        fprintf(stderr, "orion-lint: error: cannot read '%s': no such file or directory\n", path);
+        diag_error(&d, (SrcSpan){0}, "cannot read '%s': no such file or directory", path);
         ok = false;
       } else if (strcmp(path, "-") && S_ISDIR(st.st_mode)) {
         ok = lint_pkg(t, path, &lo, &one, &d);
@@ -330,6 +321,7 @@ static int run(const Options *o) {
       for (uint32_t k = 0; k < one.n; k++) lint_report_add(&report, &one.items[k]);
       lint_report_free(&one);
     }
+    d.observe = NULL;
     if (o->format == FORMAT_JSON) lint_format_json(&report, &out);
     else if (o->format == FORMAT_SARIF) lint_format_sarif(t, &report, &out);
     else lint_format_text(&report, &out);
@@ -347,7 +339,7 @@ static int run(const Options *o) {
 }
 
 int main(int argc, char **argv) {
-  Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18};
+  Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18, .error_limit = DEFAULT_ERROR_LIMIT};
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = run(&o);
   free(o.files);

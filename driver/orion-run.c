@@ -312,6 +312,8 @@ int main(int argc, char **argv) {
   uint32_t nin = 0, nout = 0;
   const char *output_names[MAX_BINDINGS] = {NULL};
   char *output_files[MAX_BINDINGS] = {NULL};
+  Arena out_arena; /* names of joined outputs */
+  arena_init(&out_arena);
 
   backend = orion_backend_open(o.backend, NULL, &d);
   if (!backend) {
@@ -411,8 +413,12 @@ int main(int argc, char **argv) {
     diag_error(&d, (SrcSpan){0}, "the output directory '%s' does not exist", o.output_dir);
     goto done;
   }
+  /* An output split-concat split into parts is written whole, under its own name. */
+  const char *out_names[MAX_BINDINGS];
+  for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
+  if (!orion_run_join_output_groups(o.program, orion_function_name(p, fn), outputs, out_names, &nout, &out_arena, &d))
+    goto done;
   for (uint32_t i = 0; i < nout; i++) {
-    const OrionTensorInfo *info = orion_output(p, fn, i);
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
     uint64_t n = 1;
@@ -420,10 +426,10 @@ int main(int argc, char **argv) {
     a.nbytes = (size_t)(n * orion_dtype_size(a.dtype));
     StrBuf path;
     sb_init(&path);
-    sb_printf(&path, "%s/%s.npy", o.output_dir, info->name);
+    sb_printf(&path, "%s/%s.npy", o.output_dir, out_names[i]);
     bool wrote = npy_write(path.data, &a, &d);
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
-    output_names[i] = info->name;
+    output_names[i] = out_names[i];
     output_files[i] = path.data; /* freed below */
     if (!wrote) goto done;
   }
@@ -448,6 +454,7 @@ done:
   orion_exec_release(exec);
   orion_backend_close(backend);
   orion_close(p);
+  arena_free(&out_arena);
   srcset_free(&sources);
   return rc;
 }

@@ -44,4 +44,12 @@ typedef struct OrionRunReport {
 /* The report as one JSON object; free() it. */
 char *orion_run_report_json(const OrionRunReport *r);
 
+/* The outputs of function `function` of package `program` (names[i] the
+ * name of outputs[i], *n of them) with each of its manifest's OutputGroups
+ * joined into one output named as the group (in an arena string), in place
+ * of its first part; the other parts are freed and dropped. A bare directory
+ * has none. False after reporting a group that does not fit its parts. */
+bool orion_run_join_output_groups(const char *program, const char *function, OrionTensor *outputs,
+                                  const char **names, uint32_t *n, Arena *arena, Diag *d);
+
 #endif

@@ -1262,33 +1262,53 @@ Test(report, json_exact) {
   sb_init(&sb);
   lint_format_json(&r, &sb);
   cr_assert_str_eq(sb.data,
-                   "[\n"
-                   "  {\n"
-                   "    \"rule\": \"ANE001\",\n"
-                   "    \"name\": \"no-concat\",\n"
-                   "    \"severity\": \"error\",\n"
-                   "    \"category\": \"compile-failure\",\n"
-                   "    \"message\": \"concat producing 'h' is rejected by the ANE compiler\",\n"
-                   "    \"file\": \"t.oir\",\n"
-                   "    \"line\": 2,\n"
-                   "    \"column\": 7,\n"
-                   "    \"end_column\": 13,\n"
-                   "    \"function\": \"main\",\n"
-                   "    \"fixed_by\": \"split-concat\",\n"
-                   "    \"will_be_fixed\": false,\n"
-                   "    \"unfixed_severity\": \"error\",\n"
-                   "    \"workaround\": \"Return the parts as separate outputs (a multi-output program), or pack inputs "
+                   "{\n"
+                   "  \"format\": \"orion-lint\",\n"
+                   "  \"format_version\": 1,\n"
+                   "  \"tool\": {\n"
+                   "    \"name\": \"orion-lint\",\n"
+                   "    \"version\": \"" ORION_VERSION "\"\n"
+                   "  },\n"
+                   "  \"complete\": true,\n"
+                   "  \"findings\": [\n"
+                   "    {\n"
+                   "      \"rule\": \"ANE001\",\n"
+                   "      \"name\": \"no-concat\",\n"
+                   "      \"severity\": \"error\",\n"
+                   "      \"category\": \"compile-failure\",\n"
+                   "      \"message\": \"concat producing 'h' is rejected by the ANE compiler\",\n"
+                   "      \"file\": \"t.oir\",\n"
+                   "      \"line\": 2,\n"
+                   "      \"column\": 7,\n"
+                   "      \"end_column\": 13,\n"
+                   "      \"function\": \"main\",\n"
+                   "      \"fixed_by\": \"split-concat\",\n"
+                   "      \"will_be_fixed\": false,\n"
+                   "      \"unfixed_severity\": \"error\",\n"
+                   "      \"workaround\": \"Return the parts as separate outputs (a multi-output program), or pack inputs "
                    "along one dimension and take them apart with slice_by_index; split-concat turns a concat feeding "
                    "outputs into separate outputs, one feeding conv/linear/matmul into a sum of products over split "
                    "weights, and distributes one feeding element-wise ops\",\n"
-                   "    \"disputed\": true\n"
+                   "      \"disputed\": true\n"
+                   "    }\n"
+                   "  ],\n"
+                   "  \"input_messages\": [],\n"
+                   "  \"summary\": {\n"
+                   "    \"errors\": 1,\n"
+                   "    \"warnings\": 0,\n"
+                   "    \"notes\": 0,\n"
+                   "    \"will_be_fixed\": 0,\n"
+                   "    \"input_errors\": 0\n"
                    "  }\n"
-                   "]\n");
+                   "}\n");
   sb.len = 0;
   LintReport empty;
   lint_report_init(&empty, &p.sources);
   lint_format_json(&empty, &sb);
-  cr_assert_str_eq(sb.data, "[]\n");
+  /* No findings: an empty array, and a summary of zeros. */
+  cr_assert_not_null(strstr(sb.data, "  \"complete\": true,\n  \"findings\": [],\n  \"input_messages\": [],\n"),
+                     "%s", sb.data);
+  cr_assert_not_null(strstr(sb.data, "\"errors\": 0,\n    \"warnings\": 0,\n    \"notes\": 0,\n"), "%s", sb.data);
   lint_report_free(&empty);
   sb_free(&sb);
   lint_report_free(&r);

@@ -57,11 +57,23 @@ typedef struct LintFinding {
   const char *message;        /* lowercase, no trailing period */
 } LintFinding;
 
+/* A message about reading the input rather than a rule's finding (a parse
+ * error, an unreadable file, MIL the reader rejects), kept so that the JSON
+ * and SARIF reports carry it: a file that cannot be checked is not clean. */
+typedef struct LintNotice {
+  DiagLevel level;
+  SrcSpan span;        /* into the report's sources; file 0: no source position */
+  const char *path;    /* with span.file 0: the input it concerns, or NULL */
+  const char *message; /* as the diagnostics module printed it, without the level */
+} LintNotice;
+
 typedef struct LintReport {
   SourceSet *sources; /* spans point into it (not owned) */
-  Arena arena;        /* owns the findings' strings */
+  Arena arena;        /* owns the findings' and notices' strings */
   LintFinding *items;
   uint32_t n, cap;
+  LintNotice *notices; /* in the order reported */
+  uint32_t nnotices, cap_notices;
 } LintReport;
 
 void lint_report_init(LintReport *r, SourceSet *sources);
@@ -72,6 +84,12 @@ void lint_report_add(LintReport *r, const LintFinding *f);
 void lint_report_sort(LintReport *r);
 /* Findings at or above a level. */
 uint32_t lint_report_count(const LintReport *r, DiagLevel at_least);
+/* Appends a notice (strings copied; path is kept only when span.file is 0).
+ * A caller gets them from a Diag.observe hook on the Diag it reads the input
+ * with, whose sources are the report's. */
+void lint_report_add_notice(LintReport *r, DiagLevel level, SrcSpan span, const char *path, const char *message);
+/* Notices at the error level: the input was not completely checked. */
+uint32_t lint_report_input_errors(const LintReport *r);
 
 /* ---- running the checks ---- */
 
@@ -100,6 +118,16 @@ bool lint_options_check(const ConstraintTable *t, const LintOptions *o, Diag *d)
  * SourceSet m was parsed into. */
 void lint_ir(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r);
 
+/* Runs lint_ir on m (verified, as parsed) before the default pass pipeline
+ * (PASSES_DEFAULT_PIPELINE: findings one of its passes fixes are notes with
+ * will_be_fixed) and after it, as orionc compiles m: the passes get the
+ * target's or o->chip's SRAM budget and minimum surface. A finding before
+ * that is still there after is reported once, as after. When the pipeline
+ * fails, its messages go to d's stream, *pipeline_failed is set and the
+ * findings are those before it at their unfixed severity; returns false. */
+bool lint_ir_compiled(const ConstraintTable *t, IrModule *m, const LintOptions *o, LintReport *r, Diag *d,
+                      bool *pipeline_failed);
+
 /* Runs the checkers of every static-package rule on a package read by
  * package_read(): its manifest, each function's MIL text (added to
  * r->sources so findings point into it) and the weight file. Returns false,
@@ -124,9 +152,18 @@ unsigned lint_checker_kind(uint32_t i); /* CHECK_STATIC_IR or CHECK_STATIC_PACKA
 /* `file:line:col: error[ANE001]: message`, the source line and a caret,
  * then `note:` lines with the workaround and the fixing pass. */
 void lint_format_text(const LintReport *r, StrBuf *out);
-/* An array of findings, every field, keys in a fixed order. */
+/* An object (docs/constraints.md, "Machine-readable reports"): the format
+ * and its version, the tool, whether every input was checked, the findings
+ * (every field, keys in a fixed order), the input errors and a summary
+ * counting both by severity. Columns count bytes, as in the text format. */
+#define LINT_JSON_FORMAT_VERSION 1u
 void lint_format_json(const LintReport *r, StrBuf *out);
-/* SARIF 2.1.0: one run of the tool "orion-lint" with every rule of t. */
+/* SARIF 2.1.0: one run of the tool "orion-lint" with every rule of t (each
+ * with a helpUri into docs/constraints.md), the findings and input errors
+ * as results, the notices as the invocation's toolExecutionNotifications;
+ * columns count Unicode code points (columnKind "unicodeCodePoints"). */
 void lint_format_sarif(const ConstraintTable *t, const LintReport *r, StrBuf *out);
+/* The anchor of a rule's section in docs/constraints.md ("ane001-no-concat"). */
+void constraints_doc_anchor(const Constraint *c, StrBuf *out);
 
 #endif

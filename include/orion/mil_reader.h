@@ -10,8 +10,8 @@
  * every op the MIL op table knows (include/orion/mil_ops.def: no argument
  * the op does not have, each of its kind; required arguments are left to
  * the backend, see mil_op_check_required). An op the
- * table does not know is read like any other and rejected only by whoever
- * executes it.
+ * table does not know is read like any other and rejected by whoever
+ * executes it (and by orion-lint, which checks for what will run).
  *
  * Everything a program holds lives in its arena and is addressed by index;
  * mil_program_free() releases it all. Locations are SrcSpans into the Diag's

@@ -63,6 +63,7 @@ struct PassOptions {
   const LoraSpec *lora;       /* adapters as inputs (the lora pass) */
   uint32_t nlora;
   uint64_t target_min_surface_bytes; /* smallest I/O surface of the target (0: IO_DEFAULT_MIN_SURFACE_BYTES) */
+  bool sram_checked_later; /* the constraint check (ANE016) runs after the passes: sram-annotate only estimates */
 };
 
 /* The minimum I/O surface every current target has (the constraint table's
@@ -87,6 +88,9 @@ bool passes_run(IrModule *m, const PassManagerOptions *o, Diag *d);
  * fixed point in parentheses: "inline,(dce,cast-fusion),..."; NULL if unknown. */
 const char *passes_pipeline(const char *name);
 
+/* The pipeline orionc runs unless told otherwise (orion-lint lints .oir files after it too). */
+#define PASSES_DEFAULT_PIPELINE "O1"
+
 /* The legalization every program gets before MIL emission: the O0 pipeline. */
 bool passes_legalize(IrModule *m, Diag *d);
 
@@ -107,6 +111,10 @@ bool pass_cast_fusion(IrModule *m, PassCtx *ctx);
 bool pass_const_fold(IrModule *m, PassCtx *ctx);
 bool pass_fold_layout(IrModule *m, PassCtx *ctx);
 bool pass_sram_annotate(IrModule *m, PassCtx *ctx);
+/* sram-annotate's estimate of an op's on-chip working set in bytes: its
+ * operands and results resident at once, a gather's table only as the rows
+ * it picks, 0 for an op on constants only (the ANE compiler folds it). */
+uint64_t passes_op_working_set(IrModule *m, IrOpId op);
 bool pass_io_legalize(IrModule *m, PassCtx *ctx);
 bool pass_fp16_range_guard(IrModule *m, PassCtx *ctx);
 bool pass_lora(IrModule *m, PassCtx *ctx);

@@ -57,6 +57,13 @@ void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions 
 bool weights_materialize_into(IrModule *m, IrValueId param, const WeightLoadOptions *opt, Diag *d, void *dst,
                               size_t nbytes);
 
+/* Materializes every live param of every live function, one at a time, and
+ * drops the bytes: the checks of the values (NaN, fp16 range unless
+ * opt->clamp_fp16, int32 range) that writing a package makes, without
+ * writing one (orionc --emit=none). Reports as weights_materialize does;
+ * returns false if any param failed. */
+bool weights_check_values(IrModule *m, const WeightLoadOptions *opt, Diag *d);
+
 /* The values in double, before rounding to a dtype, of elements first ..
  * first+count-1 (first even) of a uniform or normal source, exactly as
  * docs/weights.md defines them: for tests and for tools reproducing weights. */
