@@ -1,10 +1,11 @@
 /*
  * The MIL op table (include/orion/mil_ops.def) is consistent in itself, and
- * covers what uses it: every op the CPU backend runs and every argument name
- * its kernels read (found in the backend's source), and every op the
- * emitter writes (the golden MIL outputs, read strictly, so their arguments
- * are checked against the table too); and the reader's checks of arguments
- * by the table, strict and tolerant.
+ * covers what uses it: every op the CPU backend runs (its rows name the
+ * table's ids, so the rest is a compile error), the arguments its shared
+ * binders read and its families, and every op the emitter writes (the
+ * golden MIL outputs, read strictly, so their arguments are checked against
+ * the table too); and the reader's checks of arguments by the table, strict
+ * and tolerant.
  *
  * Needs ORION_SOURCE_ROOT (meson sets it).
  */
@@ -124,6 +125,45 @@ Test(table, every_argument_the_cpu_binders_share) {
     }
   }
   cr_assert_geq(seen, 40u, "found only %u shared argument reads", seen);
+}
+
+/* The CPU backend keeps its own op families (OpFamily): they say how its
+ * plan treats an op (views, fusion groups, weight operands), which the MIL
+ * table's families do not (identity is unary there but a view here, gather
+ * is an index op there but data movement here, conv and linear are both
+ * linalg there but fuse differently here). Each CPU family holds ops of the
+ * MIL families listed, so a row cannot put, say, a linalg op among the
+ * element-wise ops a fused group runs. */
+static const struct {
+  OpFamily cpu;
+  MilOpFamily mil[2];
+  uint32_t n;
+} family_map[] = {
+    {OF_UNARY, {MIL_FAM_UNARY}, 1},          {OF_BINARY, {MIL_FAM_BINARY}, 1},
+    {OF_COMPARE, {MIL_FAM_COMPARE}, 1},      {OF_LOGICAL, {MIL_FAM_LOGICAL}, 1},
+    {OF_SELECT, {MIL_FAM_SELECT}, 1},        {OF_CAST, {MIL_FAM_CAST}, 1},
+    {OF_SOFTMAX, {MIL_FAM_NORM}, 1},         {OF_REDUCE, {MIL_FAM_REDUCE}, 1},
+    {OF_NORM, {MIL_FAM_NORM}, 1},            {OF_RESHAPE, {MIL_FAM_SHAPE, MIL_FAM_UNARY}, 2},
+    {OF_TRANSPOSE, {MIL_FAM_SHAPE}, 1},      {OF_SHAPE, {MIL_FAM_SHAPE, MIL_FAM_INDEX}, 2},
+    {OF_INDEX, {MIL_FAM_REDUCE, MIL_FAM_INDEX}, 2}, {OF_POOL, {MIL_FAM_POOL}, 1},
+    {OF_QUANT, {MIL_FAM_QUANT}, 1},          {OF_RECURRENT, {MIL_FAM_RECURRENT}, 1},
+    {OF_MATMUL, {MIL_FAM_LINALG}, 1},        {OF_LINEAR, {MIL_FAM_LINALG}, 1},
+    {OF_CONV, {MIL_FAM_LINALG}, 1},          {OF_ATTENTION, {MIL_FAM_ATTENTION}, 1},
+};
+
+Test(table, cpu_families_within_the_tables) {
+  for (size_t i = 0; i < sizeof cpu_op_ids / sizeof *cpu_op_ids; i++) {
+    const OpEntry *e = cpu_op(cpu_op_ids[i]);
+    const MilOpInfo *op = mil_op_info(cpu_op_ids[i]);
+    bool found = false, fits = false;
+    for (size_t m = 0; m < sizeof family_map / sizeof *family_map; m++) {
+      if (family_map[m].cpu != e->family) continue;
+      found = true;
+      for (uint32_t k = 0; k < family_map[m].n; k++) fits |= family_map[m].mil[k] == op->family;
+    }
+    cr_expect(found, "%s: CPU family %u is not in the map", op->name, e->family);
+    cr_expect(fits, "%s: its CPU family does not hold the MIL family %s", op->name, mil_op_family_name(op->family));
+  }
 }
 
 /* Checks the ops of an emitted program: in the table, and in the opset of the function. */
