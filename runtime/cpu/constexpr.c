@@ -142,9 +142,10 @@ static bool cx_affine(Ctx *x, Val *out) {
   uint32_t axis = 0;
   if (!norm_axis(x, to_index(cx_ld(&ax, 0)), q.rank, &axis) || !expect_shape(x, out, q.dims, q.rank)) return false;
   const CxIn *p[2] = {&sc, &zp};
+  const MilArgId pid[2] = {MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_scale, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_zero_point};
   for (int k = 0; k < 2; k++)
     if (p[k]->rank > 1 || (p[k]->rank == 1 && p[k]->n != q.dims[axis]))
-      return op_fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", k ? "zero_point" : "scale",
+      return op_fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", mil_arg_name(pid[k]),
                   (long long)q.dims[axis], axis);
   for (int64_t i = 0; i < out->n; i++) {
     double zv = cx_ld(&zp, along(&zp, i, q.dims, q.rank, axis)), sv = cx_ld(&sc, along(&sc, i, q.dims, q.rank, axis));

@@ -222,8 +222,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       MilDType rdt = s->results[k].type.dtype;
       bool small_int = e && (e->op == MIL_OP_QUANTIZE || e->op == MIL_OP_CAST || e->op == MIL_OP_TOPK) &&
                        (rdt == MIL_DT_INT8 || rdt == MIL_DT_UINT8 || rdt == MIL_DT_INT16 || rdt == MIL_DT_UINT16);
-      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const ||
-          small_int);
+      types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const || small_int);
       if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
       c->slots[c->base[i] + k].kind = SK_RESULT;
     }
