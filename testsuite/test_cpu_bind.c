@@ -372,6 +372,19 @@ Test(cpu_bind, argument_errors_are_rejected_at_prepare) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_rejected(&cases[i]);
 }
 
+/* A required argument (the MIL op table's REQ) that the binder would have
+ * done without is refused by the table's check, after the binder: transpose
+ * of a scalar without perm (a perm of no entries would fit its rank). Also
+ * for the CPU backend's own pseudo-op: a reshape planned as a view. */
+Test(cpu_bind, required_arguments_are_the_tables) {
+  BindCase perm = {"        tensor<fp32, []> y = transpose(x = e)[name = " S_("y") "];\n", "transpose(",
+                   "transpose: missing argument 'perm'", NULL};
+  expect_rejected(&perm);
+  BindCase shape = {"        tensor<fp32, [2]> y = reshape(x = x)[name = " S_("y") "];\n", "reshape(",
+                    "reshape: missing argument 'shape'", NULL};
+  expect_rejected(&shape);
+}
+
 /* Every bound statement's problem is reported, not only the first. */
 Test(cpu_bind, every_bound_statement_is_checked) {
   BindCase two = {"        tensor<fp32, [3]> a = relu(x = x)[name = " S_("a") "];\n"

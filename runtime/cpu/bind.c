@@ -35,7 +35,10 @@ bool bind_all(CpuProgram *c, Diag *d) {
     if (!e || !e->bind) continue;
     x.s = &f->stmts[si];
     x.si = si;
-    ok = e->bind(&x, e->code, &c->vals[c->base[si]], x.s->nresults, &c->bound[si]) && ok;
+    /* The binder first: some report a missing argument in their own words ("needs both alpha and beta");
+     * then the table, for any required argument the binder had a default for. */
+    bool bound = e->bind(&x, e->code, &c->vals[c->base[si]], x.s->nresults, &c->bound[si]);
+    ok = bound && mil_op_check_required(c->mil[si], x.s, d) && ok;
   }
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     x.s = &f->stmts[si];

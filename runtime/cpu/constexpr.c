@@ -54,10 +54,11 @@ static double cx_ld(const CxIn *in, int64_t i) {
 
 /* Input `name` of constexpr statement x->s: an argument (which must be a
  * const) or an attribute. False (reported when required) if absent or bad. */
-static bool cx_input(Ctx *x, const char *name, bool required, CxIn *in) {
+static bool cx_input(Ctx *x, MilArgId id, bool required, CxIn *in) {
   const CpuProgram *c = x->c;
+  const char *name = mil_arg_name(id); /* an attribute's too */
   memset(in, 0, sizeof *in);
-  const MilArg *a = find_arg(x->s, name);
+  const MilArg *a = find_arg(x, id);
   if (a) {
     if (a->is_list || a->nitems != 1) return op_fail(x, "argument '%s' must be a single value", name);
     uint32_t slot = c->opslot[c->argstart[c->argbase[x->si] + (uint32_t)(a - x->s->args)]];
@@ -99,8 +100,13 @@ static bool cx_input(Ctx *x, const char *name, bool required, CxIn *in) {
   return true;
 }
 
-static bool cx_numeric(Ctx *x, const char *name, const CxIn *in) {
-  if (in->str) return op_fail(x, "input '%s' must be a tensor, not a string", name);
+/* Whether input id is given, as an argument or an attribute. */
+static bool cx_given(Ctx *x, MilArgId id) {
+  return find_arg(x, id) || mil_find_attr(x->s->attrs, x->s->nattrs, mil_arg_name(id));
+}
+
+static bool cx_numeric(Ctx *x, MilArgId id, const CxIn *in) {
+  if (in->str) return op_fail(x, "input '%s' must be a tensor, not a string", mil_arg_name(id));
   return true;
 }
 
@@ -120,9 +126,14 @@ static int64_t along(const CxIn *p, int64_t i, const int64_t *dims, uint32_t ran
  * scale and zero_point scalars or vectors along axis. */
 static bool cx_affine(Ctx *x, Val *out) {
   CxIn q, zp, sc, ax;
-  if (!cx_input(x, "quantized_data", true, &q) || !cx_input(x, "zero_point", true, &zp) ||
-      !cx_input(x, "scale", true, &sc) || !cx_input(x, "axis", true, &ax) || !cx_numeric(x, "quantized_data", &q) ||
-      !cx_numeric(x, "zero_point", &zp) || !cx_numeric(x, "scale", &sc) || !cx_numeric(x, "axis", &ax))
+  if (!cx_input(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_quantized_data, true, &q) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_zero_point, true, &zp) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_scale, true, &sc) ||
+          !cx_input(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_axis, true, &ax) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_quantized_data, &q) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_zero_point, &zp) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_scale, &sc) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_axis, &ax))
     return false;
   if (q.dt != MIL_DT_INT8 && q.dt != MIL_DT_UINT8)
     return op_fail(x, "quantized_data must be int8 or uint8, not %s", mil_dtype_name(q.dt));
@@ -131,9 +142,10 @@ static bool cx_affine(Ctx *x, Val *out) {
   uint32_t axis = 0;
   if (!norm_axis(x, to_index(cx_ld(&ax, 0)), q.rank, &axis) || !expect_shape(x, out, q.dims, q.rank)) return false;
   const CxIn *p[2] = {&sc, &zp};
+  const MilArgId pid[2] = {MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_scale, MIL_ARG_CONSTEXPR_AFFINE_DEQUANTIZE_zero_point};
   for (int k = 0; k < 2; k++)
     if (p[k]->rank > 1 || (p[k]->rank == 1 && p[k]->n != q.dims[axis]))
-      return op_fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", k ? "zero_point" : "scale",
+      return op_fail(x, "%s must be a scalar or a vector of the %lld elements of dimension %u", mil_arg_name(pid[k]),
                   (long long)q.dims[axis], axis);
   for (int64_t i = 0; i < out->n; i++) {
     double zv = cx_ld(&zp, along(&zp, i, q.dims, q.rank, axis)), sv = cx_ld(&sc, along(&sc, i, q.dims, q.rank, axis));
@@ -145,8 +157,9 @@ static bool cx_affine(Ctx *x, Val *out) {
 /* constexpr_cast (iOS16): source_val converted to output_dtype. */
 static bool cx_cast(Ctx *x, Val *out) {
   CxIn src, to;
-  if (!cx_input(x, "source_val", true, &src) || !cx_input(x, "output_dtype", true, &to) ||
-      !cx_numeric(x, "source_val", &src))
+  if (!cx_input(x, MIL_ARG_CONSTEXPR_CAST_source_val, true, &src) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_CAST_output_dtype, true, &to) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_CAST_source_val, &src))
     return false;
   if (!to.str) return op_fail(x, "output_dtype must be a string");
   if (mil_dtype_from_name(to.str, strlen(to.str)) != out->dt)
@@ -160,11 +173,15 @@ static bool cx_cast(Ctx *x, Val *out) {
  * offset of data's rank with each dim dividing data's: one value per block. */
 static bool cx_blockwise(Ctx *x, Val *out) {
   CxIn data, sc, off;
-  if (!cx_input(x, "data", true, &data) || !cx_input(x, "scale", true, &sc) || !cx_numeric(x, "data", &data) ||
-      !cx_numeric(x, "scale", &sc))
+  if (!cx_input(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_data, true, &data) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_scale, true, &sc) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_data, &data) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_scale, &sc))
     return false;
-  bool has_off = find_arg(x->s, "offset") || mil_find_attr(x->s->attrs, x->s->nattrs, "offset");
-  if (has_off && (!cx_input(x, "offset", true, &off) || !cx_numeric(x, "offset", &off))) return false;
+  bool has_off = cx_given(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_offset);
+  if (has_off && (!cx_input(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_offset, true, &off) ||
+                  !cx_numeric(x, MIL_ARG_CONSTEXPR_BLOCKWISE_SHIFT_SCALE_offset, &off)))
+    return false;
   if (sc.dt != out->dt) return op_fail(x, "scale is %s but the result is declared %s", mil_dtype_name(sc.dt), mil_dtype_name(out->dt));
   if (!expect_shape(x, out, data.dims, data.rank)) return false;
   int64_t blk[MIL_MAX_RANK], sst[MIL_MAX_RANK];
@@ -205,10 +222,14 @@ static int cx_bit(const CxIn *in, int64_t p) { return ((int)cx_ld(in, p / 8) >> 
  * index may straddle two bytes) into lut, a vector; the result has `shape`. */
 static bool cx_lut(Ctx *x, Val *out) {
   CxIn ind, lut, shp;
-  bool has_shape = find_arg(x->s, "shape") || mil_find_attr(x->s->attrs, x->s->nattrs, "shape");
+  bool has_shape = cx_given(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_shape);
   if (!has_shape) return op_fail(x, "the iOS18 form (no shape; vector_axis) is not supported yet");
-  if (!cx_input(x, "indices", true, &ind) || !cx_input(x, "lut", true, &lut) || !cx_input(x, "shape", true, &shp) ||
-      !cx_numeric(x, "indices", &ind) || !cx_numeric(x, "lut", &lut) || !cx_numeric(x, "shape", &shp) || !cx_shape(x, &shp, out))
+  if (!cx_input(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_indices, true, &ind) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_lut, true, &lut) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_shape, true, &shp) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_indices, &ind) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_lut, &lut) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_LUT_TO_DENSE_shape, &shp) || !cx_shape(x, &shp, out))
     return false;
   if (ind.dt != MIL_DT_UINT8 || ind.rank != 1) return op_fail(x, "indices must be a uint8 vector");
   if (lut.dt != out->dt) return op_fail(x, "lut is %s but the result is declared %s", mil_dtype_name(lut.dt), mil_dtype_name(out->dt));
@@ -231,10 +252,14 @@ static bool cx_lut(Ctx *x, Val *out) {
  * first) set takes the next value of nonzero_data, clear gives 0. */
 static bool cx_sparse(Ctx *x, Val *out) {
   CxIn nz, mask, shp;
-  bool has_shape = find_arg(x->s, "shape") || mil_find_attr(x->s->attrs, x->s->nattrs, "shape");
+  bool has_shape = cx_given(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_shape);
   if (!has_shape) return op_fail(x, "the iOS18 form (a uint1 mask of the result's shape) is not supported yet");
-  if (!cx_input(x, "nonzero_data", true, &nz) || !cx_input(x, "mask", true, &mask) || !cx_input(x, "shape", true, &shp) ||
-      !cx_numeric(x, "nonzero_data", &nz) || !cx_numeric(x, "mask", &mask) || !cx_numeric(x, "shape", &shp) ||
+  if (!cx_input(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_nonzero_data, true, &nz) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_mask, true, &mask) ||
+      !cx_input(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_shape, true, &shp) ||
+      !cx_numeric(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_nonzero_data, &nz) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_mask, &mask) ||
+          !cx_numeric(x, MIL_ARG_CONSTEXPR_SPARSE_TO_DENSE_shape, &shp) ||
       !cx_shape(x, &shp, out))
     return false;
   if (mask.dt != MIL_DT_UINT8 || mask.rank != 1) return op_fail(x, "mask must be a uint8 vector");
@@ -254,34 +279,28 @@ static bool cx_sparse(Ctx *x, Val *out) {
 }
 
 
-static const struct {
-  const char *name;
-  CxFn fn;
-} cx_table[] = {
-    {"constexpr_affine_dequantize", cx_affine},
-    {"constexpr_cast", cx_cast},
-    {"constexpr_blockwise_shift_scale", cx_blockwise},
-    {"constexpr_lut_to_dense", cx_lut},
-    {"constexpr_sparse_to_dense", cx_sparse},
+/* The constexpr ops the backend evaluates, by MilOpId. */
+static const CxFn cx_table[MIL_OP_COUNT] = {
+    [MIL_OP_CONSTEXPR_AFFINE_DEQUANTIZE] = cx_affine,
+    [MIL_OP_CONSTEXPR_CAST] = cx_cast,
+    [MIL_OP_CONSTEXPR_BLOCKWISE_SHIFT_SCALE] = cx_blockwise,
+    [MIL_OP_CONSTEXPR_LUT_TO_DENSE] = cx_lut,
+    [MIL_OP_CONSTEXPR_SPARSE_TO_DENSE] = cx_sparse,
 };
 
-CxFn find_cx(const char *name) {
-  for (size_t i = 0; i < sizeof cx_table / sizeof cx_table[0]; i++)
-    if (!strcmp(cx_table[i].name, name)) return cx_table[i].fn;
-  return NULL;
-}
+CxFn find_cx(MilOpId op) { return (unsigned)op < MIL_OP_COUNT ? cx_table[op] : NULL; }
 
 /* Evaluates every constexpr statement, in order (one may use another's result). */
 bool eval_constexprs(CpuProgram *c, Diag *d) {
   bool ok = true;
   for (uint32_t si = 0; si < c->f->nstmts; si++) {
     const MilStmt *s = &c->f->stmts[si];
-    if (c->ops[si] || strncmp(s->op, "constexpr_", 10)) continue;
+    if (c->ops[si] || !c->mil[si] || !find_cx(c->mil[si]->id)) continue;
     uint32_t slot = c->base[si];
     const_owned(c, slot, 4);
     Ctx x = {.c = c, .vals = c->vals, .d = d, .s = s, .si = si};
     if (s->nresults != 1) ok = op_fail(&x, "must have one result");
-    else ok = find_cx(s->op)(&x, &c->vals[slot]) && ok;
+    else ok = find_cx(c->mil[si]->id)(&x, &c->vals[slot]) && ok;
   }
   return ok;
 }

@@ -13,6 +13,7 @@
 #include <pthread.h>
 
 #include "orion/fp16.h"
+#include "orion/mil_ops.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_X86 1
@@ -83,92 +84,111 @@ typedef enum OpFamily {
   OF_ATTENTION, /* scaled_dot_product_attention */
 } OpFamily;
 
-/* One row per MIL op the backend runs: X(ID, name, family, kernel, variant,
- * binder). optable.c expands it into the table, the enum below into op
- * codes. The binder (NULL: none yet) decodes and checks the statement's
+/* One row per MIL op the backend runs: X(ID, family, kernel, variant,
+ * binder), ID being the op's MilOpId without MIL_OP_ (include/orion/
+ * mil_ops.def gives its name and arguments, so a row naming an op the MIL
+ * table lacks does not compile). optable.c expands it into the table,
+ * indexed by MilOpId. The binder decodes and checks the statement's
  * arguments at prepare; its kernel then reads only what it bound. */
 #define CPU_OPS(X) \
-  X(IDENTITY, "identity", OF_RESHAPE, k_copy, 0, bind_copy)                        \
-  X(RELU, "relu", OF_UNARY, k_unary, U_RELU, bind_unary)                      \
-  X(TANH, "tanh", OF_UNARY, k_unary, U_TANH, bind_unary)                      \
-  X(SIGMOID, "sigmoid", OF_UNARY, k_unary, U_SIGMOID, bind_unary)             \
-  X(SILU, "silu", OF_UNARY, k_unary, U_SILU, bind_unary)                      \
-  X(GELU, "gelu", OF_UNARY, k_unary, U_GELU, bind_unary)                      \
-  X(EXP, "exp", OF_UNARY, k_unary, U_EXP, bind_unary)                         \
-  X(LOG, "log", OF_UNARY, k_unary, U_LOG, bind_unary)                         \
-  X(SQRT, "sqrt", OF_UNARY, k_unary, U_SQRT, bind_unary)                      \
-  X(RSQRT, "rsqrt", OF_UNARY, k_unary, U_RSQRT, bind_unary)                   \
-  X(ABS, "abs", OF_UNARY, k_unary, U_ABS, bind_unary)                         \
-  X(CLIP, "clip", OF_UNARY, k_unary, U_CLIP, bind_unary)                      \
-  X(ADD, "add", OF_BINARY, k_binary, B_ADD, bind_binary)                      \
-  X(SUB, "sub", OF_BINARY, k_binary, B_SUB, bind_binary)                      \
-  X(MUL, "mul", OF_BINARY, k_binary, B_MUL, bind_binary)                      \
-  X(REAL_DIV, "real_div", OF_BINARY, k_binary, B_DIV, bind_binary)            \
-  X(POW, "pow", OF_BINARY, k_binary, B_POW, bind_binary)                      \
-  X(MAXIMUM, "maximum", OF_BINARY, k_binary, B_MAX, bind_binary)              \
-  X(MINIMUM, "minimum", OF_BINARY, k_binary, B_MIN, bind_binary)              \
-  X(EQUAL, "equal", OF_COMPARE, k_binary, B_EQ, bind_binary)                  \
-  X(NOT_EQUAL, "not_equal", OF_COMPARE, k_binary, B_NE, bind_binary)          \
-  X(LESS, "less", OF_COMPARE, k_binary, B_LT, bind_binary)                    \
-  X(LESS_EQUAL, "less_equal", OF_COMPARE, k_binary, B_LE, bind_binary)        \
-  X(GREATER, "greater", OF_COMPARE, k_binary, B_GT, bind_binary)              \
-  X(GREATER_EQUAL, "greater_equal", OF_COMPARE, k_binary, B_GE, bind_binary)  \
-  X(LOGICAL_AND, "logical_and", OF_LOGICAL, k_binary, B_AND, bind_binary)     \
-  X(LOGICAL_OR, "logical_or", OF_LOGICAL, k_binary, B_OR, bind_binary)        \
-  X(LOGICAL_XOR, "logical_xor", OF_LOGICAL, k_binary, B_XOR, bind_binary)     \
-  X(LOGICAL_NOT, "logical_not", OF_LOGICAL, k_unary, U_NOT, bind_unary)       \
-  X(FLOOR, "floor", OF_UNARY, k_unary, U_FLOOR, bind_unary)                   \
-  X(FLOOR_DIV, "floor_div", OF_BINARY, k_binary, B_FDIV, bind_binary)         \
-  X(SELECT, "select", OF_SELECT, k_select, 0, bind_select)                    \
-  X(CAST, "cast", OF_CAST, k_cast, 0, bind_cast)                              \
-  X(SOFTMAX, "softmax", OF_SOFTMAX, k_softmax, 0, bind_softmax)               \
-  X(REDUCE_SUM, "reduce_sum", OF_REDUCE, k_reduce, R_SUM, bind_reduce)        \
-  X(REDUCE_MEAN, "reduce_mean", OF_REDUCE, k_reduce, R_MEAN, bind_reduce)     \
-  X(REDUCE_MAX, "reduce_max", OF_REDUCE, k_reduce, R_MAX, bind_reduce)        \
-  X(LAYER_NORM, "layer_norm", OF_NORM, k_layer_norm, 0, bind_layer_norm)      \
-  X(RESHAPE, "reshape", OF_RESHAPE, k_copy, 0, bind_copy)                          \
-  X(TRANSPOSE, "transpose", OF_TRANSPOSE, k_transpose, 0, bind_transpose)               \
-  X(SLICE_BY_INDEX, "slice_by_index", OF_SHAPE, k_slice, 0, bind_slice)             \
-  X(SLICE_BY_SIZE, "slice_by_size", OF_SHAPE, k_slice_size, 0, bind_slice_size)          \
-  X(SPLIT, "split", OF_SHAPE, k_split, 0, bind_split)                               \
-  X(CONCAT, "concat", OF_SHAPE, k_concat, 0, bind_concat)                            \
-  X(GATHER, "gather", OF_SHAPE, k_gather, 0, bind_gather)                            \
-  X(GATHER_ALONG_AXIS, "gather_along_axis", OF_SHAPE, k_gather_axis, 0, bind_gather_axis) \
-  X(EXPAND_DIMS, "expand_dims", OF_SHAPE, k_copy_elements, 0, bind_expand_dims)             \
-  X(SQUEEZE, "squeeze", OF_SHAPE, k_copy_elements, 0, bind_squeeze)                         \
-  X(STACK, "stack", OF_SHAPE, k_stack, 0, bind_stack)                               \
-  X(TILE, "tile", OF_SHAPE, k_tile, 0, bind_tile)                                  \
-  X(PAD, "pad", OF_SHAPE, k_pad, 0, bind_pad)                                     \
-  X(SHAPE, "shape", OF_SHAPE, k_shape, 0, bind_shape)                               \
-  X(RANGE_1D, "range_1d", OF_SHAPE, k_range, 0, bind_range)                         \
-  X(REDUCE_ARGMAX, "reduce_argmax", OF_INDEX, k_argreduce, 1, bind_argreduce)           \
-  X(REDUCE_ARGMIN, "reduce_argmin", OF_INDEX, k_argreduce, 0, bind_argreduce)           \
-  X(TOPK, "topk", OF_INDEX, k_topk, 0, bind_topk)                                  \
-  X(MAX_POOL, "max_pool", OF_POOL, k_pool, 0, bind_pool)                           \
-  X(AVG_POOL, "avg_pool", OF_POOL, k_pool, 1, bind_pool)                           \
-  X(QUANTIZE, "quantize", OF_QUANT, k_quant, 0, bind_quant)                         \
-  X(DEQUANTIZE, "dequantize", OF_QUANT, k_quant, 1, bind_quant)                     \
-  X(LSTM, "lstm", OF_RECURRENT, k_lstm, 0, bind_lstm)                              \
-  X(MATMUL, "matmul", OF_MATMUL, k_matmul, 0, bind_matmul)                           \
-  X(SDPA, "scaled_dot_product_attention", OF_ATTENTION, k_sdpa, 0, bind_sdpa)      \
-  X(LINEAR, "linear", OF_LINEAR, k_linear, 0, bind_linear)                           \
-  X(CONV, "conv", OF_CONV, k_conv, 0, bind_conv)                                  
+  X(IDENTITY, OF_RESHAPE, k_copy, 0, bind_copy)                                         \
+  X(RELU, OF_UNARY, k_unary, U_RELU, bind_unary)                                        \
+  X(TANH, OF_UNARY, k_unary, U_TANH, bind_unary)                                        \
+  X(SIGMOID, OF_UNARY, k_unary, U_SIGMOID, bind_unary)                                  \
+  X(SILU, OF_UNARY, k_unary, U_SILU, bind_unary)                                        \
+  X(GELU, OF_UNARY, k_unary, U_GELU, bind_unary)                                        \
+  X(EXP, OF_UNARY, k_unary, U_EXP, bind_unary)                                          \
+  X(LOG, OF_UNARY, k_unary, U_LOG, bind_unary)                                          \
+  X(SQRT, OF_UNARY, k_unary, U_SQRT, bind_unary)                                        \
+  X(RSQRT, OF_UNARY, k_unary, U_RSQRT, bind_unary)                                      \
+  X(ABS, OF_UNARY, k_unary, U_ABS, bind_unary)                                          \
+  X(CLIP, OF_UNARY, k_unary, U_CLIP, bind_unary)                                        \
+  X(ADD, OF_BINARY, k_binary, B_ADD, bind_binary)                                       \
+  X(SUB, OF_BINARY, k_binary, B_SUB, bind_binary)                                       \
+  X(MUL, OF_BINARY, k_binary, B_MUL, bind_binary)                                       \
+  X(REAL_DIV, OF_BINARY, k_binary, B_DIV, bind_binary)                                  \
+  X(POW, OF_BINARY, k_binary, B_POW, bind_binary)                                       \
+  X(MAXIMUM, OF_BINARY, k_binary, B_MAX, bind_binary)                                   \
+  X(MINIMUM, OF_BINARY, k_binary, B_MIN, bind_binary)                                   \
+  X(EQUAL, OF_COMPARE, k_binary, B_EQ, bind_binary)                                     \
+  X(NOT_EQUAL, OF_COMPARE, k_binary, B_NE, bind_binary)                                 \
+  X(LESS, OF_COMPARE, k_binary, B_LT, bind_binary)                                      \
+  X(LESS_EQUAL, OF_COMPARE, k_binary, B_LE, bind_binary)                                \
+  X(GREATER, OF_COMPARE, k_binary, B_GT, bind_binary)                                   \
+  X(GREATER_EQUAL, OF_COMPARE, k_binary, B_GE, bind_binary)                             \
+  X(LOGICAL_AND, OF_LOGICAL, k_binary, B_AND, bind_binary)                              \
+  X(LOGICAL_OR, OF_LOGICAL, k_binary, B_OR, bind_binary)                                \
+  X(LOGICAL_XOR, OF_LOGICAL, k_binary, B_XOR, bind_binary)                              \
+  X(LOGICAL_NOT, OF_LOGICAL, k_unary, U_NOT, bind_unary)                                \
+  X(FLOOR, OF_UNARY, k_unary, U_FLOOR, bind_unary)                                      \
+  X(FLOOR_DIV, OF_BINARY, k_binary, B_FDIV, bind_binary)                                \
+  X(SELECT, OF_SELECT, k_select, 0, bind_select)                                        \
+  X(CAST, OF_CAST, k_cast, 0, bind_cast)                                                \
+  X(SOFTMAX, OF_SOFTMAX, k_softmax, 0, bind_softmax)                                    \
+  X(REDUCE_SUM, OF_REDUCE, k_reduce, R_SUM, bind_reduce)                                \
+  X(REDUCE_MEAN, OF_REDUCE, k_reduce, R_MEAN, bind_reduce)                              \
+  X(REDUCE_MAX, OF_REDUCE, k_reduce, R_MAX, bind_reduce)                                \
+  X(LAYER_NORM, OF_NORM, k_layer_norm, 0, bind_layer_norm)                              \
+  X(RESHAPE, OF_RESHAPE, k_copy, 0, bind_copy)                                          \
+  X(TRANSPOSE, OF_TRANSPOSE, k_transpose, 0, bind_transpose)                            \
+  X(SLICE_BY_INDEX, OF_SHAPE, k_slice, 0, bind_slice)                                   \
+  X(SLICE_BY_SIZE, OF_SHAPE, k_slice_size, 0, bind_slice_size)                          \
+  X(SPLIT, OF_SHAPE, k_split, 0, bind_split)                                            \
+  X(CONCAT, OF_SHAPE, k_concat, 0, bind_concat)                                         \
+  X(GATHER, OF_SHAPE, k_gather, 0, bind_gather)                                         \
+  X(GATHER_ALONG_AXIS, OF_SHAPE, k_gather_axis, 0, bind_gather_axis)                    \
+  X(EXPAND_DIMS, OF_SHAPE, k_copy_elements, 0, bind_expand_dims)                        \
+  X(SQUEEZE, OF_SHAPE, k_copy_elements, 0, bind_squeeze)                                \
+  X(STACK, OF_SHAPE, k_stack, 0, bind_stack)                                            \
+  X(TILE, OF_SHAPE, k_tile, 0, bind_tile)                                               \
+  X(PAD, OF_SHAPE, k_pad, 0, bind_pad)                                                  \
+  X(SHAPE, OF_SHAPE, k_shape, 0, bind_shape)                                            \
+  X(RANGE_1D, OF_SHAPE, k_range, 0, bind_range)                                         \
+  X(REDUCE_ARGMAX, OF_INDEX, k_argreduce, 1, bind_argreduce)                            \
+  X(REDUCE_ARGMIN, OF_INDEX, k_argreduce, 0, bind_argreduce)                            \
+  X(TOPK, OF_INDEX, k_topk, 0, bind_topk)                                               \
+  X(MAX_POOL, OF_POOL, k_pool, 0, bind_pool)                                            \
+  X(AVG_POOL, OF_POOL, k_pool, 1, bind_pool)                                            \
+  X(QUANTIZE, OF_QUANT, k_quant, 0, bind_quant)                                         \
+  X(DEQUANTIZE, OF_QUANT, k_quant, 1, bind_quant)                                       \
+  X(LSTM, OF_RECURRENT, k_lstm, 0, bind_lstm)                                           \
+  X(MATMUL, OF_MATMUL, k_matmul, 0, bind_matmul)                                        \
+  X(SCALED_DOT_PRODUCT_ATTENTION, OF_ATTENTION, k_sdpa, 0, bind_sdpa)                   \
+  X(LINEAR, OF_LINEAR, k_linear, 0, bind_linear)                                        \
+  X(CONV, OF_CONV, k_conv, 0, bind_conv)
 
-#define CPU_OP_CODE(id, name, family, kernel, variant, binder) OP_##id,
-typedef enum CpuOp { CPU_OPS(CPU_OP_CODE) OP_VIEW, OP_COUNT } CpuOp;
-#undef CPU_OP_CODE
+
+/* The arguments that one binder reads for several ops, each named by the id
+ * of one of them (the lookup takes the statement's own argument of the
+ * name; test_mil_ops checks that every op the binder runs has it). */
+#define SHARED_x MIL_ARG_RELU_x                 /* the operand of unary ops, reshape, reductions, ... */
+#define SHARED_y MIL_ARG_ADD_y                  /* binary ops' second operand */
+#define SHARED_weight MIL_ARG_CONV_weight       /* conv, linear */
+#define SHARED_axes MIL_ARG_REDUCE_SUM_axes     /* reduce_* */
+#define SHARED_keep_dims MIL_ARG_REDUCE_SUM_keep_dims
+#define SHARED_axis MIL_ARG_REDUCE_ARGMAX_axis  /* reduce_argmax, reduce_argmin */
+#define SHARED_arg_keep_dims MIL_ARG_REDUCE_ARGMAX_keep_dims
+#define SHARED_arg_output_dtype MIL_ARG_REDUCE_ARGMAX_output_dtype
+#define SHARED_kernel_sizes MIL_ARG_MAX_POOL_kernel_sizes /* max_pool, avg_pool */
+#define SHARED_strides MIL_ARG_MAX_POOL_strides
+#define SHARED_pad_type MIL_ARG_MAX_POOL_pad_type
+#define SHARED_pad MIL_ARG_MAX_POOL_pad
+#define SHARED_ceil_mode MIL_ARG_MAX_POOL_ceil_mode
+#define SHARED_input MIL_ARG_QUANTIZE_input    /* quantize, dequantize */
+#define SHARED_scale MIL_ARG_QUANTIZE_scale
+#define SHARED_zero_point MIL_ARG_QUANTIZE_zero_point
+#define SHARED_quant_axis MIL_ARG_QUANTIZE_axis
 
 /* Decodes and checks the arguments of statement x->s at prepare into a new
  * *bound (its kernel's job), reporting at the statement. */
 typedef bool (*Binder)(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 
 typedef struct OpEntry {
-  const char *name;
   Kernel fn;
   Binder bind; /* NULL: the kernel reads its arguments when it runs */
   int code; /* the kernel's variant (U_*, B_*, R_*, ...) */
   uint8_t family; /* OpFamily */
-  uint8_t op;     /* CpuOp */
+  uint16_t op;    /* MilOpId; MIL_OP_COUNT for view_entry, which is the backend's own */
 } OpEntry;
 
 
@@ -234,6 +254,9 @@ struct CpuProgram {
   uint32_t *argbase;     /* per statement: index into argstart of its first argument */
   uint32_t *argstart;    /* per argument: index into opslot of its first item */
   uint32_t *opslot;      /* per argument item: the slot it reads */
+  const MilOpInfo **mil; /* per statement: its op in the MIL op table (NULL: not in it) */
+  uint32_t *argposbase;  /* per statement: index into argpos of its op's first table argument */
+  uint32_t *argpos;      /* per table argument of each statement's op: the statement's argument, UINT32_MAX absent */
   Slot *slots;
   Val *vals;             /* the values: consts persist, the rest is set each run */
   unsigned char *arena;  /* planned buffers */
@@ -452,16 +475,21 @@ void shape_str(const int64_t *dims, uint32_t rank, char *buf, size_t len);
 bool expect_shape(Ctx *x, const Val *v, const int64_t *dims, uint32_t rank);
 void val_shape(Val *v, const MilType *t);
 bool literal_val(const MilLiteral *l, Val *v, const char **why);
-/* args.c */
-const MilArg *find_arg(const MilStmt *s, const char *name);
+/* args.c: a statement's arguments by the MIL op table's ids (MIL_ARG_CONV_weight),
+ * resolved through the per-statement map prepare builds. An id of another op stands
+ * for the statement's own argument of that name: binders shared by several ops (one
+ * for all unary ops, ...) name an argument by one op's id (the SHARED_ ids below). */
+void arg_map(CpuProgram *c);
+const MilArg *stmt_arg(const CpuProgram *c, uint32_t si, MilArgId id);
+static inline const MilArg *find_arg(const Ctx *x, MilArgId id) { return stmt_arg(x->c, x->si, id); }
 const Val *arg_item(Ctx *x, const MilArg *a, uint32_t j);
-uint32_t arg_slot(const CpuProgram *c, uint32_t si, const char *name);
-const Val *opt_arg(Ctx *x, const char *name, bool *ok);
-const Val *req_arg(Ctx *x, const char *name, bool *ok);
-double scalar_arg(Ctx *x, const char *name, double dflt, bool *ok);
-const char *string_arg(Ctx *x, const char *name, const char *dflt, bool *ok);
-bool ints_arg(Ctx *x, const char *name, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
-bool ints_of(Ctx *x, const char *name, const Val *v, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+uint32_t arg_slot(const CpuProgram *c, uint32_t si, MilArgId id);
+const Val *opt_arg(Ctx *x, MilArgId id, bool *ok);
+const Val *req_arg(Ctx *x, MilArgId id, bool *ok);
+double scalar_arg(Ctx *x, MilArgId id, double dflt, bool *ok);
+const char *string_arg(Ctx *x, MilArgId id, const char *dflt, bool *ok);
+bool ints_arg(Ctx *x, MilArgId id, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
+bool ints_of(Ctx *x, MilArgId id, const Val *v, int64_t *buf, uint32_t max, uint32_t *n, bool *ok);
 const Val *const_or_run(Ctx *x, const Val *v, bool *is_const);
 bool norm_axis(Ctx *x, int64_t axis, uint32_t rank, uint32_t *out);
 bool bcast_strides(Ctx *x, const Val *in, const Val *out, int64_t *bst);
@@ -515,7 +543,8 @@ bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
 /* optable.c */
 /* reshape and identity planned as views: their result shows the operand */
 extern const OpEntry view_entry;
-const OpEntry *find_op(const char *name);
+/* The entry of MIL op `op`; NULL if the backend does not run it. */
+const OpEntry *cpu_op(MilOpId op);
 /* k_fused.c */
 int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
@@ -526,7 +555,7 @@ void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
 void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
 /* constexpr.c */
-CxFn find_cx(const char *name);
+CxFn find_cx(MilOpId op);
 bool eval_constexprs(CpuProgram *c, Diag *d);
 /* plan.c */
 uint32_t root_of(const CpuProgram *c, uint32_t s);

@@ -6,12 +6,12 @@
 #include "cpu_internal.h"
 
 
-/* Whether argument `name` of statement si is a const of the n integers want
+/* Whether argument id of statement si is a const of the n integers want
  * (or absent, when absent_ok). */
-static bool const_ints_are(const CpuProgram *c, uint32_t si, const char *name, const int64_t *want, uint32_t n,
+static bool const_ints_are(const CpuProgram *c, uint32_t si, MilArgId id, const int64_t *want, uint32_t n,
                            bool absent_ok) {
-  if (!find_arg(&c->f->stmts[si], name)) return absent_ok;
-  uint32_t s = arg_slot(c, si, name);
+  if (!stmt_arg(c, si, id)) return absent_ok;
+  uint32_t s = arg_slot(c, si, id);
   if (s == UINT32_MAX) return false;
   s = root_of(c, s);
   const Val *v = &c->vals[s];
@@ -24,9 +24,10 @@ static bool const_ints_are(const CpuProgram *c, uint32_t si, const char *name, c
 /* Whether transpose statement si swaps the last two dims of a rank-3 x. */
 static bool swaps_last_two(const CpuProgram *c, uint32_t si) {
   static const int64_t swap[3] = {0, 2, 1}, neg[3] = {-3, -1, -2};
-  uint32_t xs = arg_slot(c, si, "x");
+  uint32_t xs = arg_slot(c, si, SHARED_x);
   return c->ops[si] && c->ops[si]->family == OF_TRANSPOSE && xs != UINT32_MAX && c->vals[xs].rank == 3 &&
-         (const_ints_are(c, si, "perm", swap, 3, false) || const_ints_are(c, si, "perm", neg, 3, false));
+         (const_ints_are(c, si, MIL_ARG_TRANSPOSE_perm, swap, 3, false) ||
+             const_ints_are(c, si, MIL_ARG_TRANSPOSE_perm, neg, 3, false));
 }
 
 static bool same_dims(const Val *v, const int64_t *dims, uint32_t rank) {
@@ -48,12 +49,12 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
                         const uint32_t *stmt_of) {
   const MilFunc *f = c->f;
   const MilStmt *s = &f->stmts[si];
-  if (!c->ops[si] || c->ops[si]->family != OF_CONV || s->nresults != 1 || find_arg(s, "bias")) return;
-  uint32_t vs = arg_slot(c, si, "x"), ws = arg_slot(c, si, "weight"), rs = c->base[si];
+  if (!c->ops[si] || c->ops[si]->family != OF_CONV || s->nresults != 1 || stmt_arg(c, si, MIL_ARG_CONV_bias)) return;
+  uint32_t vs = arg_slot(c, si, SHARED_x), ws = arg_slot(c, si, MIL_ARG_CONV_weight), rs = c->base[si];
   if (vs == UINT32_MAX || ws == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1) return;
   uint32_t ts = c->slots[vs].src, tst = stmt_of[ts];
   if (c->slots[ts].kind != SK_RESULT || nuse[ts] != 1 || tst == UINT32_MAX || !swaps_last_two(c, tst)) return;
-  uint32_t xs = arg_slot(c, tst, "x");
+  uint32_t xs = arg_slot(c, tst, SHARED_x);
   const Val *X = &c->vals[xs], *V = &c->vals[vs], *W = &c->vals[ws], *R = &c->vals[rs];
   MilDType dt = X->dt;
   if (X->st != ST_F32 || !is_float(dt) || c->vals[ts].dt != dt || V->dt != dt || R->dt != dt) return;
@@ -65,24 +66,26 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
   for (uint32_t i = 2; i < rank; i++)
     if (W->dims[i] != 1 || R->dims[i] != V->dims[i]) return;
   static const int64_t ones[3] = {1, 1, 1}, zeros[6] = {0};
-  if (!const_ints_are(c, si, "groups", ones, 1, true) || !const_ints_are(c, si, "strides", ones, S, true) ||
-      !const_ints_are(c, si, "dilations", ones, S, true))
+  if (!const_ints_are(c, si, MIL_ARG_CONV_groups, ones, 1, true) ||
+      !const_ints_are(c, si, MIL_ARG_CONV_strides, ones, S, true) ||
+      !const_ints_are(c, si, MIL_ARG_CONV_dilations, ones, S, true))
     return;
   const char *pt = "valid";
-  if (find_arg(s, "pad_type")) {
-    uint32_t ps = arg_slot(c, si, "pad_type");
+  if (stmt_arg(c, si, MIL_ARG_CONV_pad_type)) {
+    uint32_t ps = arg_slot(c, si, MIL_ARG_CONV_pad_type);
     if (ps == UINT32_MAX || c->vals[ps].st != ST_STR) return;
     pt = c->vals[ps].str;
   }
   bool custom = !strcmp(pt, "custom");
   if (!custom && strcmp(pt, "valid") && strcmp(pt, "same") && strcmp(pt, "same_lower")) return;
-  if (custom && !const_ints_are(c, si, "pad", zeros, 2 * S, false)) return; /* a unit kernel pads nothing otherwise */
+  /* a unit kernel pads nothing otherwise */
+  if (custom && !const_ints_are(c, si, MIL_ARG_CONV_pad, zeros, 2 * S, false)) return;
   /* The result side: [add bias], [reshape to [B, O, P]], transpose. */
   uint32_t cur = rs, bs = UINT32_MAX, elided[4], ne = 0;
   if (nuse[cur] != 1 || user[cur] == UINT32_MAX) return;
   uint32_t u = user[cur];
-  if (c->ops[u] && c->ops[u]->op == OP_ADD) {
-    uint32_t ax = arg_slot(c, u, "x"), ay = arg_slot(c, u, "y"), other = ax == cur ? ay : ax;
+  if (c->ops[u] && c->ops[u]->op == MIL_OP_ADD) {
+    uint32_t ax = arg_slot(c, u, SHARED_x), ay = arg_slot(c, u, SHARED_y), other = ax == cur ? ay : ax;
     if ((ax != cur && ay != cur) || other == UINT32_MAX) return;
     uint32_t br = root_of(c, other);
     const Val *bv = &c->vals[other];
@@ -105,7 +108,7 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
     if (nuse[cur] != 1 || (u = user[cur]) == UINT32_MAX) return;
   }
   int64_t dy[3] = {B, P, O};
-  if (!swaps_last_two(c, u) || arg_slot(c, u, "x") != cur || c->vals[c->base[u]].dt != dt ||
+  if (!swaps_last_two(c, u) || arg_slot(c, u, SHARED_x) != cur || c->vals[c->base[u]].dt != dt ||
       !same_dims(&c->vals[c->base[u]], dy, 3))
     return;
   elided[ne++] = u;
@@ -123,9 +126,9 @@ static bool groupable(const CpuProgram *c, uint32_t si) {
   const MilStmt *s = &c->f->stmts[si];
   if (!e || c->fz[si].kind != FZ_NONE || s->nresults != 1 || c->vals[c->base[si]].st != ST_F32) return false;
   if (e->family != OF_UNARY && e->family != OF_BINARY) return false;
-  const char *names[2] = {"x", "y"};
+  const MilArgId operands[2] = {SHARED_x, SHARED_y};
   for (uint32_t k = 0; k < (e->family == OF_BINARY ? 2u : 1u); k++) {
-    uint32_t a = arg_slot(c, si, names[k]);
+    uint32_t a = arg_slot(c, si, operands[k]);
     if (a == UINT32_MAX || c->vals[a].st != ST_F32) return false;
   }
   return true;
@@ -136,7 +139,7 @@ static bool groupable(const CpuProgram *c, uint32_t si) {
  * tile buffers: each gets the lowest one free when it is computed, freed
  * after its last reader (a result never shares its operands' buffer). */
 static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint32_t *nuse) {
-  const char *names[2] = {"x", "y"};
+  const MilArgId operands[2] = {SHARED_x, SHARED_y};
   uint32_t inner[GROUP_MAX], lastread[GROUP_MAX], nin = 0;
   for (uint32_t si = first; si < end; si++) {
     if (!c->ops[si] || c->ops[si]->family == OF_VIEW) continue;
@@ -144,7 +147,7 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
     for (uint32_t k = si + 1; k < end; k++) {
       if (!c->ops[k] || c->ops[k]->family == OF_VIEW) continue;
       for (uint32_t q = 0; q < 2; q++)
-        if (arg_slot(c, k, names[q]) == r) reads++, lr = k;
+        if (arg_slot(c, k, operands[q]) == r) reads++, lr = k;
     }
     if (reads > 0 && reads == nuse[r]) inner[nin] = r, lastread[nin++] = lr;
   }
@@ -169,12 +172,13 @@ static void assign_tiles(CpuProgram *c, uint32_t first, uint32_t end, const uint
 static bool row_reduction(const CpuProgram *c, uint32_t si, const Val **in) {
   const OpEntry *e = c->ops[si];
   if (!e || e->family != OF_REDUCE || c->fz[si].kind != FZ_NONE || c->f->stmts[si].nresults != 1) return false;
-  uint32_t xs = arg_slot(c, si, "x");
+  uint32_t xs = arg_slot(c, si, SHARED_x);
   if (xs == UINT32_MAX || c->vals[xs].st != ST_F32 || c->vals[c->base[si]].st != ST_F32) return false;
   const Val *a = &c->vals[xs], *o = &c->vals[c->base[si]];
   int64_t last[1] = {-1}, lastp[1] = {(int64_t)a->rank - 1}, one[1] = {1};
-  if (a->rank < 1 || !(const_ints_are(c, si, "axes", last, 1, false) || const_ints_are(c, si, "axes", lastp, 1, false)) ||
-      !const_ints_are(c, si, "keep_dims", one, 1, false) || o->rank != a->rank || a->dims[a->rank - 1] < 2)
+  if (a->rank < 1 || !(const_ints_are(c, si, SHARED_axes, last, 1, false) ||
+      const_ints_are(c, si, SHARED_axes, lastp, 1, false)) ||
+      !const_ints_are(c, si, SHARED_keep_dims, one, 1, false) || o->rank != a->rank || a->dims[a->rank - 1] < 2)
     return false;
   for (uint32_t i = 0; i + 1 < a->rank; i++)
     if (o->dims[i] != a->dims[i]) return false;

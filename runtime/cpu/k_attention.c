@@ -59,8 +59,10 @@ static void sdpa_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 bool bind_sdpa(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *q = req_arg(x, "query", &ok), *k = req_arg(x, "key", &ok), *v = req_arg(x, "value", &ok);
-  const Val *m = opt_arg(x, "attn_mask", &ok);
+  const Val *q = req_arg(x, MIL_ARG_SCALED_DOT_PRODUCT_ATTENTION_query, &ok);
+  const Val *k = req_arg(x, MIL_ARG_SCALED_DOT_PRODUCT_ATTENTION_key, &ok);
+  const Val *v = req_arg(x, MIL_ARG_SCALED_DOT_PRODUCT_ATTENTION_value, &ok);
+  const Val *m = opt_arg(x, MIL_ARG_SCALED_DOT_PRODUCT_ATTENTION_attn_mask, &ok);
   if (!ok) return false;
   if (q->st != ST_F32 || k->st != ST_F32 || v->st != ST_F32 || out->st != ST_F32)
     return op_fail(x, "query, key, value and the result must be fp16 or fp32");

@@ -91,17 +91,18 @@ static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 /* Reads and checks a unary op's operands into *jp (false: reported). */
 static bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, SHARED_x, &ok);
   UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = out};
-  if (code == U_LOG) j.eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
-  if (code == U_RSQRT) j.eps = scalar_arg(x, "epsilon", a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);
+  if (code == U_LOG) j.eps = scalar_arg(x, MIL_ARG_LOG_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
+  if (code == U_RSQRT) j.eps = scalar_arg(x, MIL_ARG_RSQRT_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);
   if (code == U_CLIP) {
-    j.lo = scalar_arg(x, "alpha", 0, &ok);
-    j.hi = scalar_arg(x, "beta", 0, &ok);
-    if (ok && (!find_arg(x->s, "alpha") || !find_arg(x->s, "beta"))) return op_fail(x, "needs both alpha and beta");
+    j.lo = scalar_arg(x, MIL_ARG_CLIP_alpha, 0, &ok);
+    j.hi = scalar_arg(x, MIL_ARG_CLIP_beta, 0, &ok);
+    if (ok && (!find_arg(x, MIL_ARG_CLIP_alpha) ||
+        !find_arg(x, MIL_ARG_CLIP_beta))) return op_fail(x, "needs both alpha and beta");
   }
   if (code == U_GELU) {
-    const char *m = string_arg(x, "mode", "EXACT", &ok);
+    const char *m = string_arg(x, MIL_ARG_GELU_mode, "EXACT", &ok);
     if (!ok) return false;
     if (!strcmp(m, "TANH_APPROXIMATION")) j.gelu = 1;
     else if (!strcmp(m, "SIGMOID_APPROXIMATION")) j.gelu = 2;
@@ -288,7 +289,7 @@ void bin_range(const BinJob *j, int64_t e0, int64_t e1, const float *pa, int64_t
  * (with *jp's o NULL) when the result is empty. */
 static bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
+  const Val *a = req_arg(x, SHARED_x, &ok), *b = req_arg(x, SHARED_y, &ok);
   if (!ok) return false;
   if (a->st == ST_STR || b->st == ST_STR) return op_fail(x, "operands must be tensors");
   if (is_compare(code) && out->dt != MIL_DT_BOOL)
@@ -343,7 +344,9 @@ typedef struct SelectJob {
 bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  SelectJob j = {.c = req_arg(x, "cond", &ok), .a = req_arg(x, "a", &ok), .b = req_arg(x, "b", &ok)};
+  SelectJob j = {.c = req_arg(x, MIL_ARG_SELECT_cond, &ok),
+                 .a = req_arg(x, MIL_ARG_SELECT_a, &ok),
+                 .b = req_arg(x, MIL_ARG_SELECT_b, &ok)};
   if (!ok) return false;
   if (!bcast_strides(x, j.c, out, j.sc) || !bcast_strides(x, j.a, out, j.sa) || !bcast_strides(x, j.b, out, j.sb))
     return false;
@@ -371,10 +374,10 @@ typedef struct CastJob {
 bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  const char *to = string_arg(x, "dtype", NULL, &ok);
+  const Val *a = req_arg(x, MIL_ARG_CAST_x, &ok);
+  const char *to = string_arg(x, MIL_ARG_CAST_dtype, NULL, &ok);
   if (!ok) return false;
-  if (!to) return op_fail(x, "missing argument 'dtype'");
+  if (!to) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_CAST_dtype));
   MilDType t = mil_dtype_from_name(to, strlen(to));
   if (t != out->dt) return op_fail(x, "casts to '%s' but the result is declared %s", to, mil_dtype_name(out->dt));
   if (!expect_shape(x, out, a->dims, a->rank)) return false;

@@ -88,7 +88,7 @@ bool bind_group(Ctx *x, uint32_t first, uint32_t end, GroupJob **bound) {
     uint32_t m = g->n++;
     g->kind[m] = e->family == OF_BINARY ? GM_BINARY : e->family == OF_UNARY ? GM_UNARY : GM_REDUCE;
     g->round[m] = c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16;
-    uint32_t xs = arg_slot(c, si, "x"), ys = g->kind[m] == GM_BINARY ? arg_slot(c, si, "y") : UINT32_MAX;
+    uint32_t xs = arg_slot(c, si, SHARED_x), ys = g->kind[m] == GM_BINARY ? arg_slot(c, si, SHARED_y) : UINT32_MAX;
     g->to[m] = c->slots[c->base[si]].tile;
     g->ta[m] = c->slots[xs].tile;
     g->tb[m] = ys == UINT32_MAX ? -1 : c->slots[ys].tile;
@@ -144,7 +144,7 @@ typedef struct FusedLinearBound {
 
 bool bind_fused_linear(Ctx *x, const Fused *f, void **bound) {
   bool ok = true;
-  const Val *w = req_arg(x, "weight", &ok);
+  const Val *w = req_arg(x, MIL_ARG_CONV_weight, &ok);
   if (!ok) return false;
   const Val *a = &x->vals[f->xs], *b = f->bs == UINT32_MAX ? NULL : &x->vals[f->bs];
   Val *y = &x->vals[f->ys];

@@ -126,8 +126,9 @@ static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n);
 bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *b = req_arg(x, "y", &ok);
-  bool tx = scalar_arg(x, "transpose_x", 0, &ok) != 0, ty = scalar_arg(x, "transpose_y", 0, &ok) != 0;
+  const Val *a = req_arg(x, MIL_ARG_MATMUL_x, &ok), *b = req_arg(x, MIL_ARG_MATMUL_y, &ok);
+  bool tx = scalar_arg(x, MIL_ARG_MATMUL_transpose_x, 0, &ok) != 0;
+  bool ty = scalar_arg(x, MIL_ARG_MATMUL_transpose_y, 0, &ok) != 0;
   if (!ok) return false;
   if (a->rank == 0 || b->rank == 0) return op_fail(x, "operands must have rank 1 or more");
   if ((tx && a->rank == 1) || (ty && b->rank == 1)) return op_fail(x, "a transpose flag is set on a rank-1 operand");
@@ -209,7 +210,9 @@ typedef struct LinearBound {
 bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
+  const Val *a = req_arg(x, MIL_ARG_LINEAR_x, &ok);
+  const Val *w = req_arg(x, MIL_ARG_LINEAR_weight, &ok);
+  const Val *b = opt_arg(x, MIL_ARG_LINEAR_bias, &ok);
   if (!ok) return false;
   if (a->rank < 1 || w->rank != 2 || w->dims[1] != a->dims[a->rank - 1])
     return op_fail(x, "weight must be [D_out, D_in] with D_in the last dimension of x");
@@ -300,7 +303,9 @@ typedef struct ConvBound {
 bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *w = req_arg(x, "weight", &ok), *b = opt_arg(x, "bias", &ok);
+  const Val *a = req_arg(x, MIL_ARG_CONV_x, &ok);
+  const Val *w = req_arg(x, MIL_ARG_CONV_weight, &ok);
+  const Val *b = opt_arg(x, MIL_ARG_CONV_bias, &ok);
   if (!ok) return false;
   if (a->rank < 3 || a->rank > 5 || w->rank != a->rank)
     return op_fail(x, "x and weight must both have rank 3, 4 or 5 (a 1-D, 2-D or 3-D convolution)");
@@ -308,13 +313,13 @@ bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   ConvJob j = {.a = a, .w = w, .b = b, .o = out, .D = {1, 1, 1}, .K = {1, 1, 1}, .st = {1, 1, 1}, .dl = {1, 1, 1}};
   int64_t tmp[6] = {0}, total[3] = {0, 0, 0};
   uint32_t n;
-  if (ints_arg(x, "strides", tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, MIL_ARG_CONV_strides, tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
   else if (ok && n) return op_fail(x, "strides needs %u entries", S);
-  if (ints_arg(x, "dilations", tmp, 3, &n, &ok) && n == S) memcpy(j.dl + lead, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, MIL_ARG_CONV_dilations, tmp, 3, &n, &ok) && n == S) memcpy(j.dl + lead, tmp, S * sizeof(int64_t));
   else if (ok && n) return op_fail(x, "dilations needs %u entries", S);
-  int64_t groups = to_index(scalar_arg(x, "groups", 1, &ok));
-  const char *pt = string_arg(x, "pad_type", "valid", &ok);
-  bool has_pad = ints_arg(x, "pad", tmp, 6, &n, &ok);
+  int64_t groups = to_index(scalar_arg(x, MIL_ARG_CONV_groups, 1, &ok));
+  const char *pt = string_arg(x, MIL_ARG_CONV_pad_type, "valid", &ok);
+  bool has_pad = ints_arg(x, MIL_ARG_CONV_pad, tmp, 6, &n, &ok);
   if (!ok) return false;
   int64_t N = a->dims[0], C = a->dims[1], O = w->dims[0], CG = w->dims[1];
   for (uint32_t i = 0; i < S; i++) j.D[lead + i] = a->dims[2 + i], j.K[lead + i] = w->dims[2 + i];

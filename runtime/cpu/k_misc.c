@@ -48,10 +48,10 @@ static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n);
 bool bind_argreduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  double axis_d = scalar_arg(x, "axis", -1, &ok);
-  bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
-  const char *odt = string_arg(x, "output_dtype", "int32", &ok);
+  const Val *a = req_arg(x, SHARED_x, &ok);
+  double axis_d = scalar_arg(x, SHARED_axis, -1, &ok);
+  bool keep = scalar_arg(x, SHARED_arg_keep_dims, 0, &ok) != 0;
+  const char *odt = string_arg(x, SHARED_arg_output_dtype, "int32", &ok);
   uint32_t ax = 0;
   if (!ok) return false;
   if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
@@ -127,12 +127,12 @@ static void topk_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 bool bind_topk(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  double kd = scalar_arg(x, "k", 1, &ok), axis_d = scalar_arg(x, "axis", -1, &ok);
-  bool asc = scalar_arg(x, "ascending", 0, &ok) != 0;
-  bool ret_ind = scalar_arg(x, "return_indices", 1, &ok) != 0;
-  (void)scalar_arg(x, "sort", 1, &ok);
-  const char *idt = string_arg(x, "output_indices_dtype", "int32", &ok);
+  const Val *a = req_arg(x, MIL_ARG_TOPK_x, &ok);
+  double kd = scalar_arg(x, MIL_ARG_TOPK_k, 1, &ok), axis_d = scalar_arg(x, MIL_ARG_TOPK_axis, -1, &ok);
+  bool asc = scalar_arg(x, MIL_ARG_TOPK_ascending, 0, &ok) != 0;
+  bool ret_ind = scalar_arg(x, MIL_ARG_TOPK_return_indices, 1, &ok) != 0;
+  (void)scalar_arg(x, MIL_ARG_TOPK_sort, 1, &ok);
+  const char *idt = string_arg(x, MIL_ARG_TOPK_output_indices_dtype, "int32", &ok);
   uint32_t ax = 0;
   if (!ok || !copy_from(x, a) || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   if (!ret_ind) return op_fail(x, "return_indices = false is not supported");
@@ -211,23 +211,24 @@ static void pool_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 bool bind_pool(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, SHARED_x, &ok);
   if (!ok) return false;
   if (a->st != ST_F32 || a->rank < 3 || a->rank > 5)
     return op_fail(x, "x must be an fp16 or fp32 tensor of rank 3, 4 or 5 (a 1-D, 2-D or 3-D pool)");
   uint32_t S = a->rank - 2, lead = 3 - S, n;
   PoolJob j = {.a = a, .o = out, .avg = code == 1, .D = {1, 1, 1}, .K = {1, 1, 1}, .st = {1, 1, 1}};
   int64_t tmp[6] = {0};
-  if (!ints_arg(x, "kernel_sizes", tmp, 3, &n, &ok) || n != S) return ok ? op_fail(x, "kernel_sizes needs %u entries", S) : false;
+  if (!ints_arg(x, SHARED_kernel_sizes, tmp, 3, &n, &ok) ||
+      n != S) return ok ? op_fail(x, "kernel_sizes needs %u entries", S) : false;
   memcpy(j.K + lead, tmp, S * sizeof(int64_t));
-  if (ints_arg(x, "strides", tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
+  if (ints_arg(x, SHARED_strides, tmp, 3, &n, &ok) && n == S) memcpy(j.st + lead, tmp, S * sizeof(int64_t));
   else if (ok && n) return op_fail(x, "strides needs %u entries", S);
-  const char *pt = string_arg(x, "pad_type", NULL, &ok);
-  bool has_pad = ints_arg(x, "pad", tmp, 6, &n, &ok);
-  bool ceil_mode = scalar_arg(x, "ceil_mode", 0, &ok) != 0;
-  j.exclude = scalar_arg(x, "exclude_padding_from_average", 0, &ok) != 0;
+  const char *pt = string_arg(x, SHARED_pad_type, NULL, &ok);
+  bool has_pad = ints_arg(x, SHARED_pad, tmp, 6, &n, &ok);
+  bool ceil_mode = scalar_arg(x, SHARED_ceil_mode, 0, &ok) != 0;
+  j.exclude = scalar_arg(x, MIL_ARG_AVG_POOL_exclude_padding_from_average, 0, &ok) != 0;
   if (!ok) return false;
-  if (!pt) return op_fail(x, "missing argument 'pad_type'");
+  if (!pt) return op_fail(x, "missing argument '%s'", mil_arg_name(SHARED_pad_type));
   bool custom = !strcmp(pt, "custom"), same = !strcmp(pt, "same"), lower = !strcmp(pt, "same_lower");
   if (!custom && !same && !lower && strcmp(pt, "valid")) return op_fail(x, "unknown pad_type '%s'", pt);
   if (custom && (!has_pad || n != 2 * S)) return op_fail(x, "pad_type custom needs pad with %u entries", 2 * S);
@@ -277,7 +278,8 @@ bool k_pool(Ctx *x, int code, Val *out, uint32_t nout) {
 
 /* A per-axis parameter (scale or zero_point): a scalar, or a vector of the
  * elements of x's dimension `axis` (which must then be given). */
-static bool qparam(Ctx *x, const char *name, const Val *p, const Val *a, bool has_axis, uint32_t axis) {
+static bool qparam(Ctx *x, MilArgId id, const Val *p, const Val *a, bool has_axis, uint32_t axis) {
+  const char *name = mil_arg_name(id);
   if (p->st == ST_STR) return op_fail(x, "argument '%s' must be a tensor", name);
   if (p->rank == 0 || (p->rank == 1 && p->n == 1 && !has_axis)) return true;
   if (!has_axis) return op_fail(x, "%s must be a scalar when axis is not given", name);
@@ -302,16 +304,19 @@ typedef struct QuantJob {
 bool bind_quant(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
   bool ok = true, de = code == 1;
-  const Val *a = req_arg(x, "input", &ok), *sc = req_arg(x, "scale", &ok), *zp = opt_arg(x, "zero_point", &ok);
-  double axis_d = scalar_arg(x, "axis", 0, &ok);
-  bool has_axis = find_arg(x->s, "axis") != NULL;
-  const char *odt = de ? NULL : string_arg(x, "output_dtype", NULL, &ok);
+  const Val *a = req_arg(x, SHARED_input, &ok);
+  const Val *sc = req_arg(x, SHARED_scale, &ok);
+  const Val *zp = opt_arg(x, SHARED_zero_point, &ok);
+  double axis_d = scalar_arg(x, SHARED_quant_axis, 0, &ok);
+  bool has_axis = find_arg(x, SHARED_quant_axis) != NULL;
+  const char *odt = de ? NULL : string_arg(x, MIL_ARG_QUANTIZE_output_dtype, NULL, &ok);
   if (!ok) return false;
-  if (!de && !odt) return op_fail(x, "missing argument 'output_dtype'");
+  if (!de && !odt) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_QUANTIZE_output_dtype));
   if (a->st == ST_STR) return op_fail(x, "argument 'input' must be a tensor");
   uint32_t axis = 0;
   if (has_axis && !norm_axis(x, to_index(axis_d), a->rank, &axis)) return false;
-  if (!qparam(x, "scale", sc, a, has_axis, axis) || (zp && !qparam(x, "zero_point", zp, a, has_axis, axis))) return false;
+  if (!qparam(x, SHARED_scale, sc, a, has_axis, axis) ||
+      (zp && !qparam(x, SHARED_zero_point, zp, a, has_axis, axis))) return false;
   MilDType q = de ? a->dt : mil_dtype_from_name(odt, strlen(odt));
   if (q != MIL_DT_INT8 && q != MIL_DT_UINT8)
     return op_fail(x, de ? "input must be int8 or uint8, not %s" : "output_dtype must be int8 or uint8, not '%s'",
@@ -401,15 +406,15 @@ static void lstm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-static bool act_arg(Ctx *x, const char *name, const char *dflt, int *out) {
+static bool act_arg(Ctx *x, MilArgId id, const char *dflt, int *out) {
   bool ok = true;
-  const char *s = string_arg(x, name, dflt, &ok);
+  const char *s = string_arg(x, id, dflt, &ok);
   if (!ok) return false;
   if (!strcmp(s, "sigmoid")) *out = ACT_SIGMOID;
   else if (!strcmp(s, "tanh")) *out = ACT_TANH;
   else if (!strcmp(s, "relu")) *out = ACT_RELU;
   else if (!strcmp(s, "linear")) *out = ACT_LINEAR;
-  else return op_fail(x, "%s '%s' is not supported (sigmoid, tanh, relu or linear)", name, s);
+  else return op_fail(x, "%s '%s' is not supported (sigmoid, tanh, relu or linear)", mil_arg_name(id), s);
   return true;
 }
 
@@ -431,18 +436,21 @@ typedef struct LstmBound {
 bool bind_lstm(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
-  const Val *xs = req_arg(x, "x", &ok), *h0 = req_arg(x, "initial_h", &ok), *c0 = req_arg(x, "initial_c", &ok);
-  const Val *wih = req_arg(x, "weight_ih", &ok), *whh = req_arg(x, "weight_hh", &ok);
-  const Val *b = opt_arg(x, "bias", &ok), *peep = opt_arg(x, "peephole", &ok);
-  const char *dir = string_arg(x, "direction", "forward", &ok);
-  bool seq = scalar_arg(x, "output_sequence", 0, &ok) != 0;
+  const Val *xs = req_arg(x, MIL_ARG_LSTM_x, &ok);
+  const Val *h0 = req_arg(x, MIL_ARG_LSTM_initial_h, &ok);
+  const Val *c0 = req_arg(x, MIL_ARG_LSTM_initial_c, &ok);
+  const Val *wih = req_arg(x, MIL_ARG_LSTM_weight_ih, &ok), *whh = req_arg(x, MIL_ARG_LSTM_weight_hh, &ok);
+  const Val *b = opt_arg(x, MIL_ARG_LSTM_bias, &ok), *peep = opt_arg(x, MIL_ARG_LSTM_peephole, &ok);
+  const char *dir = string_arg(x, MIL_ARG_LSTM_direction, "forward", &ok);
+  bool seq = scalar_arg(x, MIL_ARG_LSTM_output_sequence, 0, &ok) != 0;
   LstmJob j = {.x = xs, .wih = wih, .whh = whh, .b = b, .peep = peep};
-  if (!ok || !act_arg(x, "recurrent_activation", "sigmoid", &j.ra) || !act_arg(x, "cell_activation", "tanh", &j.ca) ||
-      !act_arg(x, "activation", "tanh", &j.ha))
+  if (!ok || !act_arg(x, MIL_ARG_LSTM_recurrent_activation, "sigmoid", &j.ra) ||
+      !act_arg(x, MIL_ARG_LSTM_cell_activation, "tanh", &j.ca) ||
+      !act_arg(x, MIL_ARG_LSTM_activation, "tanh", &j.ha))
     return false;
   if (strcmp(dir, "forward"))
     return op_fail(x, "direction '%s' is not supported yet (only forward)", dir);
-  if (find_arg(x->s, "clip")) return op_fail(x, "clip is not supported yet");
+  if (find_arg(x, MIL_ARG_LSTM_clip)) return op_fail(x, "clip is not supported yet");
   if (nout != 3) return op_fail(x, "must have three results (the output, h and c)");
   const Val *all[7] = {xs, h0, c0, wih, whh, b, peep};
   for (int k = 0; k < 7; k++)

@@ -92,8 +92,8 @@ static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  double axis_d = scalar_arg(x, "axis", -1, &ok);
+  const Val *a = req_arg(x, MIL_ARG_SOFTMAX_x, &ok);
+  double axis_d = scalar_arg(x, MIL_ARG_SOFTMAX_axis, -1, &ok);
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
   SoftJob j = {.avx2 = cpu_features()->avx2, .a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
@@ -114,7 +114,7 @@ bool k_softmax(Ctx *x, int code, Val *out, uint32_t nout) {
 static bool axes_mask(Ctx *x, const Val *a, bool *mask, bool *ok) {
   int64_t axes[MIL_MAX_RANK];
   uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, ok);
+  bool given = ints_arg(x, SHARED_axes, axes, MIL_MAX_RANK, &n, ok);
   if (!*ok) return false;
   for (uint32_t i = 0; i < a->rank; i++) mask[i] = !given;
   for (uint32_t i = 0; i < n; i++) {
@@ -189,8 +189,8 @@ void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
 /* Reads and checks a reduction; *jp's o is NULL unless it reduces trailing dims. */
 static bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
   bool ok = true, mask[MIL_MAX_RANK];
-  const Val *a = req_arg(x, "x", &ok);
-  bool keep = scalar_arg(x, "keep_dims", 0, &ok) != 0;
+  const Val *a = req_arg(x, SHARED_x, &ok);
+  bool keep = scalar_arg(x, SHARED_keep_dims, 0, &ok) != 0;
   if (!ok || !axes_mask(x, a, mask, &ok)) return false;
   int64_t dims[MIL_MAX_RANK] = {0}, count = 1;
   uint32_t rank = 0;
@@ -305,12 +305,14 @@ static void norm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 bool bind_layer_norm(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *g = opt_arg(x, "gamma", &ok), *b = opt_arg(x, "beta", &ok);
+  const Val *a = req_arg(x, MIL_ARG_LAYER_NORM_x, &ok);
+  const Val *g = opt_arg(x, MIL_ARG_LAYER_NORM_gamma, &ok);
+  const Val *b = opt_arg(x, MIL_ARG_LAYER_NORM_beta, &ok);
   NormJob j = {.a = a, .g = g, .b = b, .o = out};
-  j.eps = scalar_arg(x, "epsilon", 1e-5, &ok);
+  j.eps = scalar_arg(x, MIL_ARG_LAYER_NORM_epsilon, 1e-5, &ok);
   int64_t axes[MIL_MAX_RANK];
   uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  bool given = ints_arg(x, MIL_ARG_LAYER_NORM_axes, axes, MIL_MAX_RANK, &n, &ok);
   if (!ok || !expect_shape(x, out, a->dims, a->rank)) return false;
   uint32_t ax[MIL_MAX_RANK], outer[MIL_MAX_RANK];
   bool in_axes[MIL_MAX_RANK] = {false};

@@ -53,7 +53,7 @@ typedef struct OneJob {
 bool bind_copy(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, SHARED_x, &ok);
   if (!ok) return false;
   if (a->n != out->n) return op_fail(x, "reshapes %lld elements into %lld", (long long)a->n, (long long)out->n);
   OneJob j = {a};
@@ -122,10 +122,10 @@ typedef struct TransposeBound {
 bool bind_transpose(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, MIL_ARG_TRANSPOSE_x, &ok);
   int64_t perm[MIL_MAX_RANK];
   uint32_t n;
-  ints_arg(x, "perm", perm, MIL_MAX_RANK, &n, &ok);
+  ints_arg(x, MIL_ARG_TRANSPOSE_perm, perm, MIL_MAX_RANK, &n, &ok);
   if (!ok) return false;
   if (n != a->rank) return op_fail(x, "perm has %u entries for rank %u", n, a->rank);
   int64_t st_[MIL_MAX_RANK], dims[MIL_MAX_RANK];
@@ -204,8 +204,8 @@ static bool slice_geometry(Ctx *x, SliceJob *j, const Val *out) {
   const Val *a = j->a;
   int64_t beg[MIL_MAX_RANK], end[MIL_MAX_RANK];
   uint32_t nb, ne;
-  ints_of(x, "begin", j->begin, beg, MIL_MAX_RANK, &nb, &ok);
-  ints_of(x, "end", j->end, end, MIL_MAX_RANK, &ne, &ok);
+  ints_of(x, MIL_ARG_SLICE_BY_INDEX_begin, j->begin, beg, MIL_MAX_RANK, &nb, &ok);
+  ints_of(x, MIL_ARG_SLICE_BY_INDEX_end, j->end, end, MIL_MAX_RANK, &ne, &ok);
   if (!ok) return false;
   uint32_t r = a->rank;
   if (nb != r || ne != r || (j->has_stride && j->ns != r) || (j->has_bm && j->nbm != r) || (j->has_em && j->nem != r) ||
@@ -247,14 +247,15 @@ static bool slice_geometry(Ctx *x, SliceJob *j, const Val *out) {
 bool bind_slice(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  SliceJob j = {.a = req_arg(x, "x", &ok)};
-  if (!find_arg(x->s, "begin") || !find_arg(x->s, "end")) return op_fail(x, "needs begin and end");
-  j.begin = opt_arg(x, "begin", &ok);
-  j.end = opt_arg(x, "end", &ok);
-  j.has_stride = ints_arg(x, "stride", j.str, MIL_MAX_RANK, &j.ns, &ok);
-  j.has_bm = ints_arg(x, "begin_mask", j.bm, MIL_MAX_RANK, &j.nbm, &ok);
-  j.has_em = ints_arg(x, "end_mask", j.em, MIL_MAX_RANK, &j.nem, &ok);
-  j.has_sm = ints_arg(x, "squeeze_mask", j.sm, MIL_MAX_RANK, &j.nsm, &ok);
+  SliceJob j = {.a = req_arg(x, MIL_ARG_SLICE_BY_INDEX_x, &ok)};
+  if (!find_arg(x, MIL_ARG_SLICE_BY_INDEX_begin) ||
+      !find_arg(x, MIL_ARG_SLICE_BY_INDEX_end)) return op_fail(x, "needs begin and end");
+  j.begin = opt_arg(x, MIL_ARG_SLICE_BY_INDEX_begin, &ok);
+  j.end = opt_arg(x, MIL_ARG_SLICE_BY_INDEX_end, &ok);
+  j.has_stride = ints_arg(x, MIL_ARG_SLICE_BY_INDEX_stride, j.str, MIL_MAX_RANK, &j.ns, &ok);
+  j.has_bm = ints_arg(x, MIL_ARG_SLICE_BY_INDEX_begin_mask, j.bm, MIL_MAX_RANK, &j.nbm, &ok);
+  j.has_em = ints_arg(x, MIL_ARG_SLICE_BY_INDEX_end_mask, j.em, MIL_MAX_RANK, &j.nem, &ok);
+  j.has_sm = ints_arg(x, MIL_ARG_SLICE_BY_INDEX_squeeze_mask, j.sm, MIL_MAX_RANK, &j.nsm, &ok);
   if (!ok) return false;
   bool consts = true;
   j.begin = const_or_run(x, j.begin, &consts);
@@ -300,8 +301,8 @@ static bool slice_size_geometry(Ctx *x, SliceSizeJob *j, const Val *out) {
   const Val *a = j->a;
   int64_t beg[MIL_MAX_RANK], size[MIL_MAX_RANK];
   uint32_t nb, ns;
-  ints_of(x, "begin", j->begin, beg, MIL_MAX_RANK, &nb, &ok);
-  ints_of(x, "size", j->size, size, MIL_MAX_RANK, &ns, &ok);
+  ints_of(x, MIL_ARG_SLICE_BY_SIZE_begin, j->begin, beg, MIL_MAX_RANK, &nb, &ok);
+  ints_of(x, MIL_ARG_SLICE_BY_SIZE_size, j->size, size, MIL_MAX_RANK, &ns, &ok);
   if (!ok) return false;
   if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
   uint32_t r = a->rank;
@@ -328,10 +329,11 @@ static bool slice_size_geometry(Ctx *x, SliceSizeJob *j, const Val *out) {
 bool bind_slice_size(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  SliceSizeJob j = {.a = req_arg(x, "x", &ok)};
-  if (ok && (!find_arg(x->s, "begin") || !find_arg(x->s, "size"))) return op_fail(x, "needs begin and size");
-  j.begin = opt_arg(x, "begin", &ok);
-  j.size = opt_arg(x, "size", &ok);
+  SliceSizeJob j = {.a = req_arg(x, MIL_ARG_SLICE_BY_SIZE_x, &ok)};
+  if (ok && (!find_arg(x, MIL_ARG_SLICE_BY_SIZE_begin) ||
+      !find_arg(x, MIL_ARG_SLICE_BY_SIZE_size))) return op_fail(x, "needs begin and size");
+  j.begin = opt_arg(x, MIL_ARG_SLICE_BY_SIZE_begin, &ok);
+  j.size = opt_arg(x, MIL_ARG_SLICE_BY_SIZE_size, &ok);
   if (!ok) return false;
   bool consts = true;
   j.begin = const_or_run(x, j.begin, &consts);
@@ -387,15 +389,15 @@ typedef struct SplitBound {
 bool bind_split(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
-  double axis_d = scalar_arg(x, "axis", 0, &ok);
-  if (!find_arg(x->s, "axis")) return op_fail(x, "missing argument 'axis'");
+  const Val *a = req_arg(x, MIL_ARG_SPLIT_x, &ok);
+  double axis_d = scalar_arg(x, MIL_ARG_SPLIT_axis, 0, &ok);
+  if (!find_arg(x, MIL_ARG_SPLIT_axis)) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_SPLIT_axis));
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   int64_t sizes_buf[64];
   uint32_t ns;
-  bool has_sizes = ints_arg(x, "split_sizes", sizes_buf, 64, &ns, &ok);
-  double num = scalar_arg(x, "num_splits", 0, &ok);
+  bool has_sizes = ints_arg(x, MIL_ARG_SPLIT_split_sizes, sizes_buf, 64, &ns, &ok);
+  double num = scalar_arg(x, MIL_ARG_SPLIT_num_splits, 0, &ok);
   if (!ok) return false;
   if (!has_sizes) {
     if (num != nout || nout > 64 || a->dims[ax] % nout) return op_fail(x, "cannot split dimension %u evenly %u ways", ax, nout);
@@ -450,11 +452,11 @@ static JoinBound *join_values(Ctx *x, const MilArg *va) {
 bool bind_concat(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const MilArg *va = find_arg(x->s, "values");
-  if (!va || va->nitems == 0) return op_fail(x, "missing argument 'values'");
-  double axis_d = scalar_arg(x, "axis", 0, &ok);
-  bool inter = scalar_arg(x, "interleave", 0, &ok) != 0;
-  if (!find_arg(x->s, "axis")) return op_fail(x, "missing argument 'axis'");
+  const MilArg *va = find_arg(x, MIL_ARG_CONCAT_values);
+  if (!va || va->nitems == 0) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_CONCAT_values));
+  double axis_d = scalar_arg(x, MIL_ARG_CONCAT_axis, 0, &ok);
+  bool inter = scalar_arg(x, MIL_ARG_CONCAT_interleave, 0, &ok) != 0;
+  if (!find_arg(x, MIL_ARG_CONCAT_axis)) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_CONCAT_axis));
   if (!ok) return false;
   uint32_t nv = va->nitems;
   const Val *v0 = arg_item(x, va, 0);
@@ -511,8 +513,8 @@ typedef struct GatherJob {
 bool bind_gather(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
-  double axis_d = scalar_arg(x, "axis", 0, &ok), bd = scalar_arg(x, "batch_dims", 0, &ok);
+  const Val *a = req_arg(x, MIL_ARG_GATHER_x, &ok), *ind = req_arg(x, MIL_ARG_GATHER_indices, &ok);
+  double axis_d = scalar_arg(x, MIL_ARG_GATHER_axis, 0, &ok), bd = scalar_arg(x, MIL_ARG_GATHER_batch_dims, 0, &ok);
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   if (bd != 0) return op_fail(x, "batch_dims other than 0 are not supported yet");
@@ -553,10 +555,10 @@ bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
 bool bind_stack(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const MilArg *va = find_arg(x->s, "values");
-  if (!va || va->nitems == 0) return op_fail(x, "missing argument 'values'");
-  if (!find_arg(x->s, "axis")) return op_fail(x, "missing argument 'axis'");
-  double axis_d = scalar_arg(x, "axis", 0, &ok);
+  const MilArg *va = find_arg(x, MIL_ARG_STACK_values);
+  if (!va || va->nitems == 0) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_STACK_values));
+  if (!find_arg(x, MIL_ARG_STACK_axis)) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_STACK_axis));
+  double axis_d = scalar_arg(x, MIL_ARG_STACK_axis, 0, &ok);
   if (!ok) return false;
   const Val *v0 = arg_item(x, va, 0);
   uint32_t nv = va->nitems, ax = 0;
@@ -594,8 +596,9 @@ bool k_stack(Ctx *x, int code, Val *out, uint32_t nout) {
 bool bind_gather_axis(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok), *ind = req_arg(x, "indices", &ok);
-  double axis_d = scalar_arg(x, "axis", 0, &ok);
+  const Val *a = req_arg(x, MIL_ARG_GATHER_ALONG_AXIS_x, &ok);
+  const Val *ind = req_arg(x, MIL_ARG_GATHER_ALONG_AXIS_indices, &ok);
+  double axis_d = scalar_arg(x, MIL_ARG_GATHER_ALONG_AXIS_axis, 0, &ok);
   uint32_t ax = 0;
   if (!ok || !copy_from(x, a) || !norm_axis(x, to_index(axis_d), a->rank, &ax)) return false;
   if (ind->st != ST_I32 || ind->dt == MIL_DT_BOOL) return op_fail(x, "indices must be integers");

@@ -31,12 +31,12 @@ bool copy_from(Ctx *x, const Val *a) {
 bool bind_expand_dims(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, MIL_ARG_EXPAND_DIMS_x, &ok);
   int64_t axes[MIL_MAX_RANK];
   uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  bool given = ints_arg(x, MIL_ARG_EXPAND_DIMS_axes, axes, MIL_MAX_RANK, &n, &ok);
   if (!ok) return false;
-  if (!given || n == 0) return op_fail(x, "missing argument 'axes'");
+  if (!given || n == 0) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_EXPAND_DIMS_axes));
   if (!copy_from(x, a)) return false;
   uint32_t rank = a->rank + n;
   if (rank > MIL_MAX_RANK) return op_fail(x, "the result has too many dimensions");
@@ -68,10 +68,10 @@ bool k_copy_elements(Ctx *x, int code, Val *out, uint32_t nout) {
 bool bind_squeeze(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, MIL_ARG_SQUEEZE_x, &ok);
   int64_t axes[MIL_MAX_RANK];
   uint32_t n;
-  bool given = ints_arg(x, "axes", axes, MIL_MAX_RANK, &n, &ok);
+  bool given = ints_arg(x, MIL_ARG_SQUEEZE_axes, axes, MIL_MAX_RANK, &n, &ok);
   if (!ok || !copy_from(x, a)) return false;
   bool drop[MIL_MAX_RANK] = {false};
   for (uint32_t i = 0; i < a->rank; i++) drop[i] = !given && a->dims[i] == 1;
@@ -103,7 +103,7 @@ static bool tile_geometry(Ctx *x, TileJob *j, const Val *out) {
   const Val *a = j->a;
   int64_t reps[MIL_MAX_RANK];
   uint32_t n;
-  ints_of(x, "reps", j->reps, reps, MIL_MAX_RANK, &n, &ok);
+  ints_of(x, MIL_ARG_TILE_reps, j->reps, reps, MIL_MAX_RANK, &n, &ok);
   if (!ok) return false;
   if (n != a->rank) return op_fail(x, "reps has %u entries for rank %u", n, a->rank);
   for (uint32_t i = 0; i < n; i++) {
@@ -118,10 +118,10 @@ static bool tile_geometry(Ctx *x, TileJob *j, const Val *out) {
 bool bind_tile(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  TileJob j = {.a = req_arg(x, "x", &ok)};
-  j.reps = opt_arg(x, "reps", &ok);
+  TileJob j = {.a = req_arg(x, MIL_ARG_TILE_x, &ok)};
+  j.reps = opt_arg(x, MIL_ARG_TILE_reps, &ok);
   if (!ok) return false;
-  if (!j.reps) return op_fail(x, "missing argument 'reps'");
+  if (!j.reps) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_TILE_reps));
   if (!copy_from(x, j.a)) return false;
   bool consts = true;
   j.reps = const_or_run(x, j.reps, &consts);
@@ -179,7 +179,7 @@ static bool pad_geometry(Ctx *x, PadJob *j, const Val *out) {
   const Val *a = j->a;
   int64_t pads[2 * MIL_MAX_RANK];
   uint32_t n;
-  ints_of(x, "pad", j->pad, pads, 2 * MIL_MAX_RANK, &n, &ok);
+  ints_of(x, MIL_ARG_PAD_pad, j->pad, pads, 2 * MIL_MAX_RANK, &n, &ok);
   if (!ok) return false;
   if (n % 2 || n / 2 > a->rank) return op_fail(x, "pad needs an even number of entries, at most %u", 2 * a->rank);
   uint32_t first = a->rank - n / 2;
@@ -202,12 +202,12 @@ static bool pad_geometry(Ctx *x, PadJob *j, const Val *out) {
 bool bind_pad(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  PadJob j = {.a = req_arg(x, "x", &ok)};
-  j.pad = opt_arg(x, "pad", &ok);
-  const char *ms = string_arg(x, "mode", "constant", &ok);
-  j.cval = scalar_arg(x, "constant_val", 0, &ok);
+  PadJob j = {.a = req_arg(x, MIL_ARG_PAD_x, &ok)};
+  j.pad = opt_arg(x, MIL_ARG_PAD_pad, &ok);
+  const char *ms = string_arg(x, MIL_ARG_PAD_mode, "constant", &ok);
+  j.cval = scalar_arg(x, MIL_ARG_PAD_constant_val, 0, &ok);
   if (!ok) return false;
-  if (!j.pad) return op_fail(x, "missing argument 'pad'");
+  if (!j.pad) return op_fail(x, "missing argument '%s'", mil_arg_name(MIL_ARG_PAD_pad));
   if (!copy_from(x, j.a)) return false;
   j.mode = !strcmp(ms, "constant") ? PAD_CONSTANT : !strcmp(ms, "reflect") ? PAD_REFLECT
            : !strcmp(ms, "replicate") ? PAD_REPLICATE : -1;
@@ -250,7 +250,7 @@ bool k_pad(Ctx *x, int code, Val *out, uint32_t nout) {
 bool bind_shape(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  const Val *a = req_arg(x, "x", &ok);
+  const Val *a = req_arg(x, MIL_ARG_SHAPE_x, &ok);
   if (!ok) return false;
   if (a->st == ST_STR) return op_fail(x, "argument 'x' must be a tensor");
   if (out->dt != MIL_DT_INT32) return op_fail(x, "returns int32, but the result is declared %s", mil_dtype_name(out->dt));
@@ -280,9 +280,9 @@ typedef struct RangeJob {
 } RangeJob;
 
 /* The scalar v (argument `name`). */
-static double scalar_of(Ctx *x, const char *name, const Val *v, bool *ok) {
+static double scalar_of(Ctx *x, MilArgId id, const Val *v, bool *ok) {
   if (v->st == ST_STR || v->n != 1) {
-    *ok = op_fail(x, "argument '%s' must be a scalar", name);
+    *ok = op_fail(x, "argument '%s' must be a scalar", mil_arg_name(id));
     return 0;
   }
   return ld(v, 0);
@@ -290,7 +290,8 @@ static double scalar_of(Ctx *x, const char *name, const Val *v, bool *ok) {
 
 static bool range_geometry(Ctx *x, RangeJob *j, const Val *out) {
   bool ok = true;
-  double s0 = scalar_of(x, "start", j->start, &ok), e = scalar_of(x, "end", j->end, &ok), sp = scalar_of(x, "step", j->step, &ok);
+  double s0 = scalar_of(x, MIL_ARG_RANGE_1D_start, j->start, &ok), e = scalar_of(x, MIL_ARG_RANGE_1D_end, j->end, &ok),
+         sp = scalar_of(x, MIL_ARG_RANGE_1D_step, j->step, &ok);
   if (!ok) return false;
   if (!(sp != 0) || !isfinite(s0) || !isfinite(e) || !isfinite(sp))
     return op_fail(x, "start, end and step must be finite and step not 0");
@@ -304,9 +305,11 @@ static bool range_geometry(Ctx *x, RangeJob *j, const Val *out) {
 bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)code, (void)nout;
   bool ok = true;
-  if (!find_arg(x->s, "start") || !find_arg(x->s, "end") || !find_arg(x->s, "step"))
+  if (!find_arg(x, MIL_ARG_RANGE_1D_start) || !find_arg(x, MIL_ARG_RANGE_1D_end) || !find_arg(x, MIL_ARG_RANGE_1D_step))
     return op_fail(x, "needs start, end and step");
-  RangeJob j = {.start = opt_arg(x, "start", &ok), .end = opt_arg(x, "end", &ok), .step = opt_arg(x, "step", &ok)};
+  RangeJob j = {.start = opt_arg(x, MIL_ARG_RANGE_1D_start, &ok),
+                .end = opt_arg(x, MIL_ARG_RANGE_1D_end, &ok),
+                .step = opt_arg(x, MIL_ARG_RANGE_1D_step, &ok)};
   if (!ok) return false;
   bool consts = true;
   j.start = const_or_run(x, j.start, &consts);

@@ -100,11 +100,12 @@ void choose_fp16_weights(CpuProgram *c) {
     const MilStmt *s = &f->stmts[si];
     if (!c->ops[si]) continue;
     bool wop = c->ops[si]->family == OF_LINEAR || c->ops[si]->family == OF_CONV;
+    const MilArg *weight = wop ? stmt_arg(c, si, SHARED_weight) : NULL;
     for (uint32_t k = 0; k < s->nargs; k++)
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
         if (c->ops[si]->family == OF_VIEW) use[slot] |= use[c->base[si]];
-        else use[slot] |= wop && !strcmp(s->args[k].name, "weight") ? 1 : 2;
+        else use[slot] |= &s->args[k] == weight ? 1 : 2;
       }
   }
   for (uint32_t s = 0; s < c->nslots; s++) {

@@ -137,7 +137,8 @@ bool cpu_supports(const OrionProgram *p, uint32_t fn, Diag *d) {
   }
   for (uint32_t i = 0; i < f->nstmts; i++) {
     const MilStmt *s = &f->stmts[i];
-    if (!strcmp(s->op, "const") || (!strncmp(s->op, "constexpr_", 10) && find_cx(s->op)) || find_op(s->op)) continue;
+    const MilOpInfo *op = mil_op_find(s->op);
+    if (op && (op->id == MIL_OP_CONST || find_cx(op->id) || cpu_op(op->id))) continue;
     diag_error(d, s->op_loc, "op '%s' is not supported by the CPU backend", s->op);
     ok = false;
   }
@@ -196,6 +197,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     }
   }
   c->argbase[f->nstmts] = nargs;
+  arg_map(c);
   c->argstart = xcalloc(nargs + 1, sizeof *c->argstart);
   c->opslot = xcalloc(nitems + 1, sizeof *c->opslot);
   uint32_t lit = c->nslots;
@@ -211,14 +213,14 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
   uint32_t a = 0, it = 0;
   for (uint32_t i = 0; i < f->nstmts; i++) {
     const MilStmt *s = &f->stmts[i];
-    bool is_const = !strcmp(s->op, "const");
-    const OpEntry *e = is_const ? NULL : find_op(s->op);
+    bool is_const = c->mil[i] && c->mil[i]->id == MIL_OP_CONST;
+    const OpEntry *e = c->mil[i] ? cpu_op(c->mil[i]->id) : NULL;
     bool types_ok = true;
     for (uint32_t k = 0; types_ok && k < s->nresults; k++) {
       /* quantize, cast and topk's indices may be int8/uint8/int16/uint16 (held as int32, like the small integer
        * consts; each op checks the declared dtype) */
       MilDType rdt = s->results[k].type.dtype;
-      bool small_int = e && (e->op == OP_QUANTIZE || e->op == OP_CAST || e->op == OP_TOPK) &&
+      bool small_int = e && (e->op == MIL_OP_QUANTIZE || e->op == MIL_OP_CAST || e->op == MIL_OP_TOPK) &&
                        (rdt == MIL_DT_INT8 || rdt == MIL_DT_UINT8 || rdt == MIL_DT_INT16 || rdt == MIL_DT_UINT16);
       types_ok = check_type(d, &s->results[k].type, s->results[k].loc, "value", s->results[k].name, is_const || small_int);
       if (types_ok) val_shape(&c->vals[c->base[i] + k], &s->results[k].type);
@@ -250,7 +252,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       ok = ok && types_ok && prepare_const(c, i, d);
       continue;
     }
-    if (!strncmp(s->op, "constexpr_", 10) && find_cx(s->op)) {
+    if (c->mil[i] && find_cx(c->mil[i]->id)) {
       c->slots[c->base[i]].kind = SK_CONST; /* evaluated once the consts are read */
       ok = ok && types_ok;
       continue;
@@ -262,7 +264,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     }
     ok = ok && types_ok;
     /* reshape and identity of a named value of the same dtype are views. */
-    const MilArg *xa = find_arg(s, "x");
+    const MilArg *xa = stmt_arg(c, i, SHARED_x);
     if (types_ok && e->family == OF_RESHAPE && s->nresults == 1 && xa &&
         !xa->is_list && xa->nitems == 1 && xa->items[0].kind == MIL_OPERAND_NAME) {
       uint32_t src = c->opslot[c->argstart[a - s->nargs + (uint32_t)(xa - s->args)]];
@@ -322,7 +324,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
   }
   /* sdpa keeps one row of scores per thread, as doubles in the scratch. */
   for (uint32_t si = 0; si < f->nstmts; si++) {
-    const MilArg *ka = find_arg(&f->stmts[si], "key");
+    const MilArg *ka = stmt_arg(c, si, MIL_ARG_SCALED_DOT_PRODUCT_ATTENTION_key);
     if (c->ops[si] && c->ops[si]->family == OF_ATTENTION && ka && ka->nitems == 1) {
       const Val *k = &c->vals[c->opslot[c->argstart[c->argbase[si] + (uint32_t)(ka - f->stmts[si].args)]]];
       int64_t need = k->rank >= 2 ? 2 * k->dims[k->rank - 2] : 0;
@@ -393,6 +395,9 @@ void cpu_free(CpuProgram *c) {
   free(c->base);
   free(c->ops);
   free(c->argbase);
+  free(c->mil);
+  free(c->argposbase);
+  free(c->argpos);
   free(c->argstart);
   free(c->opslot);
   free(c->in_param);
