@@ -194,8 +194,7 @@ bool compile_cache_fetch(const char *dir, const char *key, const char *path, con
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.tmp-XXXXXX", path);
     const char *err = NULL;
-    bool made = mkdtemp(tmp) != NULL;
-    if (made && temp_dir && temp_dir->fn) temp_dir->fn(temp_dir->ctx, tmp);
+    bool made = temp_dir_make(temp_dir, tmp);
     if (made && copy_package(entry, tmp) && package_install(tmp, path, exists, &err)) {
       ok = true;
       utimensat(AT_FDCWD, entry, NULL, 0); /* recently used */

@@ -429,6 +429,15 @@ bool package_install(const char *tmp, const char *path, bool exists, const char 
   return true;
 }
 
+bool temp_dir_make(const TempDirHook *h, char *tmpl) {
+  if (h && h->begin) h->begin(h->ctx);
+  bool made = mkdtemp(tmpl) != NULL;
+  int saved = errno;
+  if (h && h->fn && (made || h->begin)) h->fn(h->ctx, made ? tmpl : NULL);
+  errno = saved;
+  return made;
+}
+
 bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Diag *d) {
   bool exists;
   if (!package_check_target(path, &exists, d)) return false;
@@ -441,11 +450,10 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   Emitted e;
   WeightStream *stream = NULL;
   int fd = -1; /* the weight file when it is built in memory */
-  if (!mkdtemp(tmp)) {
+  if (!temp_dir_make(&opt->temp_dir, tmp)) {
     err = strerror(errno);
     goto out_nodir;
   }
-  if (opt->temp_dir.fn) opt->temp_dir.fn(opt->temp_dir.ctx, tmp);
   snprintf(sub, plen + 64, "%s/weights", tmp);
   if (mkdir(sub, 0755) != 0) {
     err = strerror(errno);

@@ -324,12 +324,22 @@ static void print_timing(void *ctx, const char *detail) {
 typedef struct Interrupt {
   pthread_mutex_t lock;
   char *temp_dir; /* NULL when there is none */
+  bool creating;   /* between temp_dir_begin and temp_dir: the lock is held */
   sigset_t signals;
 } Interrupt;
 
-static void track_temp_dir(void *ctx, const char *path) {
+/* Held from right before the library makes its directory until it has
+ * reported it, so a signal in between waits and then removes it. */
+static void begin_temp_dir(void *ctx) {
   Interrupt *in = ctx;
   pthread_mutex_lock(&in->lock);
+  in->creating = true;
+}
+
+static void track_temp_dir(void *ctx, const char *path) {
+  Interrupt *in = ctx;
+  if (!in->creating) pthread_mutex_lock(&in->lock);
+  in->creating = false;
   free(in->temp_dir);
   in->temp_dir = path ? xstrdup(path) : NULL;
   pthread_mutex_unlock(&in->lock);
@@ -396,7 +406,8 @@ int main(int argc, char **argv) {
   c->hooks = (OrionCompileHooks){.progress = o.verbose ? print_progress : NULL,
                                  .phase = o.time_phases ? print_phase : NULL,
                                  .timing = o.time_phases ? print_timing : NULL,
-                                 .temp_dir = track_temp_dir, .ctx = &interrupt};
+                                 .temp_dir = track_temp_dir, .temp_dir_begin = begin_temp_dir,
+                                 .ctx = &interrupt};
   char *package_path = NULL, *cache_dir = NULL;
   OrionCompileResult result = {0};
   rc = EXIT_USAGE;

@@ -342,6 +342,51 @@ Test(compile, the_temporary_directory_is_reported_and_can_be_removed_mid_write) 
   sb_free(&msgs);
 }
 
+/* temp_dir_begin comes right before the directory exists and temp_dir right
+ * after, so a driver locking from one to the other (orionc's signal thread)
+ * never finds a directory it was not told of. */
+typedef struct BeginLog {
+  int begins, reports;
+  bool existed_at_begin, begin_before_report;
+  const char *out;
+} BeginLog;
+
+static bool temp_dir_exists(const char *package) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls -d '%s'.tmp-* >/dev/null 2>&1", package);
+  return system(cmd) == 0;
+}
+
+static void begin_logged(void *ctx) {
+  BeginLog *log = ctx;
+  log->begins++;
+  log->existed_at_begin |= temp_dir_exists(log->out);
+}
+
+static void report_logged(void *ctx, const char *path) {
+  BeginLog *log = ctx;
+  if (path) log->begin_before_report = log->begins == log->reports + 1;
+  log->reports += path != NULL;
+}
+
+Test(compile, the_temporary_directory_is_made_between_begin_and_report) {
+  OrionCompileOptions o;
+  orion_compile_options_init(&o);
+  BeginLog log = {.out = out};
+  o.hooks = (OrionCompileHooks){.temp_dir = report_logged, .temp_dir_begin = begin_logged, .ctx = &log};
+  Diag d;
+  StrBuf msgs;
+  capture(&d, &msgs);
+  OrionCompileResult r;
+  cr_assert(orion_compile_text("t.oir", program, strlen(program), &o, out, &r, &d), "%s", text_of(&msgs));
+  orion_compile_result_free(&r);
+  cr_assert_eq(log.begins, 1);
+  cr_assert_eq(log.reports, 1);
+  cr_assert_not(log.existed_at_begin, "the directory existed before begin");
+  cr_assert(log.begin_before_report);
+  sb_free(&msgs);
+}
+
 /* ---- orionc's argument spelling ---- */
 
 TestSuite(compile_args, .init = make_dir, .fini = cleanup);

@@ -44,6 +44,10 @@ typedef struct OrionCompileHooks {
    * out_package), and NULL once it is gone again; a driver that removes it
    * when killed keeps this (orion_compile_cleanup). */
   void (*temp_dir)(void *ctx, const char *path);
+  /* Called right before that directory is made (then temp_dir follows, with
+   * NULL if it could not be made): a driver holding a lock from one to the
+   * other never misses a directory that exists (optional). */
+  void (*temp_dir_begin)(void *ctx);
 } OrionCompileHooks;
 
 /* Every option of orionc that affects the result. The arrays are the

@@ -30,11 +30,18 @@ typedef struct PackageStats {
 
 /* Told the temporary directory a writer makes beside the package when it is
  * made, and NULL once it is gone, so that a driver can remove it when it is
- * killed in between (orion/compile.h, orion_compile_cleanup). */
+ * killed in between (orion/compile.h, orion_compile_cleanup). begin
+ * (optional) is called right before the directory is made and fn right
+ * after (with NULL if it could not be made): a driver that holds a lock from
+ * begin to fn never sees a directory that exists but was not reported. */
 typedef struct TempDirHook {
   void (*fn)(void *ctx, const char *path);
+  void (*begin)(void *ctx);
   void *ctx;
 } TempDirHook;
+
+/* mkdtemp(tmpl) between the hook's begin and fn (h may be NULL). */
+bool temp_dir_make(const TempDirHook *h, char *tmpl);
 
 typedef struct PackageOptions {
   MilTarget target;
