@@ -60,7 +60,11 @@ mkfifo go
 "$run_model" m.anepkg --numerics fp32 --input "x=$x" --reload <go >reload.out 2>&1 &
 pid=$!
 exec 3>go
-for _ in $(seq 600); do grep -q "press Enter" reload.out && break; sleep 0.1; done
+# Until it asks, or ends: no deadline of its own (a loaded machine may be slow to get there).
+while ! grep -q "press Enter" reload.out; do
+  case $(ps -o stat= -p "$pid" 2>/dev/null) in "" | Z*) break ;; esac
+  sleep 0.05
+done
 contains reload-wait "waiting: patch the package's weights, then press Enter" reload.out
 check patch 0 "$run" patch m.anepkg --weights new.safetensors
 echo >&3
