@@ -9,6 +9,7 @@ inspect=$(realpath "$3")
 lint=$(realpath "$4")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 

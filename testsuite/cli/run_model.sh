@@ -12,6 +12,7 @@ root=$(realpath "$5")
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 check() { # check NAME STATUS CMD...   (output in $tmp/out)
