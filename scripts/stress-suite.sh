@@ -31,15 +31,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# In the background and waited for, so a signal is handled at once rather than
-# after the command.
+running() { case $(ps -o stat= -p "$1" 2>/dev/null) in "" | Z*) return 1 ;; esac; }
+# In the background, watched between short sleeps: bash runs a trap only
+# between commands, and its `wait` does not always return for one.
 run() { # run LOG CMD...
-  local log=$1
+  local log=$1 status
   shift
   "$@" >"$log" 2>&1 &
   current=$!
-  wait $current
-  local status=$?
+  while running "$current"; do sleep 0.5; done
+  wait "$current"
+  status=$?
   current=
   return $status
 }
