@@ -2,6 +2,9 @@
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for
 # SECONDS (default 60) on its seed corpus. Crashes are written to build-fuzz/.
 # Prints "fuzz NAME: ok" or the crash, and exits non-zero on any crash.
+# An input counts as a hang after 120 s (-timeout): none has come near the 10 s
+# at which libFuzzer reports a slow unit, and a loaded machine must not turn a
+# slow input into a finding.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -19,7 +22,7 @@ run() { # run NAME CORPUS_DIRS...
   local work="$dir/corpus-$name"
   mkdir -p "$work"
   if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-     "$dir/testsuite/fuzz/$name" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+     "$dir/testsuite/fuzz/$name" -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2048 \
        -artifact_prefix="$dir/$name-" -print_final_stats=0 "$work" "$@" >"$dir/$name.log" 2>&1; then
     echo "fuzz $name: ok ($seconds s, $(grep -o 'cov: [0-9]*' "$dir/$name.log" | tail -n 1))"
   else

@@ -8,6 +8,7 @@ orionc=$1
 shift
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 fail=0
 for f in "$@"; do
   for mode in "" "--inline"; do

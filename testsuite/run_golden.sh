@@ -22,6 +22,7 @@ esac
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 # shellcheck disable=SC2086
 (cd "$dir" && "$orionc" $opts "$name" >"$tmp/stdout" 2>"$tmp/stderr")
 status=$?

@@ -12,6 +12,7 @@ orionc=$(realpath "$1")
 root=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 awk -v dir="$tmp" '
   !inblock && /^ *```(oir|text)[ \t]*$/ {
     indent = match($0, /[^ ]/) - 1

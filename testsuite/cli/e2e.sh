@@ -24,6 +24,7 @@ root=$(realpath "$4")
 fix=$root/testsuite/e2e/examples
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); }

@@ -1,7 +1,11 @@
-# Shared by the CLI test scripts (sourced): a scratch directory to work in,
-# pass/fail counters and the usual checks. Each script ends with `finish`.
+# Shared by the CLI test scripts (sourced): a scratch directory to work in
+# (the compile cache in it too), pass/fail counters and the usual checks.
+# Each script ends with `finish`.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# A compile cache of its own: what a script sees does not depend on earlier
+# runs or on the scripts running beside it.
+export ORION_CACHE_DIR="$tmp/cache"
 cd "$tmp" || exit 1
 passed=0
 failed=0

@@ -8,6 +8,7 @@ orionc=$1
 plugin=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 expect() { # expect NAME WANT_STATUS WANT_OUTPUT CMD...

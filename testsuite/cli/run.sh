@@ -7,6 +7,7 @@ orionc=$(realpath "$1")
 run=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 check() { # check NAME STATUS CMD...   (output in $tmp/out)

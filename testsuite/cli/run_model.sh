@@ -12,6 +12,7 @@ root=$(realpath "$5")
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+export ORION_CACHE_DIR="$tmp/cache" # a compile cache of its own: no history, no neighbours
 passed=0
 failed=0
 check() { # check NAME STATUS CMD...   (output in $tmp/out)
@@ -65,7 +66,11 @@ mkfifo go
 "$run_model" m.anepkg --numerics fp32 --input "x=$x" --reload <go >reload.out 2>&1 &
 pid=$!
 exec 3>go
-for _ in $(seq 600); do grep -q "press Enter" reload.out && break; sleep 0.1; done
+# Until it asks, or ends: no deadline of its own (a loaded machine may be slow to get there).
+while ! grep -q "press Enter" reload.out; do
+  case $(ps -o stat= -p "$pid" 2>/dev/null) in "" | Z*) break ;; esac
+  sleep 0.05
+done
 contains reload-wait "waiting: patch the package's weights, then press Enter" reload.out
 check patch 0 "$run" patch m.anepkg --weights new.safetensors
 echo >&3
