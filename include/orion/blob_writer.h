@@ -29,8 +29,8 @@ typedef struct BlobWriter {
   size_t len, cap;
   bool fixed; /* data is the caller's (e.g. a mapped file): never grown or freed */
   uint32_t count;
-  /* Store every blob, even one equal to an earlier blob (so that each can be
-   * patched on its own later); false by default: identical blobs stored once. */
+  /* Store every blob, even one equal to an earlier blob of its identity (so
+   * that each can be patched on its own later); false by default. */
   bool keep_duplicates;
   /* How to confirm that the data at `data_offset` equals `bytes`, for a
    * writer whose earlier bytes may no longer be in memory (a file written as
