@@ -9,8 +9,8 @@
  * the file size is the last record's offset + 64 + its size. Identical blobs
  * (same dtype, bytes and identity) are stored once; a hash table of XXH64
  * hashes finds candidates and a comparison of identity and bytes confirms
- * them, so a hash collision can never merge two different tensors. Integers are little-endian whatever the
- * host.
+ * them, so a hash collision can never merge two different tensors. Integers
+ * are little-endian whatever the host.
  */
 #include "orion/blob_writer.h"
 #include "orion/xxh64.h"

@@ -95,6 +95,9 @@ check shared 1 "$run" patch t.anepkg --weights shared.safetensors
 contains shared "orion-run: error: shared.safetensors: weight 'b' shares its storage with 'c' (they were compiled from one source tensor), so patching it alone would change them too; patch them all with the same values, or compile with --no-dedup"
 $make_st both.safetensors b=F16:4:fill=2 c=F16:4:fill=2
 check shared-both 0 "$run" patch t.anepkg --weights both.safetensors
+# A fresh compile with those weights keeps b and c tied (one blob), as the package has them.
+check shared-verify 0 "$run" patch t.anepkg --weights both.safetensors --verify
+contains shared-verify "t.anepkg: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs"
 $make_st big.safetensors b=F32:4:fill=70000
 check clamp 0 "$run" patch m.anepkg --weights big.safetensors --clamp-fp16
 contains clamp "orion-run: warning: big.safetensors: weight 'b': 4 values beyond fp16's range clamped to +-65504"
