@@ -7,10 +7,10 @@
  * record starts at the current length rounded up to 64, its data follows
  * immediately, gaps are zeros and nothing is padded after the last blob, so
  * the file size is the last record's offset + 64 + its size. Identical blobs
- * (same dtype and bytes) are stored once; a hash table of XXH64 hashes finds
- * candidates and a byte comparison confirms them, so a hash collision can
- * never merge two different tensors. Integers are little-endian whatever the
- * host.
+ * (same dtype, bytes and identity) are stored once; a hash table of XXH64
+ * hashes finds candidates and a comparison of identity and bytes confirms
+ * them, so a hash collision can never merge two different tensors. Integers
+ * are little-endian whatever the host.
  */
 #include "orion/blob_writer.h"
 #include "orion/xxh64.h"
@@ -55,7 +55,10 @@ void blob_writer_init_fixed(BlobWriter *w, uint8_t *data, size_t cap) {
 
 void blob_writer_free(BlobWriter *w) {
   if (!w->fixed) free(w->data);
-  for (size_t i = 0; i < w->nrecords; i++) free(w->records[i].copy);
+  for (size_t i = 0; i < w->nrecords; i++) {
+    free(w->records[i].copy);
+    free(w->records[i].identity);
+  }
   free(w->table);
   free(w->records);
   memset(w, 0, sizeof *w);
@@ -65,20 +68,27 @@ void blob_writer_free(BlobWriter *w) {
  * same checksum a manifest records, so it is computed only here. */
 static uint64_t blob_hash(const void *bytes, size_t nbytes) { return xxh64(bytes, nbytes, 0); }
 
-/* Whether the record holds exactly these bytes. */
-static bool same_blob(const BlobWriter *w, const BlobRecord *r, uint32_t dtype, const void *bytes, size_t nbytes) {
-  if (r->dtype != dtype || r->size != nbytes) return false;
+/* Where a blob's candidates start in the table: its data and identity hashed together. */
+static uint64_t slot_hash(uint64_t data_hash, uint64_t identity_hash) { return data_hash ^ identity_hash; }
+
+static bool same_identity(const char *a, const char *b) { return a == b || (a && b && !strcmp(a, b)); }
+
+/* Whether the record is the same weight and holds exactly these bytes. */
+static bool same_blob(const BlobWriter *w, const BlobRecord *r, const char *identity, uint32_t dtype,
+                      const void *bytes, size_t nbytes) {
+  if (r->dtype != dtype || r->size != nbytes || !same_identity(r->identity, identity)) return false;
   uint64_t data = r->offset + BLOB_METADATA_SIZE;
   if (r->copy) return memcmp(r->copy, bytes, nbytes) == 0;
   return w->same_data ? w->same_data(w->same_ctx, data, bytes, nbytes) : memcmp(w->data + data, bytes, nbytes) == 0;
 }
 
-/* Slot of the blob equal to (dtype, bytes), or else of the empty slot where it belongs. */
-static size_t table_slot(const BlobWriter *w, uint64_t h, uint32_t dtype, const void *bytes, size_t nbytes) {
-  size_t mask = w->table_cap - 1, i = (size_t)h & mask;
+/* Slot of the blob equal to (identity, dtype, bytes), or else of the empty slot where it belongs. */
+static size_t table_slot(const BlobWriter *w, uint64_t h, const char *identity, uint64_t ih, uint32_t dtype,
+                         const void *bytes, size_t nbytes) {
+  size_t mask = w->table_cap - 1, i = (size_t)slot_hash(h, ih) & mask;
   while (w->table[i]) {
     const BlobRecord *r = &w->records[w->table[i] - 1];
-    if (r->xxh64 == h && same_blob(w, r, dtype, bytes, nbytes)) break;
+    if (r->xxh64 == h && r->identity_hash == ih && same_blob(w, r, identity, dtype, bytes, nbytes)) break;
     i = (i + 1) & mask;
   }
   return i;
@@ -93,7 +103,8 @@ static void table_reserve(BlobWriter *w) {
   w->table_cap = cap;
   for (size_t i = 0; i < old_cap; i++) {
     if (!old[i]) continue;
-    size_t j = (size_t)w->records[old[i] - 1].xxh64 & (cap - 1);
+    const BlobRecord *r = &w->records[old[i] - 1];
+    size_t j = (size_t)slot_hash(r->xxh64, r->identity_hash) & (cap - 1);
     while (w->table[j]) j = (j + 1) & (cap - 1);
     w->table[j] = old[i];
   }
@@ -126,15 +137,21 @@ uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size
 }
 
 uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t h) {
+  return blob_writer_add_as(w, NULL, dtype, bytes, nbytes, h);
+}
+
+uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype, const void *bytes, size_t nbytes,
+                            uint64_t h) {
   /* Both are bugs in the caller: Apple's reader rejects empty blobs, and the
    * dtype comes from our own type mapping. */
   if (nbytes == 0) ice("empty blob added to a weight file");
   if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
 
   size_t slot = 0;
+  uint64_t ih = identity ? xxh64(identity, strlen(identity), 0) : 0;
   if (!w->keep_duplicates) {
     table_reserve(w);
-    slot = table_slot(w, h, (uint32_t)dtype, bytes, nbytes);
+    slot = table_slot(w, h, identity, ih, (uint32_t)dtype, bytes, nbytes);
     if (w->table[slot]) return w->records[w->table[slot] - 1].offset;
   }
 
@@ -159,7 +176,9 @@ uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *byte
     w->records_cap = w->records_cap ? 2 * w->records_cap : 64;
     w->records = xrealloc(w->records, w->records_cap * sizeof *w->records);
   }
-  w->records[w->nrecords++] = (BlobRecord){.offset = meta, .size = nbytes, .xxh64 = h, .dtype = (uint32_t)dtype};
+  w->records[w->nrecords++] = (BlobRecord){.offset = meta, .size = nbytes, .xxh64 = h, .dtype = (uint32_t)dtype,
+                                           .identity = identity && !w->keep_duplicates ? xstrdup(identity) : NULL,
+                                           .identity_hash = w->keep_duplicates ? 0 : ih};
   if (w->same_data && !w->keep_duplicates && nbytes <= COPY_MAX_BLOB && w->copied + nbytes <= COPY_MAX_TOTAL) {
     w->records[w->nrecords - 1].copy = xmalloc(nbytes);
     memcpy(w->records[w->nrecords - 1].copy, rec + BLOB_METADATA_SIZE, nbytes);

@@ -73,7 +73,7 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
   put_file(&sb, "compiler-build", "/proc/self/exe");
   char hex[65];
   sha256_hex(opt->source_text ? opt->source_text : "", opt->source_len, hex);
-  sb_printf(&sb, "source-sha256 %s\nwarnings %u lint %d %u %u dedup %d clamp %d\n", hex, opt->warnings,
+  sb_printf(&sb, "source-sha256 %s\nwarnings %u lint %d %u %u dedup-by-identity %d clamp %d\n", hex, opt->warnings,
             opt->lint_checked, opt->lint_errors, opt->lint_warnings, !opt->keep_duplicate_weights, opt->weights.clamp_fp16);
   for (uint32_t i = 0; i < opt->ncompile_args; i++) sb_printf(&sb, "arg %s\n", opt->compile_args[i]);
   for (uint32_t i = 0; i < nplugins; i++) put_file(&sb, "plugin", plugins[i]);

@@ -23,6 +23,8 @@
 #include "orion/mil.h"
 #include "orion/mil_ops.h"
 #include "orion/passes.h"
+#include "orion/weights.h"
+#include "orion/xxh64.h"
 
 typedef struct Emitter {
   IrModule *m;
@@ -282,7 +284,7 @@ static void emit_decl(Emitter *e, IrValueId v) {
     if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    offset = blob_writer_add(e->blobs, bd, bytes, nbytes);
+    offset = blob_writer_add_as(e->blobs, weights_identity(e->m, v), bd, bytes, nbytes, xxh64(bytes, nbytes, 0));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (e->opt->blob_ms)
       *e->opt->blob_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;

@@ -85,8 +85,8 @@ static void param_claim(void *ctx, size_t end) {
 }
 
 /* Materializes a param where its blob goes in the streamed file (no copy),
- * then lays out its record; a duplicate's bytes are simply overwritten by
- * the next blob. */
+ * then lays out its record; a duplicate (the same weight, stored already)
+ * has its bytes simply overwritten by the next blob. */
 static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, BlobDType dtype, uint64_t *offset,
                       size_t *nbytes) {
   LoadCtx *c = ctx;
@@ -108,7 +108,7 @@ static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, Bl
   bool ok = weights_materialize_into(m, v, &o, c->d, dst, size);
   if (ok) {
     xxh64_update(&c->hash, base + c->hashed, c->data_start + size - c->hashed);
-    *offset = blob_writer_add_hashed(blobs, dtype, dst, size, xxh64_digest(&c->hash));
+    *offset = blob_writer_add_as(blobs, weights_identity(m, v), dtype, dst, size, xxh64_digest(&c->hash));
     *nbytes = size;
   }
   if (ok && *offset + BLOB_METADATA_SIZE == c->data_start) weight_stream_final(c->stream, blobs->len);

@@ -17,8 +17,12 @@ static bool override_one(IrModule *m, const char *name, IrParamSourceKind kind, 
   for (IrValueId v = ir_value_id(1); v.id < m->nvalues; v.id++) {
     IrValue *val = ir_value(m, v);
     if (val->dead || val->kind != VK_PARAM || m->funcs[val->func].dead || strcmp(val->name, name)) continue;
+    /* The param stays the weight it was (tied embeddings stay tied), so the
+     * blobs are laid out as in the package being compared with. */
+    const char *identity = weights_identity(m, v);
     val->src = (IrParamSource){.kind = kind, .path = arena_strdup(&m->arena, abs),
-                               .key = kind == SRC_SAFETENSORS ? arena_strdup(&m->arena, name) : NULL};
+                               .key = kind == SRC_SAFETENSORS ? arena_strdup(&m->arena, name) : NULL,
+                               .identity = identity};
     found = true;
   }
   if (!found) diag_error(d, (SrcSpan){0}, "%s: the program has no weight named '%s'", origin, name);

@@ -123,8 +123,8 @@ static const CliOption orionc_options[] = {
     {OPT_WEIGHT_OVERRIDE, 0, "weight-override", CLI_VALUE, 0, "=NAME=FILE.npy",
      "the same for one weight from a .npy file", "NAME=FILE.npy"},
     {OPT_NO_DEDUP, 0, "no-dedup", CLI_NO_VALUE, 0, NULL,
-     "store every weight separately, even identical ones, so each\n"
-     "can be patched on its own (orion-run patch, training)",
+     "store every weight in a blob of its own, even one tensor read\n"
+     "twice (tied) and equal consts (by default only those share)",
      NULL},
     {OPT_CACHE_DIR, 0, "cache-dir", CLI_VALUE, 0, "=DIR",
      "the compile cache (default: $ORION_CACHE_DIR, else\n"

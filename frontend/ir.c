@@ -216,6 +216,7 @@ IrValueId ir_param_new(IrModule *m, IrFuncId f, const char *name, const IrType *
   val->src = *src;
   if (src->path) val->src.path = arena_strdup(&m->arena, src->path);
   if (src->key) val->src.key = arena_strdup(&m->arena, src->key);
+  if (src->identity) val->src.identity = arena_strdup(&m->arena, src->identity);
   add_decl(m, f, v);
   return v;
 }

@@ -603,7 +603,7 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
     targets[j].owned = owned;
     targets[j].by = &t[i];
   }
-  /* A blob stored once for several identical weights changes for all or none. */
+  /* A blob stored once for weights that are one (the same source tensor) changes for all or none. */
   const PkgTensor **named = xcalloc(n ? n : 1, sizeof *named); /* the weight each tensor names */
   for (uint32_t m = 0; ok && m < n; m++) named[m] = find_weight(pkg, t[m].name);
   for (uint32_t j = 0; ok && j < nt; j++) {
@@ -626,8 +626,8 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
       char more[64] = "";
       if (others) snprintf(more, sizeof more, " and %u other weight%s", others, others == 1 ? "" : "s");
       diag_error(d, (SrcSpan){0},
-                 "%s: weight '%s' shares its storage with '%s'%s (they were identical when compiled), so patching it "
-                 "alone would change them too; patch them all with the same values, or compile with --no-dedup",
+                 "%s: weight '%s' shares its storage with '%s'%s (they were compiled from one source tensor), so patching "
+                 "it alone would change them too; patch them all with the same values, or compile with --no-dedup",
                  targets[j].by->origin, targets[j].by->name, first, more);
       ok = false;
     }

@@ -8,8 +8,10 @@
  * cannot make both sides agree.
  */
 #include "orion/blob_writer.h"
+#include "orion/xxh64.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,6 +187,47 @@ Test(blob_writer, dedup_survives_table_growth) {
   }
   cr_assert_eq(w.count, N);
   cr_assert_eq(w.len, len);
+  blob_writer_free(&w);
+}
+
+/* Equal bytes share a blob only within one identity (one weight): blobs of
+ * other identities, and of none (constants), are kept apart. */
+Test(blob_writer, equal_bytes_share_only_within_an_identity) {
+  const uint8_t a[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  BlobWriter w;
+  blob_writer_init(&w);
+  uint64_t h = xxh64(a, sizeof a, 0);
+  cr_assert_eq(blob_writer_add_as(&w, "param g1", BLOB_INT8, a, sizeof a, h), 64);
+  cr_assert_eq(blob_writer_add_as(&w, "param g2", BLOB_INT8, a, sizeof a, h), 192);
+  cr_assert_eq(blob_writer_add(&w, BLOB_INT8, a, sizeof a), 320);
+  cr_assert_eq(blob_writer_add_as(&w, "param g1", BLOB_INT8, a, sizeof a, h), 64);
+  cr_assert_eq(blob_writer_add_as(&w, "param g2", BLOB_INT8, a, sizeof a, h), 192);
+  cr_assert_eq(blob_writer_add_hashed(&w, BLOB_INT8, a, sizeof a, h), 320);
+  cr_assert_eq(w.count, 3);
+  cr_assert_eq(w.len, 320 + 64 + 10);
+  blob_writer_free(&w);
+}
+
+/* Many blobs of equal bytes under distinct identities, through several
+ * growths of the table: each found again under its own identity only. */
+Test(blob_writer, identities_survive_table_growth) {
+  enum { N = 300 };
+  const uint8_t zeros[16] = {0};
+  uint64_t offsets[N];
+  char name[32];
+  BlobWriter w;
+  blob_writer_init(&w);
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "param b%d", i);
+    offsets[i] = blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, xxh64(zeros, sizeof zeros, 0));
+    cr_assert_eq(offsets[i], 64 + 128 * (uint64_t)i);
+  }
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "param b%d", i);
+    cr_assert_eq(blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, xxh64(zeros, sizeof zeros, 0)),
+                 offsets[i], "blob %d", i);
+  }
+  cr_assert_eq(w.count, N);
   blob_writer_free(&w);
 }
 

@@ -107,16 +107,16 @@ Test(package, write_read_verify) {
   cr_assert_eq(f->surface_bytes, 49152);
   cr_assert_eq(f->inputs[0].surface_bytes, 49152);
   cr_assert_eq(f->inputs[0].bytes, 8);
-  /* Weights: identical zero tensors share one blob. */
+  /* Weights: the two zero tensors are independent params, a blob each. */
   cr_assert_eq(f->nweights, 3);
   cr_assert_str_eq(f->weights[0].name, "w");
   cr_assert_eq(f->weights[0].offset, 64);
   cr_assert_eq(f->weights[0].bytes, 32);
   cr_assert_eq(f->weights[1].offset, 64 + 64 + 64); /* after 32 data bytes, aligned up */
-  cr_assert_eq(f->weights[2].offset, f->weights[1].offset);
-  cr_assert_eq(pkg.weights_size, f->weights[1].offset + 64 + 8);
+  cr_assert_eq(f->weights[2].offset, f->weights[1].offset + 128);
+  cr_assert_eq(pkg.weights_size, f->weights[2].offset + 64 + 8);
   cr_assert(package_verify(&pkg, &d), "%s", sb.data);
-  /* The weight file's bytes: header count 2 (deduplicated), version 2. */
+  /* The weight file's bytes: header count 3, version 2. */
   char wpath[300];
   snprintf(wpath, sizeof wpath, "%s/weights/weight.bin", path);
   size_t len;
@@ -124,7 +124,7 @@ Test(package, write_read_verify) {
   cr_assert_eq(len, pkg.weights_size);
   uint32_t head[2];
   memcpy(head, w, 8);
-  cr_assert_eq(head[0], 2);
+  cr_assert_eq(head[0], 3);
   cr_assert_eq(head[1], 2);
   free(w);
   package_free(&pkg);
@@ -294,23 +294,25 @@ Test(package, tampering_is_detected) {
 }
 
 /* Weights large enough that the streamed weight file has written them and
- * given their memory back before the next one is compared with them: a
- * duplicate is confirmed from the disk and stored once, the weight after
- * it takes its place, and every checksum holds. */
+ * given their memory back before the next one is compared with them: the
+ * same param of a second entry (a) is confirmed from the disk and stored
+ * once, the weight after it takes its place, and every checksum holds. */
 Test(package, large_duplicates_are_confirmed_from_the_disk) {
   static const char *const text =
-      "func main(x: fp16[1,2048]) {\n"
+      "func first(x: fp16[1,2048]) {\n"
       "  param a: fp16[2048,2048] = normal(seed=5, std=0.02);\n"
-      "  param b: fp16[2048,2048] = normal(seed=5, std=0.02);\n"
       "  param c: fp16[2048,2048] = normal(seed=6, std=0.02);\n"
+      "  h = linear(x, a);\n"
+      "  j = linear(x, c);\n"
+      "  s = add(h, j);\n"
+      "  return s;\n"
+      "}\n"
+      "func second(x: fp16[1,2048]) {\n"
+      "  param a: fp16[2048,2048] = normal(seed=5, std=0.02);\n"
       "  param d: fp16[2048,2048] = normal(seed=5, std=0.02, mean=1e-3);\n"
       "  h = linear(x, a);\n"
-      "  i = linear(x, b);\n"
-      "  j = linear(x, c);\n"
       "  k = linear(x, d);\n"
-      "  s = add(h, i);\n"
-      "  t = add(s, j);\n"
-      "  u = add(t, k);\n"
+      "  u = add(h, k);\n"
       "  return u;\n"
       "}\n";
   make_dir();
@@ -324,14 +326,16 @@ Test(package, large_duplicates_are_confirmed_from_the_disk) {
   capture(&d, &sb);
   Package pkg;
   cr_assert(package_read(path, &pkg, &d), "%s", sb.data);
-  PkgFunction *f = &pkg.functions[0];
-  cr_assert_eq(f->nweights, 4);
+  cr_assert_eq(pkg.nfunctions, 2);
+  PkgFunction *f = &pkg.functions[0], *g = &pkg.functions[1];
+  cr_assert_eq(f->nweights, 2);
+  cr_assert_eq(g->nweights, 2);
   uint64_t blob = 64 + 2048 * 2048 * 2;
   cr_assert_eq(f->weights[0].offset, 64);
-  cr_assert_eq(f->weights[1].offset, 64, "the duplicate was stored again at %llu",
-               (unsigned long long)f->weights[1].offset);
-  cr_assert_eq(f->weights[2].offset, 64 + blob);
-  cr_assert_eq(f->weights[3].offset, 64 + 2 * blob);
+  cr_assert_eq(f->weights[1].offset, 64 + blob);
+  cr_assert_eq(g->weights[0].offset, 64, "the duplicate was stored again at %llu",
+               (unsigned long long)g->weights[0].offset);
+  cr_assert_eq(g->weights[1].offset, 64 + 2 * blob);
   cr_assert_eq(pkg.weights_size, 64 + 3 * blob);
   cr_assert(package_verify(&pkg, &d), "%s", sb.data);
   package_free(&pkg);

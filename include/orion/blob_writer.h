@@ -15,18 +15,22 @@ typedef struct BlobRecord {
   uint64_t size;   /* data bytes */
   uint64_t xxh64;  /* of the data, seed 0 */
   uint32_t dtype;
+  char *identity;         /* what the blob is the same weight as (NULL: a constant); the writer's copy */
+  uint64_t identity_hash; /* its XXH64 (0 for none) */
   uint8_t *copy; /* the data, for small blobs of a writer with same_data (NULL otherwise) */
 } BlobRecord;
 
-/* Builds a weight file in memory. Identical blobs (same dtype and bytes) are
- * stored once: adding one again returns the first one's offset. */
+/* Builds a weight file in memory. Identical blobs (same dtype, bytes and
+ * identity) are stored once: adding one again returns the first one's
+ * offset. The identity says which weight a blob is (orion/weights.h,
+ * weights_identity): two params that merely hold equal bytes are not one. */
 typedef struct BlobWriter {
   uint8_t *data;
   size_t len, cap;
   bool fixed; /* data is the caller's (e.g. a mapped file): never grown or freed */
   uint32_t count;
-  /* Store every blob, even one equal to an earlier blob (so that each can be
-   * patched on its own later); false by default: identical blobs stored once. */
+  /* Store every blob, even one equal to an earlier blob of its identity (so
+   * that each can be patched on its own later); false by default. */
   bool keep_duplicates;
   /* How to confirm that the data at `data_offset` equals `bytes`, for a
    * writer whose earlier bytes may no longer be in memory (a file written as
@@ -63,6 +67,10 @@ bool blob_writer_try_reserve(BlobWriter *w, size_t total);
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
 /* The same, for a caller that has already taken the XXH64 (seed 0) of the bytes. */
 uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t xxh64);
+/* The same for a blob of the given identity (NULL: a constant, as above):
+ * it shares the storage only of an earlier blob of equal bytes and identity. */
+uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype, const void *bytes, size_t nbytes,
+                            uint64_t xxh64);
 /* Where the data of a next blob of nbytes would go. Filling that place and
  * passing it to blob_writer_add saves the copy; if the blob turns out to be
  * a duplicate, the place is simply reused by the next one. */

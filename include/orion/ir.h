@@ -173,6 +173,11 @@ typedef struct IrParamSource {
   uint64_t seed;
   const char *path; /* as written; relative paths are relative to the module's base_dir */
   const char *key;
+  /* What weights_identity says of the param, when it is not computed from
+   * the fields above: set by weights_override to the identity the param had
+   * before, so that a compile with replaced weights shares storage as the
+   * original did. NULL otherwise. */
+  const char *identity;
 } IrParamSource;
 
 typedef struct IrUse {

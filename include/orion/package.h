@@ -55,7 +55,7 @@ typedef struct PackageOptions {
   bool lint_checked;        /* the constraint checker ran on the program */
   uint32_t lint_errors, lint_warnings; /* its findings (errors only when allowed) */
   PackageStats *stats;      /* optional */
-  bool keep_duplicate_weights; /* one blob per weight even when equal (patchable one by one) */
+  bool keep_duplicate_weights; /* one blob per weight, even tied ones and equal consts (--no-dedup) */
   const char *const *compile_args; /* compiler options that shape the package (manifest CompileArguments) */
   uint32_t ncompile_args;
   TempDirHook temp_dir;     /* optional */

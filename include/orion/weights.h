@@ -82,6 +82,15 @@ typedef enum WeightsCodePath {
 } WeightsCodePath;
 bool weights_use_code_path(WeightsCodePath path);
 
+/* What a weight is the same weight as, for sharing its storage: two blobs
+ * are stored once only when their bytes and their identities agree. A param
+ * from a safetensors file is its file (canonical path) and key, one from a
+ * .npy file its file, one from an initializer its own (inlined) name, so
+ * that tied embeddings, and one param of several entries, share a blob while
+ * params that merely start equal (two `ones`) do not. A const has none (NULL):
+ * equal constants are one constant. Arena string of m. */
+const char *weights_identity(IrModule *m, IrValueId param);
+
 /* Makes every live param named by a tensor of the safetensors `file` (or,
  * with npy_name, the param of that name) take its value from that file, as
  * if the source had said so: how a fresh compile with the patched weights is

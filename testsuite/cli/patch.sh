@@ -12,7 +12,7 @@ make_st="python3 $(realpath "$4")"
 . "$(dirname "$0")/lib.sh"
 snapshot() { cat "$1/Manifest.plist" "$1/weights/weight.bin" | cksum; }
 
-# z = linear(x, w, b) + c. b and c are both zeros: stored once unless --no-dedup.
+# z = linear(x, w, b) + c. b and c both start as zeros, but are two weights: a blob each.
 cat >m.oir <<'EOF'
 func main(x: fp16[1,4]) {
   param w: fp16[4,4] = normal(seed=1, std=0.1);
@@ -85,10 +85,19 @@ reject dtype "orion-run: error: bad.safetensors: weight 'b' is fp16; a tensor of
 # One bad tensor among good ones: nothing is written.
 reject partly-bad "orion-run: error: bad.safetensors: weight 'c' has NaN at index 0" b=F32:4:fill=3 c=F32:4:nan-at=0
 $make_st shared.safetensors b=F16:4:fill=2
-check shared 1 "$run" patch d.anepkg --weights shared.safetensors
-contains shared "orion-run: error: shared.safetensors: weight 'b' shares its storage with 'c' (they were identical when compiled), so patching it alone would change them too; patch them all with the same values, or compile with --no-dedup"
+check started-equal 0 "$run" patch d.anepkg --weights shared.safetensors
+contains started-equal "d.anepkg: 1 weight patched, 1 blob (8 bytes) changed, generation 1"
+# b and c read from one tensor of a file (tied) are one weight: one blob, patched all together.
+$make_st tied.safetensors t=F16:4:fill=0
+sed 's/= zeros;/= safetensors("tied.safetensors", "t");/' m.oir >tied.oir
+check compile-tied 0 "$orionc" --no-lint -o t.anepkg tied.oir
+check shared 1 "$run" patch t.anepkg --weights shared.safetensors
+contains shared "orion-run: error: shared.safetensors: weight 'b' shares its storage with 'c' (they were compiled from one source tensor), so patching it alone would change them too; patch them all with the same values, or compile with --no-dedup"
 $make_st both.safetensors b=F16:4:fill=2 c=F16:4:fill=2
-check shared-both 0 "$run" patch d.anepkg --weights both.safetensors
+check shared-both 0 "$run" patch t.anepkg --weights both.safetensors
+# A fresh compile with those weights keeps b and c tied (one blob), as the package has them.
+check shared-verify 0 "$run" patch t.anepkg --weights both.safetensors --verify
+contains shared-verify "t.anepkg: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs"
 $make_st big.safetensors b=F32:4:fill=70000
 check clamp 0 "$run" patch m.anepkg --weights big.safetensors --clamp-fp16
 contains clamp "orion-run: warning: big.safetensors: weight 'b': 4 values beyond fp16's range clamped to +-65504"
