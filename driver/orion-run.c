@@ -18,6 +18,7 @@
 #include "orion/ane_check.h"
 #include "orion/backend.h"
 #include "orion/npy.h"
+#include "orion/pkg_paths.h"
 #include "orion/runtime.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -418,6 +419,18 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
   if (!orion_run_join_output_groups(o.program, orion_function_name(p, fn), outputs, out_names, &nout, &out_arena, &d))
     goto done;
+  /* The manifest reader refuses such names already; a bare directory's come
+   * from its MIL. Checked before any file is written. */
+  for (uint32_t i = 0; i < nout; i++) {
+    char why[128];
+    bool name_ok = pkg_name_ok(out_names[i], PKG_NAME_PLAIN, why, sizeof why);
+    for (uint32_t j = 0; name_ok && j < i; j++)
+      if (!strcmp(out_names[i], out_names[j])) name_ok = !snprintf(why, sizeof why, "is the name of another output too");
+    if (!name_ok) {
+      diag_error(&d, (SrcSpan){0}, "output '%s' cannot be written to '%s': its name %s", out_names[i], o.output_dir, why);
+      goto done;
+    }
+  }
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);

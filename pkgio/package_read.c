@@ -18,6 +18,7 @@
 #include "orion/blob.h"
 #include "orion/manifest.h"
 #include "orion/mil_target.h"
+#include "orion/pkg_paths.h"
 #include "orion/sha256.h"
 #include "orion/xxh64.h"
 #include "plist_util.h"
@@ -88,6 +89,25 @@ static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *wh
   if (!ok) fail(r, "manifest: '%s' of %s must be %zu lowercase hex digits", key, where, digits);
   snprintf(out, digits + 1, "%s", ok ? s : "");
   free(s);
+}
+
+/* A name as messages show it: control characters as \xNN, so that a
+ * hostile name cannot drive the terminal. */
+static const char *shown(const char *name, char *buf, size_t size) {
+  size_t o = 0;
+  for (const unsigned char *c = (const unsigned char *)name; *c && o + 5 < size; c++)
+    if (*c < 0x20 || *c == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", *c);
+    else buf[o++] = (char)*c;
+  buf[o] = '\0';
+  return buf;
+}
+
+/* A name that orion-run writes as NAME.npy (an output, an output group). */
+static void check_file_name(Reader *r, const char *what, const char *name, const char *fn) {
+  char why[128], buf[256];
+  if (r->ok && !pkg_name_ok(name, PKG_NAME_PLAIN, why, sizeof why))
+    fail(r, "manifest: %s name '%s' of function '%s' %s (outputs are written as NAME.npy)", what,
+         shown(name, buf, sizeof buf), fn, why);
 }
 
 /* The dtypes a package's tensors have (those of the IR, which wrote it). */
@@ -183,6 +203,7 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
   for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
     PkgGroup *g = &f->groups[f->ngroups++];
     g->name = get_string(r, c, "Name", "an output group");
+    check_file_name(r, "output group", g->name, f->name);
     g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", ORION_MAX_RANK - 1);
     xmlNodePtr parts = need(r, c, "Parts", "array", "an output group");
     uint32_t np = 0;
@@ -203,6 +224,33 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
       if (!found) fail(r, "manifest: output group '%s' names '%s', which is not an output", g->name, part);
     }
   }
+}
+
+static bool in_group(const PkgFunction *f, const char *name) {
+  for (uint32_t g = 0; g < f->ngroups; g++)
+    for (uint32_t k = 0; k < f->groups[g].nparts; k++)
+      if (!strcmp(f->groups[g].parts[k], name)) return true;
+  return false;
+}
+
+/* The names orion-run writes a function's outputs under (each output that is
+ * no group's part, and each group) must be confined and differ, or one file
+ * would overwrite another. */
+static void check_output_files(Reader *r, const PkgFunction *f) {
+  uint32_t n = 0;
+  const char **names = xcalloc(f->noutputs + f->ngroups + 1, sizeof *names);
+  for (uint32_t i = 0; i < f->noutputs; i++) {
+    check_file_name(r, "output", f->outputs[i].name, f->name);
+    if (!in_group(f, f->outputs[i].name)) names[n++] = f->outputs[i].name;
+  }
+  for (uint32_t g = 0; g < f->ngroups; g++) names[n++] = f->groups[g].name;
+  char buf[256];
+  for (uint32_t i = 0; i < n && r->ok; i++)
+    for (uint32_t j = 0; j < i && r->ok; j++)
+      if (!strcmp(names[i], names[j]))
+        fail(r, "manifest: two outputs of function '%s' would both be written as '%s.npy'", f->name,
+             shown(names[i], buf, sizeof buf));
+  free(names);
 }
 
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
@@ -259,14 +307,21 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       PkgFunction *f = &pkg->functions[pkg->nfunctions++];
       f->name = get_string(&r, c, "Name", "a function");
       f->mil_file = get_string(&r, c, "MILFile", "a function");
-      if (r.ok && (strchr(f->mil_file, '/') || f->mil_file[0] == '.' || !f->mil_file[0]))
-        fail(&r, "manifest: MIL file name '%s' must be a plain name inside the package", f->mil_file);
+      char why[128], buf[256];
+      /* A leading '.' too: a hidden file is no package's MIL. */
+      if (r.ok && !pkg_name_ok(f->mil_file, PKG_NAME_PLAIN, why, sizeof why))
+        fail(&r, "manifest: MIL file name '%s' %s; it must be a plain name inside the package",
+             shown(f->mil_file, buf, sizeof buf), why);
+      else if (r.ok && f->mil_file[0] == '.')
+        fail(&r, "manifest: MIL file name '%s' starts with '.'; it must be a plain name inside the package",
+             shown(f->mil_file, buf, sizeof buf));
       get_hash(&r, c, "MILXXH64", "a function", f->mil_xxh64, 16);
       f->surface_bytes = get_uint(&r, c, "SurfaceBytes", "a function", UINT64_MAX);
       f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
       f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
       f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
       read_groups(&r, c, f);
+      if (r.ok) check_output_files(&r, f);
     }
     /* Optional: packages from before it was recorded lack it. */
     xmlNodePtr args = plist_dict_get(dict, "CompileArguments");
