@@ -358,6 +358,12 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   char *text;
   size_t len;
   const char *err;
+  char why[4096 + 128]; /* a path and the reason */
+  if (!pkg_file_inside(path, PACKAGE_MANIFEST, why, sizeof why)) {
+    diag_error(d, (SrcSpan){0}, "%s: %s", mpath, why);
+    free(mpath);
+    return false;
+  }
   if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
     free(mpath);
@@ -366,6 +372,16 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   bool ok = package_parse_manifest(text, len, mpath, pkg, d);
   free(text);
   free(mpath);
+  /* Every file the manifest names, before any tool reads one: the same rule
+   * for inspect, lint, run and patch (docs/package-format.md). */
+  for (uint32_t i = 0; ok && i <= pkg->nfunctions; i++) {
+    const char *rel = i < pkg->nfunctions ? pkg->functions[i].mil_file : PACKAGE_WEIGHTS;
+    if (!pkg_file_inside(path, rel, why, sizeof why)) {
+      diag_error(d, (SrcSpan){0}, "%s/%s: %s", path, rel, why);
+      package_free(pkg);
+      ok = false;
+    }
+  }
   if (ok) pkg->path = xstrdup(path);
   return ok;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "orion/manifest.h"
 #include "orion/patch.h"
@@ -40,26 +41,56 @@ bool pkg_name_ok(const char *name, PkgNameKind kind, char *why, size_t why_size)
   return true;
 }
 
+/* The link at `link` (lstat said so) resolved textually: its target, joined
+ * to the link's directory when relative; NULL if it cannot be read. */
+static char *link_target(const char *link) {
+  char target[4096];
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return NULL;
+  target[n] = '\0';
+  if (target[0] == '/') return xstrdup(target);
+  const char *slash = strrchr(link, '/');
+  size_t dir = slash ? (size_t)(slash - link) : 0, len = dir + (size_t)n + 2;
+  char *out = xmalloc(len);
+  snprintf(out, len, "%.*s%s%s", (int)dir, link, slash ? "/" : "", target);
+  return out;
+}
+
 bool pkg_file_inside(const char *root, const char *rel, char *why, size_t why_size) {
   char *real_root = realpath(root, NULL);
   if (!real_root) return true; /* the package itself is missing: reading it says so */
   size_t n = strlen(root) + strlen(rel) + 2;
-  char *path = xmalloc(n);
+  char *path = xmalloc(n), *orig = NULL, *real = NULL;
   snprintf(path, n, "%s/%s", root, rel);
-  char *real = NULL;
-  /* The longest existing prefix, so a link leading out is seen even when
-   * what it points at is missing. */
-  for (;;) {
+  /* Where the path leads: its realpath, or that of its longest existing
+   * prefix, following a dangling link's text, so that a link leading out is
+   * seen even when what it points at is missing. */
+  size_t floor = strlen(root);
+  for (int hops = 0;;) {
     real = realpath(path, NULL);
+    if (real) break;
+    struct stat st;
+    char *target = !orig && hops < 40 && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? link_target(path) : NULL;
+    if (target) {
+      free(path);
+      path = target;
+      floor = 0;
+      hops++;
+      continue;
+    }
     char *slash = strrchr(path, '/');
-    if (real || !slash || (size_t)(slash - path) < strlen(root)) break;
+    if (!slash || (size_t)(slash - path) < floor || slash == path) break;
+    if (!orig) orig = xstrdup(path);
     *slash = '\0';
   }
   size_t rn = strlen(real_root);
   bool inside = !real || (rn == 1 && real_root[0] == '/') ||
                 (!strncmp(real, real_root, rn) && (real[rn] == '/' || real[rn] == '\0'));
-  if (!inside) snprintf(why, why_size, "leads outside the package (a symbolic link to '%s')", real);
+  if (!inside)
+    snprintf(why, why_size, "leads outside the package (a symbolic link to '%s%s')", real,
+             orig ? orig + strlen(path) : "");
   free(real);
+  free(orig);
   free(path);
   free(real_root);
   return inside;

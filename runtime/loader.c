@@ -33,6 +33,7 @@
 #include "orion/blob.h"
 #include "orion/manifest.h"
 #include "orion/patch.h"
+#include "orion/pkg_paths.h"
 
 #define MODEL_PATH_PREFIX "@model_path/"
 #define BARE_MIL "model.mil"
@@ -450,6 +451,13 @@ static MilProgram *read_mil(Loader *L, const char *dir, const char *file) {
   StrBuf path;
   sb_init(&path);
   sb_printf(&path, "%s/%s", dir, file);
+  char why[4096 + 128];
+  /* A package's files were judged by package_read; a bare directory's here, by the same rule. */
+  if (!pkg_file_inside(dir, file, why, sizeof why)) {
+    lerr(L, (SrcSpan){0}, "%s: %s", path.data, why);
+    sb_free(&path);
+    return NULL;
+  }
   MilProgram *mp = mil_read_file(path.data, L->d);
   sb_free(&path);
   if (!mp) {
