@@ -326,6 +326,11 @@ int main(int argc, char **argv) {
   if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);
   p = orion_open(o.program, &oo, &d);
   if (!p) goto done;
+  /* Not silently unverified: a package's checksums were checked; a bare
+   * model directory has none to check. */
+  if (o.verify && pkg_dir_kind(o.program) == PKG_DIR_BARE)
+    diag_warning(&d, (SrcSpan){0}, "'%s' is a model directory without a manifest: nothing in it could be verified "
+                 "(--no-verify runs it without this warning)", o.program);
   uint32_t fn = 0;
   if (o.function) {
     fn = orion_function_find(p, o.function);

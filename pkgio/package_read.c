@@ -253,19 +253,45 @@ static void check_output_files(Reader *r, const PkgFunction *f) {
   free(names);
 }
 
+/* The manifest's XML, or NULL after reporting; `where` puts libxml2's line
+ * and reason in the message ("path:LINE: ..."), for a file on disk. */
+static xmlDocPtr parse_xml(Reader *r, const char *text, size_t len, bool where) {
+  xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+  if (!ctxt) ice("out of memory");
+  /* No entity expansion, no DTD loading, no network. */
+  xmlDocPtr doc = xmlCtxtReadMemory(ctxt, text, (int)len, r->path, NULL,
+                                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  const xmlError *e = doc ? NULL : xmlCtxtGetLastError(ctxt);
+  if (!doc && where && e && e->line > 0) {
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", e->message ? e->message : "");
+    reason[strcspn(reason, "\n")] = '\0';
+    diag_error(r->d, (SrcSpan){0}, "%s:%d: manifest is not well-formed XML: %s", r->path, e->line, reason);
+    r->ok = false;
+  } else if (!doc) {
+    fail(r, "manifest is not well-formed XML");
+  }
+  xmlFreeParserCtxt(ctxt);
+  return doc;
+}
+
+static bool parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d, bool where);
+
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
+  return parse_manifest(text, len, name, pkg, d, false);
+}
+
+static bool parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d, bool where) {
   memset(pkg, 0, sizeof *pkg);
   Reader r = {name, d, true};
   if (len > MAX_MANIFEST_BYTES) {
     fail(&r, "manifest is too large (limit is %u bytes)", MAX_MANIFEST_BYTES);
     return false;
   }
-  /* No entity expansion, no DTD loading, no network. */
-  xmlDocPtr doc = xmlReadMemory(text, (int)len, name, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  xmlDocPtr doc = parse_xml(&r, text, len, where);
   xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
   xmlNodePtr dict = root && plist_is_elem(root, "plist") ? plist_next_elem(root->children) : NULL;
-  if (!doc) fail(&r, "manifest is not well-formed XML");
-  else if (!plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
+  if (doc && !plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
   if (r.ok) {
     pkg->format_version = (uint32_t)get_uint(&r, dict, "FormatVersion", "the manifest", UINT32_MAX);
     if (r.ok && pkg->format_version != PACKAGE_FORMAT_VERSION)
@@ -364,12 +390,19 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
     free(mpath);
     return false;
   }
+  struct stat st;
+  if (lstat(mpath, &st) != 0 && errno == ENOENT && pkg_dir_kind(path) == PKG_DIR_PACKAGE_NO_MANIFEST) {
+    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': it has no %s, so nothing in it can be verified", path,
+               PACKAGE_MANIFEST);
+    free(mpath);
+    return false;
+  }
   if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
     free(mpath);
     return false;
   }
-  bool ok = package_parse_manifest(text, len, mpath, pkg, d);
+  bool ok = parse_manifest(text, len, mpath, pkg, d, true);
   free(text);
   free(mpath);
   /* Every file the manifest names, before any tool reads one: the same rule

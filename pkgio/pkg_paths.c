@@ -110,10 +110,12 @@ PkgDirKind pkg_dir_kind(const char *path) {
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return PKG_DIR_NONE;
   if (exists_in(path, PACKAGE_MANIFEST)) return PKG_DIR_PACKAGE;
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
+  /* By the directory's own name, however the path spells it ("p.anepkg/", "."). */
+  char *real = realpath(path, NULL);
+  size_t n = real ? strlen(real) : 0;
   static const char ext[] = ".anepkg";
-  bool named = n >= sizeof ext - 1 && !strncmp(path + n - (sizeof ext - 1), ext, sizeof ext - 1);
+  bool named = n >= sizeof ext - 1 && !strcmp(real + n - (sizeof ext - 1), ext);
+  free(real);
   if (named || package_has_journal(path)) return PKG_DIR_PACKAGE_NO_MANIFEST;
   return exists_in(path, "model.mil") ? PKG_DIR_BARE : PKG_DIR_NONE;
 }
