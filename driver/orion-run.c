@@ -87,7 +87,8 @@ static const CliOption run_options[] = {
      "print the run's report (timings, the profile, the outputs\n"
      "written) as one JSON object on standard output",
      NULL},
-    {OPT_NO_VERIFY, 0, "no-verify", CLI_NO_VALUE, 0, NULL, "do not verify the package's checksums", NULL},
+    {OPT_NO_VERIFY, 0, "no-verify", CLI_NO_VALUE, 0, NULL,
+     "do not verify the package's checksums (nor warn that a model directory has none)", NULL},
     {OPT_NO_ANE_CHECKS, 0, "no-ane-checks", CLI_NO_VALUE, 0, NULL,
      "run even if the program would fail on the ANE (by default\n"
      "ops it rejects, unequal or too small I/O surfaces and\n"

@@ -226,31 +226,34 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
   }
 }
 
-static bool in_group(const PkgFunction *f, const char *name) {
-  for (uint32_t g = 0; g < f->ngroups; g++)
-    for (uint32_t k = 0; k < f->groups[g].nparts; k++)
-      if (!strcmp(f->groups[g].parts[k], name)) return true;
-  return false;
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* The names orion-run writes a function's outputs under (each output that is
  * no group's part, and each group) must be confined and differ, or one file
- * would overwrite another. */
+ * would overwrite another. Sorted, so a hostile manifest's million outputs
+ * cost n log n. */
 static void check_output_files(Reader *r, const PkgFunction *f) {
-  uint32_t n = 0;
+  uint32_t nparts = 0, n = 0; /* a 64 MB manifest holds fewer than 2^32 parts */
+  for (uint32_t g = 0; g < f->ngroups; g++) nparts += f->groups[g].nparts;
+  const char **parts = xcalloc(nparts + 1, sizeof *parts);
+  for (uint32_t g = 0, k = 0; g < f->ngroups; g++)
+    for (uint32_t i = 0; i < f->groups[g].nparts; i++) parts[k++] = f->groups[g].parts[i];
+  qsort(parts, nparts, sizeof *parts, by_name);
   const char **names = xcalloc(f->noutputs + f->ngroups + 1, sizeof *names);
   for (uint32_t i = 0; i < f->noutputs; i++) {
-    check_file_name(r, "output", f->outputs[i].name, f->name);
-    if (!in_group(f, f->outputs[i].name)) names[n++] = f->outputs[i].name;
+    const char *name = f->outputs[i].name;
+    check_file_name(r, "output", name, f->name);
+    if (!nparts || !bsearch(&name, parts, nparts, sizeof *parts, by_name)) names[n++] = name;
   }
   for (uint32_t g = 0; g < f->ngroups; g++) names[n++] = f->groups[g].name;
+  qsort(names, n, sizeof *names, by_name);
   char buf[256];
-  for (uint32_t i = 0; i < n && r->ok; i++)
-    for (uint32_t j = 0; j < i && r->ok; j++)
-      if (!strcmp(names[i], names[j]))
-        fail(r, "manifest: two outputs of function '%s' would both be written as '%s.npy'", f->name,
-             shown(names[i], buf, sizeof buf));
+  for (uint32_t i = 1; i < n && r->ok; i++)
+    if (!strcmp(names[i], names[i - 1]))
+      fail(r, "manifest: two outputs of function '%s' would both be written as '%s.npy'", f->name,
+           shown(names[i], buf, sizeof buf));
   free(names);
+  free(parts);
 }
 
 /* The manifest's XML, or NULL after reporting; `where` puts libxml2's line
