@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ane_rules_internal.h"
+#include "orion/pkg_paths.h"
 
 /* ---- registry ---- */
 
@@ -92,6 +93,7 @@ struct AneWeightFile {
   uint8_t *owned;      /* data when the library read it */
   size_t len;
   const char *err;
+  char *refusal; /* err when the file leads outside the package (malloc'd: the array moves) */
 };
 
 const uint8_t *ane_rule_weight_file(AneRuleCtx *c, const char *relpath, size_t *len, const char **err) {
@@ -106,6 +108,8 @@ const uint8_t *ane_rule_weight_file(AneRuleCtx *c, const char *relpath, size_t *
   memset(w, 0, sizeof *w);
   w->relpath = xstrdup(relpath);
   if (c->in->weight_file) w->data = c->in->weight_file(c->in->weight_ctx, relpath, &w->len, &w->err);
+  char why[4096 + 128];
+  if (!w->data && !w->err && !pkg_file_inside(c->in->dir, relpath, why, sizeof why)) w->err = w->refusal = xstrdup(why);
   if (!w->data && !w->err) {
     StrBuf p;
     sb_init(&p);
@@ -136,6 +140,7 @@ void ane_rules_run(const AneRuleInput *in) {
   for (uint32_t i = 0; i < c.nweights; i++) {
     free(c.weights[i].relpath);
     free(c.weights[i].owned);
+    free(c.weights[i].refusal);
   }
   free(c.weights);
 }

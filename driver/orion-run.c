@@ -18,6 +18,7 @@
 #include "orion/ane_check.h"
 #include "orion/backend.h"
 #include "orion/npy.h"
+#include "orion/pkg_paths.h"
 #include "orion/runtime.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
@@ -86,7 +87,8 @@ static const CliOption run_options[] = {
      "print the run's report (timings, the profile, the outputs\n"
      "written) as one JSON object on standard output",
      NULL},
-    {OPT_NO_VERIFY, 0, "no-verify", CLI_NO_VALUE, 0, NULL, "do not verify the package's checksums", NULL},
+    {OPT_NO_VERIFY, 0, "no-verify", CLI_NO_VALUE, 0, NULL,
+     "do not verify the package's checksums (nor warn that a model directory has none)", NULL},
     {OPT_NO_ANE_CHECKS, 0, "no-ane-checks", CLI_NO_VALUE, 0, NULL,
      "run even if the program would fail on the ANE (by default\n"
      "ops it rejects, unequal or too small I/O surfaces and\n"
@@ -325,6 +327,11 @@ int main(int argc, char **argv) {
   if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);
   p = orion_open(o.program, &oo, &d);
   if (!p) goto done;
+  /* Not silently unverified: a package's checksums were checked; a bare
+   * model directory has none to check. */
+  if (o.verify && pkg_dir_kind(o.program) == PKG_DIR_BARE)
+    diag_warning(&d, (SrcSpan){0}, "'%s' is a model directory without a manifest: nothing in it could be verified "
+                 "(--no-verify runs it without this warning)", o.program);
   uint32_t fn = 0;
   if (o.function) {
     fn = orion_function_find(p, o.function);
@@ -418,6 +425,18 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
   if (!orion_run_join_output_groups(o.program, orion_function_name(p, fn), outputs, out_names, &nout, &out_arena, &d))
     goto done;
+  /* The manifest reader refuses such names already; a bare directory's come
+   * from its MIL. Checked before any file is written. */
+  for (uint32_t i = 0; i < nout; i++) {
+    char why[128];
+    bool name_ok = pkg_name_ok(out_names[i], PKG_NAME_PLAIN, why, sizeof why);
+    for (uint32_t j = 0; name_ok && j < i; j++)
+      if (!strcmp(out_names[i], out_names[j])) name_ok = !snprintf(why, sizeof why, "is the name of another output too");
+    if (!name_ok) {
+      diag_error(&d, (SrcSpan){0}, "output '%s' cannot be written to '%s': its name %s", out_names[i], o.output_dir, why);
+      goto done;
+    }
+  }
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);

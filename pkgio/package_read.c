@@ -18,6 +18,7 @@
 #include "orion/blob.h"
 #include "orion/manifest.h"
 #include "orion/mil_target.h"
+#include "orion/pkg_paths.h"
 #include "orion/sha256.h"
 #include "orion/xxh64.h"
 #include "plist_util.h"
@@ -88,6 +89,25 @@ static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *wh
   if (!ok) fail(r, "manifest: '%s' of %s must be %zu lowercase hex digits", key, where, digits);
   snprintf(out, digits + 1, "%s", ok ? s : "");
   free(s);
+}
+
+/* A name as messages show it: control characters as \xNN, so that a
+ * hostile name cannot drive the terminal. */
+static const char *shown(const char *name, char *buf, size_t size) {
+  size_t o = 0;
+  for (const unsigned char *c = (const unsigned char *)name; *c && o + 5 < size; c++)
+    if (*c < 0x20 || *c == 0x7f) o += (size_t)snprintf(buf + o, size - o, "\\x%02x", *c);
+    else buf[o++] = (char)*c;
+  buf[o] = '\0';
+  return buf;
+}
+
+/* A name that orion-run writes as NAME.npy (an output, an output group). */
+static void check_file_name(Reader *r, const char *what, const char *name, const char *fn) {
+  char why[128], buf[256];
+  if (r->ok && !pkg_name_ok(name, PKG_NAME_PLAIN, why, sizeof why))
+    fail(r, "manifest: %s name '%s' of function '%s' %s (outputs are written as NAME.npy)", what,
+         shown(name, buf, sizeof buf), fn, why);
 }
 
 /* The dtypes a package's tensors have (those of the IR, which wrote it). */
@@ -183,6 +203,7 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
   for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
     PkgGroup *g = &f->groups[f->ngroups++];
     g->name = get_string(r, c, "Name", "an output group");
+    check_file_name(r, "output group", g->name, f->name);
     g->axis = (uint32_t)get_uint(r, c, "Axis", "an output group", ORION_MAX_RANK - 1);
     xmlNodePtr parts = need(r, c, "Parts", "array", "an output group");
     uint32_t np = 0;
@@ -205,19 +226,75 @@ static void read_groups(Reader *r, xmlNodePtr dict, PkgFunction *f) {
   }
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The names orion-run writes a function's outputs under (each output that is
+ * no group's part, and each group) must be confined and differ, or one file
+ * would overwrite another. Sorted, so a hostile manifest's million outputs
+ * cost n log n. */
+static void check_output_files(Reader *r, const PkgFunction *f) {
+  uint32_t nparts = 0, n = 0; /* a 64 MB manifest holds fewer than 2^32 parts */
+  for (uint32_t g = 0; g < f->ngroups; g++) nparts += f->groups[g].nparts;
+  const char **parts = xcalloc(nparts + 1, sizeof *parts);
+  for (uint32_t g = 0, k = 0; g < f->ngroups; g++)
+    for (uint32_t i = 0; i < f->groups[g].nparts; i++) parts[k++] = f->groups[g].parts[i];
+  qsort(parts, nparts, sizeof *parts, by_name);
+  const char **names = xcalloc(f->noutputs + f->ngroups + 1, sizeof *names);
+  for (uint32_t i = 0; i < f->noutputs; i++) {
+    const char *name = f->outputs[i].name;
+    check_file_name(r, "output", name, f->name);
+    if (!nparts || !bsearch(&name, parts, nparts, sizeof *parts, by_name)) names[n++] = name;
+  }
+  for (uint32_t g = 0; g < f->ngroups; g++) names[n++] = f->groups[g].name;
+  qsort(names, n, sizeof *names, by_name);
+  char buf[256];
+  for (uint32_t i = 1; i < n && r->ok; i++)
+    if (!strcmp(names[i], names[i - 1]))
+      fail(r, "manifest: two outputs of function '%s' would both be written as '%s.npy'", f->name,
+           shown(names[i], buf, sizeof buf));
+  free(names);
+  free(parts);
+}
+
+/* The manifest's XML, or NULL after reporting; `where` puts libxml2's line
+ * and reason in the message ("path:LINE: ..."), for a file on disk. */
+static xmlDocPtr parse_xml(Reader *r, const char *text, size_t len, bool where) {
+  xmlParserCtxtPtr ctxt = xmlNewParserCtxt();
+  if (!ctxt) ice("out of memory");
+  /* No entity expansion, no DTD loading, no network. */
+  xmlDocPtr doc = xmlCtxtReadMemory(ctxt, text, (int)len, r->path, NULL,
+                                    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  const xmlError *e = doc ? NULL : xmlCtxtGetLastError(ctxt);
+  if (!doc && where && e && e->line > 0) {
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", e->message ? e->message : "");
+    reason[strcspn(reason, "\n")] = '\0';
+    diag_error(r->d, (SrcSpan){0}, "%s:%d: manifest is not well-formed XML: %s", r->path, e->line, reason);
+    r->ok = false;
+  } else if (!doc) {
+    fail(r, "manifest is not well-formed XML");
+  }
+  xmlFreeParserCtxt(ctxt);
+  return doc;
+}
+
+static bool parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d, bool where);
+
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
+  return parse_manifest(text, len, name, pkg, d, false);
+}
+
+static bool parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d, bool where) {
   memset(pkg, 0, sizeof *pkg);
   Reader r = {name, d, true};
   if (len > MAX_MANIFEST_BYTES) {
     fail(&r, "manifest is too large (limit is %u bytes)", MAX_MANIFEST_BYTES);
     return false;
   }
-  /* No entity expansion, no DTD loading, no network. */
-  xmlDocPtr doc = xmlReadMemory(text, (int)len, name, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  xmlDocPtr doc = parse_xml(&r, text, len, where);
   xmlNodePtr root = doc ? xmlDocGetRootElement(doc) : NULL;
   xmlNodePtr dict = root && plist_is_elem(root, "plist") ? plist_next_elem(root->children) : NULL;
-  if (!doc) fail(&r, "manifest is not well-formed XML");
-  else if (!plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
+  if (doc && !plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
   if (r.ok) {
     pkg->format_version = (uint32_t)get_uint(&r, dict, "FormatVersion", "the manifest", UINT32_MAX);
     if (r.ok && pkg->format_version != PACKAGE_FORMAT_VERSION)
@@ -259,14 +336,21 @@ bool package_parse_manifest(const char *text, size_t len, const char *name, Pack
       PkgFunction *f = &pkg->functions[pkg->nfunctions++];
       f->name = get_string(&r, c, "Name", "a function");
       f->mil_file = get_string(&r, c, "MILFile", "a function");
-      if (r.ok && (strchr(f->mil_file, '/') || f->mil_file[0] == '.' || !f->mil_file[0]))
-        fail(&r, "manifest: MIL file name '%s' must be a plain name inside the package", f->mil_file);
+      char why[128], buf[256];
+      /* A leading '.' too: a hidden file is no package's MIL. */
+      if (r.ok && !pkg_name_ok(f->mil_file, PKG_NAME_PLAIN, why, sizeof why))
+        fail(&r, "manifest: MIL file name '%s' %s; it must be a plain name inside the package",
+             shown(f->mil_file, buf, sizeof buf), why);
+      else if (r.ok && f->mil_file[0] == '.')
+        fail(&r, "manifest: MIL file name '%s' starts with '.'; it must be a plain name inside the package",
+             shown(f->mil_file, buf, sizeof buf));
       get_hash(&r, c, "MILXXH64", "a function", f->mil_xxh64, 16);
       f->surface_bytes = get_uint(&r, c, "SurfaceBytes", "a function", UINT64_MAX);
       f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
       f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
       f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
       read_groups(&r, c, f);
+      if (r.ok) check_output_files(&r, f);
     }
     /* Optional: packages from before it was recorded lack it. */
     xmlNodePtr args = plist_dict_get(dict, "CompileArguments");
@@ -303,14 +387,37 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   char *text;
   size_t len;
   const char *err;
+  char why[4096 + 128]; /* a path and the reason */
+  if (!pkg_file_inside(path, PACKAGE_MANIFEST, why, sizeof why)) {
+    diag_error(d, (SrcSpan){0}, "%s: %s", mpath, why);
+    free(mpath);
+    return false;
+  }
+  struct stat st;
+  if (lstat(mpath, &st) != 0 && errno == ENOENT && pkg_dir_kind(path) == PKG_DIR_PACKAGE_NO_MANIFEST) {
+    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': it has no %s, so nothing in it can be verified", path,
+               PACKAGE_MANIFEST);
+    free(mpath);
+    return false;
+  }
   if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
     free(mpath);
     return false;
   }
-  bool ok = package_parse_manifest(text, len, mpath, pkg, d);
+  bool ok = parse_manifest(text, len, mpath, pkg, d, true);
   free(text);
   free(mpath);
+  /* Every file the manifest names, before any tool reads one: the same rule
+   * for inspect, lint, run and patch (docs/package-format.md). */
+  for (uint32_t i = 0; ok && i <= pkg->nfunctions; i++) {
+    const char *rel = i < pkg->nfunctions ? pkg->functions[i].mil_file : PACKAGE_WEIGHTS;
+    if (!pkg_file_inside(path, rel, why, sizeof why)) {
+      diag_error(d, (SrcSpan){0}, "%s/%s: %s", path, rel, why);
+      package_free(pkg);
+      ok = false;
+    }
+  }
   if (ok) pkg->path = xstrdup(path);
   return ok;
 }

@@ -33,6 +33,7 @@
 #include "orion/blob.h"
 #include "orion/manifest.h"
 #include "orion/patch.h"
+#include "orion/pkg_paths.h"
 
 #define MODEL_PATH_PREFIX "@model_path/"
 #define BARE_MIL "model.mil"
@@ -450,6 +451,13 @@ static MilProgram *read_mil(Loader *L, const char *dir, const char *file) {
   StrBuf path;
   sb_init(&path);
   sb_printf(&path, "%s/%s", dir, file);
+  char why[4096 + 128];
+  /* A package's files were judged by package_read; a bare directory's here, by the same rule. */
+  if (!pkg_file_inside(dir, file, why, sizeof why)) {
+    lerr(L, (SrcSpan){0}, "%s: %s", path.data, why);
+    sb_free(&path);
+    return NULL;
+  }
   MilProgram *mp = mil_read_file(path.data, L->d);
   sb_free(&path);
   if (!mp) {
@@ -519,16 +527,6 @@ static void open_bare(Loader *L, const char *path) {
   }
 }
 
-static bool file_exists(const char *dir, const char *name) {
-  StrBuf sb;
-  sb_init(&sb);
-  sb_printf(&sb, "%s/%s", dir, name);
-  struct stat st;
-  bool ok = stat(sb.data, &st) == 0;
-  sb_free(&sb);
-  return ok;
-}
-
 OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d) {
   OrionOpenOptions defaults = ORION_OPEN_OPTIONS_DEFAULT;
   if (!opt) opt = &defaults;
@@ -546,8 +544,11 @@ OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d)
     diag_error(d, (SrcSpan){0}, "cannot open '%s': not a directory (a .anepkg package or a model directory)", path);
     return NULL;
   }
-  bool is_package = file_exists(path, PACKAGE_MANIFEST);
-  if (!is_package && !file_exists(path, BARE_MIL)) {
+  /* A package without its manifest goes the package's way, where reading the
+   * manifest refuses it: it cannot be verified (orion/pkg_paths.h). */
+  PkgDirKind kind = pkg_dir_kind(path);
+  bool is_package = kind == PKG_DIR_PACKAGE || kind == PKG_DIR_PACKAGE_NO_MANIFEST;
+  if (kind == PKG_DIR_NONE) {
     diag_error(d, (SrcSpan){0}, "cannot open '%s': it holds neither %s (a package) nor %s (a model directory)", path,
                PACKAGE_MANIFEST, BARE_MIL);
     return NULL;
