@@ -6,6 +6,7 @@
  *
  * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -54,7 +55,10 @@ static const CliOption run_options[] = {
      "an input, by its .oir name (repeat for each input);\n"
      "fp32 data is accepted for fp16 inputs and converted",
      "NAME=FILE.npy"},
-    {OPT_OUTPUT_DIR, 0, "output-dir", CLI_VALUE, 0, " DIR", "where outputs are written as NAME.npy (default .)",
+    {OPT_OUTPUT_DIR, 0, "output-dir", CLI_VALUE, 0, " DIR",
+     "where outputs are written as NAME.npy, made if missing (default:\n"
+     "PROGRAM.out in the current directory, PROGRAM the program's\n"
+     "directory name without .anepkg; never the current directory itself)",
      NULL},
     {OPT_ADAPTER, 0, "adapter", CLI_VALUE, 0, " FILE",
      "a LoRA adapter (safetensors, PEFT names: MODULE.lora_A/B)\n"
@@ -158,7 +162,7 @@ static int take_option(Options *o, int id, const char *v) {
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
-  *o = (Options){.output_dir = ".", .backend = "cpu", .numerics = ORION_NUMERICS_ANE, .repeat = 1, .verify = true,
+  *o = (Options){.output_dir = NULL, .backend = "cpu", .numerics = ORION_NUMERICS_ANE, .repeat = 1, .verify = true,
                  .simulate = true};
   CliParser p;
   cli_parser_init(&p, &run_spec, argc, argv);
@@ -292,6 +296,70 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* PROGRAM.out for a program at .../PROGRAM(.anepkg), in the current directory. */
+static char *default_output_dir_of(const char *program) {
+  size_t n = strlen(program);
+  while (n > 1 && program[n - 1] == '/') n--;
+  size_t start = n;
+  while (start > 0 && program[start - 1] != '/') start--;
+  size_t len = n - start;
+  if (len > 7 && !strncmp(program + n - 7, ".anepkg", 7)) len -= 7;
+  StrBuf sb;
+  sb_init(&sb);
+  sb_printf(&sb, "%.*s.out", (int)len, program + start);
+  return sb.data;
+}
+
+/* Makes dir and its missing parents; an existing directory is fine. */
+static bool make_output_dir(const char *dir, Diag *d) {
+  char *path = xstrdup(dir);
+  bool ok = true;
+  for (char *p = path + 1; ok; p++) {
+    bool end = *p == 0;
+    if (*p != '/' && !end) continue;
+    *p = 0;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+      if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(errno));
+        ok = false;
+      }
+    } else if (!S_ISDIR(st.st_mode)) {
+      diag_error(d, (SrcSpan){0}, "the output directory '%s' is not a directory ('%s' is a file)", dir, path);
+      ok = false;
+    }
+    if (end) break;
+    *p = '/';
+  }
+  free(path);
+  return ok;
+}
+
+/* No output may replace a file orion-run reads (an --input or the
+ * --adapter): checked for every output before any is written. */
+static bool outputs_spare_inputs(const Options *o, const char *const *names, uint32_t n, Diag *d) {
+  bool ok = true;
+  for (uint32_t i = 0; i < n; i++) {
+    StrBuf path;
+    sb_init(&path);
+    sb_printf(&path, "%s/%s.npy", o->output_dir, names[i]);
+    struct stat out;
+    if (stat(path.data, &out) == 0)
+      for (uint32_t k = 0; k <= o->ninputs; k++) {
+        const char *in = k < o->ninputs ? o->input_files[k] : o->adapter;
+        struct stat st;
+        if (in && stat(in, &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+          diag_error(d, (SrcSpan){0}, "output '%s' would overwrite '%s', which this run reads; give another --output-dir",
+                     names[i], in);
+          ok = false;
+          break;
+        }
+      }
+    sb_free(&path);
+  }
+  return ok;
+}
+
 int main(int argc, char **argv) {
   /* Past a file size limit (ulimit -f) writes fail with EFBIG and are
    * reported; the default action would kill the process mid-write. */
@@ -314,6 +382,7 @@ int main(int argc, char **argv) {
   uint32_t nin = 0, nout = 0;
   const char *output_names[MAX_BINDINGS] = {NULL};
   char *output_files[MAX_BINDINGS] = {NULL};
+  char *default_output_dir = NULL;
   Arena out_arena; /* names of joined outputs */
   arena_init(&out_arena);
 
@@ -415,11 +484,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
   if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
 
-  struct stat st;
-  if (stat(o.output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    diag_error(&d, (SrcSpan){0}, "the output directory '%s' does not exist", o.output_dir);
-    goto done;
-  }
+  if (!o.output_dir) o.output_dir = default_output_dir = default_output_dir_of(o.program);
+  if (!make_output_dir(o.output_dir, &d)) goto done;
   /* An output split-concat split into parts is written whole, under its own name. */
   const char *out_names[MAX_BINDINGS];
   for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
@@ -437,6 +503,7 @@ int main(int argc, char **argv) {
       goto done;
     }
   }
+  if (!outputs_spare_inputs(&o, out_names, nout, &d)) goto done;
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
@@ -474,6 +541,7 @@ done:
   orion_backend_close(backend);
   orion_close(p);
   arena_free(&out_arena);
+  free(default_output_dir);
   srcset_free(&sources);
   return rc;
 }

@@ -63,8 +63,22 @@ check wrong-shape 1 "$run" "$tmp/g.anepkg" --input "x=$tmp/x.npy"
 contains wrong-shape "orion-run: error: input 'x' ('$tmp/x.npy') is fp32[4], but the program takes fp32[2,2]"
 check missing-file 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/none.npy"
 contains missing-file "orion-run: error: cannot read '$tmp/none.npy'"
-check no-output-dir 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/none"
-contains no-output-dir "orion-run: error: the output directory '$tmp/none' does not exist"
+# --output-dir is made when missing, parents too; the default is PROGRAM.out in the current directory.
+check new-output-dir 0 "$run" --numerics=fp32 "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/none/deeper"
+same_bytes new-output-dir "$tmp/none/deeper/y.npy" "$tmp/want_y.npy"
+mkdir "$tmp/cwd"
+check default-output-dir 0 bash -c "cd '$tmp/cwd' && '$run' --numerics=fp32 '$tmp/f.anepkg' --input 'x=$tmp/x.npy'"
+same_bytes default-output-dir "$tmp/cwd/f.out/y.npy" "$tmp/want_y.npy"
+if [ -e "$tmp/cwd/y.npy" ]; then failed=$((failed + 1)); echo "FAIL: default-output-dir wrote into the current directory"; else passed=$((passed + 1)); fi
+: >"$tmp/a-file"
+check output-dir-is-file 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/x.npy" --output-dir "$tmp/a-file/sub"
+contains output-dir-is-file "orion-run: error: the output directory '$tmp/a-file/sub' is not a directory ('$tmp/a-file' is a file)"
+# An output never replaces a file the run reads: y.npy given as the input x, in the output directory.
+mkdir "$tmp/same"
+cp "$tmp/x.npy" "$tmp/same/y.npy"
+check overwrite-input 1 "$run" "$tmp/f.anepkg" --input "x=$tmp/same/y.npy" --output-dir "$tmp/same"
+contains overwrite-input "orion-run: error: output 'y' would overwrite '$tmp/same/y.npy', which this run reads; give another --output-dir"
+same_bytes overwrite-input "$tmp/same/y.npy" "$tmp/x.npy"
 
 # ANE failure modes are errors before a run (naming the constraint), unless --no-ane-checks.
 printf 'func main(a: fp32[1,2,4], b: fp32[1,2,4]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >"$tmp/c.oir"
@@ -126,6 +140,7 @@ contains profile-line "$tmp/o.anepkg/model.mil:6:31  mul 'y'"
 
 # Usage.
 check help 0 "$run" --help
+contains help-output-dir-default "PROGRAM.out in the current directory"
 contains help-check-finite "  --check-finite "
 contains help-profile "  --profile "
 contains help-backend "  --backend B            cpu (default: the CPU reference backend), check"
