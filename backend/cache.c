@@ -136,8 +136,7 @@ static bool copy_file(const char *from, const char *to) {
   return close(out) == 0 && ok;
 }
 
-/* The files of a package: the manifest, the MIL files, the weight file. */
-static bool copy_package(const char *from, const char *to) {
+bool package_copy(const char *from, const char *to) {
   StrBuf a, b;
   sb_init(&a);
   sb_init(&b);
@@ -195,7 +194,7 @@ bool compile_cache_fetch(const char *dir, const char *key, const char *path, con
     snprintf(tmp, n, "%s.tmp-XXXXXX", path);
     const char *err = NULL;
     bool made = temp_dir_make(temp_dir, tmp);
-    if (made && copy_package(entry, tmp) && package_install(tmp, path, exists, &err)) {
+    if (made && package_copy(entry, tmp) && package_install(tmp, path, exists, &err)) {
       ok = true;
       utimensat(AT_FDCWD, entry, NULL, 0); /* recently used */
     } else if (!err) {
@@ -294,7 +293,7 @@ bool compile_cache_store(const char *dir, const char *key, const char *path, uin
   size_t n = strlen(entry) + 32;
   char *tmp = xmalloc(n);
   snprintf(tmp, n, "%s.tmp-XXXXXX", entry);
-  bool ok = mkdtemp(tmp) && copy_package(path, tmp);
+  bool ok = mkdtemp(tmp) && package_copy(path, tmp);
   /* An entry already there was damaged (it missed): swap it out and remove it. */
   if (ok && rename(tmp, entry) != 0)
     ok = (errno == ENOTEMPTY || errno == EEXIST) && renameat2(AT_FDCWD, tmp, AT_FDCWD, entry, RENAME_EXCHANGE) == 0;

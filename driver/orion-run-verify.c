@@ -108,7 +108,8 @@ static const char *weight_at(const Package *pkg, uint64_t at) {
   return "(the file header or a blob record)";
 }
 
-static bool same_file(const char *a, const char *b, const Package *pkg, bool weights, Diag *d) {
+/* `shown`: how messages name file a. */
+static bool same_file(const char *a, const char *shown, const char *b, const Package *pkg, bool weights, Diag *d) {
   char *x = NULL, *y = NULL;
   size_t nx = 0, ny = 0;
   const char *err;
@@ -119,10 +120,10 @@ static bool same_file(const char *a, const char *b, const Package *pkg, bool wei
     size_t at = 0;
     while (at < nx && at < ny && x[at] == y[at]) at++;
     if (weights)
-      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu (weight '%s')", a, at,
+      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu (weight '%s')", shown, at,
                  weight_at(pkg, at));
     else
-      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu", a, at);
+      diag_error(d, (SrcSpan){0}, "--verify: %s differs from a fresh compile at byte %zu", shown, at);
     ok = false;
   }
   free(x);
@@ -183,7 +184,7 @@ static bool same_outputs(const char *a, const char *b, Diag *d) {
   return ok;
 }
 
-bool orion_run_verify_patch(const char *package, const char *source, const char *const *files,
+bool orion_run_verify_patch(const char *package, const char *shown, const char *source, const char *const *files,
                             const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d) {
   Package pkg;
   if (!package_read(package, &pkg, d)) return false;
@@ -196,7 +197,8 @@ bool orion_run_verify_patch(const char *package, const char *source, const char 
     diag_error(d, (SrcSpan){0}, "--verify: cannot make a temporary directory: %s", strerror(errno));
     ok = false;
   }
-  StrBuf out, a, b;
+  StrBuf out, a, b, label;
+  sb_init(&label);
   sb_init(&out);
   sb_init(&a);
   sb_init(&b);
@@ -206,20 +208,25 @@ bool orion_run_verify_patch(const char *package, const char *source, const char 
     a.len = b.len = 0;
     sb_printf(&a, "%s/%s", package, pkg.functions[i].mil_file);
     sb_printf(&b, "%s/%s", out.data, pkg.functions[i].mil_file);
-    ok = same_file(a.data, b.data, &pkg, false, d);
+    label.len = 0;
+    sb_printf(&label, "%s/%s", shown, pkg.functions[i].mil_file);
+    ok = same_file(a.data, label.data, b.data, &pkg, false, d);
   }
   if (ok) {
     a.len = b.len = 0;
     sb_printf(&a, "%s/%s", package, PACKAGE_WEIGHTS);
     sb_printf(&b, "%s/%s", out.data, PACKAGE_WEIGHTS);
-    ok = same_file(a.data, b.data, &pkg, true, d);
+    label.len = 0;
+    sb_printf(&label, "%s/%s", shown, PACKAGE_WEIGHTS);
+    ok = same_file(a.data, label.data, b.data, &pkg, true, d);
   }
   ok = ok && same_outputs(package, out.data, d);
-  if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", package);
+  if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", shown);
   if (made) {
     remove_tree(tmp); /* our own directory: its name came from mkdtemp */
   }
   sb_free(&out);
+  sb_free(&label);
   sb_free(&a);
   sb_free(&b);
   free(src);

@@ -15,8 +15,10 @@ int orion_run_patch(int argc, char **argv);
 /* Compiles the package's source again with the new weights (the files given
  * to the patch: safetensors, or .npy under npy_names[i] when not NULL) and
  * checks that the patched package has the same MIL text and weight bytes and
- * computes bit-identical outputs on random inputs. */
-bool orion_run_verify_patch(const char *package, const char *source, const char *const *files,
+ * computes bit-identical outputs on random inputs. Messages name the
+ * package `shown` (orion-run patch verifies a patched copy of the package it
+ * was given, so that a failure leaves that package as it was). */
+bool orion_run_verify_patch(const char *package, const char *shown, const char *source, const char *const *files,
                             const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d);
 
 /* LoRA adapters as inputs (orion-run --adapter). An input named

@@ -40,6 +40,11 @@ typedef struct TempDirHook {
   void *ctx;
 } TempDirHook;
 
+/* Copies the files of the package at `from` (the manifest, the MIL files,
+ * the weight file) into the existing empty directory `to`, each synced;
+ * false with errno set on failure. */
+bool package_copy(const char *from, const char *to);
+
 /* mkdtemp(tmpl) between the hook's begin and fn (h may be NULL). */
 bool temp_dir_make(const TempDirHook *h, char *tmpl);
 

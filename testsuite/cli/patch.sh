@@ -54,11 +54,17 @@ contains verify-other-source "orion-run: error: --verify: 'other.oir' is not the
 
 # One weight from a .npy: c = [1, 0, 0, 0] adds 1 to z[0].
 npy16 '(4,)' '\x00\x3c\x00\x00\x00\x00\x00\x00' c.npy
-check patch-npy 1 "$run" patch m.anepkg --weight c=c.npy --verify
+# A fresh compile knows only this patch's weights, not the earlier patch's: --verify fails, and
+# leaves the package exactly as it was (it checks a patched copy before it patches the package).
+before_verify=$(snapshot m.anepkg)
+check patch-npy-verify 1 "$run" patch m.anepkg --weight c=c.npy --verify
+contains patch-npy-verify "orion-run: error: --verify: m.anepkg/weights/weight.bin differs from a fresh compile at byte 128 (weight 'w')"
+contains patch-npy-verify "orion-run: note: the package had been patched before this update (generation 1); a fresh compile takes only this update's weights from files"
+contains patch-npy-verify "orion-run: note: 'm.anepkg' is unchanged"
+if [ "$(snapshot m.anepkg)" = "$before_verify" ]; then pass; else fail "patch-npy-verify: the package changed"; fi
+if compgen -G 'm.anepkg.verify-*' >/dev/null; then fail "patch-npy-verify: the checked copy is left"; else pass; fi
+check patch-npy 0 "$run" patch m.anepkg --weight c=c.npy
 contains patch-npy "m.anepkg: 1 weight patched, 1 blob (8 bytes) changed, generation 2"
-# A fresh compile knows only this patch's weights, not the earlier patch's.
-contains patch-npy "orion-run: error: --verify: m.anepkg/weights/weight.bin differs from a fresh compile at byte 128 (weight 'w')"
-contains patch-npy "orion-run: note: the package had been patched before this update (generation 1); a fresh compile takes only this update's weights from files"
 check run-npy 0 "$run" m.anepkg --input x=x.npy --output-dir o
 npy16 '(1, 4)' '\x00\x41\x00\x40\x00\x41\x00\x42' want2.npy
 same_bytes run-npy o/z.npy want2.npy
