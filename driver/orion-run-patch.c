@@ -35,7 +35,10 @@ static const CliOption patch_options[] = {
      "a patched copy first, so a failure leaves the\n"
      "package as it was",
      "a source file"},
-    {OPT_RECOVER, 0, "recover", CLI_NO_VALUE, 0, NULL, "only complete (or discard) an interrupted update", NULL},
+    {OPT_RECOVER, 0, "recover", CLI_NO_VALUE, 0, NULL,
+     "only complete (or discard) an interrupted update\n"
+     "(with -v: name each leftover file removed)",
+     NULL},
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print what was done", NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
 };
@@ -114,6 +117,12 @@ static int parse(int argc, char **argv, PatchArgs *a) {
   return -1;
 }
 
+/* -v with --recover: each leftover of an interrupted update that was removed. */
+static void say_removed(void *ctx, const char *path) {
+  (void)ctx;
+  fprintf(stderr, "orion-run: removed %s (left by an interrupted weight update)\n", path);
+}
+
 /* Patches a copy of the package beside it and verifies the copy; the copy
  * is removed either way. */
 static bool verify_on_a_copy(const PatchArgs *a, const PatchSet *set, const PatchOptions *po, Diag *d) {
@@ -160,7 +169,8 @@ int orion_run_patch(int argc, char **argv) {
   PatchSet set = {0};
   if (a.recover) {
     bool did;
-    if (package_recover(a.package, &did, &d)) {
+    PatchRemovedHook removed = {.fn = say_removed};
+    if (package_recover_reporting(a.package, &did, a.verbose ? &removed : NULL, &d)) {
       printf("%s: %s\n", a.package, did ? "completed an interrupted weight update" : "no interrupted weight update");
       rc = 0;
     }

@@ -287,11 +287,13 @@ static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
   return ok;
 }
 
-static void remove_leftovers(const char *pkg) {
+/* Removes what an interrupted update can leave; `removed` (may be NULL) is
+ * told each file that was there. */
+static void remove_leftovers(const char *pkg, const PatchRemovedHook *removed) {
   static const char *const names[] = {JOURNAL_TMP, SHADOW_NAME, MANIFEST_TMP};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char *p = pkg_path(pkg, names[i]);
-    unlink(p);
+    if (unlink(p) == 0 && removed && removed->fn) removed->fn(removed->ctx, p);
     free(p);
   }
 }
@@ -315,17 +317,21 @@ static int lock_package(const char *path, Diag *d) {
   return fd;
 }
 
-static bool recover_locked(const char *path, bool *did_recover, Diag *d);
+static bool recover_locked(const char *path, bool *did_recover, const PatchRemovedHook *removed, Diag *d);
 
 bool package_recover(const char *path, bool *did_recover, Diag *d) {
+  return package_recover_reporting(path, did_recover, NULL, d);
+}
+
+bool package_recover_reporting(const char *path, bool *did_recover, const PatchRemovedHook *removed, Diag *d) {
   int lock = lock_package(path, d);
   if (lock < 0) return false;
-  bool ok = recover_locked(path, did_recover, d);
+  bool ok = recover_locked(path, did_recover, removed, d);
   close(lock);
   return ok;
 }
 
-static bool recover_locked(const char *path, bool *did_recover, Diag *d) {
+static bool recover_locked(const char *path, bool *did_recover, const PatchRemovedHook *removed, Diag *d) {
   if (did_recover) *did_recover = false;
   char *jp = pkg_path(path, JOURNAL_NAME);
   char *text = NULL;
@@ -333,7 +339,7 @@ static bool recover_locked(const char *path, bool *did_recover, Diag *d) {
   const char *err = NULL;
   bool ok = true;
   if (access(jp, F_OK) != 0) {
-    remove_leftovers(path); /* an uncommitted patch: the old weights stand */
+    remove_leftovers(path, removed); /* an uncommitted patch: the old weights stand */
   } else if (!read_file(jp, SIZE_MAX / 2, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "%s: cannot read the journal of an interrupted weight update: %s", jp, err);
     ok = false;
@@ -350,7 +356,7 @@ static bool recover_locked(const char *path, bool *did_recover, Diag *d) {
       diag_error(d, (SrcSpan){0}, "cannot complete the interrupted weight update of '%s': %s", path, err);
       ok = false;
     } else {
-      remove_leftovers(path);
+      remove_leftovers(path, removed);
       if (did_recover) *did_recover = true;
     }
     free(j.regions);
@@ -670,7 +676,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   int lock = lock_package(path, d);
   if (lock < 0) return false;
   Package pkg;
-  if (!recover_locked(path, NULL, d) || !package_read(path, &pkg, d)) {
+  if (!recover_locked(path, NULL, NULL, d) || !package_read(path, &pkg, d)) {
     close(lock);
     return false;
   }
@@ -756,7 +762,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
       err = NULL;
     }
   } else {
-    remove_leftovers(path);
+    remove_leftovers(path, NULL);
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s (the package is unchanged)", path, err);
   }
   if (opt->stats) {

@@ -49,6 +49,15 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
  * be NULL) tells whether a committed patch was completed. */
 bool package_recover(const char *path, bool *did_recover, Diag *d);
 
+/* Told each leftover file that recovery removed (its path). */
+typedef struct PatchRemovedHook {
+  void (*fn)(void *ctx, const char *path);
+  void *ctx;
+} PatchRemovedHook;
+
+/* package_recover, telling `removed` (may be NULL) what it removed. */
+bool package_recover_reporting(const char *path, bool *did_recover, const PatchRemovedHook *removed, Diag *d);
+
 /* Whether `data` is a well-formed journal whose checksum matches (what
  * recovery trusts; exposed for the fuzz target). */
 bool patch_journal_valid(const uint8_t *data, size_t len);

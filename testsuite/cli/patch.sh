@@ -188,4 +188,20 @@ else
   fail "recover: no kill left a journal"
 fi
 
+# --recover -v says which leftovers of an interrupted update it removed; without -v it says nothing of them.
+rm -rf l.anepkg && cp -r wide.anepkg l.anepkg
+: >l.anepkg/weights/weight.bin.journal.tmp
+: >l.anepkg/Manifest.plist.tmp
+check recover-quiet 0 "$run" patch l.anepkg --recover
+if grep -q 'removed' out; then fail "recover-quiet: names what it removed without -v"; else pass; fi
+: >l.anepkg/weights/weight.bin.journal.tmp
+: >l.anepkg/weights/weight.bin.new
+check recover-verbose 0 "$run" patch l.anepkg --recover -v
+contains recover-verbose "orion-run: removed l.anepkg/weights/weight.bin.journal.tmp (left by an interrupted weight update)"
+contains recover-verbose "orion-run: removed l.anepkg/weights/weight.bin.new (left by an interrupted weight update)"
+contains recover-verbose "l.anepkg: no interrupted weight update"
+if [ -e l.anepkg/weights/weight.bin.journal.tmp ] || [ -e l.anepkg/weights/weight.bin.new ]; then
+  fail "recover-verbose: a leftover is still there"; else pass; fi
+check recover-clean 0 "$inspect" l.anepkg
+
 finish
