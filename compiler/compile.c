@@ -37,30 +37,31 @@ typedef struct Compile {
   struct timespec last; /* end of the previous phase */
 } Compile;
 
-static void progress(Compile *c, const char *fmt, ...) ORION_PRINTF(2, 3);
-static void progress(Compile *c, const char *fmt, ...) {
-  if (!c->o->hooks.progress) return;
+/* Formats a message for one of the caller's text hooks (nothing when unset). */
+static void to_hook(void (*hook)(void *, const char *), void *ctx, const char *fmt, va_list ap) ORION_PRINTF(3, 0);
+static void to_hook(void (*hook)(void *, const char *), void *ctx, const char *fmt, va_list ap) {
+  if (!hook) return;
   StrBuf sb;
   sb_init(&sb);
+  sb_vprintf(&sb, fmt, ap);
+  hook(ctx, sb.data);
+  sb_free(&sb);
+}
+
+static void progress(Compile *c, const char *fmt, ...) ORION_PRINTF(2, 3);
+static void progress(Compile *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  sb_vprintf(&sb, fmt, ap);
+  to_hook(c->o->hooks.progress, c->o->hooks.ctx, fmt, ap);
   va_end(ap);
-  c->o->hooks.progress(c->o->hooks.ctx, sb.data);
-  sb_free(&sb);
 }
 
 static void timing(Compile *c, const char *fmt, ...) ORION_PRINTF(2, 3);
 static void timing(Compile *c, const char *fmt, ...) {
-  if (!c->o->hooks.timing) return;
-  StrBuf sb;
-  sb_init(&sb);
   va_list ap;
   va_start(ap, fmt);
-  sb_vprintf(&sb, fmt, ap);
+  to_hook(c->o->hooks.timing, c->o->hooks.ctx, fmt, ap);
   va_end(ap);
-  c->o->hooks.timing(c->o->hooks.ctx, sb.data);
-  sb_free(&sb);
 }
 
 static void phase(Compile *c, const char *name) {
