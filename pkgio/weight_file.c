@@ -459,12 +459,29 @@ static bool npy_dict(NpyCursor *c, NpyHeader *h) {
   return true;
 }
 
-/* Maps a numpy type string ("<f4", "|u1", ...) to a file dtype. The first
- * character is the byte order; for one-byte types any order means the same. */
-static bool npy_dtype(const char *descr, OrionDType *out, char *err, size_t errlen) {
+/* numpy's integer type codes beyond the weight files' ones (training token
+ * files are written as uint16, uint32 or int64 as often as int32). */
+static OrionDType npy_integer_code(const char *code) {
+  static const struct {
+    const char *code;
+    OrionDType t;
+  } ints[] = {{"i1", ORION_DT_INT8},  {"u1", ORION_DT_UINT8},  {"i2", ORION_DT_INT16}, {"u2", ORION_DT_UINT16},
+              {"i4", ORION_DT_INT32}, {"u4", ORION_DT_UINT32}, {"i8", ORION_DT_INT64}, {"u8", ORION_DT_UINT64}};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+    if (strcmp(code, ints[i].code) == 0) return ints[i].t;
+  return ORION_DT_NONE;
+}
+
+/* Maps a numpy type string ("<f4", "|u1", ...) to a file dtype: a weight
+ * file's dtype, or with integers_only any integer dtype and nothing else.
+ * The first character is the byte order; for one-byte types any order means
+ * the same. */
+static bool npy_dtype(const char *descr, bool integers_only, OrionDType *out, char *err, size_t errlen) {
   char order = descr[0];
   bool known_order = order == '<' || order == '>' || order == '|' || order == '=';
-  OrionDType t = known_order ? orion_dtype_from_npy_code(descr + 1) : ORION_DT_NONE;
+  OrionDType t = !known_order     ? ORION_DT_NONE
+                 : integers_only ? npy_integer_code(descr + 1)
+                                 : orion_dtype_from_npy_code(descr + 1);
   if (t != ORION_DT_NONE) {
     if (orion_dtype_size(t) == 1) {
       *out = t;
@@ -482,7 +499,7 @@ static bool npy_dtype(const char *descr, OrionDType *out, char *err, size_t errl
   return fail(err, errlen, "unsupported .npy dtype '%s'", shown(d, sizeof d, descr, strlen(descr)));
 }
 
-bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen) {
+static bool parse_npy(const uint8_t *data, size_t len, bool integers_only, WeightInfo *out, char *err, size_t errlen) {
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   memset(out, 0, sizeof *out);
   if (len == 0) return fail(err, errlen, "not a .npy file (it is empty)");
@@ -505,7 +522,7 @@ bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *e
   memset(&h, 0, sizeof h);
   NpyCursor c = {data + preamble, data + preamble + hlen, data, err, errlen};
   if (!npy_dict(&c, &h)) return false;
-  if (!npy_dtype(h.descr, &out->dtype, err, errlen)) return false;
+  if (!npy_dtype(h.descr, integers_only, &out->dtype, err, errlen)) return false;
 
   /* Column-major order changes the layout only when two axes have extent > 1. */
   uint32_t wide_axes = 0;
@@ -531,6 +548,14 @@ bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *e
   out->data_offset = data_start;
   out->nbytes = nbytes;
   return true;
+}
+
+bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen) {
+  return parse_npy(data, len, false, out, err, errlen);
+}
+
+bool weights_parse_npy_integers(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen) {
+  return parse_npy(data, len, true, out, err, errlen);
 }
 
 /* ---- files -------------------------------------------------------------- */

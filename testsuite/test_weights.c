@@ -559,6 +559,42 @@ Test(npy, unknown_descr) {
                    "structured .npy dtypes are not supported");
 }
 
+/* The training data reader's variant: every integer width numpy writes,
+ * no floats; everything else as weights_parse_npy. */
+Test(npy, integers_variant) {
+  static const struct {
+    const char *descr;
+    OrionDType t;
+  } ints[] = {{"|i1", ORION_DT_INT8},  {"|u1", ORION_DT_UINT8},  {"<i2", ORION_DT_INT16}, {"<u2", ORION_DT_UINT16},
+              {"<i4", ORION_DT_INT32}, {"<u4", ORION_DT_UINT32}, {"<i8", ORION_DT_INT64}, {"<u8", ORION_DT_UINT64}};
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    char dict[128];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (3,), }", ints[i].descr);
+    size_t width = orion_dtype_size(ints[i].t);
+    Bytes b = npy(1, dict, 3 * width);
+    WeightInfo wi;
+    char err[ERR_LEN] = "";
+    cr_assert(weights_parse_npy_integers(b.data, b.len, &wi, err, sizeof err), "%s: %s", ints[i].descr, err);
+    cr_assert_eq(wi.dtype, ints[i].t, "%s", ints[i].descr);
+    cr_assert_eq(wi.nbytes, 3 * width);
+    free(b.data);
+  }
+  const char *refused[][2] = {{"<f4", "unsupported .npy dtype '<f4'"},
+                              {"|b1", "unsupported .npy dtype '|b1'"},
+                              {">u2", "big-endian .npy data is not supported"},
+                              {"|u2", "unsupported .npy dtype '|u2'"}};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char dict[128];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (2,), }", refused[i][0]);
+    Bytes b = npy(1, dict, 8);
+    WeightInfo wi;
+    char err[ERR_LEN] = "";
+    cr_assert_not(weights_parse_npy_integers(b.data, b.len, &wi, err, sizeof err), "%s parsed", refused[i][0]);
+    cr_assert_str_eq(err, refused[i][1]);
+    free(b.data);
+  }
+}
+
 Test(npy, keys) {
   expect_npy_error(npy(1, "{'descr': '<f4', 'shape': (2,), }", 8), ".npy header has no 'fortran_order'");
   expect_npy_error(npy(1, "{'fortran_order': False, 'shape': (2,), }", 8), ".npy header has no 'descr'");

@@ -42,6 +42,10 @@ typedef struct WeightInfo {
 bool weights_parse_safetensors(const uint8_t *data, size_t len, const char *key, WeightInfo *out, char *err,
                                size_t errlen);
 bool weights_parse_npy(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen);
+/* The same for integer data of any width numpy writes (|i1 |u1 <i2 <u2 <i4
+ * <u4 <i8 <u8, as ORION_DT_INT8 ... ORION_DT_UINT64) and nothing else
+ * ("unsupported .npy dtype '<f4'"): the training data reader's token files. */
+bool weights_parse_npy_integers(const uint8_t *data, size_t len, WeightInfo *out, char *err, size_t errlen);
 
 /* The same on files (memory-mapped). */
 bool weights_probe_safetensors(const char *path, const char *key, WeightInfo *out, char *err, size_t errlen);
