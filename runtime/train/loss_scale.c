@@ -1,0 +1,104 @@
+/*
+ * Dynamic loss scaling for fp16 gradients and the guard on the fp32 master ->
+ * fp16 weight conversion (include/orion/train_optim.h).
+ *
+ * The scale follows PyTorch's GradScaler (its _amp_update_scale_ kernel) in
+ * fp32, so a run sees the same scale sequence as a PyTorch one. Nothing here
+ * clamps or zeroes a value: a non-finite gradient skips the step and is
+ * counted, a weight that would not fit fp16 is refused and reported.
+ */
+#include "orion/train_optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "orion/fp16.h"
+
+TrainLossScaleConfig train_loss_scale_defaults(void) {
+  return (TrainLossScaleConfig){.init_scale = 65536.0, .growth_factor = 2.0, .backoff_factor = 0.5,
+                                .growth_interval = 2000};
+}
+
+bool train_loss_scaler_init(TrainLossScaler *s, const TrainLossScaleConfig *cfg, Diag *d) {
+  memset(s, 0, sizeof *s);
+  const char *bad = NULL;
+  if (!(cfg->init_scale > 0) || !isfinite((float)cfg->init_scale))
+    bad = "the initial scale must be finite (in fp32) and > 0";
+  else if (!(cfg->growth_factor > 1) || !isfinite(cfg->growth_factor)) bad = "the growth factor must be finite and > 1";
+  else if (!(cfg->backoff_factor > 0 && cfg->backoff_factor < 1)) bad = "the backoff factor must be in (0, 1)";
+  else if (cfg->growth_interval == 0) bad = "the growth interval must be at least 1";
+  if (bad) {
+    diag_error(d, (SrcSpan){0}, "loss scaling: %s", bad);
+    return false;
+  }
+  s->cfg = *cfg;
+  s->scale = (float)cfg->init_scale;
+  return true;
+}
+
+bool train_grads_unscale(TrainParam *params, size_t n, float scale) {
+  /* GradScaler multiplies by the fp32 reciprocal (exact for the powers of
+   * two the defaults produce). */
+  float inv = (float)(1.0 / (double)scale);
+  bool finite = true;
+  for (size_t i = 0; i < n; i++) {
+    float *g = params[i].grad;
+    /* A sum of inf - inf or nan stays non-finite, so one flag per tensor
+     * suffices and the loop stays branch-free for the vectorizer. */
+    float probe = 0.0f;
+    for (size_t e = 0; e < params[i].count; e++) {
+      g[e] *= inv;
+      probe += g[e] * 0.0f;
+    }
+    if (probe != 0.0f) finite = false; /* 0 * inf and 0 * nan are nan */
+  }
+  return finite;
+}
+
+void train_loss_scaler_update(TrainLossScaler *s, bool found_nonfinite) {
+  if (found_nonfinite) {
+    s->scale = (float)((double)s->scale * s->cfg.backoff_factor);
+    s->growth_tracker = 0;
+    s->skipped++;
+    return;
+  }
+  uint32_t successful = s->growth_tracker + 1;
+  if (successful == s->cfg.growth_interval) {
+    float grown = (float)((double)s->scale * s->cfg.growth_factor);
+    if (isfinite(grown)) s->scale = grown;
+    s->growth_tracker = 0;
+  } else {
+    s->growth_tracker = successful;
+  }
+}
+
+bool train_fp16_convert_checked(const char *name, const float *src, size_t n, uint16_t *dst, TrainFp16Check *check,
+                                Diag *d) {
+  TrainFp16Check c = {0};
+  /* Values at or beyond 65520 round to infinity in fp16 (65504 is the
+   * largest finite one, the next step would be 65536). */
+  const float limit = 65520.0f;
+  bool found = false;
+  for (size_t e = 0; e < n; e++) {
+    float v = src[e];
+    bool nonfinite = !isfinite(v), over = !nonfinite && fabsf(v) >= limit;
+    c.nonfinite += nonfinite;
+    c.overflow += over;
+    if ((nonfinite || over) && !found) {
+      found = true;
+      c.first_bad = e;
+      c.first_bad_value = v;
+    }
+    /* Below half the smallest subnormal (2^-25) fp16 has only zero. */
+    c.flushed += v != 0.0f && fabsf(v) <= 0x1p-25f;
+  }
+  if (check) *check = c;
+  if (found) {
+    diag_error(d, (SrcSpan){0},
+               "param '%s': %zu of %zu values do not fit fp16 (element %zu is %g); the weights were not written", name,
+               c.nonfinite + c.overflow, n, c.first_bad, (double)c.first_bad_value);
+    return false;
+  }
+  fp16_from_float_array(dst, src, n);
+  return true;
+}
