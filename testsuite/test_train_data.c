@@ -152,7 +152,24 @@ Test(train_data, every_integer_npy_dtype_and_bin_read_the_same_tokens) {
 }
 
 Test(train_data, accumulation_takes_consecutive_batches) {
-  /* Step s of K micro-batches: batches (s-1)K .. (s-1)K + K - 1. */
+  /* Step s of K micro-batches: batches (s-1)K .. (s-1)K + K - 1, the same
+   * ones K * s calls of train_data_next hand out. */
+  cJSON *fx = load_fixture();
+  TrainDataOptions opt = fixture_options(fx, true);
+  TrainData *seq = open_fixture("tokens_uint16.npy", &opt), *indexed = open_fixture("tokens_uint16.npy", &opt);
+  int32_t tok[64], tgt[64], tok2[64], tgt2[64];
+  size_t n = (size_t)(opt.batch * opt.seq);
+  for (uint64_t step = 1; step <= 5; step++)
+    for (uint32_t k = 0; k < 3; k++) {
+      train_data_next(seq, tok, tgt);
+      train_data_batch(indexed, train_data_step_batch(step, 3, k), tok2, tgt2);
+      cr_assert_arr_eq(tok, tok2, n * sizeof *tok, "step %llu micro-batch %u", (unsigned long long)step, k);
+      cr_assert_arr_eq(tgt, tgt2, n * sizeof *tgt);
+    }
+  cr_assert_eq(train_data_position(indexed).batches, 0); /* train_data_batch does not move */
+  train_data_free(seq);
+  train_data_free(indexed);
+  cJSON_Delete(fx);
   cr_assert_eq(train_data_step_batch(1, 1, 0), 0);
   cr_assert_eq(train_data_step_batch(5, 1, 0), 4);
   cr_assert_eq(train_data_step_batch(1, 4, 3), 3);

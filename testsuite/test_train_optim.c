@@ -518,6 +518,19 @@ Test(train_optim, fp16_guard_converts_finite_weights_and_refuses_the_rest) {
   cr_assert_eq(check.flushed, 1); /* 1e-8 becomes 0: counted, not an error */
   cr_assert_eq(check.overflow + check.nonfinite, 0);
 
+  /* Every finite fp32 below the limit converts as the reference rounding does. */
+  enum { N = 4096 };
+  static float many[N];
+  static uint16_t conv[N];
+  uint32_t bits = 12345;
+  for (int i = 0; i < N; i++) {
+    bits = bits * 1664525u + 1013904223u;
+    float f = (float)((int32_t)bits) * 0x1p-31f * 70000.0f * ((i % 3 == 0) ? 1e-6f : 1.0f);
+    many[i] = fabsf(f) < 65520.0f ? f : 0.5f * f;
+  }
+  cr_assert(train_fp16_convert_checked("many", many, N, conv, &check, NULL));
+  for (int i = 0; i < N; i++) cr_assert_eq(conv[i], fp16_from_float_reference(many[i]), "%g", (double)many[i]);
+
   float bad[5] = {1.0f, 65520.0f, NAN, -INFINITY, -1e6f};
   uint16_t guard[5] = {0xAAAA, 0xAAAA, 0xAAAA, 0xAAAA, 0xAAAA};
   Capture c;
