@@ -577,7 +577,7 @@ static void emit_op(Emitter *e, IrOpId op) {
     simple(e, op, MIL_OP_GATHER, a, n);
     return;
   }
-  case OP_NEG: case OP_RMS_NORM: case OP_SDPA: case OP_CALL: case OP_COUNT:
+  case OP_NEG: case OP_RMS_NORM: case OP_SDPA: case OP_CROSS_ENTROPY: case OP_CALL: case OP_COUNT:
     break;
   }
   ice("'%s' reached MIL emission without being legalized", o->kind == OP_CALL ? "call" : ir_op_info(o->kind)->name);

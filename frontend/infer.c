@@ -431,6 +431,35 @@ static bool infer_gather(Infer *c) {
   return check_elements(c, o);
 }
 
+/* Mean loss over the positions of the leading shape; the class axis is the
+ * logits' last. The result is always fp32: the loss is computed in fp32
+ * whatever the logits' dtype (docs/numerics.md). */
+static bool infer_cross_entropy(Infer *c) {
+  const IrType *x = &c->in[0], *t = &c->in[1];
+  if (!check_dtype(c, 0)) return false;
+  if (x->rank == 0) return fail(c, "the logits of 'cross_entropy' must have rank 1 or more (the class axis is last)");
+  if (t->dtype != DT_INT32)
+    return fail(c, "the targets of 'cross_entropy' must be int32 class indices, not %s", ir_dtype_name(t->dtype));
+  bool same = t->rank == x->rank - 1;
+  for (int i = 0; same && i < t->rank; i++) same = t->dims[i] == x->dims[i];
+  if (!same) {
+    IrType lead = *x;
+    lead.rank--;
+    char st[96], sl[96], sx[96];
+    shape_str(t, st, sizeof st);
+    shape_str(&lead, sl, sizeof sl);
+    shape_str(x, sx, sizeof sx);
+    return fail(c, "shape mismatch in 'cross_entropy': targets %s must have the logits' shape without the class axis, "
+                "%s (logits %s)", st, sl, sx);
+  }
+  int64_t ignore = ir_attr_int(c->m, c->op, "ignore_index", 0);
+  if (ignore < INT32_MIN || ignore > INT32_MAX)
+    return fail_attr(c, "ignore_index", "'ignore_index' of 'cross_entropy' is %lld, outside the int32 range of the targets",
+                     (long long)ignore);
+  c->out[0] = (IrType){.dtype = DT_FP32, .rank = 0};
+  return true;
+}
+
 static bool infer_matmul(Infer *c) {
   if (!check_dtype(c, 0) || !check_dtype(c, 1) || !same_dtype(c, 0, 1)) return false;
   IrType a = c->in[0], b = c->in[1];
@@ -664,6 +693,7 @@ bool ir_infer_op(IrModule *m, IrOpId id, Diag *d) {
   case OP_SELECT: ok = infer_select(&c); break;
   case OP_GATHER: ok = infer_gather(&c); break;
   case OP_SDPA: ok = infer_sdpa(&c); break;
+  case OP_CROSS_ENTROPY: ok = infer_cross_entropy(&c); break;
   case OP_CALL: ok = infer_call(&c, outs, op->nresults); break;
   default: ice("no shape rule for op %d", (int)op->kind);
   }

@@ -17,11 +17,11 @@ static const struct {
   const char *spec;
 } pipelines[] = {
     /* Legalization only: what the ANE needs to accept the program. */
-    {"O0", "inline,lora,decompose-attention,lower-rms-norm,lower-layer-norm,lower-neg,lower-silu,gelu-tanh,split-concat,split-conv-bias,"
+    {"O0", "inline,lora,decompose-attention,lower-cross-entropy,lower-rms-norm,lower-layer-norm,lower-neg,lower-silu,gelu-tanh,split-concat,split-conv-bias,"
            "dce,io-legalize,fp16-range-guard,sram-annotate"},
     /* The default: legalization plus clean-ups and ANE-friendly lowerings. */
-    {"O1", "inline,lora,(dce,identity-elim,cast-fusion,const-fold,fold-layout),decompose-attention,lower-rms-norm,"
-           "lower-layer-norm,lower-neg,lower-silu,gelu-tanh,split-concat,lower-linear,split-conv-bias,"
+    {"O1", "inline,lora,(dce,identity-elim,cast-fusion,const-fold,fold-layout),decompose-attention,lower-cross-entropy,"
+           "lower-rms-norm,lower-layer-norm,lower-neg,lower-silu,gelu-tanh,split-concat,lower-linear,split-conv-bias,"
            "(dce,identity-elim,cast-fusion,const-fold,fold-layout),io-legalize,fp16-range-guard,sram-annotate"},
 };
 

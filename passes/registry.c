@@ -13,6 +13,8 @@ static const PassInfo builtin[] = {
      ANALYSIS_TYPES | ANALYSIS_INLINED, ANALYSIS_TYPES | ANALYSIS_SRAM | ANALYSIS_BINDINGS, pass_lora},
     {"decompose-attention", "sdpa -> matmul, scale, additive mask, softmax, matmul (the ANE ignores sdpa masks)",
      ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_decompose_attention},
+    {"lower-cross-entropy", "cross_entropy -> stable fp32 log-sum-exp minus the target's logit (gathers), masked mean",
+     ANALYSIS_TYPES, ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_cross_entropy},
     {"lower-rms-norm", "rms_norm -> mul, reduce_mean, add, rsqrt, mul (MIL has no RMS norm)", ANALYSIS_TYPES,
      ANALYSIS_TYPES | ANALYSIS_SRAM, pass_lower_rms_norm},
     {"lower-layer-norm", "layer_norm -> reduce_mean, sub, mul, rsqrt, mul, add (the ANE rejects wide layer_norm)",

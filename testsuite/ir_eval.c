@@ -7,6 +7,7 @@
  * inferred type in the IR.
  */
 #include "ir_eval.h"
+#include "ir_eval_loss.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -922,6 +923,7 @@ static bool eval_op(Ev *e, IrOpId op, const EvalTensor *in, const char *path, in
   case OP_SELECT: ok = op_select(e, in, res); break;
   case OP_GATHER: ok = op_gather(e, &in[0], &in[1], res); break;
   case OP_SDPA: ok = op_sdpa(e, in, nin, res); break;
+  case OP_CROSS_ENTROPY: { char why[512]; ok = eval_cross_entropy(e->m, op, in, res, why, sizeof why) || fail(e, "%s", why); break; }
   case OP_CALL: ok = eval_call(e, op, in, path, depth, res); break;
   default: return fail(e, "no evaluation rule for op kind %d", (int)k);
   }

@@ -34,9 +34,10 @@
  * shape inference).
  *
  * Behaviour the language leaves open is reported as an evaluation error
- * rather than guessed: gather indices outside [0, size), casts of NaN or of
- * values outside the range of an integer dtype (which the CPU backend
- * reports too). int32 results saturate to the int32 range, as the CPU
+ * rather than guessed: gather indices outside [0, size), cross_entropy
+ * targets outside [0, C) that are not its ignore_index (ir_eval_loss.c),
+ * casts of NaN or of values outside the range of an integer dtype (which the
+ * CPU backend reports too). int32 results saturate to the int32 range, as the CPU
  * backend's; int32 reduce_mean truncates toward zero.
  */
 #ifndef ORION_TEST_IR_EVAL_H

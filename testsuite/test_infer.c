@@ -185,3 +185,27 @@ Test(infer, element_limit_on_results) {
   EXPECT("a: fp16[65536,1], b: fp16[1,65536]", "y = matmul(a, b);\n return y;",
          "result of 'matmul' has too many elements (limit is 2147483648)");
 }
+
+Test(infer, cross_entropy) {
+  EXPECT("x: fp16[4,7], t: int32[4]", "y = cross_entropy(x, t);\n return y;", "fp32[]");
+  EXPECT("x: fp32[2,3,11], t: int32[2,3]", "y = cross_entropy(x, t, ignore_index=-100);\n return y;", "fp32[]");
+  EXPECT("x: fp32[5], t: int32[]", "y = cross_entropy(x, t);\n return y;", "fp32[]");
+  EXPECT("x: fp32[4,1], t: int32[4]", "y = cross_entropy(x, t);\n return y;", "fp32[]");
+}
+
+Test(infer, cross_entropy_errors) {
+  EXPECT("x: int32[4,7], t: int32[4]", "y = cross_entropy(x, t);\n return y;",
+         "operand 1 of 'cross_entropy' has dtype int32; 'cross_entropy' takes fp16 or fp32");
+  EXPECT("x: fp32[], t: int32[]", "y = cross_entropy(x, t);\n return y;",
+         "the logits of 'cross_entropy' must have rank 1 or more (the class axis is last)");
+  EXPECT("x: fp32[4,7], t: fp32[4]", "y = cross_entropy(x, t);\n return y;",
+         "the targets of 'cross_entropy' must be int32 class indices, not fp32");
+  EXPECT("x: fp32[4,7], t: int32[4,7]", "y = cross_entropy(x, t);\n return y;",
+         "shape mismatch in 'cross_entropy': targets [4,7] must have the logits' shape without the class axis, [4] "
+         "(logits [4,7])");
+  EXPECT("x: fp32[2,3,7], t: int32[3,2]", "y = cross_entropy(x, t);\n return y;",
+         "shape mismatch in 'cross_entropy': targets [3,2] must have the logits' shape without the class axis, [2,3] "
+         "(logits [2,3,7])");
+  EXPECT("x: fp32[4,7], t: int32[4]", "y = cross_entropy(x, t, ignore_index=2147483648);\n return y;",
+         "'ignore_index' of 'cross_entropy' is 2147483648, outside the int32 range of the targets");
+}

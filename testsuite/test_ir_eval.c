@@ -679,7 +679,8 @@ Test(ir_eval, every_op_has_a_rule) {
       "  h3 = slice(h2, begin=[0, 0, 0, 0], end=[1, 2, 2, 2]);\n  p, q = split(h3, axis=1, num_splits=2);\n"
       "  h4 = concat(q, p, axis=1);\n  h5 = cast(h4, dtype=\"fp32\");\n  n1 = layer_norm(h5);\n  n2 = rms_norm(n1);\n"
       "  n3 = clip(n2, min=-1, max=1);\n  v = reshape(n3, shape=[2, 2, 2]);\n  g = gather(v, i, axis=2);\n"
-      "  k = reduce_sum(u7, axes=[0]);\n  cc = select(c, k, k);\n  at = sdpa(v, v, v);\n  id = identity(at);\n"
+      "  k = reduce_sum(u7, axes=[0]);\n  cc = select(c, k, k);\n  at = sdpa(v, v, v);\n"
+      "  ce = cross_entropy(lw, i, ignore_index=-1);\n  sc = add(at, ce);\n  id = identity(sc);\n"
       "  return g, cc, id;\n}\n";
   Parsed p;
   parsed_open(&p, text);

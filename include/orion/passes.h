@@ -97,6 +97,7 @@ bool passes_legalize(IrModule *m, Diag *d);
 /* Built-in pass entry points (one file each under passes/). */
 bool pass_inline(IrModule *m, PassCtx *ctx);
 bool pass_decompose_attention(IrModule *m, PassCtx *ctx);
+bool pass_lower_cross_entropy(IrModule *m, PassCtx *ctx);
 bool pass_lower_rms_norm(IrModule *m, PassCtx *ctx);
 bool pass_lower_layer_norm(IrModule *m, PassCtx *ctx);
 bool pass_lower_neg(IrModule *m, PassCtx *ctx);

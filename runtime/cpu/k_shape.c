@@ -532,6 +532,17 @@ bool bind_gather(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   return true;
 }
 
+/* "[1, 2]": where flat element i of the indices is, so that an index out of
+ * range names the position it came from (a token, a target). */
+static void index_position(const Val *ind, int64_t i, char *buf, size_t len) {
+  int64_t at[MIL_MAX_RANK];
+  for (uint32_t d = ind->rank; d-- > 0;) {
+    at[d] = i % ind->dims[d];
+    i /= ind->dims[d];
+  }
+  shape_str(at, ind->rank, buf, len);
+}
+
 bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   const GatherJob *g = x->c->bound[x->si];
@@ -541,8 +552,12 @@ bool k_gather(Ctx *x, int code, Val *out, uint32_t nout) {
     for (int64_t j = 0; j < ind->n; j++) {
       int64_t k = to_index(ld(ind, j));
       if (k < 0 && g->wrap) k += len;
-      if (k < 0 || k >= len)
-        return op_fail(x, "index %g is out of range for dimension %u of size %lld", ld(ind, j), g->ax, (long long)len);
+      if (k < 0 || k >= len) {
+        char at[96];
+        index_position(ind, j, at, sizeof at);
+        return op_fail(x, "index %g is out of range for dimension %u of size %lld (indices element %s)", ld(ind, j),
+                       g->ax, (long long)len, at);
+      }
       if (a->st == ST_H16)
         for (int64_t q = 0; q < post; q++) st(out, (p * ind->n + j) * post + q, ld(a, (p * len + k) * post + q));
       else
@@ -620,9 +635,12 @@ bool k_gather_axis(Ctx *x, int code, Val *out, uint32_t nout) {
   for (int64_t i = 0; i < out->n; i++) {
     int64_t k = ((const int32_t *)ind->p)[i];
     if (k < 0 && g->wrap) k += len;
-    if (k < 0 || k >= len)
-      return op_fail(x, "index %lld is out of range for dimension %u of size %lld", (long long)((const int32_t *)ind->p)[i], g->ax,
-                     (long long)len);
+    if (k < 0 || k >= len) {
+      char at[96];
+      index_position(ind, i, at, sizeof at);
+      return op_fail(x, "index %lld is out of range for dimension %u of size %lld (indices element %s)",
+                     (long long)((const int32_t *)ind->p)[i], g->ax, (long long)len, at);
+    }
     int64_t p = i / (il * post), q = i % post;
     u32(out)[i] = u32(a)[(p * len + k) * post + q];
   }
