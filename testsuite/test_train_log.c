@@ -82,10 +82,10 @@ Test(train_log, what_is_written_reads_back_exactly) {
   OrionTrainLogEntry in[3] = {
       {.step = 1, .loss = 10.25, .lr = 1e-4, .tokens_per_s = 1234.5, .loss_scale = 65536, .has_times = true,
        .forward_ms = 1.5, .backward_ms = 3.25, .optimizer_ms = 0.125, .update_ms = 0.0625},
-      {.step = 2, .loss = INFINITY, .lr = 0.30000000000000004, .tokens_per_s = 99, .skipped = true,
+      {.step = 2, .loss = HUGE_VAL, .lr = 0.30000000000000004, .tokens_per_s = 99, .skipped = true,
        .loss_scale = 32768},
       {.step = 3, .loss = 9.0, .lr = 2e-4, .tokens_per_s = 1e6, .loss_scale = 32768, .has_eval = true,
-       .eval_loss = 9.5, .has_grad_norm = true, .grad_norm = NAN},
+       .eval_loss = 9.5, .has_grad_norm = true, .grad_norm = (double)NAN},
   };
   for (int i = 0; i < 3; i++) cr_assert(orion_train_log_write(log, &in[i], &d));
   cr_assert(orion_train_log_close(log, &d));

@@ -57,6 +57,8 @@ typedef struct OrionTrainLogData {
  * lines replace the earlier ones from that step on, with a note. An empty
  * log reads as no entries. */
 bool orion_train_log_read(const char *path, OrionTrainLogData *out, Diag *d);
+/* The same on a log in memory, reported under `name` (the fuzz target's entry). */
+bool orion_train_log_parse(const char *name, const char *text, size_t len, OrionTrainLogData *out, Diag *d);
 void orion_train_log_data_free(OrionTrainLogData *data);
 
 /* ---- the loss curve -------------------------------------------------------- */

@@ -13,6 +13,10 @@
 #define MARGIN_RIGHT 24.0
 #define MARGIN_TOP 44.0
 #define MARGIN_BOTTOM 56.0
+/* A bound on ticks per axis: about 6 are asked for, but where the range is
+ * tiny against the values (1 and 1 + 2^-52) the tick index cannot count in
+ * doubles, and the loop must end anyway. */
+#define MAX_TICKS 64
 #define TRAIN_COLOR "#1f77b4"
 #define EVAL_COLOR "#d62728"
 
@@ -65,8 +69,9 @@ static void put_label(StrBuf *sb, double v) {
 
 static void x_ticks(StrBuf *sb, const Frame *f) {
   double bottom = f->y0 + f->h;
-  for (double i = ceil(f->x.lo / f->x.step); i * f->x.step <= f->x.hi + 1e-9 * f->x.step; i++) {
-    double v = i * f->x.step, x = px_x(f, v);
+  double first = ceil(f->x.lo / f->x.step);
+  for (int k = 0; k < MAX_TICKS && (first + k) * f->x.step <= f->x.hi + 1e-9 * f->x.step; k++) {
+    double v = (first + k) * f->x.step, x = px_x(f, v);
     sb_printf(sb, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#e0e0e0\"/>\n", x, f->y0, x, bottom);
     sb_printf(sb, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\"/>\n", x, bottom, x, bottom + 5);
     sb_printf(sb, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\">", x, bottom + 18);
@@ -86,8 +91,9 @@ static void y_tick(StrBuf *sb, const Frame *f, double v) {
 
 static void y_ticks(StrBuf *sb, const Frame *f) {
   if (!f->y.log) {
-    for (double i = ceil(f->y.lo / f->y.step - 1e-9); i * f->y.step <= f->y.hi + 1e-9 * f->y.step; i++)
-      y_tick(sb, f, i * f->y.step);
+    double first = ceil(f->y.lo / f->y.step - 1e-9);
+    for (int k = 0; k < MAX_TICKS && (first + k) * f->y.step <= f->y.hi + 1e-9 * f->y.step; k++)
+      y_tick(sb, f, (first + k) * f->y.step);
     return;
   }
   /* Decades, and 2 and 5 times them when the axis spans at most two. */
@@ -137,7 +143,7 @@ static void legend(StrBuf *sb, const Frame *f, bool has_eval) {
 
 /* The ranges of both axes from the drawable values; false if there are none. */
 static bool fit(Frame *f, const OrionTrainLogData *log, bool log_scale) {
-  double lo = INFINITY, hi = -INFINITY;
+  double lo = HUGE_VAL, hi = -HUGE_VAL;
   bool any_train = false;
   for (uint32_t i = 0; i < log->n; i++) {
     const OrionTrainLogEntry *e = &log->entries[i];

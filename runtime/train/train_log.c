@@ -117,9 +117,9 @@ static bool number_field(LineReader *r, const cJSON *o, const char *key, bool re
   }
   if (cJSON_IsString(e)) {
     const char *s = e->valuestring;
-    if (!strcmp(s, "nan")) *v = NAN;
-    else if (!strcmp(s, "inf")) *v = INFINITY;
-    else if (!strcmp(s, "-inf")) *v = -INFINITY;
+    if (!strcmp(s, "nan")) *v = (double)NAN;
+    else if (!strcmp(s, "inf")) *v = HUGE_VAL;
+    else if (!strcmp(s, "-inf")) *v = -HUGE_VAL;
     else s = NULL;
     if (s) return true;
   }
@@ -195,6 +195,8 @@ static bool parse_entry(LineReader *r, const char *text, OrionTrainLogEntry *e) 
   return ok;
 }
 
+static bool parse_log(uint32_t file, OrionTrainLogData *out, Diag *d);
+
 static bool blank(const char *s, uint32_t a, uint32_t b) {
   for (uint32_t i = a; i < b; i++)
     if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return false;
@@ -204,7 +206,16 @@ static bool blank(const char *s, uint32_t a, uint32_t b) {
 bool orion_train_log_read(const char *path, OrionTrainLogData *out, Diag *d) {
   *out = (OrionTrainLogData){0};
   uint32_t file = srcset_load(path, d);
-  if (!file) return false;
+  return file && parse_log(file, out, d);
+}
+
+bool orion_train_log_parse(const char *name, const char *text, size_t len, OrionTrainLogData *out, Diag *d) {
+  *out = (OrionTrainLogData){0};
+  uint32_t file = srcset_load_string(name, text, len, d);
+  return file && parse_log(file, out, d);
+}
+
+static bool parse_log(uint32_t file, OrionTrainLogData *out, Diag *d) {
   const SourceFile *f = srcset_get(d->sources, file);
   const char *text = f->text;
   uint32_t len = (uint32_t)f->len, cap = 0;
