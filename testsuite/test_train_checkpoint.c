@@ -279,6 +279,56 @@ Test(train_checkpoint, a_second_checkpoint_of_the_same_step_replaces_the_first) 
   free(dir);
 }
 
+Test(train_checkpoint, two_writers_of_one_directory_take_turns) {
+  /* Each removes an interrupted write's leftovers first: without the lock one
+   * would remove the other's temporary directory mid-write. */
+  char *dir = scratch();
+  Fixture f[2];
+  make_fixture(&f[0], 5, 100);
+  make_fixture(&f[1], 6, 200);
+  fflush(NULL);
+  pid_t pids[2];
+  for (int k = 0; k < 2; k++) {
+    pids[k] = fork();
+    cr_assert_geq(pids[k], 0);
+    if (pids[k] == 0) {
+      Diag d;
+      diag_init(&d, NULL);
+      OrionCkptWriteOptions o = {.write_chunk = 512};
+      bool ok = true;
+      for (int i = 0; i < 5 && ok; i++) {
+        f[k].c.step = (uint64_t)(100 * (k + 1) + i);
+        ok = orion_ckpt_write(dir, &f[k].c, &o, NULL, &d);
+      }
+      _exit(ok ? 0 : 1);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    int status;
+    cr_assert_eq(waitpid(pids[k], &status, 0), pids[k]);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", k);
+  }
+  Captured cap;
+  capture(&cap);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 5; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "step-%09d", 100 * (k + 1) + i);
+      char *p = path2(dir, name);
+      OrionCheckpoint got;
+      cr_assert(orion_ckpt_load(p, NULL, &got, &cap.d), "%s", cap.text.data);
+      f[k].c.step = (uint64_t)(100 * (k + 1) + i);
+      cr_assert(same(&got, &f[k].c));
+      orion_ckpt_free(&got);
+      free(p);
+    }
+  free_fixture(&f[0]);
+  free_fixture(&f[1]);
+  sb_free(&cap.text);
+  remove_tree(dir);
+  free(dir);
+}
+
 /* ---- refusals --------------------------------------------------------------- */
 
 /* Writes one checkpoint and returns its directory (dir/step-000000007). */

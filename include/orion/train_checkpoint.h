@@ -89,7 +89,8 @@ typedef struct OrionCkptWriteOptions {
 #define ORION_CKPT_WRITE_CHUNK (4u << 20)
 
 /* Writes checkpoint `c` into `dir` (made if missing) as step-NNNNNNNNN/ and
- * points dir/latest at it: all files into a temporary directory beside it,
+ * points dir/latest at it, holding an exclusive flock on dir throughout (two
+ * writers take turns): all files into a temporary directory beside it,
  * each fsync'd, the directory fsync'd and renamed into place (an existing
  * checkpoint of the same step is swapped out atomically), dir fsync'd, then
  * latest replaced by a rename, then older checkpoints beyond `keep` removed.

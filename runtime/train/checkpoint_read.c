@@ -175,6 +175,13 @@ static const char *get_string(Reader *r, const cJSON *o, const char *key) {
   return e->valuestring;
 }
 
+/* A lowercase hex digit's value, or -1 (the writer writes lowercase). */
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 static bool get_hex(Reader *r, const cJSON *o, const char *key, const uint8_t **out, size_t *n) {
   const char *s = get_string(r, o, key);
   if (!s) return false;
@@ -182,12 +189,12 @@ static bool get_hex(Reader *r, const cJSON *o, const char *key, const uint8_t **
   if (len % 2 || len / 2 > ORION_CKPT_MAX_BLOB) return bad(r, CKPT_MANIFEST, "'%s' is not hex bytes", key);
   uint8_t *p = xmalloc(len / 2 + 1);
   for (size_t i = 0; i < len / 2; i++) {
-    unsigned v;
-    if (sscanf(s + 2 * i, "%2x", &v) != 1 || !strchr("0123456789abcdef", s[2 * i]) || !strchr("0123456789abcdef", s[2 * i + 1])) {
+    int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
       free(p);
       return bad(r, CKPT_MANIFEST, "'%s' is not hex bytes", key);
     }
-    p[i] = (uint8_t)v;
+    p[i] = (uint8_t)(hi << 4 | lo);
   }
   *out = p;
   *n = len / 2;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -401,70 +402,93 @@ static bool point_latest(Writer *w, const char *dir, const char *name) {
   return ok;
 }
 
+static bool write_locked(Writer *w, const char *dir, const OrionCheckpoint *c, char **written);
+
 bool orion_ckpt_write(const char *dir, const OrionCheckpoint *c, const OrionCkptWriteOptions *o, char **written,
                       Diag *d) {
   if (written) *written = NULL;
   if (!check_checkpoint(c, d)) return false;
   Writer w = {.o = o, .d = d};
   if (!make_dirs(&w, dir)) return false;
-  remove_leftovers(&w, dir);
+  /* One writer at a time per directory (two runs pointed at one directory
+   * take turns instead of removing each other's temporary directories); the
+   * lock goes with the process, a killed writer's too. */
+  int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock < 0) return sys_fail(&w, "open the directory", dir);
+  int locked;
+  do locked = flock(lock, LOCK_EX);
+  while (locked != 0 && errno == EINTR);
+  if (locked != 0) {
+    sys_fail(&w, "lock the directory", dir);
+    close(lock);
+    return false;
+  }
+  bool ok = write_locked(&w, dir, c, written);
+  close(lock);
+  return ok;
+}
+
+/* The write itself, under the directory's lock. */
+static bool write_locked(Writer *w, const char *dir, const OrionCheckpoint *c, char **written) {
+  const OrionCkptWriteOptions *o = w->o;
+  remove_leftovers(w, dir);
 
   char name[32];
   snprintf(name, sizeof name, CKPT_STEP_PREFIX "%09llu", (unsigned long long)c->step);
   char *tmp = join(dir, CKPT_TMP_PREFIX "XXXXXX"), *final = join(dir, name);
-  step(&w, "make directory");
+  step(w, "make directory");
   bool ok = mkdtemp(tmp) != NULL;
   if (!ok) {
-    sys_fail(&w, "make a temporary directory in", dir);
+    sys_fail(w, "make a temporary directory in", dir);
     free(tmp);
     free(final);
     return false;
   }
   chmod(tmp, 0755); /* mkdtemp's 0700 would hide it from the run's other readers */
   cJSON *files = cJSON_CreateArray();
-  ok = write_tensors(&w, tmp, CKPT_WEIGHTS, c, NULL, files);
+  ok = write_tensors(w, tmp, CKPT_WEIGHTS, c, NULL, files);
   for (uint32_t s = 0; ok && s < c->nslots; s++) {
     char file[96];
     ckpt_slot_file(c->slot_names[s], file, sizeof file);
-    ok = write_tensors(&w, tmp, file, c, c->state[s], files);
+    ok = write_tensors(w, tmp, file, c, c->state[s], files);
   }
   if (ok) {
     char *text = manifest_text(c, files);
     files = NULL; /* the manifest's now */
     char *path = join(tmp, CKPT_MANIFEST);
     OutFile f;
-    out_open(&f, &w, path);
+    out_open(&f, w, path);
     out_write(&f, text, strlen(text));
     ok = out_close(&f, CKPT_MANIFEST, NULL);
     free(path);
     free(text);
   }
   cJSON_Delete(files);
-  ok = ok && sync_dir(&w, tmp);
+  ok = ok && sync_dir(w, tmp);
   if (ok) {
     /* A checkpoint of this step may be there already (a run resumed from an
      * earlier one): swap it out in one step, so that the name always holds a
      * complete checkpoint. */
-    step(&w, "rename into place");
+    step(w, "rename into place");
     bool exists = rename(tmp, final) != 0;
     if (exists && (errno == EEXIST || errno == ENOTEMPTY)) {
-      step(&w, "exchange with the old checkpoint");
+      step(w, "exchange with the old checkpoint");
       ok = renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0;
-      if (!ok) sys_fail(&w, "replace", final);
+      if (!ok) sys_fail(w, "replace", final);
     } else if (exists) {
-      ok = sys_fail(&w, "rename into place", final);
+      ok = sys_fail(w, "rename into place", final);
     }
   }
-  ok = ok && sync_dir(&w, dir);
+  ok = ok && sync_dir(w, dir);
   if (!ok) {
     remove_tree(tmp);
   } else if (access(tmp, F_OK) == 0) {
     /* the exchanged-out old checkpoint of the same step */
-    step(&w, "remove");
+    step(w, "remove");
     remove_tree(tmp);
   }
-  ok = ok && point_latest(&w, dir, name);
-  if (ok && o && o->keep) apply_retention(&w, dir, name, o->keep);
+  ok = ok && point_latest(w, dir, name);
+  if (ok && o && o->keep) apply_retention(w, dir, name, o->keep);
   if (ok && written) *written = final;
   else free(final);
   free(tmp);
