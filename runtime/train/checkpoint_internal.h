@@ -6,6 +6,7 @@
 #define ORION_TRAIN_CHECKPOINT_INTERNAL_H
 
 #include "orion/train_checkpoint.h"
+#include "orion/xxh64.h"
 
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_WEIGHTS "weights.safetensors"
@@ -27,7 +28,7 @@ void ckpt_slot_file(const char *slot, char *buf, size_t n);
  * support/'s API, as the package writer uses): streamed, then as 16 hex
  * digits. */
 typedef struct CkptHash {
-  uint64_t opaque[12];
+  Xxh64State state;
 } CkptHash;
 void ckpt_hash_init(CkptHash *h);
 void ckpt_hash_update(CkptHash *h, const void *data, size_t n);
