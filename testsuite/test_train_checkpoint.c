@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -503,6 +504,66 @@ Test(train_checkpoint, what_cannot_be_written_is_refused_before_writing) {
   closedir(dp);
   cr_assert_eq(entries, 0);
   free_fixture(&f);
+  sb_free(&cap.text);
+  remove_tree(dir);
+  free(dir);
+}
+
+Test(train_checkpoint, a_write_that_fails_leaves_the_directory_as_it_was) {
+  /* A file size limit makes the write fail (EFBIG) as a full disk would. */
+  char *dir = scratch();
+  Fixture old, new;
+  make_fixture(&old, 7, 70);
+  make_fixture(&new, 8, 80);
+  write_ok(dir, &old, NULL);
+  char *msg_file = path2(dir, "..msg"); /* a leftover name the writer ignores: not .tmp-step-, not .trash- */
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {.rlim_cur = 5000, .rlim_max = 5000}; /* under one weight file */
+    setrlimit(RLIMIT_FSIZE, &lim);
+    StrBuf text;
+    sb_init(&text);
+    Diag d;
+    diag_init(&d, NULL);
+    d.capture = &text;
+    d.program = "test";
+    bool ok = orion_ckpt_write(dir, &new.c, NULL, NULL, &d);
+    FILE *fp = fopen(msg_file, "w");
+    fputs(text.data ? text.data : "", fp);
+    fclose(fp);
+    _exit(ok ? 1 : 0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the write did not fail");
+  char *text;
+  size_t len;
+  const char *err;
+  cr_assert(read_file(msg_file, 1u << 16, &text, &len, &err));
+  char *prefix = message("test: error: checkpoint: cannot write '%s/.tmp-step-", dir);
+  cr_assert_eq(strncmp(text, prefix, strlen(prefix)), 0, "%s", text);
+  cr_assert(strstr(text, "/weights.safetensors': File too large\n"), "%s", text);
+  unlink(msg_file);
+  DIR *dp = opendir(dir);
+  struct dirent *e;
+  int entries = 0;
+  while ((e = readdir(dp))) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(dp);
+  cr_assert_eq(entries, 2); /* latest and step-000000070 */
+  Captured cap;
+  capture(&cap);
+  OrionCheckpoint got;
+  cr_assert(orion_ckpt_load(dir, NULL, &got, &cap.d), "%s", cap.text.data);
+  cr_assert(same(&got, &old.c));
+  orion_ckpt_free(&got);
+  free(prefix);
+  free(text);
+  free(msg_file);
+  free_fixture(&old);
+  free_fixture(&new);
   sb_free(&cap.text);
   remove_tree(dir);
   free(dir);

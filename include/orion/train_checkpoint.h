@@ -96,7 +96,9 @@ typedef struct OrionCkptWriteOptions {
  * latest replaced by a rename, then older checkpoints beyond `keep` removed.
  * Leftovers of an interrupted write are removed first. *written (if not
  * NULL) gets the new checkpoint's path (free it). Errors name the file and
- * the system's reason; nothing of a failed write is left. */
+ * the system's reason; a write that fails before its checkpoint is renamed
+ * into place leaves nothing, one that fails after it (moving latest) leaves
+ * that checkpoint, complete, and latest on the previous one. */
 bool orion_ckpt_write(const char *dir, const OrionCheckpoint *c, const OrionCkptWriteOptions *o, char **written,
                       Diag *d);
 
