@@ -13,6 +13,19 @@ check golden 0 "$run" plot "$log" -o loss.svg --title 'small <test> & log'
 same_bytes golden loss.svg "$root/testsuite/train/small.svg"
 check golden-log 0 "$run" plot "$log" --log-scale --width 640 --height 400 -o log.svg
 same_bytes golden-log log.svg "$root/testsuite/train/small-log.svg"
+# Well-formed XML with the title unescaped back, two series and four eval markers (python3's parser, not ours).
+check xml 0 /usr/bin/python3 -c '
+import sys, xml.etree.ElementTree as E
+ns = "{http://www.w3.org/2000/svg}"
+r = E.parse(sys.argv[1]).getroot()
+assert r.tag == ns + "svg", r.tag
+texts = [t.text for t in r.iter(ns + "text")]
+assert texts[0] == "small <test> & log", texts[0]
+assert "step" in texts and "loss" in texts and "train loss" in texts and "eval loss" in texts
+lines = list(r.iter(ns + "polyline"))
+assert len(lines) == 3, len(lines)  # train loss in two runs (step 17 is inf), eval loss
+assert len(list(r.iter(ns + "circle"))) == 5  # four evaluations and the legend
+' loss.svg
 "$run" plot "$log" --title 'small <test> & log' >stdout.svg 2>err.txt
 same_bytes stdout stdout.svg "$root/testsuite/train/small.svg"
 if [ ! -s err.txt ]; then pass; else fail "stdout: messages"; cat err.txt; fi
