@@ -52,6 +52,11 @@ check usage 2 "$run" plot
 contains usage "orion-run plot: error: no training log"
 check width 2 "$run" plot "$log" --width 10
 contains width "orion-run plot: error: --width needs a number of pixels from 200 to 10000 (not '10')"
+check typo 2 "$run" plot "$log" --titel=x
+contains typo "orion-run plot: error: unknown option '--titel'"
+contains typo "note: did you mean '--title'?"
+check switch-value 2 "$run" plot "$log" --log-scale=yes
+contains switch-value "orion-run plot: error: --log-scale takes no value"
 check help 0 "$run" plot --help
 contains help "usage: orion-run plot [options] LOG.jsonl -o FILE.svg"
 check main-help 0 "$run" --help
