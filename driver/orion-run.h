@@ -1,6 +1,6 @@
 /*
- * The parts of orion-run that live in their own files: the `patch`
- * subcommand and the check behind its --verify.
+ * The parts of orion-run that live in their own files: the `patch` and
+ * `plot` subcommands and the check behind patch --verify.
  */
 #ifndef ORION_RUN_H
 #define ORION_RUN_H
@@ -11,6 +11,8 @@
 
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);
+/* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */
+int orion_run_plot(int argc, char **argv);
 
 /* Compiles the package's source again with the new weights (the files given
  * to the patch: safetensors, or .npy under npy_names[i] when not NULL) and

@@ -13,7 +13,7 @@ if [ ! -f "$dir/build.ninja" ]; then
   CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debugoptimized >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
 fi
-ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest testsuite/fuzz/fuzz_constraints testsuite/fuzz/fuzz_mil testsuite/fuzz/fuzz_npy testsuite/fuzz/fuzz_journal testsuite/fuzz/fuzz_options >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
+ninja -C "$dir" testsuite/fuzz/fuzz_oir testsuite/fuzz/fuzz_weights testsuite/fuzz/fuzz_blob testsuite/fuzz/fuzz_manifest testsuite/fuzz/fuzz_constraints testsuite/fuzz/fuzz_mil testsuite/fuzz/fuzz_npy testsuite/fuzz/fuzz_journal testsuite/fuzz/fuzz_options testsuite/fuzz/fuzz_train_log >"$dir.build.log" 2>&1 || { cat "$dir.build.log"; exit 1; }
 
 status=0
 run() { # run NAME CORPUS_DIRS...
@@ -42,4 +42,5 @@ run fuzz_npy testsuite/fuzz/corpus_npy
 run fuzz_journal testsuite/fuzz/corpus_journal
 # The tools' option parser; its error messages go to stderr (the log), not the terminal.
 run fuzz_options testsuite/fuzz/corpus_options
+run fuzz_train_log testsuite/fuzz/corpus_train_log testsuite/train
 exit $status

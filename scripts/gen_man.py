@@ -107,7 +107,7 @@ def man_page(name, version, usage, description, options, epilogue):
             notes.append(line)
     if notes:
         out += [".SH NOTES", esc(" ".join(notes))]
-    see = sorted({"orionc", "orion-run", "orion-run-patch", "orion-inspect", "orion-lint"} - {name})
+    see = sorted({"orionc", "orion-run", "orion-run-patch", "orion-run-plot", "orion-inspect", "orion-lint"} - {name})
     out += [".SH SEE ALSO", ", ".join(f"\\fB{esc(s)}\\fR(1)" for s in see)]
     return "\n".join(out) + "\n"
 

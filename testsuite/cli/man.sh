@@ -4,10 +4,11 @@
 # them from --help at build time; this reads both independently). With groff
 # installed, each page must also format without a warning.
 #
-#   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-inspect.1 orion-lint.1
+#   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
+#     orion-inspect.1 orion-lint.1
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
-pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")")
+pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")")
 source "$(dirname "$0")/lib.sh"
 
 agree() { # agree NAME PAGE TOOL [SUBCOMMAND]
@@ -74,8 +75,9 @@ PY
 agree orionc "${pages[0]}" "$orionc"
 agree orion-run "${pages[1]}" "$run"
 agree orion-run-patch "${pages[2]}" "$run" patch
-agree orion-inspect "${pages[3]}" "$inspect"
-agree orion-lint "${pages[4]}" "$lint"
+agree orion-run-plot "${pages[3]}" "$run" plot
+agree orion-inspect "${pages[4]}" "$inspect"
+agree orion-lint "${pages[5]}" "$lint"
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish
