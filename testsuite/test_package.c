@@ -87,7 +87,7 @@ Test(package, write_read_verify) {
   capture(&d, &sb);
   Package pkg;
   cr_assert(package_read(path, &pkg, &d), "%s", sb.data);
-  cr_assert_eq(pkg.format_version, 1);
+  cr_assert_eq(pkg.format_version, 2);
   cr_assert_str_eq(pkg.target, "ios18");
   cr_assert_str_eq(pkg.program_version, "1.3");
   cr_assert_eq(pkg.nfunctions, 1);
@@ -498,8 +498,10 @@ Test(manifest, rejections) {
   cr_assert_str_eq(manifest_error("<plist"), "orionc: error: M: manifest is not well-formed XML\n");
   cr_assert_str_eq(manifest_error("<?xml version=\"1.0\"?><array/>"),
                    "orionc: error: M: manifest is not a property list with a <dict> at its root\n");
-  cr_assert_str_eq(manifest_error(HEAD TOP("2", "ios18") FUNC(IO("a", "0")) LINT TAIL),
-                   "orionc: error: M: package format version 2 is not supported (this is version 1)\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("3", "ios18") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: package format version 3 is not supported (this reads versions 1 to 2)\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("0", "ios18") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: package format version 0 is not supported (this reads versions 1 to 2)\n");
   cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios12") FUNC(IO("a", "0")) LINT TAIL),
                    "orionc: error: M: manifest: unknown target 'ios12'\n");
   cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "0") IO("b", "0")) LINT TAIL),
