@@ -51,6 +51,14 @@ check v1-patched-run 0 "$run" v1.anepkg --input x=x.npy --output-dir o1p
 npy16 '(1, 4)' '\x00\x3e\x00\x40\x00\x41\x00\x42' want.npy # [1.5, 2, 2.5, 3]
 same_bytes v1-patched-run o1p/z.npy want.npy
 
+# --verify compares a fresh (format-2) compile's MIL and weight bytes, not manifests: a format-1 package passes.
+cp -r "$fixtures/format1.anepkg" v1verify.anepkg
+cp "$fixtures/format1.oir" .
+check v1-patch-verify 0 "$run" patch v1verify.anepkg --weights new.safetensors --verify
+contains v1-patch-verify "v1verify.anepkg: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs"
+check v1-verified-format 0 checksum_of v1verify.anepkg XXH64 w
+contains v1-verified-format "1 7204e1f6a2d7b4ea"
+
 # A format-1 weight whose bytes changed fails its XXH64.
 cp -r "$fixtures/format1.anepkg" v1bad.anepkg
 printf '\x01' | dd of=v1bad.anepkg/weights/weight.bin bs=1 seek=130 conv=notrunc status=none
@@ -65,7 +73,6 @@ check v1-xxh3-key 1 "$inspect" v1key.anepkg
 contains v1-xxh3-key "v1key.anepkg/Manifest.plist: manifest: weight has no 'XXH64'"
 
 # Format 2 from the same source: the same weight file and MIL, XXH3-64 checksums.
-cp "$fixtures/format1.oir" .
 check v2-compile 0 "$orionc" --no-lint --no-dedup -o v2.anepkg format1.oir
 same_bytes v2-weights v2.anepkg/weights/weight.bin "$fixtures/format1.anepkg/weights/weight.bin"
 same_bytes v2-mil v2.anepkg/model.mil "$fixtures/format1.anepkg/model.mil"
