@@ -13,7 +13,8 @@
  * are little-endian whatever the host.
  */
 #include "orion/blob_writer.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
+#include "orion/manifest.h"
 
 #include "orion/support.h"
 
@@ -64,9 +65,11 @@ void blob_writer_free(BlobWriter *w) {
   memset(w, 0, sizeof *w);
 }
 
-/* XXH64 of the data, fast enough to hash every weight as it is added; the
- * same checksum a manifest records, so it is computed only here. */
-static uint64_t blob_hash(const void *bytes, size_t nbytes) { return xxh64(bytes, nbytes, 0); }
+/* The checksum the manifest records for the data (XXH3-64 in format 2),
+ * fast enough to hash every weight as it is added, so it is computed only here. */
+static uint64_t blob_hash(const void *bytes, size_t nbytes) {
+  return package_weight_checksum(PACKAGE_FORMAT_VERSION, bytes, nbytes);
+}
 
 /* Where a blob's candidates start in the table: its data and identity hashed together. */
 static uint64_t slot_hash(uint64_t data_hash, uint64_t identity_hash) { return data_hash ^ identity_hash; }
@@ -88,7 +91,7 @@ static size_t table_slot(const BlobWriter *w, uint64_t h, const char *identity, 
   size_t mask = w->table_cap - 1, i = (size_t)slot_hash(h, ih) & mask;
   while (w->table[i]) {
     const BlobRecord *r = &w->records[w->table[i] - 1];
-    if (r->xxh64 == h && r->identity_hash == ih && same_blob(w, r, identity, dtype, bytes, nbytes)) break;
+    if (r->data_hash == h && r->identity_hash == ih && same_blob(w, r, identity, dtype, bytes, nbytes)) break;
     i = (i + 1) & mask;
   }
   return i;
@@ -104,7 +107,7 @@ static void table_reserve(BlobWriter *w) {
   for (size_t i = 0; i < old_cap; i++) {
     if (!old[i]) continue;
     const BlobRecord *r = &w->records[old[i] - 1];
-    size_t j = (size_t)slot_hash(r->xxh64, r->identity_hash) & (cap - 1);
+    size_t j = (size_t)slot_hash(r->data_hash, r->identity_hash) & (cap - 1);
     while (w->table[j]) j = (j + 1) & (cap - 1);
     w->table[j] = old[i];
   }
@@ -148,7 +151,7 @@ uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype
   if (!blob_dtype_name((uint32_t)dtype)) ice("unknown blob dtype code %u", (unsigned)dtype);
 
   size_t slot = 0;
-  uint64_t ih = identity ? xxh64(identity, strlen(identity), 0) : 0;
+  uint64_t ih = identity ? XXH3_64bits(identity, strlen(identity)) : 0;
   if (!w->keep_duplicates) {
     table_reserve(w);
     slot = table_slot(w, h, identity, ih, (uint32_t)dtype, bytes, nbytes);
@@ -176,7 +179,7 @@ uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype
     w->records_cap = w->records_cap ? 2 * w->records_cap : 64;
     w->records = xrealloc(w->records, w->records_cap * sizeof *w->records);
   }
-  w->records[w->nrecords++] = (BlobRecord){.offset = meta, .size = nbytes, .xxh64 = h, .dtype = (uint32_t)dtype,
+  w->records[w->nrecords++] = (BlobRecord){.offset = meta, .size = nbytes, .data_hash = h, .dtype = (uint32_t)dtype,
                                            .identity = identity && !w->keep_duplicates ? xstrdup(identity) : NULL,
                                            .identity_hash = w->keep_duplicates ? 0 : ih};
   if (w->same_data && !w->keep_duplicates && nbytes <= COPY_MAX_BLOB && w->copied + nbytes <= COPY_MAX_TOTAL) {
@@ -191,7 +194,7 @@ uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype
   return meta;
 }
 
-bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash) {
+bool blob_writer_data_hash(const BlobWriter *w, uint64_t offset, uint64_t *hash) {
   size_t lo = 0, hi = w->nrecords; /* records are in increasing offset order */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -199,7 +202,7 @@ bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash
     else hi = mid;
   }
   if (lo == w->nrecords || w->records[lo].offset != offset) return false;
-  *hash = w->records[lo].xxh64;
+  *hash = w->records[lo].data_hash;
   return true;
 }
 
@@ -208,21 +211,22 @@ uint64_t blob_writer_layout_xxh64(const BlobWriter *w) {
   uint8_t header[BLOB_HEADER_SIZE] = {0}, rec[BLOB_METADATA_SIZE] = {0};
   put_u32(header, w->count);
   put_u32(header + 4, BLOB_VERSION);
-  Xxh64State h;
-  xxh64_init(&h, 0);
-  xxh64_update(&h, header, sizeof header);
+  XXH64_state_t *h = xxh64_state_new();
+  XXH64_update(h, header, sizeof header);
   uint64_t data_end = BLOB_HEADER_SIZE;
   for (size_t i = 0; i < w->nrecords; i++) {
     const BlobRecord *r = &w->records[i];
-    xxh64_update(&h, zeros, (size_t)(r->offset - data_end)); /* under 64 bytes of alignment gap */
+    XXH64_update(h, zeros, (size_t)(r->offset - data_end)); /* under 64 bytes of alignment gap */
     put_u32(rec + BLOB_META_SENTINEL, BLOB_SENTINEL);
     put_u32(rec + BLOB_META_DTYPE, r->dtype);
     put_u64(rec + BLOB_META_SIZE, r->size);
     put_u64(rec + BLOB_META_OFFSET, r->offset + BLOB_METADATA_SIZE);
-    xxh64_update(&h, rec, sizeof rec);
+    XXH64_update(h, rec, sizeof rec);
     data_end = r->offset + BLOB_METADATA_SIZE + r->size;
   }
-  return xxh64_digest(&h);
+  uint64_t layout = XXH64_digest(h);
+  XXH64_freeState(h);
+  return layout;
 }
 
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes) {

@@ -23,8 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "orion/sha256.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 
 char *compile_cache_default_dir(void) {
   const char *env = getenv("ORION_CACHE_DIR");
@@ -41,7 +40,7 @@ char *compile_cache_default_dir(void) {
   return sb.data;
 }
 
-/* XXH64 of a whole file, mapped; false if it cannot be read. */
+/* XXH3-64 of a whole file, mapped; false if it cannot be read. */
 static bool hash_file(const char *path, uint64_t *h) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
@@ -53,7 +52,7 @@ static bool hash_file(const char *path, uint64_t *h) {
   void *p = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
   close(fd);
   if (len && p == MAP_FAILED) return false;
-  *h = xxh64(p, len, 0);
+  *h = XXH3_64bits(p, len);
   if (len) munmap(p, len);
   return true;
 }
@@ -68,7 +67,8 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
                        char key[COMPILE_CACHE_KEY_LEN + 1]) {
   StrBuf sb;
   sb_init(&sb);
-  sb_printf(&sb, "orion compile cache 1\ncompiler %s\ntarget %s\nsource %s\n", ORION_VERSION,
+  /* 2: file contents keyed by XXH3-64 (XXH64 before) and format-2 packages. */
+  sb_printf(&sb, "orion compile cache 2\ncompiler %s\ntarget %s\nsource %s\n", ORION_VERSION,
             mil_target_name(opt->target), opt->source_name ? opt->source_name : "");
   put_file(&sb, "compiler-build", "/proc/self/exe");
   char hex[65];

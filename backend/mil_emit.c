@@ -20,11 +20,11 @@
 #include <time.h>
 
 #include "orion/fp16.h"
+#include "orion/manifest.h"
 #include "orion/mil.h"
 #include "orion/mil_ops.h"
 #include "orion/passes.h"
 #include "orion/weights.h"
-#include "orion/xxh64.h"
 
 typedef struct Emitter {
   IrModule *m;
@@ -284,7 +284,7 @@ static void emit_decl(Emitter *e, IrValueId v) {
     if (nbytes != elements * ir_dtype_size(val->type.dtype)) ice("weight '%s' has %zu bytes", val->name, nbytes);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    offset = blob_writer_add_as(e->blobs, weights_identity(e->m, v), bd, bytes, nbytes, xxh64(bytes, nbytes, 0));
+    offset = blob_writer_add_as(e->blobs, weights_identity(e->m, v), bd, bytes, nbytes, package_weight_checksum(PACKAGE_FORMAT_VERSION, bytes, nbytes));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (e->opt->blob_ms)
       *e->opt->blob_ms += (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;

@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "orion/package.h"
-#include "orion/sha256.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 #include "weight_stream.h"
 
 /* libxml2 strings without BAD_CAST, which casts const away. */
@@ -55,10 +54,14 @@ typedef struct LoadCtx {
   WeightStream *stream; /* set when weights go straight into the file */
   const char *path;     /* the package, for messages */
   /* The weight being generated into the stream: where its data starts and
-   * the XXH64 of its bytes so far, taken before they are handed on. */
+   * the checksum of its bytes so far (XXH3-64, format 2's), taken before
+   * they are handed on; one state, reset for each weight. */
   size_t data_start, hashed;
-  Xxh64State hash;
+  XXH3_state_t *hash;
 } LoadCtx;
+
+/* add_param streams format 2's weight checksum itself. */
+_Static_assert(PACKAGE_FORMAT_VERSION == 2, "add_param's streamed checksum is XXH3-64, format 2's");
 
 static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
   LoadCtx *c = ctx;
@@ -73,7 +76,7 @@ static void *load_param(void *ctx, IrModule *m, IrValueId v, size_t *nbytes) {
 static void param_progress(void *ctx, size_t done) {
   LoadCtx *c = ctx;
   size_t end = c->data_start + done;
-  xxh64_update(&c->hash, weight_stream_base(c->stream) + c->hashed, end - c->hashed);
+  XXH3_64bits_update(c->hash, weight_stream_base(c->stream) + c->hashed, end - c->hashed);
   c->hashed = end;
   weight_stream_tentative(c->stream, c->data_start, end);
 }
@@ -100,15 +103,15 @@ static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, Bl
   }
   uint8_t *dst = blob_writer_stage(blobs, size), *base = weight_stream_base(c->stream);
   c->data_start = c->hashed = (size_t)(dst - base);
-  xxh64_init(&c->hash, 0);
+  XXH3_64bits_reset(c->hash);
   WeightLoadOptions o = *c->opt;
   o.progress = param_progress;
   o.claim = param_claim;
   o.progress_ctx = c;
   bool ok = weights_materialize_into(m, v, &o, c->d, dst, size);
   if (ok) {
-    xxh64_update(&c->hash, base + c->hashed, c->data_start + size - c->hashed);
-    *offset = blob_writer_add_as(blobs, weights_identity(m, v), dtype, dst, size, xxh64_digest(&c->hash));
+    XXH3_64bits_update(c->hash, base + c->hashed, c->data_start + size - c->hashed);
+    *offset = blob_writer_add_as(blobs, weights_identity(m, v), dtype, dst, size, XXH3_64bits_digest(c->hash));
     *nbytes = size;
   }
   if (ok && *offset + BLOB_METADATA_SIZE == c->data_start) weight_stream_final(c->stream, blobs->len);
@@ -183,7 +186,7 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightS
   e->blobs.keep_duplicates = opt->keep_duplicate_weights;
   e->texts = xcalloc(m->nfuncs, sizeof *e->texts);
   e->info = xcalloc(m->nfuncs, sizeof *e->info);
-  LoadCtx ctx = {.opt = &opt->weights, .d = d, .stream = stream, .path = path};
+  LoadCtx ctx = {.opt = &opt->weights, .d = d, .stream = stream, .path = path, .hash = stream ? xxh3_state_new() : NULL};
   double blob_ms = 0;
   MilEmitOptions mo = {.target = opt->target, .load_param = load_param, .add_param = stream ? add_param : NULL,
                        .load_ctx = &ctx, .blob_ms = &blob_ms,
@@ -196,6 +199,7 @@ static bool emit_all(IrModule *m, const PackageOptions *opt, Emitted *e, WeightS
     ok = mil_emit_program(m, f, &mo, &e->blobs, &e->texts[e->n], &e->info[e->n], d);
     e->n++;
   }
+  if (ctx.hash) XXH3_freeState(ctx.hash);
   if (opt->stats) {
     opt->stats->weights_ms = ctx.ms + blob_ms;
     opt->stats->mil_ms = now_ms() - t0 - ctx.ms - blob_ms;
@@ -289,7 +293,7 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   char xx[17];
   /* Everything but the blobs' data, which the weights' own checksums cover
    * (from the writer's records: streamed bytes are no longer in memory). */
-  snprintf(xx, sizeof xx, "%016llx", (unsigned long long)blob_writer_layout_xxh64(&e->blobs));
+  hash64_hex(blob_writer_layout_xxh64(&e->blobs), xx);
   add_string(root, "WeightsLayoutXXH64", xx);
   add_int(root, "WeightsSize", e->blobs.len);
   add_int(root, "WeightsGeneration", 0);
@@ -339,9 +343,9 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
       add_int(wd, "Offset", w->offset);
       add_int(wd, "Bytes", w->nbytes);
       uint64_t h;
-      if (!blob_writer_data_xxh64(&e->blobs, w->offset, &h)) ice("weight '%s' has no record in the weight file", w->ir_name);
-      snprintf(xx, sizeof xx, "%016llx", (unsigned long long)h);
-      add_string(wd, "XXH64", xx);
+      if (!blob_writer_data_hash(&e->blobs, w->offset, &h)) ice("weight '%s' has no record in the weight file", w->ir_name);
+      hash64_hex(h, xx);
+      add_string(wd, package_weight_checksum_key(PACKAGE_FORMAT_VERSION), xx);
     }
   }
   add_key(root, "CompileArguments");

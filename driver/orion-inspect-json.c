@@ -13,7 +13,9 @@ static cJSON *shape(const PkgTensor *t) {
   return a;
 }
 
-static cJSON *tensor(const PkgTensor *t, bool binding) {
+/* A weight's checksum is under the lowercase name of the manifest's key for
+ * it (checksum_name: "xxh64" in format 1, "xxh3" from 2 on). */
+static cJSON *tensor(const PkgTensor *t, bool binding, const char *checksum_name) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "name", t->name);
   if (binding) {
@@ -26,7 +28,7 @@ static cJSON *tensor(const PkgTensor *t, bool binding) {
   cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
   if (!binding) {
     cJSON_AddNumberToObject(o, "offset", (double)t->offset);
-    cJSON_AddStringToObject(o, "xxh64", t->xxh64);
+    cJSON_AddStringToObject(o, checksum_name, t->checksum);
   }
   return o;
 }
@@ -36,7 +38,7 @@ static cJSON *bindings(const PkgTensor *t, uint32_t n) {
   cJSON *a = cJSON_CreateArray();
   for (uint32_t b = 0; b < n; b++)
     for (uint32_t i = 0; i < n; i++)
-      if (t[i].binding == b) cJSON_AddItemToArray(a, tensor(&t[i], true));
+      if (t[i].binding == b) cJSON_AddItemToArray(a, tensor(&t[i], true, NULL));
   return a;
 }
 
@@ -84,7 +86,8 @@ char *inspect_json(const Package *pkg, const char *path, bool pending_update, bo
     cJSON_AddNumberToObject(fo, "weight_bytes", (double)total);
     if (list_weights) {
       cJSON *ws = cJSON_AddArrayToObject(fo, "weights");
-      for (uint32_t k = 0; k < f->nweights; k++) cJSON_AddItemToArray(ws, tensor(&f->weights[k], false));
+      const char *checksum = package_weight_checksum_name(pkg->format_version);
+      for (uint32_t k = 0; k < f->nweights; k++) cJSON_AddItemToArray(ws, tensor(&f->weights[k], false, checksum));
     }
     cJSON_AddItemToArray(fns, fo);
   }

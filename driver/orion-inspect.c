@@ -112,8 +112,9 @@ int main(int argc, char **argv) {
       const PkgTensor *w = &f->weights[k];
       printf("    %-28s ", w->name);
       put_tensor(w);
-      printf("  offset %llu  %llu bytes  xxh64 %s\n", (unsigned long long)w->offset, (unsigned long long)w->bytes,
-             w->xxh64);
+      /* Named as the manifest's key names it: xxh64 in format 1, xxh3 from 2 on. */
+      printf("  offset %llu  %llu bytes  %s %s\n", (unsigned long long)w->offset, (unsigned long long)w->bytes,
+             package_weight_checksum_name(pkg.format_version), w->checksum);
     }
   }
   bool ok = package_verify(&pkg, &d);

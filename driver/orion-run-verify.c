@@ -18,7 +18,7 @@
 #include "orion/cpu.h"
 #include "orion/fp16.h"
 #include "orion/runtime.h"
-#include "orion/sha256.h"
+#include "orion/hash.h"
 
 /* The source as the manifest names it: relative to the current directory, or else to the package's. */
 static char *find_source(const char *package, const Package *pkg, const char *given, Diag *d) {

@@ -13,7 +13,7 @@
  */
 #include "orion/blob.h"
 #include "orion/dtype.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 
 #include "orion/support.h"
 
@@ -169,7 +169,7 @@ bool blob_file_walk(const BlobFile *f, bool (*fn)(void *ctx, uint64_t offset, co
 
 typedef struct LayoutWalk {
   const BlobFile *f;
-  Xxh64State h;
+  XXH64_state_t *h;
   uint64_t data_end; /* where the previous blob's data ended */
   uint64_t *records;
   uint32_t n, cap;
@@ -180,8 +180,8 @@ typedef struct LayoutWalk {
 static bool layout_record(void *ctx, uint64_t offset, const BlobInfo *info) {
   LayoutWalk *w = ctx;
   if (info->offset_unusual) w->canonical = false;
-  xxh64_update(&w->h, w->f->data + w->data_end, (size_t)(offset - w->data_end));
-  xxh64_update(&w->h, w->f->data + offset, BLOB_METADATA_SIZE);
+  XXH64_update(w->h, w->f->data + w->data_end, (size_t)(offset - w->data_end));
+  XXH64_update(w->h, w->f->data + offset, BLOB_METADATA_SIZE);
   w->data_end = info->data_offset + info->size;
   xgrow((void **)&w->records, sizeof *w->records, &w->cap, w->n + 1);
   w->records[w->n++] = offset;
@@ -191,13 +191,14 @@ static bool layout_record(void *ctx, uint64_t offset, const BlobInfo *info) {
 bool blob_file_layout(const BlobFile *f, uint64_t *layout_hash, uint64_t **records, uint32_t *nrecords, char *err,
                       size_t errlen) {
   LayoutWalk w = {.f = f, .data_end = BLOB_HEADER_SIZE, .canonical = true};
-  xxh64_init(&w.h, 0);
-  xxh64_update(&w.h, f->data, BLOB_HEADER_SIZE);
+  w.h = xxh64_state_new();
+  XXH64_update(w.h, f->data, BLOB_HEADER_SIZE);
   bool ok = blob_file_walk(f, layout_record, &w, err, errlen);
   if (ok && !w.canonical) ok = fail(err, errlen, "a blob does not have its data right after its record");
   else if (ok && w.data_end != f->len)
     ok = fail(err, errlen, "weight file has %zu bytes after its last blob", (size_t)(f->len - w.data_end));
-  if (ok) *layout_hash = xxh64_digest(&w.h);
+  if (ok) *layout_hash = XXH64_digest(w.h);
+  XXH64_freeState(w.h);
   if (ok && records) *records = w.records;
   else free(w.records);
   if (nrecords) *nrecords = ok ? w.n : 0;

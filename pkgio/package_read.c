@@ -19,8 +19,7 @@
 #include "orion/manifest.h"
 #include "orion/mil_target.h"
 #include "orion/pkg_paths.h"
-#include "orion/sha256.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 #include "plist_util.h"
 
 /* Size limits on what a manifest may describe. */
@@ -82,7 +81,7 @@ static uint64_t get_uint(Reader *r, xmlNodePtr dict, const char *key, const char
   return x;
 }
 
-/* A checksum of `digits` lowercase hex digits (64 for SHA-256, 16 for XXH64). */
+/* A checksum of `digits` lowercase hex digits (64 for SHA-256, 16 for XXH64 and XXH3-64). */
 static void get_hash(Reader *r, xmlNodePtr dict, const char *key, const char *where, char *out, size_t digits) {
   char *s = get_string(r, dict, key, where);
   bool ok = strlen(s) == digits && strspn(s, "0123456789abcdef") == digits;
@@ -120,7 +119,15 @@ static OrionDType package_dtype(const char *name) {
   return ORION_DT_NONE;
 }
 
-static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const char *where) {
+uint64_t package_weight_checksum(uint32_t version, const void *data, size_t len) {
+  return version < 2 ? XXH64(data, len, 0) : XXH3_64bits(data, len);
+}
+
+const char *package_weight_checksum_key(uint32_t version) { return version < 2 ? "XXH64" : "XXH3"; }
+
+const char *package_weight_checksum_name(uint32_t version) { return version < 2 ? "xxh64" : "xxh3"; }
+
+static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const char *where, uint32_t version) {
   t->name = get_string(r, dict, "Name", where);
   t->mil_name = get_string(r, dict, "MILName", where);
   char *dt = get_string(r, dict, "DType", where);
@@ -154,11 +161,12 @@ static void read_tensor(Reader *r, xmlNodePtr dict, PkgTensor *t, bool io, const
     t->surface_bytes = get_uint(r, dict, "SurfaceBytes", where, UINT64_MAX);
   } else {
     t->offset = get_uint(r, dict, "Offset", where, UINT64_MAX);
-    get_hash(r, dict, "XXH64", where, t->xxh64, 16);
+    get_hash(r, dict, package_weight_checksum_key(version), where, t->checksum, 16);
   }
 }
 
-static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool io, uint32_t *count) {
+static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool io, uint32_t version,
+                                uint32_t *count) {
   xmlNodePtr arr = need(r, dict, key, "array", "a function");
   *count = 0;
   if (!arr) return NULL;
@@ -172,7 +180,7 @@ static PkgTensor *read_tensors(Reader *r, xmlNodePtr dict, const char *key, bool
   const char *where = !strcmp(key, "Inputs") ? "input" : !strcmp(key, "Outputs") ? "output" : "weight";
   for (xmlNodePtr c = plist_next_elem(arr->children); c && r->ok; c = plist_next_elem(c->next)) {
     if (!plist_is_elem(c, "dict")) fail(r, "manifest: entries of '%s' must be <dict>", key);
-    else read_tensor(r, c, &t[(*count)++], io, where);
+    else read_tensor(r, c, &t[(*count)++], io, where, version);
   }
   if (io && r->ok) { /* bindings are a permutation */
     bool *seen = xcalloc(*count ? *count : 1, 1);
@@ -297,8 +305,9 @@ static bool parse_manifest(const char *text, size_t len, const char *name, Packa
   if (doc && !plist_is_elem(dict, "dict")) fail(&r, "manifest is not a property list with a <dict> at its root");
   if (r.ok) {
     pkg->format_version = (uint32_t)get_uint(&r, dict, "FormatVersion", "the manifest", UINT32_MAX);
-    if (r.ok && pkg->format_version != PACKAGE_FORMAT_VERSION)
-      fail(&r, "package format version %u is not supported (this is version %d)", pkg->format_version, PACKAGE_FORMAT_VERSION);
+    if (r.ok && (pkg->format_version < PACKAGE_FORMAT_OLDEST || pkg->format_version > PACKAGE_FORMAT_VERSION))
+      fail(&r, "package format version %u is not supported (this reads versions %d to %d)", pkg->format_version,
+           PACKAGE_FORMAT_OLDEST, PACKAGE_FORMAT_VERSION);
   }
   if (r.ok) {
     pkg->compiler_version = get_string(&r, dict, "CompilerVersion", "the manifest");
@@ -346,9 +355,9 @@ static bool parse_manifest(const char *text, size_t len, const char *name, Packa
              shown(f->mil_file, buf, sizeof buf));
       get_hash(&r, c, "MILXXH64", "a function", f->mil_xxh64, 16);
       f->surface_bytes = get_uint(&r, c, "SurfaceBytes", "a function", UINT64_MAX);
-      f->inputs = read_tensors(&r, c, "Inputs", true, &f->ninputs);
-      f->outputs = read_tensors(&r, c, "Outputs", true, &f->noutputs);
-      f->weights = read_tensors(&r, c, "Weights", false, &f->nweights);
+      f->inputs = read_tensors(&r, c, "Inputs", true, pkg->format_version, &f->ninputs);
+      f->outputs = read_tensors(&r, c, "Outputs", true, pkg->format_version, &f->noutputs);
+      f->weights = read_tensors(&r, c, "Weights", false, pkg->format_version, &f->nweights);
       read_groups(&r, c, f);
       if (r.ok) check_output_files(&r, f);
     }
@@ -459,10 +468,10 @@ static bool hash_file(const char *path, char hex[17], uint64_t *size, const char
 /* Whether weight k of function i has the checksum it had in `before` (the
  * same manifest structure), so that its verified bytes need no new look. */
 static bool unchanged_since(const Package *before, const Package *pkg, uint32_t i, uint32_t k) {
-  if (!before || before->nfunctions != pkg->nfunctions || before->functions[i].nweights != pkg->functions[i].nweights)
+  if (!before || before->format_version != pkg->format_version || before->nfunctions != pkg->nfunctions || before->functions[i].nweights != pkg->functions[i].nweights)
     return false;
   const PkgTensor *a = &before->functions[i].weights[k], *b = &pkg->functions[i].weights[k];
-  return a->offset == b->offset && a->bytes == b->bytes && !strcmp(a->xxh64, b->xxh64) && !strcmp(a->name, b->name);
+  return a->offset == b->offset && a->bytes == b->bytes && !strcmp(a->checksum, b->checksum) && !strcmp(a->name, b->name);
 }
 
 static bool verify(const Package *pkg, const Package *before, Diag *d);
@@ -543,8 +552,8 @@ static bool verify(const Package *pkg, const Package *before, Diag *d) {
           continue;
         }
         if (unchanged_since(before, pkg, i, k)) continue;
-        xxh64_hex(data + info.data_offset, (size_t)info.size, hex);
-        if (strcmp(hex, w->xxh64)) {
+        hash64_hex(package_weight_checksum(pkg->format_version, data + info.data_offset, (size_t)info.size), hex);
+        if (strcmp(hex, w->checksum)) {
           diag_error(d, (SrcSpan){0}, "%s: weight '%s' fails its checksum", p.data, w->name);
           ok = false;
         }

@@ -33,7 +33,7 @@
 
 #include "orion/blob.h"
 #include "orion/fp16.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 #include "plist_util.h"
 
 #define JOURNAL_MAGIC "ORIONJ01"
@@ -177,7 +177,7 @@ typedef struct Journal {
 static bool journal_parse(const uint8_t *p, size_t len, Journal *j) {
   memset(j, 0, sizeof *j);
   if (len < JOURNAL_HEADER + 8 || memcmp(p, JOURNAL_MAGIC, 8)) return false;
-  if (get_u64(p + len - 8) != xxh64(p, len - 8, 0)) return false;
+  if (get_u64(p + len - 8) != XXH64(p, len - 8, 0)) return false;
   j->generation = get_u64(p + 8);
   j->manifest_len = get_u64(p + 16);
   uint64_t n = get_u64(p + 24);
@@ -238,7 +238,7 @@ static bool journal_write(const char *pkg, const Journal *j) {
     memcpy(all + at, parts[i], (size_t)lens[i]);
     at += (size_t)lens[i];
   }
-  put_u64(tail, xxh64(all, total, 0));
+  put_u64(tail, XXH64(all, total, 0)); /* XXH64 in every format: journals stay readable */
   free(all);
   parts[nparts - 1] = tail;
   lens[nparts - 1] = 8;
@@ -513,8 +513,9 @@ static char *updated_manifest(const char *text, size_t len, const Package *pkg, 
       uint32_t j = 0;
       while (j < nt && targets[j].w->offset != t->offset) j++;
       if (j == nt || !targets[j].bytes) continue; /* unchanged: so is its checksum */
-      xxh64_hex(targets[j].bytes, (size_t)t->bytes, hex);
-      set_text(plist_dict_get(w, "XXH64"), hex);
+      /* By the package's own format: a patch never changes its version. */
+      hash64_hex(package_weight_checksum(pkg->format_version, targets[j].bytes, (size_t)t->bytes), hex);
+      set_text(plist_dict_get(w, package_weight_checksum_key(pkg->format_version)), hex);
     }
   }
   xmlChar *buf = NULL;

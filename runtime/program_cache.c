@@ -11,7 +11,7 @@
 
 #include "orion/patch.h"
 #include "orion/runtime.h"
-#include "orion/sha256.h"
+#include "orion/hash.h"
 
 typedef struct CacheSlot {
   char key[65];         /* SHA-256 of the content description */
@@ -42,17 +42,18 @@ void orion_program_cache_free(OrionProgramCache *c) {
 }
 
 /* What makes two packages the same program: the manifest's checksums of
- * every MIL file and of the weights, the target and the compiler. */
+ * every MIL file and of the weights (whose algorithm its format version
+ * names), the target and the compiler. */
 static bool content_key(const char *path, char key[65], Diag *d) {
   Package pkg;
   if (!package_read(path, &pkg, d)) return false;
   StrBuf sb;
   sb_init(&sb);
-  sb_printf(&sb, "%s\n%s\n%s\n%s\n%llu\n", pkg.compiler_version, pkg.target, pkg.program_version,
-            pkg.weights_layout_xxh64, (unsigned long long)pkg.weights_size);
+  sb_printf(&sb, "format %u\n%s\n%s\n%s\n%s\n%llu\n", pkg.format_version, pkg.compiler_version, pkg.target,
+            pkg.program_version, pkg.weights_layout_xxh64, (unsigned long long)pkg.weights_size);
   for (uint32_t i = 0; i < pkg.nfunctions; i++) {
     sb_printf(&sb, "%s %s %s\n", pkg.functions[i].name, pkg.functions[i].mil_file, pkg.functions[i].mil_xxh64);
-    for (uint32_t k = 0; k < pkg.functions[i].nweights; k++) sb_printf(&sb, "%s\n", pkg.functions[i].weights[k].xxh64);
+    for (uint32_t k = 0; k < pkg.functions[i].nweights; k++) sb_printf(&sb, "%s\n", pkg.functions[i].weights[k].checksum);
   }
   sha256_hex(sb.data, sb.len, key);
   sb_free(&sb);

@@ -4,7 +4,8 @@
 set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc flex bison libxml2-dev libcjson-dev
-      libcriterion-dev clang libclang-rt-dev python3 python3-jsonschema libopenblas-dev)
+      libcriterion-dev clang libclang-rt-dev python3 python3-jsonschema libopenblas-dev
+      libxxhash-dev nettle-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,7 +8,8 @@
  * cannot make both sides agree.
  */
 #include "orion/blob_writer.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
+#include "orion/manifest.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -196,7 +197,7 @@ Test(blob_writer, equal_bytes_share_only_within_an_identity) {
   const uint8_t a[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   BlobWriter w;
   blob_writer_init(&w);
-  uint64_t h = xxh64(a, sizeof a, 0);
+  uint64_t h = package_weight_checksum(PACKAGE_FORMAT_VERSION, a, sizeof a);
   cr_assert_eq(blob_writer_add_as(&w, "param g1", BLOB_INT8, a, sizeof a, h), 64);
   cr_assert_eq(blob_writer_add_as(&w, "param g2", BLOB_INT8, a, sizeof a, h), 192);
   cr_assert_eq(blob_writer_add(&w, BLOB_INT8, a, sizeof a), 320);
@@ -219,12 +220,12 @@ Test(blob_writer, identities_survive_table_growth) {
   blob_writer_init(&w);
   for (int i = 0; i < N; i++) {
     snprintf(name, sizeof name, "param b%d", i);
-    offsets[i] = blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, xxh64(zeros, sizeof zeros, 0));
+    offsets[i] = blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, package_weight_checksum(PACKAGE_FORMAT_VERSION, zeros, sizeof zeros));
     cr_assert_eq(offsets[i], 64 + 128 * (uint64_t)i);
   }
   for (int i = 0; i < N; i++) {
     snprintf(name, sizeof name, "param b%d", i);
-    cr_assert_eq(blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, xxh64(zeros, sizeof zeros, 0)),
+    cr_assert_eq(blob_writer_add_as(&w, name, BLOB_UINT8, zeros, sizeof zeros, package_weight_checksum(PACKAGE_FORMAT_VERSION, zeros, sizeof zeros)),
                  offsets[i], "blob %d", i);
   }
   cr_assert_eq(w.count, N);

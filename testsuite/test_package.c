@@ -87,7 +87,7 @@ Test(package, write_read_verify) {
   capture(&d, &sb);
   Package pkg;
   cr_assert(package_read(path, &pkg, &d), "%s", sb.data);
-  cr_assert_eq(pkg.format_version, 1);
+  cr_assert_eq(pkg.format_version, 2);
   cr_assert_str_eq(pkg.target, "ios18");
   cr_assert_str_eq(pkg.program_version, "1.3");
   cr_assert_eq(pkg.nfunctions, 1);
@@ -494,12 +494,45 @@ Test(manifest, chip) {
                    "orionc: error: M: manifest: 'Chip' of the manifest must be <string>\n");
 }
 
+/* A function with one weight whose checksum is under `key`. */
+#define FUNC_WEIGHT(key)                                                                                       \
+  "<key>Functions</key><array><dict><key>Name</key><string>main</string><key>MILFile</key><string>model.mil</string>" \
+  "<key>MILXXH64</key><string>" XXH "</string><key>SurfaceBytes</key><integer>49152</integer>"                \
+  "<key>Inputs</key><array>" IO("a", "0") "</array><key>Outputs</key><array>" IO("y", "0") "</array>"           \
+  "<key>Weights</key><array><dict><key>Name</key><string>w</string><key>MILName</key><string>w</string>"        \
+  "<key>DType</key><string>fp16</string><key>Shape</key><array><integer>2</integer></array>"                    \
+  "<key>Offset</key><integer>64</integer><key>Bytes</key><integer>4</integer>"                                 \
+  "<key>" key "</key><string>" XXH "</string></dict></array></dict></array>"
+
+/* Format 1 records a weight's checksum as XXH64, format 2 as XXH3: each
+ * reads its own key and lacks the other's. */
+Test(manifest, weight_checksum_key_by_format) {
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC_WEIGHT("XXH64") LINT TAIL), "ok");
+  cr_assert_str_eq(manifest_error(HEAD TOP("2", "ios18") FUNC_WEIGHT("XXH3") LINT TAIL), "ok");
+  cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC_WEIGHT("XXH3") LINT TAIL),
+                   "orionc: error: M: manifest: weight has no 'XXH64'\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("2", "ios18") FUNC_WEIGHT("XXH64") LINT TAIL),
+                   "orionc: error: M: manifest: weight has no 'XXH3'\n");
+  StrBuf sb;
+  Diag d;
+  capture(&d, &sb);
+  Package pkg;
+  const char *text = HEAD TOP("2", "ios18") FUNC_WEIGHT("XXH3") LINT TAIL;
+  cr_assert(package_parse_manifest(text, strlen(text), "M", &pkg, &d), "%s", sb.data);
+  cr_assert_eq(pkg.format_version, 2);
+  cr_assert_str_eq(pkg.functions[0].weights[0].checksum, XXH);
+  package_free(&pkg);
+  sb_free(&sb);
+}
+
 Test(manifest, rejections) {
   cr_assert_str_eq(manifest_error("<plist"), "orionc: error: M: manifest is not well-formed XML\n");
   cr_assert_str_eq(manifest_error("<?xml version=\"1.0\"?><array/>"),
                    "orionc: error: M: manifest is not a property list with a <dict> at its root\n");
-  cr_assert_str_eq(manifest_error(HEAD TOP("2", "ios18") FUNC(IO("a", "0")) LINT TAIL),
-                   "orionc: error: M: package format version 2 is not supported (this is version 1)\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("3", "ios18") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: package format version 3 is not supported (this reads versions 1 to 2)\n");
+  cr_assert_str_eq(manifest_error(HEAD TOP("0", "ios18") FUNC(IO("a", "0")) LINT TAIL),
+                   "orionc: error: M: package format version 0 is not supported (this reads versions 1 to 2)\n");
   cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios12") FUNC(IO("a", "0")) LINT TAIL),
                    "orionc: error: M: manifest: unknown target 'ios12'\n");
   cr_assert_str_eq(manifest_error(HEAD TOP("1", "ios18") FUNC(IO("a", "0") IO("b", "0")) LINT TAIL),

@@ -18,7 +18,7 @@
 #include "orion/passes.h"
 #include "orion/patch.h"
 #include "orion/runtime.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 
 static const char *const program =
     "func main(x: fp16[1,64]) {\n"
@@ -191,7 +191,7 @@ Test(patch, journal_integrity) {
   uint8_t j[48] = "ORIONJ01";
   j[8] = 1; /* generation */
   cr_assert_not(patch_journal_valid(j, sizeof j)); /* no checksum yet */
-  uint64_t h = xxh64(j, 40, 0);
+  uint64_t h = XXH64(j, 40, 0);
   for (int i = 0; i < 8; i++) j[40 + i] = (uint8_t)(h >> (8 * i));
   cr_assert(patch_journal_valid(j, sizeof j));
   j[8] = 2; /* any change breaks the checksum */

@@ -2,14 +2,23 @@
  * SHA-256: the FIPS 180-4 example messages, messages whose length sits at
  * each padding boundary (55, 56, 63, 64, 65 bytes, ...), and incremental
  * hashing split at every offset, byte by byte and in uneven pieces, which
- * must give the one-shot digest.
+ * must give the one-shot digest: nettle's SHA-256, as orion uses it
+ * (orion/hash.h's sha256_hex for the one-shot digest).
  */
-#include "orion/sha256.h"
+#include "orion/hash.h"
+
+#include <nettle/sha2.h>
 
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* This file's names for nettle's streaming calls (they were orion's own). */
+typedef struct sha256_ctx Sha256;
+#undef sha256_update
+#define sha256_update(s, data, n) nettle_sha256_update((s), (n), (const uint8_t *)(data))
+static void sha256_final(Sha256 *s, uint8_t digest[32]) { sha256_digest(s, 32, digest); }
 
 static void hex_of(const uint8_t digest[32], char hex[65]) {
   for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
@@ -111,5 +120,5 @@ Test(sha256, incremental_equals_one_shot) {
   for (size_t i = 0; i < sizeof msg; i++) sha256_update(&s, msg + i, 1);
   sha256_final(&s, got);
   cr_assert_eq(memcmp(got, want, 32), 0);
-  cr_assert_eq(s.length, 0, "final clears the context");
+  cr_assert(s.count == 0 && s.index == 0, "final clears the context");
 }

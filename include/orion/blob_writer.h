@@ -13,10 +13,10 @@
 typedef struct BlobRecord {
   uint64_t offset; /* of the metadata record */
   uint64_t size;   /* data bytes */
-  uint64_t xxh64;  /* of the data, seed 0 */
+  uint64_t data_hash; /* of the data: the manifest's weight checksum (package_weight_checksum) */
   uint32_t dtype;
   char *identity;         /* what the blob is the same weight as (NULL: a constant); the writer's copy */
-  uint64_t identity_hash; /* its XXH64 (0 for none) */
+  uint64_t identity_hash; /* its XXH3-64 (0 for none) */
   uint8_t *copy; /* the data, for small blobs of a writer with same_data (NULL otherwise) */
 } BlobRecord;
 
@@ -65,19 +65,20 @@ void blob_writer_reserve(BlobWriter *w, size_t total);
 bool blob_writer_try_reserve(BlobWriter *w, size_t total);
 /* Appends a blob (nbytes > 0) and returns the offset of its metadata record. */
 uint64_t blob_writer_add(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes);
-/* The same, for a caller that has already taken the XXH64 (seed 0) of the bytes. */
-uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t xxh64);
+/* The same, for a caller that has already taken the bytes' checksum, as
+ * package_weight_checksum(PACKAGE_FORMAT_VERSION, ...) gives it. */
+uint64_t blob_writer_add_hashed(BlobWriter *w, BlobDType dtype, const void *bytes, size_t nbytes, uint64_t data_hash);
 /* The same for a blob of the given identity (NULL: a constant, as above):
  * it shares the storage only of an earlier blob of equal bytes and identity. */
 uint64_t blob_writer_add_as(BlobWriter *w, const char *identity, BlobDType dtype, const void *bytes, size_t nbytes,
-                            uint64_t xxh64);
+                            uint64_t data_hash);
 /* Where the data of a next blob of nbytes would go. Filling that place and
  * passing it to blob_writer_add saves the copy; if the blob turns out to be
  * a duplicate, the place is simply reused by the next one. */
 uint8_t *blob_writer_stage(BlobWriter *w, size_t nbytes);
-/* The XXH64 (seed 0) of the data of the record at `offset`, as computed when
- * it was added; false if no record starts there. */
-bool blob_writer_data_xxh64(const BlobWriter *w, uint64_t offset, uint64_t *hash);
+/* The checksum of the data of the record at `offset`, as given when it was
+ * added; false if no record starts there. */
+bool blob_writer_data_hash(const BlobWriter *w, uint64_t offset, uint64_t *hash);
 /* What blob_file_layout computes for the file this writer has built (the
  * header, each record and the padding before it), from the writer's own
  * records rather than the bytes. */

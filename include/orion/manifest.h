@@ -11,7 +11,11 @@
 #include "orion/dtype.h"
 #include "orion/support.h"
 
-#define PACKAGE_FORMAT_VERSION 1
+/* The format the compiler writes, and the oldest the readers still take.
+ * Format 2 records each weight's checksum as XXH3-64 ("XXH3"), format 1 as
+ * XXH64 ("XXH64"); everything else is the same (docs/package-format.md). */
+#define PACKAGE_FORMAT_VERSION 2
+#define PACKAGE_FORMAT_OLDEST 1
 #define PACKAGE_MANIFEST "Manifest.plist"
 #define PACKAGE_WEIGHTS "weights/weight.bin"
 
@@ -24,7 +28,7 @@ typedef struct PkgTensor {
   uint64_t bytes;         /* data bytes (elements * dtype size) */
   uint64_t surface_bytes; /* inputs/outputs */
   uint64_t offset;        /* weights: metadata record offset */
-  char xxh64[17];         /* weights: checksum of the data */
+  char checksum[17];      /* weights: of the data, by the format's algorithm (package_weight_checksum) */
 } PkgTensor;
 
 /* An output the compiler split into parts (outputs of the function) that the
@@ -60,6 +64,14 @@ typedef struct Package {
   char **compile_args; /* CompileArguments (optional in the manifest) */
   uint32_t ncompile_args;
 } Package;
+
+/* The checksum a manifest of format `version` records for a weight's data:
+ * XXH64 (seed 0) in format 1, XXH3-64 from format 2 on; and the key it is
+ * stored under ("XXH64", "XXH3"), as 16 lowercase hex digits. */
+uint64_t package_weight_checksum(uint32_t version, const void *data, size_t len);
+const char *package_weight_checksum_key(uint32_t version);
+/* The same in lowercase ("xxh64", "xxh3"), as orion-inspect names it. */
+const char *package_weight_checksum_name(uint32_t version);
 
 /* Parses manifest text (`name` is used in messages); what package_read uses. */
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d);

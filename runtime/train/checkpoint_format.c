@@ -9,10 +9,16 @@
 #include <string.h>
 
 /* The only calls of the checksum library in the checkpoint code. */
-void ckpt_hash_init(CkptHash *h) { xxh64_init(&h->state, 0); }
-void ckpt_hash_update(CkptHash *h, const void *data, size_t n) { xxh64_update(&h->state, data, n); }
-void ckpt_hash_hex(const CkptHash *h, char hex[17]) {
-  snprintf(hex, 17, "%016llx", (unsigned long long)xxh64_digest(&h->state));
+void ckpt_hash_init(CkptHash *h) { h->state = xxh64_state_new(); }
+void ckpt_hash_update(CkptHash *h, const void *data, size_t n) { XXH64_update(h->state, data, n); }
+void ckpt_hash_hex(CkptHash *h, char hex[17]) {
+  hash64_hex(XXH64_digest(h->state), hex);
+  XXH64_freeState(h->state);
+  h->state = NULL;
+}
+void ckpt_hash_discard(CkptHash *h) {
+  XXH64_freeState(h->state);
+  h->state = NULL;
 }
 
 void ckpt_slot_file(const char *slot, char *buf, size_t n) { snprintf(buf, n, "state-%s.safetensors", slot); }

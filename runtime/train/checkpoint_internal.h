@@ -6,7 +6,7 @@
 #define ORION_TRAIN_CHECKPOINT_INTERNAL_H
 
 #include "orion/train_checkpoint.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_WEIGHTS "weights.safetensors"
@@ -24,15 +24,16 @@
 /* The file of a state slot: "state-m.safetensors". */
 void ckpt_slot_file(const char *slot, char *buf, size_t n);
 
-/* The checksum of every checkpoint file, in one place (XXH64 through
- * support/'s API, as the package writer uses): streamed, then as 16 hex
- * digits. */
+/* The checksum of every checkpoint file, in one place (XXH64 from
+ * libxxhash, through support/'s hash.h as the package writer uses):
+ * streamed, then as 16 hex digits. ckpt_hash_hex ends the state. */
 typedef struct CkptHash {
-  Xxh64State state;
+  XXH64_state_t *state;
 } CkptHash;
 void ckpt_hash_init(CkptHash *h);
 void ckpt_hash_update(CkptHash *h, const void *data, size_t n);
-void ckpt_hash_hex(const CkptHash *h, char hex[17]);
+void ckpt_hash_hex(CkptHash *h, char hex[17]);
+void ckpt_hash_discard(CkptHash *h); /* ends the state without a result */
 
 /* The manifest text without its checksum member ends with this; the
  * checksum is of that text with "}" in place of the member. */

@@ -105,7 +105,10 @@ static bool out_close(OutFile *f, const char *name, cJSON *files) {
     if (fsync(f->fd) != 0) f->ok = sys_fail(f->w, "fsync", f->path);
   }
   if (f->fd >= 0 && close(f->fd) != 0 && f->ok) f->ok = sys_fail(f->w, "close", f->path);
-  if (!f->ok || !files) return f->ok;
+  if (!f->ok || !files) {
+    ckpt_hash_discard(&f->hash);
+    return f->ok;
+  }
   char hex[17];
   ckpt_hash_hex(&f->hash, hex);
   cJSON *e = cJSON_CreateObject();

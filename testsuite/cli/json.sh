@@ -42,7 +42,7 @@ contains summary-needs-summary "orionc: error: --json goes with --summary"
 
 jcheck inspect 0 "$inspect" --json f.anepkg
 py inspect '
-assert j["package"] == "f.anepkg" and j["format"] == 1 and j["target"] == "ios18" and j["chip"] == "m4", j
+assert j["package"] == "f.anepkg" and j["format"] == 2 and j["target"] == "ios18" and j["chip"] == "m4", j
 assert j["source"] == "f.oir" and j["compiler"].startswith("orionc ")
 assert j["pending_update"] is False and j["checksums"] == "verified"
 assert j["weights_file"]["path"] == "weights/weight.bin" and j["weights_file"]["generation"] == 0
@@ -55,7 +55,7 @@ assert [o["name"] for o in f["outputs"]] == ["y", "m"] or [o["name"] for o in f[
 assert f["weight_count"] == 1 and f["weight_bytes"] == 16
 [w] = f["weights"]
 assert w["name"] == "w" and w["dtype"] == "fp16" and w["shape"] == [2, 4] and w["bytes"] == 16, w
-assert len(w["xxh64"]) == 16'
+assert len(w["xxh3"]) == 16 and "xxh64" not in w'
 jcheck inspect-no-weights 0 "$inspect" --json --no-weights f.anepkg
 py inspect-no-weights '
 assert "weights" not in j["functions"][0] and j["functions"][0]["weight_count"] == 1'
