@@ -1,0 +1,240 @@
+/* Gradients against central finite differences (see autodiff_check.h). */
+#include "autodiff_check.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/frontend.h"
+
+typedef struct Session {
+  SourceSet ss;
+  StrBuf msgs;
+  Diag d;
+  IrModule *m;
+} Session;
+
+static void session_open(Session *s, const char *oir) {
+  srcset_init(&s->ss);
+  sb_init(&s->msgs);
+  diag_init(&s->d, &s->ss);
+  s->d.capture = &s->msgs;
+  s->m = oir_parse_string("t.oir", oir, strlen(oir), &s->d);
+}
+
+static void session_close(Session *s) {
+  if (s->m) ir_module_free(s->m);
+  sb_free(&s->msgs);
+  srcset_free(&s->ss);
+}
+
+static uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+static double round_to(double v, IrDType dt) {
+  if (dt == DT_FP32) return (double)(float)v;
+  if (dt == DT_FP16) { /* nearest multiple of the fp16 spacing at v's binade (normal range) */
+    int e;
+    frexp(v, &e);
+    double q = ldexp(1.0, e - 11);
+    return nearbyint(v / q) * q;
+  }
+  return v;
+}
+
+/* The param's values as the check uses them (see the header). */
+static double *param_values(const IrValue *v) {
+  uint64_t n = ir_type_elements(&v->type);
+  double *d = xmalloc(sizeof *d * n);
+  uint64_t state = v->src.seed ^ name_hash(v->name);
+  for (uint64_t i = 0; i < n; i++) {
+    double u = (double)(mix(state + i) >> 11) * 0x1p-53;
+    double x;
+    switch (v->src.kind) {
+    case SRC_UNIFORM: x = v->src.a + (v->src.b - v->src.a) * u; break;
+    case SRC_NORMAL: x = v->src.a + v->src.b * (2 * u - 1); break;
+    case SRC_FILL: x = v->src.a; break;
+    case SRC_ONES: x = 1; break;
+    default: x = 0; break;
+    }
+    d[i] = round_to(x, v->type.dtype);
+  }
+  return d;
+}
+
+/* Every param of f becomes a const holding the check's values. */
+static void params_to_consts(IrModule *m, IrFuncId f) {
+  IrFunc *fn = ir_func(m, f);
+  for (uint32_t i = 0; i < fn->ndecls; i++) {
+    IrValue *v = ir_value(m, fn->decls[i]);
+    if (v->kind != VK_PARAM) continue;
+    double *d = param_values(v);
+    uint64_t n = ir_type_elements(&v->type);
+    v->data = arena_memdup(&m->arena, d, sizeof *d * n);
+    v->ndata = n;
+    v->kind = VK_CONST;
+    free(d);
+  }
+}
+
+static bool fail(AdCheckResult *r, const char *fmt, ...) ORION_PRINTF(2, 3);
+static bool fail(AdCheckResult *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->err, sizeof r->err, fmt, ap);
+  va_end(ap);
+  r->ok = false;
+  return false;
+}
+
+static EvalTensor *make_inputs(IrModule *m, IrFuncId f, const AdCheck *opt) {
+  IrFunc *fn = ir_func(m, f);
+  EvalTensor *in = xcalloc(fn->ninputs ? fn->ninputs : 1, sizeof *in);
+  for (uint32_t i = 0; i < fn->ninputs; i++) {
+    IrValue *v = ir_value(m, fn->inputs[i]);
+    const EvalIntRange *rg = NULL;
+    for (const EvalIntRange *r = opt->ranges; r && r->input; r++)
+      if (strcmp(r->input, v->name) == 0) rg = r;
+    in[i] = rg ? eval_random_ints(&v->type, opt->seed + i, rg->low, rg->high) : eval_random_input(&v->type, opt->seed + i);
+  }
+  return in;
+}
+
+static bool eval_loss(IrModule *m, IrFuncId f, const EvalTensor *in, double *loss, AdCheckResult *r) {
+  EvalTensor *out = NULL;
+  char err[512];
+  if (!ir_eval(m, f, in, &out, err, sizeof err)) return fail(r, "evaluating '%s': %s", ir_func(m, f)->name, err);
+  IrFunc *fn = ir_func(m, f);
+  uint32_t li = 0;
+  while (strcmp(fn->outputs[li].name, "loss") != 0) li++;
+  *loss = out[li].data[0];
+  eval_tensors_free(out, fn->noutputs);
+  return true;
+}
+
+/* The backward's gradients for loss scale `scale`. */
+static bool run_backward(IrModule *m, const AdContract *ct, const EvalTensor *in, double scale, EvalTensor **grads,
+                         double *fwd_loss, AdCheckResult *r) {
+  EvalTensor *fo = NULL;
+  char err[512];
+  if (!ir_eval(m, ct->fwd, in, &fo, err, sizeof err)) return fail(r, "evaluating the forward: %s", err);
+  *fwd_loss = fo[0].data[0];
+  EvalTensor *bi = xcalloc(ct->ninputs, sizeof *bi);
+  for (uint32_t i = 0; i < ct->ninputs; i++) {
+    const AdBwdInput *b = &ct->inputs[i];
+    const EvalTensor *src = b->from == AD_FROM_FWD_OUTPUT ? &fo[b->index] : b->from == AD_FROM_FWD_INPUT ? &in[b->index] : NULL;
+    bi[i].type = b->type;
+    uint64_t n = ir_type_elements(&b->type);
+    bi[i].data = xmalloc(sizeof(double) * n);
+    if (src) memcpy(bi[i].data, src->data, sizeof(double) * n);
+    else bi[i].data[0] = scale;
+  }
+  bool ok = ir_eval(m, ct->bwd, bi, grads, err, sizeof err);
+  eval_tensors_free(bi, ct->ninputs);
+  eval_tensors_free(fo, ir_func(m, ct->fwd)->noutputs);
+  if (!ok) return fail(r, "evaluating the backward: %s", err);
+  return true;
+}
+
+static bool check_grads(IrModule *m, IrFuncId f, const AdContract *ct, const EvalTensor *in, const EvalTensor *grads,
+                        const AdCheck *opt, AdCheckResult *r) {
+  double h = opt->h > 0 ? opt->h : 1e-5, tol = opt->tol > 0 ? opt->tol : 1e-6;
+  for (uint32_t gi = 0; gi < ct->ngrads; gi++) {
+    IrValueId p = ir_func_find_value(m, f, ct->grads[gi].param);
+    IrValue *v = ir_value(m, p);
+    for (uint64_t j = 0; j < v->ndata; j++) {
+      double keep = v->data[j], lp, lm;
+      v->data[j] = keep + h;
+      bool ok = eval_loss(m, f, in, &lp, r);
+      v->data[j] = keep - h;
+      ok = ok && eval_loss(m, f, in, &lm, r);
+      v->data[j] = keep;
+      if (!ok) return false;
+      double fd = (lp - lm) / (2 * h), g = grads[gi].data[j];
+      double e = fabs(fd - g) / fmax(1.0, fabs(g));
+      if (e > r->max_err) r->max_err = e;
+      if (!(e <= tol))
+        return fail(r, "%s[%llu]: backward %.12g, finite differences %.12g (error %.3g > %.3g)", ct->grads[gi].output,
+                    (unsigned long long)j, g, fd, e, tol);
+    }
+  }
+  return true;
+}
+
+AdCheckResult ad_check(const char *oir, const AdCheck *opt) {
+  AdCheckResult r = {.ok = true};
+  Session s;
+  session_open(&s, oir);
+  if (!s.m) {
+    fail(&r, "does not parse:\n%s", s.msgs.data ? s.msgs.data : "");
+    session_close(&s);
+    return r;
+  }
+  IrModule *m = s.m;
+  IrFuncId f = ir_func_lookup(m, "main");
+  AdContract ct;
+  if (!ad_differentiate(m, f, opt->options, &s.d, &ct)) {
+    fail(&r, "ad_differentiate failed:\n%s", s.msgs.data ? s.msgs.data : "");
+    session_close(&s);
+    return r;
+  }
+  r.ngrads = ct.ngrads;
+  r.nsaved = ct.nsaved;
+  r.saved_bytes = ct.saved_bytes;
+  for (uint32_t i = 0; i < ct.ngrads; i++) {
+    size_t len = strlen(r.grads);
+    snprintf(r.grads + len, sizeof r.grads - len, "%s%s", i ? "," : "", ct.grads[i].output);
+  }
+  params_to_consts(m, f);
+  params_to_consts(m, ct.fwd);
+  params_to_consts(m, ct.bwd);
+  EvalTensor *in = make_inputs(m, f, opt);
+  EvalTensor *g1 = NULL, *g2 = NULL;
+  double l0 = 0, lf = 0, lf2 = 0;
+  uint32_t ng = ir_func(m, ct.bwd)->noutputs;
+  bool ok = eval_loss(m, f, in, &l0, &r) && run_backward(m, &ct, in, 1.0, &g1, &lf, &r) &&
+            run_backward(m, &ct, in, 256.0, &g2, &lf2, &r);
+  if (ok && lf != l0) ok = fail(&r, "the forward's loss %.17g differs from main's %.17g", lf, l0);
+  for (uint32_t i = 0; ok && i < ng; i++)
+    for (uint64_t j = 0; ok && j < ir_type_elements(&g1[i].type); j++)
+      if (fabs(g2[i].data[j] - 256.0 * g1[i].data[j]) > 1e-9 * fmax(1.0, fabs(g2[i].data[j])))
+        ok = fail(&r, "%s[%llu] does not scale with loss_scale: %.17g at 1, %.17g at 256", ct.grads[i].output,
+                  (unsigned long long)j, g1[i].data[j], g2[i].data[j]);
+  if (ok) check_grads(m, f, &ct, in, g1, opt, &r);
+  eval_tensors_free(g1, g1 ? ng : 0);
+  eval_tensors_free(g2, g2 ? ng : 0);
+  eval_tensors_free(in, ir_func(m, f)->ninputs);
+  session_close(&s);
+  return r;
+}
+
+const char *ad_error_of(const char *oir, const AutodiffOptions *o) {
+  static char buf[1024];
+  buf[0] = 0;
+  Session s;
+  session_open(&s, oir);
+  if (!s.m) {
+    snprintf(buf, sizeof buf, "parse: %s", s.msgs.data ? s.msgs.data : "");
+  } else {
+    AdContract ct;
+    if (!ad_differentiate(s.m, ir_func_lookup(s.m, "main"), o, &s.d, &ct)) {
+      const char *t = s.msgs.data ? s.msgs.data : "(no message)";
+      size_t n = strcspn(t, "\n");
+      snprintf(buf, sizeof buf, "%.*s", (int)n, t);
+    }
+  }
+  session_close(&s);
+  return buf;
+}

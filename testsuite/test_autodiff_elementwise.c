@@ -1,0 +1,74 @@
+/*
+ * Gradient rules of the element-wise ops against central finite differences
+ * (autodiff_check.c), with broadcasting and odd shapes, and the rule table
+ * against ops.def.
+ *
+ * Tolerance: everything is evaluated in double; central differences with
+ * h = 1e-5 have a truncation error of about h^2 |f'''| / 6 (~1e-10 for these
+ * smooth, O(1) functions) and a rounding error of about 1e-16 |L| / h (~1e-10
+ * for |L| ~ 10), so 1e-6 relative (to max(1, |grad|)) leaves a wide margin
+ * while any wrong rule is off by O(1). Random values are at least ~1e-7 away
+ * from the kinks of relu/abs/max/clip with overwhelming probability.
+ */
+#include <criterion/criterion.h>
+
+#include "autodiff_check.h"
+
+static void expect_grads(const char *oir, const char *grads) {
+  AdCheck opt = {.seed = 11};
+  AdCheckResult r = ad_check(oir, &opt);
+  cr_assert(r.ok, "%s\nin:\n%s", r.err, oir);
+  cr_expect_str_eq(r.grads, grads);
+}
+
+/* main with trainable params a and b of the given types, loss = sum(OP(a, b) * r). */
+static void binary_case(const char *op, const char *ta, const char *tb, const char *tz, const char *src) {
+  char oir[2048];
+  snprintf(oir, sizeof oir,
+           "func main(r: fp32%s) {\n"
+           "  param a: fp32%s = %s;\n"
+           "  param b: fp32%s = %s;\n"
+           "  z = %s(a, b);\n"
+           "  p = mul(z, r);\n"
+           "  loss = reduce_sum(p);\n"
+           "  return loss;\n"
+           "}\n",
+           tz, ta, src, tb, src, op);
+  expect_grads(oir, "grad.a,grad.b");
+}
+
+Test(autodiff_rules, every_op_has_a_row) {
+  for (int k = 0; k <= OP_CALL; k++) {
+    bool diff;
+    const char *fam = ad_rule_family((IrOpKind)k, &diff);
+    cr_expect(fam != NULL, "op '%s' has no gradient rule row in passes/grad_rules.c",
+              k == OP_CALL ? "call" : ir_op_info((IrOpKind)k)->name);
+    if (k < OP_CALL) cr_expect(diff, "op '%s' is marked not differentiable", ir_op_info((IrOpKind)k)->name);
+  }
+}
+
+#define U "uniform(seed=1, low=-2, high=2)"
+#define POS "uniform(seed=1, low=0.5, high=2)"
+
+Test(autodiff_rules, add_sub_mul_broadcast) {
+  const char *ops[] = {"add", "sub", "mul"};
+  for (int i = 0; i < 3; i++) {
+    binary_case(ops[i], "[3,1,5]", "[5]", "[3,1,5]", U);
+    binary_case(ops[i], "[3,1,5]", "[4,1]", "[3,4,5]", U);
+    binary_case(ops[i], "[]", "[2,3]", "[2,3]", U);
+    binary_case(ops[i], "[2,1,3]", "[1,4,1]", "[2,4,3]", U);
+  }
+}
+
+Test(autodiff_rules, div_pow) {
+  binary_case("div", "[3,1,5]", "[5]", "[3,1,5]", POS);
+  binary_case("div", "[2,3]", "[]", "[2,3]", POS);
+  binary_case("pow", "[3,1,5]", "[5]", "[3,1,5]", POS);
+  binary_case("pow", "[4]", "[3,1]", "[3,4]", POS);
+}
+
+Test(autodiff_rules, maximum_minimum) {
+  binary_case("maximum", "[3,1,5]", "[5]", "[3,1,5]", U);
+  binary_case("minimum", "[3,1,5]", "[4,1]", "[3,4,5]", U);
+  binary_case("maximum", "[2,3]", "[2,3]", "[2,3]", U);
+}
