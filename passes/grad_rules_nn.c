@@ -52,15 +52,17 @@ bool grad_matmul(AdCtx *c) {
   if (ad_needs(c, 0)) {
     IrValueId d = tx ? ad_matmul(c, y, g, ty, true) : ad_matmul(c, g, y, false, !ty);
     IrType dt = ad_type(c, d);
-    if (xt.rank == 1) d = ad_reshape(c, d, 1, (int64_t[]){xt.dims[0]});
-    else if (dt.rank > xt.rank || !ir_type_equal(&dt, &xt)) d = ad_unbroadcast(c, d, &xt);
+    IrType x2 = {.dtype = xt.dtype, .rank = 2, .dims = {1, xt.dims[0]}};
+    if (!ir_type_equal(&dt, xt.rank == 1 ? &x2 : &xt)) d = ad_unbroadcast(c, d, xt.rank == 1 ? &x2 : &xt);
+    if (xt.rank == 1) d = ad_reshape(c, d, 1, xt.dims);
     ad_give(c, 0, d);
   }
   if (ad_needs(c, 1)) {
     IrValueId d = ty ? ad_matmul(c, g, x, true, tx) : ad_matmul(c, x, g, !tx, false);
     IrType dt = ad_type(c, d);
-    if (yt.rank == 1) d = ad_reshape(c, d, 1, (int64_t[]){yt.dims[0]});
-    else if (!ir_type_equal(&dt, &yt)) d = ad_unbroadcast(c, d, &yt);
+    IrType y2 = {.dtype = yt.dtype, .rank = 2, .dims = {yt.dims[0], 1}};
+    if (!ir_type_equal(&dt, yt.rank == 1 ? &y2 : &yt)) d = ad_unbroadcast(c, d, yt.rank == 1 ? &y2 : &yt);
+    if (yt.rank == 1) d = ad_reshape(c, d, 1, yt.dims);
     ad_give(c, 1, d);
   }
   return true;
