@@ -162,7 +162,7 @@ bool ad_param_trainable(const AutodiffOptions *o, const IrValue *p) {
   return listed;
 }
 
-static bool find_loss(IrModule *m, IrFuncId f, Diag *d, IrValueId *loss) {
+static bool find_loss(IrModule *m, IrFuncId f, Diag *d, IrValueId *loss, SrcSpan *at) {
   IrFunc *fn = ir_func(m, f);
   for (uint32_t i = 0; i < fn->noutputs; i++) {
     if (strcmp(fn->outputs[i].name, "loss") != 0) continue;
@@ -173,6 +173,7 @@ static bool find_loss(IrModule *m, IrFuncId f, Diag *d, IrValueId *loss) {
       return false;
     }
     *loss = fn->outputs[i].value;
+    *at = fn->outputs[i].loc;
     return true;
   }
   diag_error(d, fn->has_return ? fn->return_loc : fn->loc,
@@ -181,7 +182,7 @@ static bool find_loss(IrModule *m, IrFuncId f, Diag *d, IrValueId *loss) {
 }
 
 /* active = reached from a trainable param and reaching the loss. */
-static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss) {
+static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss, SrcSpan loss_loc) {
   IrModule *m = c->m;
   IrFunc *fn = ir_func(m, c->f);
   bool *varying = xcalloc(c->nvalues, sizeof *varying);
@@ -212,8 +213,7 @@ static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss) {
     return false;
   }
   if (!c->active[loss.id]) {
-    diag_error(c->d, fn->has_return ? fn->return_loc : fn->loc,
-               "'loss' of '%s' does not depend on any trainable param", fn->name);
+    diag_error(c->d, loss_loc, "'loss' of '%s' does not depend on any trainable param", fn->name);
     return false;
   }
   /* In program order, the first op that cannot carry a gradient to the loss. */
@@ -337,7 +337,8 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
 bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d, AdContract *out) {
   memset(out, 0, sizeof *out);
   IrValueId loss = IR_NO_VALUE;
-  if (!find_loss(m, f, d, &loss)) return false;
+  SrcSpan loss_loc;
+  if (!find_loss(m, f, d, &loss, &loss_loc)) return false;
   const char *name = ir_func(m, f)->name;
   const char *fwd_name = arena_printf(&m->arena, "%s.fwd", name), *bwd_name = arena_printf(&m->arena, "%s.bwd", name);
   if (ir_func_lookup(m, fwd_name) || ir_func_lookup(m, bwd_name)) {
@@ -350,7 +351,7 @@ bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d
   c.adj = xcalloc(c.nvalues, sizeof *c.adj);
   c.primal = xcalloc(c.nvalues, sizeof *c.primal);
   c.fwd_of = xcalloc(c.nvalues, sizeof *c.fwd_of);
-  bool ok = analyse(&c, o, loss);
+  bool ok = analyse(&c, o, loss, loss_loc);
   if (ok) {
     SrcSpan loc = ir_func(m, f)->loc;
     c.fwd = ir_func_new(m, fwd_name, loc);

@@ -231,6 +231,11 @@ const char *ad_error_of(const char *oir, const AutodiffOptions *o) {
     AdContract ct;
     if (!ad_differentiate(s.m, ir_func_lookup(s.m, "main"), o, &s.d, &ct)) {
       const char *t = s.msgs.data ? s.msgs.data : "(no message)";
+      const char *e = strstr(t, ": error: "); /* the first error, after any warnings */
+      if (e) {
+        while (e > t && e[-1] != '\n') e--;
+        t = e;
+      }
       size_t n = strcspn(t, "\n");
       snprintf(buf, sizeof buf, "%.*s", (int)n, t);
     }
