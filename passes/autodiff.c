@@ -15,11 +15,13 @@
 #include <string.h>
 
 #include "autodiff_internal.h"
+#include "pass_util.h"
 
 struct AdCtx {
   IrModule *m;
   Diag *d;
   IrFuncId f, fwd, bwd;
+  const char *fwd_name, *bwd_name;
   uint32_t nvalues; /* F's values all have ids below this */
   bool *active;     /* per F value */
   IrValueId *adj;    /* per F value: its adjoint in F.bwd */
@@ -29,6 +31,7 @@ struct AdCtx {
   uint32_t nsaved, cap_saved;
   AdBwdInput *inputs;
   uint32_t ninputs, cap_inputs;
+  const bool *recompute; /* per F value: made again in the backward instead of saved (NULL: none) */
   IrOpId op; /* the forward op whose rule runs */
   const char *base; /* names of the values a rule makes */
 };
@@ -72,6 +75,23 @@ static void add_bwd_input(AdCtx *c, IrValueId fv, AdInputSource from, uint32_t i
   c->primal[fv.id] = bv;
 }
 
+static IrValueId primal(AdCtx *c, IrValueId fv);
+
+/* The op defining fv, again in the backward, on the backward's copies of its operands. */
+static void recompute(AdCtx *c, IrValueId fv) {
+  IrModule *m = c->m;
+  IrOpId def = ir_value(m, fv)->def;
+  uint32_t n = ir_op(m, def)->ninputs;
+  IrValueId in[IR_MAX_OPERANDS];
+  for (uint32_t i = 0; i < n; i++) in[i] = primal(c, ir_op(m, def)->inputs[i]);
+  const char *name = ir_unique_name(m, c->bwd, ir_value(m, fv)->name);
+  IrOp o = *ir_op(m, def);
+  IrOpId op = ir_op_new(m, c->bwd, o.kind, in, n, 1, &name, o.loc);
+  for (uint32_t i = 0; i < o.nattrs; i++) ir_op_set_attr(m, op, o.attrs[i].name, &o.attrs[i].val, o.attrs[i].loc);
+  ir_infer_op(m, op, c->d);
+  c->primal[fv.id] = ir_op(m, op)->results[0];
+}
+
 /* The forward value fv as the backward reads it. */
 static IrValueId primal(AdCtx *c, IrValueId fv) {
   if (!ir_id_is_none(c->primal[fv.id])) return c->primal[fv.id];
@@ -94,6 +114,10 @@ static IrValueId primal(AdCtx *c, IrValueId fv) {
     break;
   }
   case VK_RESULT: {
+    if (c->recompute && c->recompute[fv.id]) {
+      recompute(c, fv);
+      break;
+    }
     xgrow((void **)&c->saved, sizeof *c->saved, &c->cap_saved, c->nsaved + 1);
     c->saved[c->nsaved++] = fv;
     const char *out = arena_printf(&c->m->arena, "saved.%s", v.name);
@@ -334,6 +358,57 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
   *out = (AdContract){c->fwd, c->bwd, inputs, c->ninputs, grads, ngrads, c->nsaved, bytes};
 }
 
+/* Ops whose result is as cheap to make again as to keep: element-wise, one result. */
+static bool cheap(IrOpKind k) {
+  switch (k) {
+  case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: case OP_POW: case OP_MAXIMUM: case OP_MINIMUM:
+  case OP_RELU: case OP_TANH: case OP_SIGMOID: case OP_SILU: case OP_GELU: case OP_EXP: case OP_LOG:
+  case OP_SQRT: case OP_RSQRT: case OP_NEG: case OP_ABS: case OP_CLIP: case OP_CAST: case OP_IDENTITY:
+  case OP_RESHAPE:
+    return true;
+  default: return false;
+  }
+}
+
+/* Values the backward can make again by cheap ops from what it has anyway
+ * (params, consts, inputs, the values it saves), so that saving them is not
+ * needed: making them again only drops saved bytes, never adds any. Marked in
+ * program order, so a chain of cheap ops (exp(w * w)) goes back to its start. */
+static bool *plan_recompute(AdCtx *c) {
+  IrModule *m = c->m;
+  bool *saved = xcalloc(c->nvalues, sizeof *saved), *again = xcalloc(c->nvalues, sizeof *again);
+  for (uint32_t i = 0; i < c->nsaved; i++) saved[c->saved[i].id] = true;
+  IR_FOR_EACH_OP(m, c->f, op) {
+    IrOp *o = ir_op(m, op);
+    bool ok = cheap(o->kind);
+    for (uint32_t j = 0; j < o->ninputs && ok; j++) {
+      IrValueId u = o->inputs[j];
+      ok = ir_value(m, u)->kind != VK_RESULT || saved[u.id] || again[u.id];
+    }
+    if (ok) again[o->results[0].id] = true;
+  }
+  free(saved);
+  return again;
+}
+
+/* F.fwd and F.bwd, from scratch. */
+static bool build(AdCtx *c, IrValueId loss) {
+  IrModule *m = c->m;
+  IrFuncId f = c->f;
+  SrcSpan loc = ir_func(m, f)->loc;
+  memset(c->adj, 0, sizeof *c->adj * c->nvalues);
+  memset(c->primal, 0, sizeof *c->primal * c->nvalues);
+  memset(c->fwd_of, 0, sizeof *c->fwd_of * c->nvalues);
+  c->nsaved = c->ninputs = 0;
+  c->fwd = ir_func_new(m, c->fwd_name, loc);
+  c->bwd = ir_func_new(m, c->bwd_name, loc);
+  copy_forward(c);
+  /* F's params first, under their own names: the backward shares them */
+  for (uint32_t i = 0; i < ir_func(m, f)->ndecls; i++)
+    if (ir_value(m, ir_func(m, f)->decls[i])->kind == VK_PARAM) primal(c, ir_func(m, f)->decls[i]);
+  return sweep(c, loss);
+}
+
 bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d, AdContract *out) {
   memset(out, 0, sizeof *out);
   IrValueId loss = IR_NO_VALUE;
@@ -346,26 +421,26 @@ bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d
                fwd_name, bwd_name);
     return false;
   }
-  AdCtx c = {.m = m, .d = d, .f = f, .nvalues = m->nvalues};
+  AdCtx c = {.m = m, .d = d, .f = f, .nvalues = m->nvalues, .fwd_name = fwd_name, .bwd_name = bwd_name};
   c.active = xcalloc(c.nvalues, sizeof *c.active);
   c.adj = xcalloc(c.nvalues, sizeof *c.adj);
   c.primal = xcalloc(c.nvalues, sizeof *c.primal);
   c.fwd_of = xcalloc(c.nvalues, sizeof *c.fwd_of);
-  bool ok = analyse(&c, o, loss, loss_loc);
-  if (ok) {
-    SrcSpan loc = ir_func(m, f)->loc;
-    c.fwd = ir_func_new(m, fwd_name, loc);
-    c.bwd = ir_func_new(m, bwd_name, loc);
-    copy_forward(&c);
-    /* F's params first, under their own names: the backward shares them */
-    for (uint32_t i = 0; i < ir_func(m, f)->ndecls; i++)
-      if (ir_value(m, ir_func(m, f)->decls[i])->kind == VK_PARAM) primal(&c, ir_func(m, f)->decls[i]);
-    ok = sweep(&c, loss);
+  bool *again = NULL;
+  bool ok = analyse(&c, o, loss, loss_loc) && build(&c, loss);
+  if (ok && !(o && o->save_elementwise)) {
+    /* a first sweep tells what would be saved; the second makes the cheap ones again instead */
+    again = plan_recompute(&c);
+    pass_delete_func(m, c.fwd);
+    pass_delete_func(m, c.bwd);
+    c.recompute = again;
+    ok = build(&c, loss);
   }
   if (ok) {
     finish(&c, loss, o, out);
     ok = ir_verify(m, d);
   }
+  free(again);
   free(c.active);
   free(c.adj);
   free(c.primal);

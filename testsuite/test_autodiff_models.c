@@ -319,3 +319,33 @@ Test(autodiff_models, non_differentiable_ops_on_the_path) {
                                NULL),
                    "t.oir:3:7: error: 'conv' is differentiable only with a 1x1 kernel, stride 1 and no padding (for now)");
 }
+
+Test(autodiff_models, cheap_ops_are_made_again_instead_of_saved) {
+  AutodiffOptions save_all = {.save_elementwise = true};
+  AdCheck opt = {.seed = 8, .options = &save_all};
+  AdCheckResult saved = ad_check(BLOCK, &opt);
+  cr_assert(saved.ok, "%s", saved.err);
+  opt.options = NULL; /* the default: recompute */
+  AdCheckResult again = ad_check(BLOCK, &opt);
+  cr_assert(again.ok, "%s", again.err); /* the same gradients, checked against finite differences */
+  /* gelu(f) is made again from the saved f instead of being saved itself: one [1,4,16] fp32 tensor less */
+  cr_expect_eq(saved.nsaved - again.nsaved, 1);
+  cr_expect_eq(saved.saved_bytes - again.saved_bytes, 4 * 16 * 4);
+  /* chains of cheap ops go too: a = exp(w * w) is made again from w, a param */
+  const char *exps = "func main(r: fp32[6]) {\n"
+                     "  param w: fp32[6] = uniform(seed=1, low=-1, high=1);\n"
+                     "  s = mul(w, w);\n"
+                     "  a = exp(s);\n"
+                     "  p = mul(a, r);\n"
+                     "  loss = reduce_sum(p);\n"
+                     "  return loss;\n"
+                     "}\n";
+  opt.options = &save_all;
+  saved = ad_check(exps, &opt);
+  cr_assert(saved.ok, "%s", saved.err);
+  opt.options = NULL;
+  again = ad_check(exps, &opt);
+  cr_assert(again.ok, "%s", again.err);
+  cr_expect_eq(saved.nsaved, 1); /* a, for exp's gradient */
+  cr_expect_eq(again.nsaved, 0);
+}

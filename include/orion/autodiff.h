@@ -35,6 +35,10 @@ typedef struct AutodiffOptions {
   uint32_t ntrainable;
   const char *const *frozen;
   uint32_t nfrozen;
+  /* Save every value the backward reads. By default a value made by a cheap
+   * element-wise op (or a reshape) from values the backward has anyway is made
+   * again in the backward instead, which only lowers the saved bytes. */
+  bool save_elementwise;
 } AutodiffOptions;
 
 /* Is param p (a VK_PARAM value) trained under these options? o may be NULL. */
