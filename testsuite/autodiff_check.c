@@ -124,12 +124,50 @@ static bool eval_loss(IrModule *m, IrFuncId f, const EvalTensor *in, double *los
   return true;
 }
 
+/* The outputs of f as the caller sees them: parts of an output that
+ * split-concat split (IrOutputGroup) concatenated again. Takes `outs`
+ * (the evaluated outputs) and returns the reassembled array. */
+static EvalTensor *reassemble(IrModule *m, IrFuncId f, EvalTensor *outs, uint32_t *n) {
+  IrFunc *fn = ir_func(m, f);
+  EvalTensor *res = xcalloc(fn->noutputs ? fn->noutputs : 1, sizeof *res);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < fn->noutputs;) {
+    const IrOutputGroup *g = NULL;
+    for (uint32_t j = 0; j < fn->ngroups; j++)
+      if (fn->groups[j].first == i) g = &fn->groups[j];
+    if (!g) {
+      res[k++] = outs[i++];
+      continue;
+    }
+    EvalTensor whole = {g->type, xcalloc(ir_type_elements(&g->type), sizeof(double))};
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < g->axis; d++) outer *= g->type.dims[d];
+    for (int d = g->axis + 1; d < g->type.rank; d++) inner *= g->type.dims[d];
+    int64_t at = 0, total = g->type.dims[g->axis];
+    for (uint32_t p = 0; p < g->nparts; p++) {
+      EvalTensor *part = &outs[i + p];
+      int64_t len = part->type.dims[g->axis];
+      for (int64_t o = 0; o < outer; o++)
+        memcpy(whole.data + (o * total + at) * inner, part->data + o * len * inner, sizeof(double) * (size_t)(len * inner));
+      at += len;
+      eval_tensor_free(part);
+    }
+    res[k++] = whole;
+    i += g->nparts;
+  }
+  free(outs);
+  *n = k;
+  return res;
+}
+
 /* The backward's gradients for loss scale `scale`. */
 static bool run_backward(IrModule *m, const AdContract *ct, const EvalTensor *in, double scale, EvalTensor **grads,
                          double *fwd_loss, AdCheckResult *r) {
   EvalTensor *fo = NULL;
   char err[512];
   if (!ir_eval(m, ct->fwd, in, &fo, err, sizeof err)) return fail(r, "evaluating the forward: %s", err);
+  uint32_t nfo = 0;
+  fo = reassemble(m, ct->fwd, fo, &nfo);
   *fwd_loss = fo[0].data[0];
   EvalTensor *bi = xcalloc(ct->ninputs, sizeof *bi);
   for (uint32_t i = 0; i < ct->ninputs; i++) {
@@ -143,8 +181,10 @@ static bool run_backward(IrModule *m, const AdContract *ct, const EvalTensor *in
   }
   bool ok = ir_eval(m, ct->bwd, bi, grads, err, sizeof err);
   eval_tensors_free(bi, ct->ninputs);
-  eval_tensors_free(fo, ir_func(m, ct->fwd)->noutputs);
+  eval_tensors_free(fo, nfo);
   if (!ok) return fail(r, "evaluating the backward: %s", err);
+  uint32_t ng = 0;
+  *grads = reassemble(m, ct->bwd, *grads, &ng);
   return true;
 }
 
@@ -171,6 +211,43 @@ static bool check_grads(IrModule *m, IrFuncId f, const AdContract *ct, const Eva
     }
   }
   return true;
+}
+
+/* The gradients of a second copy whose forward and backward went through opt->passes. */
+static bool check_after_passes(const char *oir, const AdCheck *opt, const EvalTensor *want, AdCheckResult *r) {
+  Session s;
+  session_open(&s, oir);
+  IrModule *m = s.m;
+  AdContract ct;
+  bool ok = m && ad_differentiate(m, ir_func_lookup(m, "main"), opt->options, &s.d, &ct);
+  if (!ok) {
+    session_close(&s);
+    return fail(r, "the second copy does not differentiate");
+  }
+  params_to_consts(m, ir_func_lookup(m, "main"));
+  params_to_consts(m, ct.fwd);
+  params_to_consts(m, ct.bwd);
+  uint32_t bwd_in = ir_func(m, ct.bwd)->ninputs;
+  PassManagerOptions po = {0};
+  if (strchr(opt->passes, ',') || !passes_pipeline(opt->passes)) po.passes = opt->passes;
+  else po.pipeline = opt->passes;
+  if (!passes_run(m, &po, &s.d)) ok = fail(r, "passes '%s' failed:\n%s", opt->passes, s.msgs.data ? s.msgs.data : "");
+  else if (ir_func(m, ct.bwd)->ninputs != bwd_in)
+    ok = fail(r, "passes '%s' changed the inputs of the backward", opt->passes); /* outputs may be split in parts */
+  EvalTensor *in = make_inputs(m, ir_func_lookup(m, "main"), opt), *got = NULL;
+  double lf = 0, tol = opt->tol > 0 ? opt->tol : 1e-6;
+  ok = ok && run_backward(m, &ct, in, 1.0, &got, &lf, r);
+  for (uint32_t i = 0; ok && i < ct.ngrads; i++)
+    for (uint64_t j = 0; ok && j < ir_type_elements(&want[i].type); j++) {
+      double e = fabs(got[i].data[j] - want[i].data[j]) / fmax(1.0, fabs(want[i].data[j]));
+      if (!(e <= tol))
+        ok = fail(r, "%s[%llu] after passes '%s': %.12g, before: %.12g", ct.grads[i].output, (unsigned long long)j,
+                  opt->passes, got[i].data[j], want[i].data[j]);
+    }
+  eval_tensors_free(got, got ? ct.ngrads : 0);
+  eval_tensors_free(in, ir_func(m, ir_func_lookup(m, "main"))->ninputs);
+  session_close(&s);
+  return ok;
 }
 
 AdCheckResult ad_check(const char *oir, const AdCheck *opt) {
@@ -212,7 +289,8 @@ AdCheckResult ad_check(const char *oir, const AdCheck *opt) {
       if (fabs(g2[i].data[j] - 256.0 * g1[i].data[j]) > 1e-9 * fmax(1.0, fabs(g2[i].data[j])))
         ok = fail(&r, "%s[%llu] does not scale with loss_scale: %.17g at 1, %.17g at 256", ct.grads[i].output,
                   (unsigned long long)j, g1[i].data[j], g2[i].data[j]);
-  if (ok) check_grads(m, f, &ct, in, g1, opt, &r);
+  if (ok) ok = check_grads(m, f, &ct, in, g1, opt, &r);
+  if (ok && opt->passes) check_after_passes(oir, opt, g1, &r);
   eval_tensors_free(g1, g1 ? ng : 0);
   eval_tensors_free(g2, g2 ? ng : 0);
   eval_tensors_free(in, ir_func(m, f)->ninputs);

@@ -28,6 +28,10 @@ typedef struct AdCheck {
   double h;                       /* 0: 1e-5 */
   double tol;                     /* 0: 1e-6 */
   uint64_t seed;                  /* of the inputs */
+  /* Also run this pass pipeline ("O1", or a list as for --passes=) over a
+   * second copy (after the params became consts) and require its backward's
+   * gradients to equal the checked ones within tol. NULL: not. */
+  const char *passes;
 } AdCheck;
 
 typedef struct AdCheckResult {

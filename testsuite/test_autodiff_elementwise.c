@@ -15,7 +15,7 @@
 #include "autodiff_check.h"
 
 static void expect_grads(const char *oir, const char *grads) {
-  AdCheck opt = {.seed = 11};
+  AdCheck opt = {.seed = 11, .passes = PASSES_DEFAULT_PIPELINE};
   AdCheckResult r = ad_check(oir, &opt);
   cr_assert(r.ok, "%s\nin:\n%s", r.err, oir);
   cr_expect_str_eq(r.grads, grads);

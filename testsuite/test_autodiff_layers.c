@@ -22,7 +22,7 @@ static void layer_case(const char *inputs, const char *decls, const char *stmt, 
            "  return loss;\n"
            "}\n",
            yshape, inputs, decls, stmt);
-  AdCheck opt = {.seed = 3, .ranges = ranges};
+  AdCheck opt = {.seed = 3, .ranges = ranges, .passes = PASSES_DEFAULT_PIPELINE};
   AdCheckResult r = ad_check(oir, &opt);
   cr_assert(r.ok, "%s\nin:\n%s", r.err, oir);
   cr_expect_str_eq(r.grads, grads, "%s", oir);
