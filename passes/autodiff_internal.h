@@ -69,6 +69,10 @@ IrValueId ad_select(AdCtx *c, IrValueId cond, IrValueId a, IrValueId b);
 IrValueId ad_nonzero(AdCtx *c, IrValueId x);
 IrValueId ad_concat(AdCtx *c, const IrValueId *parts, uint32_t n, int axis);
 IrValueId ad_slice(AdCtx *c, IrValueId x, const int64_t *begin, const int64_t *end, const int64_t *stride);
+/* The adjoint of a slice along one axis put back in place: g's elements at
+ * begin, begin + stride, ... of a zero tensor of `size` along `axis` (the
+ * other axes as g's). IR_NO_VALUE for a stride at rank IR_MAX_RANK. */
+IrValueId ad_unslice(AdCtx *c, IrValueId g, int axis, int64_t begin, int64_t stride, int64_t size);
 /* g (a broadcast shape) summed down to `to` (undoes broadcasting). */
 IrValueId ad_unbroadcast(AdCtx *c, IrValueId g, const IrType *to);
 /* g broadcast up to `to` (g's shape broadcasts to it). */

@@ -1,5 +1,5 @@
 /*
- * Gradient rules of the layers: softmax, matmul, linear, conv (1x1), gather
+ * Gradient rules of the layers: softmax, matmul, linear, conv, gather
  * (a scatter-add through a one-hot matmul), layer_norm, rms_norm and sdpa
  * (see grad_rules.c for the table). The backward reads weights as they are,
  * with matmul's transpose flags, never a transposed copy.
@@ -89,34 +89,124 @@ bool grad_linear(AdCtx *c) {
   return true;
 }
 
-/* 1x1 convolutions (any groups, stride 1, no padding) are a matmul over the
- * channels: with x as [N, G, Cin/G, S] and W as [G, Cout/G, Cin/G],
- * dx = W^T g and dW = sum over N of g x^T. */
+/* The padding before each spatial dimension and the padded size, as infer.c
+ * and the reference evaluator read pad_type. */
+typedef struct ConvGeom {
+  int sp;
+  int64_t strides[IR_MAX_RANK], dil[IR_MAX_RANK], before[IR_MAX_RANK], padded[IR_MAX_RANK];
+  bool padding;
+} ConvGeom;
+
+static void conv_geom(AdCtx *c, const IrType *xt, const IrType *wt, ConvGeom *cg) {
+  IrModule *m = ad_module(c);
+  memset(cg, 0, sizeof *cg);
+  cg->sp = xt->rank - 2;
+  int64_t pad[2 * IR_MAX_RANK] = {0};
+  for (int i = 0; i < IR_MAX_RANK; i++) cg->strides[i] = cg->dil[i] = 1;
+  ir_attr_ints(m, ad_op(c), "strides", cg->strides, IR_MAX_RANK);
+  ir_attr_ints(m, ad_op(c), "dilations", cg->dil, IR_MAX_RANK);
+  ir_attr_ints(m, ad_op(c), "pad", pad, 2 * IR_MAX_RANK);
+  const char *type = ir_attr_str(m, ad_op(c), "pad_type", ir_op_attr(m, ad_op(c), "pad") ? "custom" : "valid");
+  for (int i = 0; i < cg->sp; i++) {
+    int64_t d = xt->dims[2 + i], s = cg->strides[i], ek = (wt->dims[2 + i] - 1) * cg->dil[i] + 1, total = 0;
+    if (strcmp(type, "custom") == 0) {
+      cg->before[i] = pad[2 * i];
+      total = pad[2 * i] + pad[2 * i + 1];
+    } else if (strcmp(type, "same") == 0 || strcmp(type, "same_lower") == 0) {
+      total = s * ((d + s - 1) / s) - d + ek - s;
+      if (total < 0) total = 0;
+      cg->before[i] = strcmp(type, "same") == 0 ? total / 2 : total - total / 2;
+    }
+    cg->padded[i] = d + total;
+    cg->padding = cg->padding || total > 0;
+  }
+}
+
+/* dW from its pieces per kernel position (row-major over the kernel's
+ * positions, each [Cout, Cin/G, 1, ...]), concatenated axis by axis. */
+static IrValueId assemble_kernel(AdCtx *c, IrValueId *pieces, uint32_t n, const IrType *wt) {
+  int sp = wt->rank - 2;
+  for (int axis = wt->rank - 1; axis >= 2 && sp > 0; axis--) {
+    uint32_t k = (uint32_t)wt->dims[axis], out = 0;
+    for (uint32_t i = 0; i < n; i += k) pieces[out++] = ad_concat(c, pieces + i, k, axis);
+    n = out;
+  }
+  return pieces[0];
+}
+
+/* conv(x, W) is, per kernel position p, a matmul of W[:, :, p] over the
+ * channels (per group) with the strided slice of the padded x that p sees.
+ * So dW[:, :, p] = sum over N of g x_p^T, and dx is the sum over p of
+ * W[:, :, p]^T g put back where the slice came from, minus the padding.
+ * 1x1 kernels with stride 1 and no padding are the single position. */
 bool grad_conv(AdCtx *c) {
   IrModule *m = ad_module(c);
   IrType xt = ad_in_type(c, 0), wt = ad_in_type(c, 1), yt = ad_res_type(c, 0);
-  int sp = xt.rank - 2;
-  int64_t strides[IR_MAX_RANK] = {1, 1, 1, 1, 1}, pad[2 * IR_MAX_RANK] = {0};
-  int ns = ir_attr_ints(m, ad_op(c), "strides", strides, IR_MAX_RANK);
-  int np = ir_attr_ints(m, ad_op(c), "pad", pad, 2 * IR_MAX_RANK);
-  bool plain = true;
-  for (int i = 0; i < sp; i++) plain = plain && wt.dims[2 + i] == 1 && (ns < 0 || strides[i] == 1);
-  for (int i = 0; i < np; i++) plain = plain && pad[i] == 0;
-  if (!plain)
-    return ad_fail(c, "'conv' is differentiable only with a 1x1 kernel, stride 1 and no padding (for now)");
+  ConvGeom cg;
+  conv_geom(c, &xt, &wt, &cg);
+  int sp = cg.sp;
   int64_t G = ir_attr_int(m, ad_op(c), "groups", 1);
-  int64_t N = xt.dims[0], cin = xt.dims[1], cout = wt.dims[0], S = product(xt.dims, 2, xt.rank);
+  int64_t N = xt.dims[0], cin = xt.dims[1], cout = wt.dims[0], S = product(yt.dims, 2, yt.rank);
+  uint32_t npos = (uint32_t)product(wt.dims, 2, wt.rank);
+  bool need_x = ad_needs(c, 0), need_w = ad_needs(c, 1);
   IrValueId g = ad_reshape(c, ad_gy(c, 0), 4, (int64_t[]){N, G, cout / G, S});
-  IrValueId w = ad_reshape(c, ad_x(c, 1), 3, (int64_t[]){G, cout / G, cin / G});
-  if (ad_needs(c, 0)) {
-    IrValueId d = ad_matmul(c, w, g, true, false); /* [N, G, Cin/G, S] */
-    ad_give(c, 0, ad_reshape(c, d, xt.rank, xt.dims));
+  IrValueId xp = IR_NO_VALUE, w = IR_NO_VALUE, dxp = IR_NO_VALUE;
+  if (need_w) {
+    xp = ad_x(c, 0);
+    for (int i = 0; i < sp && cg.padding; i++) xp = ad_unslice(c, xp, 2 + i, cg.before[i], 1, cg.padded[i]);
   }
-  if (ad_needs(c, 1)) {
-    IrValueId x = ad_reshape(c, ad_x(c, 0), 4, (int64_t[]){N, G, cin / G, S});
-    IrValueId d = ad_reduce(c, OP_REDUCE_SUM, ad_matmul(c, g, x, false, true), (int64_t[]){0}, 1, false);
-    ad_give(c, 1, ad_reshape(c, d, wt.rank, wt.dims));
+  if (need_x) w = ad_x(c, 1);
+  IrValueId *pieces = xmalloc(sizeof *pieces * npos);
+  int64_t pos[IR_MAX_RANK] = {0};
+  for (uint32_t p = 0; p < npos; p++) {
+    int64_t begin[IR_MAX_RANK] = {0}, end[IR_MAX_RANK], stride[IR_MAX_RANK] = {1, 1, 1, 1, 1};
+    int64_t ydims[IR_MAX_RANK] = {N, cin};
+    for (int i = 0; i < sp; i++) ydims[2 + i] = yt.dims[2 + i];
+    if (need_w) {
+      end[0] = N;
+      end[1] = cin;
+      for (int i = 0; i < sp; i++) {
+        begin[2 + i] = pos[i] * cg.dil[i];
+        end[2 + i] = begin[2 + i] + (yt.dims[2 + i] - 1) * cg.strides[i] + 1;
+        stride[2 + i] = cg.strides[i];
+      }
+      IrValueId xs = npos == 1 && !cg.padding && S == product(xt.dims, 2, xt.rank) ? xp : ad_slice(c, xp, begin, end, stride);
+      xs = ad_reshape(c, xs, 4, (int64_t[]){N, G, cin / G, S});
+      IrValueId d = ad_reduce(c, OP_REDUCE_SUM, ad_matmul(c, g, xs, false, true), (int64_t[]){0}, 1, false);
+      int64_t pd[IR_MAX_RANK] = {cout, cin / G, 1, 1, 1};
+      pieces[p] = ad_reshape(c, d, wt.rank, pd);
+    }
+    if (need_x) {
+      int64_t wb[IR_MAX_RANK] = {0}, we[IR_MAX_RANK] = {cout, cin / G};
+      for (int i = 0; i < sp; i++) wb[2 + i] = pos[i], we[2 + i] = pos[i] + 1;
+      IrValueId wk = npos == 1 ? w : ad_slice(c, w, wb, we, NULL);
+      wk = ad_reshape(c, wk, 3, (int64_t[]){G, cout / G, cin / G});
+      IrValueId d = ad_reshape(c, ad_matmul(c, wk, g, true, false), xt.rank, ydims); /* [N, Cin, O...] */
+      for (int i = 0; i < sp; i++) {
+        int64_t at = pos[i] * cg.dil[i], size = cg.padded[i];
+        if (at == 0 && cg.strides[i] == 1 && yt.dims[2 + i] == size) continue;
+        d = ad_unslice(c, d, 2 + i, at, cg.strides[i], size);
+        if (ir_id_is_none(d)) {
+          free(pieces);
+          return ad_fail(c, "'conv' with strides is differentiable up to 2 spatial dimensions only");
+        }
+      }
+      dxp = ir_id_is_none(dxp) ? d : ad_op2(c, OP_ADD, dxp, d);
+    }
+    for (int i = sp - 1; i >= 0; i--) /* the next kernel position, row-major */
+      if (++pos[i] < wt.dims[2 + i]) break;
+      else pos[i] = 0;
   }
+  if (need_x) {
+    if (cg.padding) {
+      int64_t b[IR_MAX_RANK] = {0}, e[IR_MAX_RANK] = {N, cin};
+      for (int i = 0; i < sp; i++) b[2 + i] = cg.before[i], e[2 + i] = cg.before[i] + xt.dims[2 + i];
+      dxp = ad_slice(c, dxp, b, e, NULL);
+    }
+    ad_give(c, 0, dxp);
+  }
+  if (need_w) ad_give(c, 1, assemble_kernel(c, pieces, npos, &wt));
+  free(pieces);
   if (ad_nin(c) > 2 && ad_needs(c, 2)) {
     int64_t axes[IR_MAX_RANK];
     int n = 0;

@@ -49,52 +49,6 @@ bool grad_transpose(AdCtx *c) {
   return true;
 }
 
-/* g padded with zeros along `axis` to `size`: `before` zeros, then g, then the rest. */
-static IrValueId pad_axis(AdCtx *c, IrValueId g, int axis, int64_t before, int64_t size) {
-  IrType t = ad_type(c, g);
-  int64_t after = size - before - t.dims[axis];
-  IrValueId parts[3];
-  uint32_t n = 0;
-  if (before > 0) {
-    IrType z = t;
-    z.dims[axis] = before;
-    parts[n++] = ad_zeros(c, &z);
-  }
-  parts[n++] = g;
-  if (after > 0) {
-    IrType z = t;
-    z.dims[axis] = after;
-    parts[n++] = ad_zeros(c, &z);
-  }
-  return ad_concat(c, parts, n, axis);
-}
-
-/* The elements of a strided slice back in place: each one followed by
- * stride - 1 zeros (a new axis after `axis`, concatenated and merged), cut
- * to what fits, then padded as a contiguous slice. */
-static IrValueId unstride(AdCtx *c, IrValueId g, int axis, int64_t stride, int64_t room) {
-  IrType t = ad_type(c, g);
-  int64_t dims[IR_MAX_RANK];
-  int r = t.rank;
-  for (int i = 0, j = 0; i < r; i++) {
-    dims[j++] = t.dims[i];
-    if (i == axis) dims[j++] = 1;
-  }
-  IrValueId spread = ad_reshape(c, g, r + 1, dims);
-  dims[axis + 1] = stride - 1;
-  IrType zt = {.dtype = t.dtype, .rank = (uint8_t)(r + 1)};
-  memcpy(zt.dims, dims, sizeof dims);
-  IrValueId parts[2] = {spread, ad_zeros(c, &zt)};
-  IrValueId joined = ad_concat(c, parts, 2, axis + 1);
-  int64_t merged[IR_MAX_RANK];
-  for (int i = 0; i < r; i++) merged[i] = i == axis ? t.dims[i] * stride : t.dims[i];
-  IrValueId flat = ad_reshape(c, joined, r, merged);
-  if (merged[axis] <= room) return flat;
-  int64_t begin[IR_MAX_RANK] = {0}, end[IR_MAX_RANK];
-  for (int i = 0; i < r; i++) end[i] = i == axis ? room : merged[i];
-  return ad_slice(c, flat, begin, end, NULL);
-}
-
 bool grad_slice(AdCtx *c) {
   IrModule *m = ad_module(c);
   IrType x = ad_in_type(c, 0), y = ad_res_type(c, 0);
@@ -106,12 +60,8 @@ bool grad_slice(AdCtx *c) {
     int64_t n = x.dims[i], lo = begin[i] < 0 ? begin[i] + n : begin[i];
     lo = lo < 0 ? 0 : lo > n ? n : lo;
     if (lo == 0 && y.dims[i] == n) continue; /* the whole axis */
-    if (stride[i] > 1) {
-      if (x.rank == IR_MAX_RANK)
-        return ad_fail(c, "'slice' with a stride is differentiable up to rank %d only", IR_MAX_RANK - 1);
-      g = unstride(c, g, i, stride[i], n - lo);
-    }
-    g = pad_axis(c, g, i, lo, n);
+    g = ad_unslice(c, g, i, lo, stride[i], n);
+    if (ir_id_is_none(g)) return ad_fail(c, "'slice' with a stride is differentiable up to rank %d only", IR_MAX_RANK - 1);
   }
   ad_give(c, 0, g);
   return true;

@@ -1,6 +1,8 @@
 /* Gradients against central finite differences (see autodiff_check.h). */
 #include "autodiff_check.h"
 
+#include <criterion/criterion.h>
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,38 +126,67 @@ static bool eval_loss(IrModule *m, IrFuncId f, const EvalTensor *in, double *los
   return true;
 }
 
-/* The outputs of f as the caller sees them: parts of an output that
- * split-concat split (IrOutputGroup) concatenated again. Takes `outs`
- * (the evaluated outputs) and returns the reassembled array. */
+/* The outputs of f as the caller sees them. split-concat turns an output
+ * that is a concat into its parts, recorded as a group NAME whose parts are
+ * named NAME.0, NAME.1, ..., each an output or itself a group. */
+static const IrOutputGroup *group_named(IrFunc *fn, const char *name, size_t len) {
+  for (uint32_t j = 0; j < fn->ngroups; j++)
+    if (strlen(fn->groups[j].name) == len && strncmp(fn->groups[j].name, name, len) == 0) return &fn->groups[j];
+  return NULL;
+}
+
+static EvalTensor build_output(IrFunc *fn, const EvalTensor *outs, const char *name) {
+  const IrOutputGroup *g = group_named(fn, name, strlen(name));
+  if (!g) {
+    for (uint32_t i = 0; i < fn->noutputs; i++)
+      if (strcmp(fn->outputs[i].name, name) == 0) {
+        uint64_t n = ir_type_elements(&outs[i].type);
+        EvalTensor t = {outs[i].type, xmalloc(sizeof(double) * n)};
+        memcpy(t.data, outs[i].data, sizeof(double) * n);
+        return t;
+      }
+    cr_assert_fail("no output or group '%s'", name);
+  }
+  EvalTensor whole = {g->type, xcalloc(ir_type_elements(&g->type), sizeof(double))};
+  int64_t outer = 1, inner = 1, at = 0, total = g->type.dims[g->axis];
+  for (int d = 0; d < g->axis; d++) outer *= g->type.dims[d];
+  for (int d = g->axis + 1; d < g->type.rank; d++) inner *= g->type.dims[d];
+  for (uint32_t p = 0; p < g->nparts; p++) {
+    char part_name[600];
+    snprintf(part_name, sizeof part_name, "%s.%u", name, p);
+    EvalTensor part = build_output(fn, outs, part_name);
+    int64_t len = part.type.dims[g->axis];
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(whole.data + (o * total + at) * inner, part.data + o * len * inner, sizeof(double) * (size_t)(len * inner));
+    at += len;
+    eval_tensor_free(&part);
+  }
+  return whole;
+}
+
+/* Takes the evaluated outputs and returns them reassembled, *n of them. */
 static EvalTensor *reassemble(IrModule *m, IrFuncId f, EvalTensor *outs, uint32_t *n) {
   IrFunc *fn = ir_func(m, f);
   EvalTensor *res = xcalloc(fn->noutputs ? fn->noutputs : 1, sizeof *res);
+  const char *last = NULL;
+  size_t last_len = 0;
   uint32_t k = 0;
-  for (uint32_t i = 0; i < fn->noutputs;) {
-    const IrOutputGroup *g = NULL;
-    for (uint32_t j = 0; j < fn->ngroups; j++)
-      if (fn->groups[j].first == i) g = &fn->groups[j];
-    if (!g) {
-      res[k++] = outs[i++];
-      continue;
-    }
-    EvalTensor whole = {g->type, xcalloc(ir_type_elements(&g->type), sizeof(double))};
-    int64_t outer = 1, inner = 1;
-    for (int d = 0; d < g->axis; d++) outer *= g->type.dims[d];
-    for (int d = g->axis + 1; d < g->type.rank; d++) inner *= g->type.dims[d];
-    int64_t at = 0, total = g->type.dims[g->axis];
-    for (uint32_t p = 0; p < g->nparts; p++) {
-      EvalTensor *part = &outs[i + p];
-      int64_t len = part->type.dims[g->axis];
-      for (int64_t o = 0; o < outer; o++)
-        memcpy(whole.data + (o * total + at) * inner, part->data + o * len * inner, sizeof(double) * (size_t)(len * inner));
-      at += len;
-      eval_tensor_free(part);
-    }
-    res[k++] = whole;
-    i += g->nparts;
+  for (uint32_t i = 0; i < fn->noutputs; i++) {
+    const char *name = fn->outputs[i].name;
+    size_t len = strlen(name); /* the shortest prefix (at a dot) that is a group */
+    for (size_t j = 1; j < strlen(name); j++)
+      if (name[j] == '.' && group_named(fn, name, j)) {
+        len = j;
+        break;
+      }
+    if (last && len == last_len && strncmp(last, name, len) == 0) continue; /* a later part of the same group */
+    char top[600];
+    snprintf(top, sizeof top, "%.*s", (int)len, name);
+    res[k++] = build_output(fn, outs, top);
+    last = name;
+    last_len = len;
   }
-  free(outs);
+  eval_tensors_free(outs, fn->noutputs);
   *n = k;
   return res;
 }

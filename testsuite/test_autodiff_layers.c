@@ -141,6 +141,24 @@ Test(autodiff_layers, conv_1x1) {
              "grad.x,grad.w", NULL);
 }
 
+Test(autodiff_layers, conv_kernels_strides_padding) {
+  const char *w33 = "  param w: fp32[3,2,3,3] = " U ";\n  param b: fp32[3] = " U ";\n";
+  char d[512];
+  snprintf(d, sizeof d, "%s%s", X("[2,2,5,6]"), w33);
+  layer_case("", d, "y = conv(x, w, b);", "[2,3,3,4]", "grad.x,grad.w,grad.b", NULL);
+  layer_case("", d, "y = conv(x, w, b, pad=[1,0,2,1]);", "[2,3,4,7]", "grad.x,grad.w,grad.b", NULL);
+  layer_case("", d, "y = conv(x, w, strides=[2,2], pad_type=\"same\");", "[2,3,3,3]", "grad.x,grad.w,grad.b", NULL);
+  layer_case("", d, "y = conv(x, w, strides=[2,3], pad_type=\"same_lower\");", "[2,3,3,2]", "grad.x,grad.w,grad.b",
+             NULL); /* b unused: a zero gradient */
+  layer_case("", d, "y = conv(x, w, b, dilations=[2,1], pad=[1,1,0,0]);", "[2,3,3,4]", "grad.x,grad.w,grad.b", NULL);
+  /* 1-D, groups, stride and padding together */
+  layer_case("", X("[1,4,7]") "  param w: fp32[6,2,3] = " U ";\n", "y = conv(x, w, groups=2, strides=[2], pad=[1,2]);",
+             "[1,6,4]", "grad.x,grad.w", NULL);
+  /* 3-D without strides */
+  layer_case("", X("[1,1,3,3,3]") "  param w: fp32[2,1,2,2,2] = " U ";\n", "y = conv(x, w);", "[1,2,2,2,2]",
+             "grad.x,grad.w", NULL);
+}
+
 #define QKV(l, s)                                                  \
   "  param q: fp32[1,2," #l ",4] = " U ";\n"                       \
   "  param k: fp32[1,2," #s ",4] = " U ";\n"                       \
