@@ -359,7 +359,7 @@ Test(autodiff_models, backward_through_the_default_pipeline) {
   cr_assert(r.ok, "%s", r.err);
   /* gelu-tanh turns exact gelu into the tanh form (|error| < 5e-4) in the forward and the backward alike, while
    * the exact rule's gradient was derived for erf: the block is checked with the tanh form, which passes keep */
-  char block[sizeof BLOCK + 16];
+  char block[sizeof BLOCK + 64];
   const char *at = strstr(BLOCK, "g = gelu(f);");
   cr_assert(at);
   snprintf(block, sizeof block, "%.*sg = gelu(f, mode=\"tanh\");%s", (int)(at - BLOCK), BLOCK, at + strlen("g = gelu(f);"));
