@@ -80,6 +80,75 @@ Test(autodiff_models, transformer_block) {
                             "grad.out.w");
 }
 
+/* A llama-style model: tied embeddings (the table feeds gather and the
+ * classifier: two gradients add up), rms_norm, RoPE (slices, neg, concat),
+ * causal sdpa over 2 heads, SwiGLU, a log-softmax loss over one-hot targets. */
+#define LLAMA                                                                         \
+  "func main(tokens: int32[1,4], onehot: fp32[1,4,6], cos: fp32[1,1,4,4], sin: fp32[1,1,4,4]) {\n" \
+  "  param emb: fp32[6,8] = normal(seed=1, std=0.5);\n"                               \
+  "  param n1: fp32[8] = uniform(seed=2, low=0.8, high=1.2);\n"                       \
+  "  param wq: fp32[8,8] = normal(seed=3, std=0.3);\n"                                \
+  "  param wk: fp32[8,8] = normal(seed=4, std=0.3);\n"                                \
+  "  param wv: fp32[8,8] = normal(seed=5, std=0.3);\n"                                \
+  "  param wo: fp32[8,8] = normal(seed=6, std=0.3);\n"                                \
+  "  param n2: fp32[8] = uniform(seed=7, low=0.8, high=1.2);\n"                       \
+  "  param wg: fp32[12,8] = normal(seed=8, std=0.3);\n"                               \
+  "  param wu: fp32[12,8] = normal(seed=9, std=0.3);\n"                               \
+  "  param wd: fp32[8,12] = normal(seed=10, std=0.3);\n"                              \
+  "  x = gather(emb, tokens);\n"                                                      \
+  "  n = rms_norm(x, n1);\n"                                                          \
+  "  q = linear(n, wq);\n"                                                            \
+  "  k = linear(n, wk);\n"                                                            \
+  "  v = linear(n, wv);\n"                                                            \
+  "  q4 = reshape(q, shape=[1,4,2,4]);\n"                                             \
+  "  k4 = reshape(k, shape=[1,4,2,4]);\n"                                             \
+  "  v4 = reshape(v, shape=[1,4,2,4]);\n"                                             \
+  "  qh = transpose(q4, perm=[0,2,1,3]);\n"                                           \
+  "  kh = transpose(k4, perm=[0,2,1,3]);\n"                                           \
+  "  vh = transpose(v4, perm=[0,2,1,3]);\n"                                           \
+  "  q_lo = slice(qh, begin=[0,0,0,0], end=[1,2,4,2]);\n"                             \
+  "  q_hi = slice(qh, begin=[0,0,0,2], end=[1,2,4,4]);\n"                             \
+  "  q_hn = neg(q_hi);\n"                                                             \
+  "  q_rot = concat(q_hn, q_lo, axis=-1);\n"                                          \
+  "  qc = mul(qh, cos);\n"                                                            \
+  "  qs = mul(q_rot, sin);\n"                                                         \
+  "  qr = add(qc, qs);\n"                                                             \
+  "  k_lo = slice(kh, begin=[0,0,0,0], end=[1,2,4,2]);\n"                             \
+  "  k_hi = slice(kh, begin=[0,0,0,2], end=[1,2,4,4]);\n"                             \
+  "  k_hn = neg(k_hi);\n"                                                             \
+  "  k_rot = concat(k_hn, k_lo, axis=-1);\n"                                          \
+  "  kc = mul(kh, cos);\n"                                                            \
+  "  ks = mul(k_rot, sin);\n"                                                         \
+  "  kr = add(kc, ks);\n"                                                             \
+  "  att = sdpa(qr, kr, vh, causal=true);\n"                                          \
+  "  att_t = transpose(att, perm=[0,2,1,3]);\n"                                       \
+  "  att_m = reshape(att_t, shape=[1,4,8]);\n"                                        \
+  "  o = linear(att_m, wo);\n"                                                        \
+  "  h = add(x, o);\n"                                                                \
+  "  m = rms_norm(h, n2);\n"                                                          \
+  "  gate = linear(m, wg);\n"                                                         \
+  "  up = linear(m, wu);\n"                                                           \
+  "  ga = silu(gate);\n"                                                              \
+  "  gu = mul(ga, up);\n"                                                             \
+  "  down = linear(gu, wd);\n"                                                        \
+  "  y = add(h, down);\n"                                                             \
+  "  logits = linear(y, emb);\n"                                                      \
+  "  p = softmax(logits);\n"                                                          \
+  "  lp = log(p);\n"                                                                  \
+  "  picked = mul(lp, onehot);\n"                                                     \
+  "  s = reduce_sum(picked);\n"                                                       \
+  "  loss = neg(s);\n"                                                                \
+  "  return loss;\n"                                                                  \
+  "}\n"
+
+Test(autodiff_models, llama_style_block_with_tied_embeddings) {
+  EvalIntRange idx[] = {{"tokens", 0, 6}, {NULL, 0, 0}};
+  AdCheck opt = {.seed = 13, .ranges = idx, .passes = PASSES_DEFAULT_PIPELINE};
+  AdCheckResult r = ad_check(LLAMA, &opt);
+  cr_assert(r.ok, "%s", r.err);
+  cr_expect_str_eq(r.grads, "grad.emb,grad.n1,grad.wq,grad.wk,grad.wv,grad.wo,grad.n2,grad.wg,grad.wu,grad.wd");
+}
+
 Test(autodiff_models, fan_out_accumulates) {
   /* w is read three times: y = w*w + exp(w) */
   AdCheck opt = {.seed = 2};
@@ -284,6 +353,37 @@ Test(autodiff_models, errors) {
   cr_expect_str_eq(ad_error_of(LOSS_OF("  y = mul(x, w);\n  loss = reduce_sum(y);\n  return loss;\n"), &o),
                    "t.oir:1:6: error: function 'main' has no trainable param (every param is frozen, not float, or "
                    "excluded by --trainable/--frozen)");
+}
+
+Test(autodiff_models, module_errors) {
+  /* calls must be inlined first */
+  cr_expect_str_eq(ad_error_of("func sq(a: fp32[3]) {\n"
+                               "  param w: fp32[3] = ones;\n"
+                               "  b = mul(a, w);\n"
+                               "  return b;\n"
+                               "}\n"
+                               "func main(x: fp32[3]) {\n"
+                               "  param w: fp32[3] = ones;\n"
+                               "  h = mul(x, w);\n"
+                               "  y = call sq(h) as s;\n"
+                               "  loss = reduce_sum(y);\n"
+                               "  return loss;\n"
+                               "}\n",
+                               NULL),
+                   "t.oir:9:12: error: 'call' of 'sq' is on a path to 'loss': differentiate the inlined module");
+  /* the names it would add are taken */
+  cr_expect_str_eq(ad_error_of("func main.bwd(x: fp32[3]) {\n"
+                               "  return x;\n"
+                               "}\n"
+                               "func main(x: fp32[3]) {\n"
+                               "  param w: fp32[3] = ones;\n"
+                               "  y = mul(x, w);\n"
+                               "  loss = reduce_sum(y);\n"
+                               "  return loss;\n"
+                               "}\n",
+                               NULL),
+                   "t.oir:4:6: error: cannot differentiate 'main': the module already has a function 'main.fwd' or "
+                   "'main.bwd'");
 }
 
 Test(autodiff_models, non_differentiable_ops_on_the_path) {
