@@ -64,6 +64,8 @@ typedef struct AstStmt {
   const char *name;
   SrcSpan name_loc;
   AstType *type;
+  const char *modifier; /* a word before `param`/`const` ("frozen"), or NULL */
+  SrcSpan modifier_loc;
   const char *source; /* param: initializer or loader name */
   SrcSpan source_loc;
   AstArg *source_args;

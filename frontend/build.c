@@ -424,6 +424,22 @@ static bool build_source(Builder *b, const AstStmt *s, const IrType *t, IrParamS
   return false;
 }
 
+/* The one declaration modifier: `frozen param ...` marks a weight that
+ * training leaves unchanged (docs/language.md section 5). It is a word the
+ * builder checks, not a reserved one, so no existing name stops working. */
+static bool check_modifier(Builder *b, const AstStmt *s) {
+  if (strcmp(s->modifier, "frozen") != 0) {
+    diag_error(b->d, s->modifier_loc, "unknown modifier '%s' before '%s' (the only one is 'frozen', for a param)",
+               s->modifier, s->kind == STMT_PARAM ? "param" : "const");
+    return false;
+  }
+  if (s->kind != STMT_PARAM) {
+    diag_error(b->d, s->modifier_loc, "only a param can be frozen: const '%s' is never trained", s->name);
+    return false;
+  }
+  return true;
+}
+
 static void build_param(Builder *b, AstStmt *s) {
   REVERSE_LIST(AstArg, s->source_args);
   IrType t;
@@ -433,6 +449,7 @@ static void build_param(Builder *b, AstStmt *s) {
   poison(b, s->name); /* until the param is made */
   if (!ok || !build_source(b, s, &t, &src)) return;
   IrValueId v = ir_param_new(b->m, b->f, s->name, &t, &src, s->name_loc);
+  ir_value(b->m, v)->frozen = s->modifier && strcmp(s->modifier, "frozen") == 0;
   strmap_put(&b->names, ir_value(b->m, v)->name, v.id);
 }
 
@@ -752,6 +769,7 @@ static void build_func(Builder *b, AstFunc *af, IrFuncId f) {
       too_large = true; /* the rest would only repeat it */
       break;
     }
+    if (s->modifier) check_modifier(b, s); /* reported, and the declaration still claims its name */
     switch (s->kind) {
     case STMT_PARAM: build_param(b, s); break;
     case STMT_CONST: build_const(b, s); break;

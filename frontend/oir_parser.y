@@ -69,7 +69,7 @@ static SrcSpan span(OirParseCtx *ctx, SrcSpan l) { l.file = ctx->file; return l;
 %type <arg> arg args args_opt
 %type <res> result results
 %type <ret> ret rets
-%type <stmt> stmt stmts
+%type <stmt> stmt stmts decl_stmt
 %type <input> input inputs inputs_opt
 %type <func> func
 
@@ -130,6 +130,27 @@ stmts
   ;
 
 stmt
+  : decl_stmt { $$ = $1; }
+  | IDENT decl_stmt {
+      /* A contextual modifier ("frozen param ..."), not a reserved word: the builder checks it. */
+      $$ = $2; $$->modifier = $1; $$->modifier_loc = span(ctx, @1); $$->loc = span(ctx, @$);
+    }
+  | results '=' IDENT '(' args_opt ')' ';' {
+      $$ = NEW(AstStmt); $$->kind = STMT_OP; $$->loc = span(ctx, @$);
+      $$->results = $1; $$->op = $3; $$->op_loc = span(ctx, @3); $$->args = $5;
+    }
+  | results '=' CALL IDENT '(' args_opt ')' AS IDENT ';' {
+      $$ = NEW(AstStmt); $$->kind = STMT_CALL; $$->loc = span(ctx, @$);
+      $$->results = $1; $$->op = $4; $$->op_loc = span(ctx, @4); $$->args = $6;
+      $$->instance = $9; $$->instance_loc = span(ctx, @9);
+    }
+  | RETURN rets ';' {
+      $$ = NEW(AstStmt); $$->kind = STMT_RETURN; $$->loc = span(ctx, @$); $$->rets = $2;
+    }
+  | error ';' { $$ = NULL; yyerrok; }
+  ;
+
+decl_stmt
   : PARAM IDENT ':' type '=' IDENT ';' {
       $$ = NEW(AstStmt); $$->kind = STMT_PARAM; $$->loc = span(ctx, @$);
       $$->name = $2; $$->name_loc = span(ctx, @2); $$->type = $4;
@@ -145,19 +166,6 @@ stmt
       $$ = NEW(AstStmt); $$->kind = STMT_CONST; $$->loc = span(ctx, @$);
       $$->name = $2; $$->name_loc = span(ctx, @2); $$->type = $4; $$->value = $6;
     }
-  | results '=' IDENT '(' args_opt ')' ';' {
-      $$ = NEW(AstStmt); $$->kind = STMT_OP; $$->loc = span(ctx, @$);
-      $$->results = $1; $$->op = $3; $$->op_loc = span(ctx, @3); $$->args = $5;
-    }
-  | results '=' CALL IDENT '(' args_opt ')' AS IDENT ';' {
-      $$ = NEW(AstStmt); $$->kind = STMT_CALL; $$->loc = span(ctx, @$);
-      $$->results = $1; $$->op = $4; $$->op_loc = span(ctx, @4); $$->args = $6;
-      $$->instance = $9; $$->instance_loc = span(ctx, @9);
-    }
-  | RETURN rets ';' {
-      $$ = NEW(AstStmt); $$->kind = STMT_RETURN; $$->loc = span(ctx, @$); $$->rets = $2;
-    }
-  | error ';' { $$ = NULL; yyerrok; }
   ;
 
 results

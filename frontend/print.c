@@ -91,7 +91,8 @@ static void put_source(StrBuf *sb, const IrParamSource *s) {
 
 static void put_decl(IrModule *m, StrBuf *sb, IrValueId id) {
   IrValue *v = ir_value(m, id);
-  sb_printf(sb, "  %s %s: ", v->kind == VK_PARAM ? "param" : "const", v->name);
+  sb_printf(sb, "  %s%s %s: ", v->kind == VK_PARAM && v->frozen ? "frozen " : "", v->kind == VK_PARAM ? "param" : "const",
+            v->name);
   ir_type_print(sb, &v->type);
   sb_puts(sb, " = ");
   if (v->kind == VK_PARAM) {

@@ -65,6 +65,7 @@ static bool inline_call(Inliner *in, IrOpId call) {
       if (s.kind == SRC_NORMAL || s.kind == SRC_UNIFORM) s.seed = ir_derive_seed(s.seed, inst);
       if (s.kind == SRC_SAFETENSORS) s.key = substitute_scope(m, s.key, inst);
       nv = ir_param_new(m, caller, name, &sv.type, &s, sv.loc);
+      ir_value(m, nv)->frozen = sv.frozen;
     } else {
       nv = ir_const_new(m, caller, name, &sv.type, sv.data, sv.ndata, sv.loc);
     }

@@ -189,6 +189,7 @@ typedef struct IrValue {
   IrValueKind kind;
   bool dead;
   bool type_declared; /* the source spelled the type: inference must agree */
+  bool frozen;        /* VK_PARAM: `frozen param`, never trained (docs/training.md) */
   IrType type;
   const char *name;
   IrFuncId func;

@@ -1,0 +1,92 @@
+/*
+ * Reverse-mode differentiation over the graph IR (docs/training.md).
+ *
+ * ad_differentiate takes a verified, inlined module and one function F whose
+ * outputs include a scalar fp32 `loss`, and adds two functions to the module:
+ *
+ *   F.fwd  F's computation, returning `loss` first and then every value the
+ *          backward reads ("saved" values, outputs `saved.NAME`), in the order
+ *          the backward first asks for them;
+ *   F.bwd  inputs: `loss_scale` (fp32 scalar, the seed of the reverse sweep),
+ *          then the saved values and the inputs of F the rules read, in the
+ *          order they were first needed; outputs: `grad.PARAM` (fp32, the
+ *          param's shape), one per trainable param in declaration order; its
+ *          params are F's own (the backward reads W, never a copy of W^T).
+ *
+ * The gradients are loss_scale * d loss / d param. The contract says where
+ * each backward input comes from and which param each gradient belongs to;
+ * it lives in the module's arena (freed with the module).
+ *
+ * Gradient rules are one per op family, in one table indexed by IrOpKind
+ * (passes/grad_rules.c); every op of ops.def has a row, either a rule or an
+ * explicit "not differentiable".
+ */
+#ifndef ORION_AUTODIFF_H
+#define ORION_AUTODIFF_H
+
+#include "orion/ir.h"
+
+/* Which params train: all float params of F that are not `frozen param`,
+ * and, when `trainable` globs are given, that match at least one of them,
+ * and that match none of the `frozen` globs (fnmatch(3) patterns on the
+ * param's name, as the driver's --trainable=GLOB / --frozen=GLOB give them). */
+typedef struct AutodiffOptions {
+  const char *const *trainable;
+  uint32_t ntrainable;
+  const char *const *frozen;
+  uint32_t nfrozen;
+  /* Save every value the backward reads. By default a value made by a cheap
+   * element-wise op (or a reshape) from values the backward has anyway is made
+   * again in the backward instead, which only lowers the saved bytes. */
+  bool save_elementwise;
+} AutodiffOptions;
+
+/* Is param p (a VK_PARAM value) trained under these options? o may be NULL. */
+bool ad_param_trainable(const AutodiffOptions *o, const IrValue *p);
+
+typedef enum AdInputSource {
+  AD_FROM_LOSS_SCALE, /* the caller's loss scale (fp32 scalar) */
+  AD_FROM_FWD_OUTPUT, /* output number `index` of F.fwd */
+  AD_FROM_FWD_INPUT   /* input number `index` of F.fwd (the same as F's) */
+} AdInputSource;
+
+/* One input of F.bwd, parallel to its IrFunc.inputs. */
+typedef struct AdBwdInput {
+  const char *name;   /* the backward input's name */
+  AdInputSource from;
+  uint32_t index;     /* the forward output or input it is fed from */
+  const char *source; /* that forward output's or input's name ("" for the loss scale) */
+  IrType type;
+  uint64_t bytes;
+} AdBwdInput;
+
+/* One output of F.bwd, parallel to its IrFunc.outputs. */
+typedef struct AdGradOutput {
+  const char *output; /* "grad.PARAM" */
+  const char *param;  /* the param's name (in F, F.fwd and F.bwd alike) */
+  IrType type;        /* fp32, the param's shape */
+} AdGradOutput;
+
+typedef struct AdContract {
+  IrFuncId fwd, bwd;
+  AdBwdInput *inputs;
+  uint32_t ninputs;
+  AdGradOutput *grads;
+  uint32_t ngrads;
+  uint32_t nsaved;      /* forward outputs after `loss` */
+  uint64_t saved_bytes; /* their bytes: what the forward keeps for the backward */
+} AdContract;
+
+/* Differentiates `loss` of f. On success adds F.fwd and F.bwd (verified) and
+ * fills *out. On failure reports through d (a missing or non-scalar loss, no
+ * trainable param, a non-differentiable op on a path from a trainable param to
+ * the loss) and returns false; the module may then hold partial functions and
+ * should be discarded. */
+bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d, AdContract *out);
+
+/* The gradient rule table, for tests and docs: the rule's family name, or
+ * NULL when op kind k has no row (a bug the test suite catches); *differentiable
+ * tells an explicit "not differentiable" row from a rule. */
+const char *ad_rule_family(IrOpKind k, bool *differentiable);
+
+#endif
