@@ -107,5 +107,6 @@ bool grad_conv(AdCtx *c);
 bool grad_layer_norm(AdCtx *c);
 bool grad_rms_norm(AdCtx *c);
 bool grad_sdpa(AdCtx *c);
+bool grad_cross_entropy(AdCtx *c);
 
 #endif

@@ -59,8 +59,7 @@ static const GradRule rules[OP_COUNT] = {
     RULE(GATHER, "gather", grad_gather),
     RULE(SDPA, "sdpa", grad_sdpa),
     RULE(IDENTITY, "identity", grad_identity),
-    /* CROSS_ENTROPY: its rule goes here when the op lands (branch `ce`):
-     * RULE(CROSS_ENTROPY, "cross_entropy", grad_cross_entropy), */
+    RULE(CROSS_ENTROPY, "cross_entropy", grad_cross_entropy),
     NOT_DIFFERENTIABLE(CALL, "call (inline first)"),
 };
 
