@@ -52,7 +52,9 @@ static const CliSpec patch_spec = {
                    "blob layout, no compiler run. Every tensor is checked against the manifest\n"
                    "(name, shape, dtype, NaN, fp16 range) before anything is written; the update\n"
                    "is crash-safe (a kill at any instant leaves all old or all new weights) and\n"
-                   "bumps the package's weights generation.\n",
+                   "bumps the package's weights generation. What a killed patch left is removed\n"
+                   "first: a --verify copy beside the package (named on stderr) and temporaries\n"
+                   "inside it (named by --recover -v).\n",
     .options = patch_options,
     .noptions = sizeof patch_options / sizeof *patch_options,
     .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
