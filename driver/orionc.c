@@ -427,6 +427,7 @@ int main(int argc, char **argv) {
     const char *err;
     const StrBuf *text = &result.text;
     if (o.output && strcmp(o.output, "-")) {
+      leftovers_clean_beside(o.output, &(LeftoverReport){.fn = say_removed, .ctx = stderr}); /* PATH.tmp.XXXXXX */
       if (!write_file_atomic(o.output, text->data ? text->data : "", text->len, &err)) {
         fprintf(stderr, "orionc: error: cannot write '%s': %s\n", o.output, err);
         goto done;

@@ -102,6 +102,16 @@ none sigterm-compile-removed 'x.anepkg.*'
 check sigterm-compile-old 0 diff -r old.anepkg x.anepkg
 rm -rf old.anepkg
 
+# A text output (--emit=mil -o FILE) killed before its rename: the next one into FILE removes the temporary.
+paused atomic-file "$orionc" --no-lint --emit=mil -o m.mil m.oir
+killed=$pid
+temp=$(echo m.mil.tmp.??????)
+ended KILL 137 killed-emit
+check next-emit 0 "$orionc" --no-lint --emit=mil -o m.mil m.oir
+contains next-emit "orionc: removed $temp (left by process $killed, which is gone)"
+none next-emit-removed 'm.mil.*'
+rm m.mil
+
 # ---- what is left alone ------------------------------------------------------------
 boot=$(cat /proc/sys/kernel/random/boot_id)
 start_of() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; } # field 22, counted after "(comm)"
