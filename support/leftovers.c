@@ -79,6 +79,18 @@ static bool take_number(const char **p, const char *key, unsigned long long *v) 
   return true;
 }
 
+static bool take_word(const char **p, const char *key, char *out, size_t size) {
+  size_t n = strlen(key);
+  if (strncmp(*p, key, n)) return false;
+  const char *start = *p + n, *space = strchr(start, ' ');
+  if (!space || space == start || (size_t)(space - start) >= size || memchr(start, '=', (size_t)(space - start)))
+    return false;
+  memcpy(out, start, (size_t)(space - start));
+  out[space - start] = 0;
+  *p = space + 1;
+  return true;
+}
+
 bool marker_parse(const char *text, uint32_t len, Marker *m) {
   /* Exactly one line, well formed, nothing after: anything else is not ours. */
   if (len == 0 || len >= MARKER_MAX || text[len - 1] != '\n' || memchr(text, 0, len) || memchr(text, '\n', len - 1))
@@ -94,13 +106,8 @@ bool marker_parse(const char *text, uint32_t len, Marker *m) {
   unsigned long long pid, wall;
   if (!take_number(&p, "pid=", &pid) || pid == 0 || pid > 0x7fffffff) return false;
   if (!take_number(&p, "start=", &m->start_ticks)) return false;
-  if (strncmp(p, "boot=", 5)) return false;
-  p += 5;
-  const char *space = strchr(p, ' ');
-  if (space == p || (size_t)(space - p) >= sizeof m->boot) return false;
-  memcpy(m->boot, p, (size_t)(space - p));
-  m->boot[space - p] = 0;
-  p = space + 1;
+  if (!take_word(&p, "boot=", m->boot, sizeof m->boot) || !take_word(&p, "host=", m->host, sizeof m->host))
+    return false;
   if (!take_number(&p, "made=", &m->made_ns) || !take_number(&p, "time=", &wall) || *p) return false;
   m->pid = (long)pid;
   m->wall_time = (long long)wall;
@@ -134,10 +141,14 @@ static LeftoverVerdict judge(const char *path, Marker *m) {
   if (r == 0) return LEFTOVER_NO_MARKER;
   if (r < 0) return LEFTOVER_BAD_MARKER;
   unsigned long long my_start, maker_start;
-  char my_state, maker_state, my_boot[BOOT_ID_MAX];
+  char my_state, maker_state, my_boot[BOOT_ID_MAX], my_host[HOST_MAX];
   long tick = sysconf(_SC_CLK_TCK);
   if (!process_start(0, &my_start, &my_state) || !boot_id(my_boot, sizeof my_boot) || tick <= 0)
     return LEFTOVER_UNKNOWN;
+  /* Another machine's (a shared home) or container's (another pid space):
+   * its processes cannot be seen from here. */
+  host_name(my_host, sizeof my_host);
+  if (strcmp(m->host, my_host)) return LEFTOVER_OTHER_HOST;
   if (strcmp(m->boot, my_boot)) return LEFTOVER_YES; /* an earlier boot: older, and its maker is gone */
   /* Made at or before the tick this process started (ticks are coarse). */
   unsigned long long tick_ns = 1000000000ull / (unsigned long long)tick;
@@ -163,6 +174,7 @@ const char *leftover_verdict_text(LeftoverVerdict v) {
   case LEFTOVER_MAKER_ALIVE: return "its maker is running";
   case LEFTOVER_TOO_NEW: return "made after this process started";
   case LEFTOVER_UNKNOWN: return "process start times unknown here";
+  case LEFTOVER_OTHER_HOST: return "made on another host";
   }
   return "?";
 }

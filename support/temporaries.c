@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +66,14 @@ bool boot_id(char *buf, uint32_t size) {
   return n > 0;
 }
 
+void host_name(char *buf, uint32_t size) {
+  struct utsname u;
+  snprintf(buf, size, "%s", uname(&u) == 0 && u.nodename[0] ? u.nodename : "unknown");
+  for (char *p = buf; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
+      *p = '_';
+}
+
 static unsigned long long boottime_ns(void) {
   struct timespec t;
 #ifdef CLOCK_BOOTTIME
@@ -76,10 +85,11 @@ static unsigned long long boottime_ns(void) {
 
 bool temp_marker_line(char *buf, uint32_t size) {
   unsigned long long start;
-  char state, boot[BOOT_ID_MAX];
+  char state, boot[BOOT_ID_MAX], host[HOST_MAX];
   if (!process_start(0, &start, &state) || !boot_id(boot, sizeof boot)) return false;
-  int n = snprintf(buf, size, MARKER_MAGIC " pid=%ld start=%llu boot=%s made=%llu time=%lld\n", (long)getpid(), start,
-                   boot, boottime_ns(), (long long)time(NULL));
+  host_name(host, sizeof host);
+  int n = snprintf(buf, size, MARKER_MAGIC " pid=%ld start=%llu boot=%s host=%s made=%llu time=%lld\n", (long)getpid(),
+                   start, boot, host, boottime_ns(), (long long)time(NULL));
   return n > 0 && (uint32_t)n < size;
 }
 
@@ -157,8 +167,10 @@ static bool write_marker(const char *path) {
   if (!temp_marker_line(line, sizeof line)) {
     /* Without /proc no leftover could ever be recognised: still make one,
      * with a start of 0, which never matches a process (never removed). */
-    snprintf(line, sizeof line, MARKER_MAGIC " pid=%ld start=0 boot=unknown made=%llu time=%lld\n", (long)getpid(),
-             boottime_ns(), (long long)time(NULL));
+    char host[HOST_MAX];
+    host_name(host, sizeof host);
+    snprintf(line, sizeof line, MARKER_MAGIC " pid=%ld start=0 boot=unknown host=%s made=%llu time=%lld\n",
+             (long)getpid(), host, boottime_ns(), (long long)time(NULL));
   }
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return false;

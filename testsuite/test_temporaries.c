@@ -53,24 +53,24 @@ typedef struct Fields {
   long pid;
   unsigned long long start, made;
   long long time;
-  char boot[64];
+  char boot[64], host[80];
 } Fields;
 
 static Fields my_fields(void) {
   char line[256];
   cr_assert(temp_marker_line(line, sizeof line));
   Fields f;
-  cr_assert_eq(sscanf(line, "orion-temporary 1 pid=%ld start=%llu boot=%63s made=%llu time=%lld", &f.pid, &f.start,
-                      f.boot, &f.made, &f.time),
-               5, "%s", line);
+  cr_assert_eq(sscanf(line, "orion-temporary 1 pid=%ld start=%llu boot=%63s host=%79s made=%llu time=%lld", &f.pid,
+                      &f.start, f.boot, f.host, &f.made, &f.time),
+               6, "%s", line);
   return f;
 }
 
 static void write_marker(const char *temp, const Fields *f) {
   char path[300], line[256];
   snprintf(path, sizeof path, "%s.owner", temp);
-  snprintf(line, sizeof line, "orion-temporary 1 pid=%ld start=%llu boot=%s made=%llu time=%lld\n", f->pid, f->start,
-           f->boot, f->made, f->time);
+  snprintf(line, sizeof line, "orion-temporary 1 pid=%ld start=%llu boot=%s host=%s made=%llu time=%lld\n", f->pid,
+           f->start, f->boot, f->host, f->made, f->time);
   write_text(path, line);
 }
 
@@ -214,6 +214,17 @@ Test(leftovers, an_earlier_boot_is_gone, .init = scratch, .fini = unscratch) {
   cr_assert_eq(leftover_check(temp), LEFTOVER_YES);
 }
 
+Test(leftovers, another_hosts_is_kept, .init = scratch, .fini = unscratch) {
+  const char *temp = in_dir("m.anepkg.tmp-h0st00");
+  cr_assert(mkdir(temp, 0755) == 0);
+  Fields f = gone_fields(); /* a gone pid here, which says nothing about the other host's processes */
+  snprintf(f.host, sizeof f.host, "%s", strcmp(f.host, "elsewhere") ? "elsewhere" : "elsewhere2");
+  write_marker(temp, &f);
+  cr_assert_eq(leftover_check(temp), LEFTOVER_OTHER_HOST);
+  cr_assert_eq(leftovers_clean(dir, NULL, NULL), 0);
+  cr_assert(exists(temp));
+}
+
 Test(leftovers, what_is_left_alone, .init = scratch, .fini = unscratch) {
   Fields gone = gone_fields();
   /* Named like one, no marker. */
@@ -260,22 +271,24 @@ Test(leftovers, what_is_left_alone, .init = scratch, .fini = unscratch) {
 Test(leftovers, markers_parse_strictly, .init = scratch, .fini = unscratch) {
   static const char *const bad[] = {
       "",
-      "orion-temporary 1 pid=1 start=2 boot=b made=3 time=4",          /* no newline */
-      "orion-temporary 2 pid=1 start=2 boot=b made=3 time=4\n",        /* another version */
-      "orion-temporary 1 pid=0 start=2 boot=b made=3 time=4\n",        /* pid 0 */
-      "orion-temporary 1 pid=1 start=2 boot= made=3 time=4\n",         /* empty boot id */
-      "orion-temporary 1 pid=1 start=2 boot=b made=3 time=4 x=5\n",    /* more */
-      "orion-temporary 1 pid=1 start=2 boot=b made=3 time=4\nagain\n", /* two lines */
-      "orion-temporary 1 pid=-1 start=2 boot=b made=3 time=4\n",
-      "orion-temporary 1 start=2 pid=1 boot=b made=3 time=4\n", /* order */
+      "orion-temporary 1 pid=1 start=2 boot=b host=HOST made=3 time=4",          /* no newline */
+      "orion-temporary 2 pid=1 start=2 boot=b host=HOST made=3 time=4\n",        /* another version */
+      "orion-temporary 1 pid=0 start=2 boot=b host=HOST made=3 time=4\n",        /* pid 0 */
+      "orion-temporary 1 pid=1 start=2 boot= host=HOST made=3 time=4\n",         /* empty boot id */
+      "orion-temporary 1 pid=1 start=2 boot=b host=HOST made=3 time=4 x=5\n",    /* more */
+      "orion-temporary 1 pid=1 start=2 boot=b host=HOST made=3 time=4\nagain\n", /* two lines */
+      "orion-temporary 1 pid=-1 start=2 boot=b host=HOST made=3 time=4\n",
+      "orion-temporary 1 start=2 pid=1 boot=b host=HOST made=3 time=4\n", /* order */
+      "orion-temporary 1 pid=1 start=2 boot=b made=3 time=4\n",           /* no host */
+      "orion-temporary 1 pid=1 start=2 boot=b host=a=b made=3 time=4\n",  /* not a word */
   };
   cr_assert(mkdir(in_dir("p.anepkg.tmp-parse0"), 0755) == 0);
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     write_text(in_dir("p.anepkg.tmp-parse0.owner"), bad[i]);
     cr_assert_eq(leftover_check(in_dir("p.anepkg.tmp-parse0")), LEFTOVER_BAD_MARKER, "%s", bad[i]);
   }
-  write_text(in_dir("p.anepkg.tmp-parse0.owner"), "orion-temporary 1 pid=1 start=2 boot=b made=0 time=4\n");
-  cr_assert_eq(leftover_check(in_dir("p.anepkg.tmp-parse0")), LEFTOVER_YES, "another boot, well formed");
+  write_text(in_dir("p.anepkg.tmp-parse0.owner"), "orion-temporary 1 pid=1 start=2 boot=b host=HOST made=0 time=4\n");
+  cr_assert_eq(leftover_check(in_dir("p.anepkg.tmp-parse0")), LEFTOVER_OTHER_HOST, "well formed, another host's");
 }
 
 Test(leftovers, beside_a_path_only_its_own, .init = scratch, .fini = unscratch) {

@@ -7,10 +7,12 @@
  * Every temporary has a marker beside it, TEMP.owner, made before the
  * temporary itself and removed after it, that names its maker: the pid, the
  * process's start time (clock ticks since boot, /proc/PID/stat) and the boot
- * id, so that a reused pid is not taken for the maker, and when it was made.
+ * id, so that a reused pid is not taken for the maker, the host's name (a
+ * directory another machine or container shares is not judged from here),
+ * and when it was made.
  * A temporary a killed writer left (a "leftover") is one whose name has one
- * of the patterns above, whose marker is present and well-formed, made
- * before the process that cleans started, by a process that is gone (no
+ * of the patterns above, whose marker is present and well-formed, made on
+ * this host before the process that cleans started, by a process that is gone (no
  * such pid, a zombie, a different start time or an earlier boot). Nothing
  * else is ever removed: not a look-alike without a marker, not a symbolic
  * link, not the temporary of a writer still running. See
@@ -79,6 +81,7 @@ typedef enum LeftoverVerdict {
   LEFTOVER_MAKER_ALIVE,  /* its maker still runs */
   LEFTOVER_TOO_NEW,      /* made after this process started */
   LEFTOVER_UNKNOWN,      /* this system does not tell process start times */
+  LEFTOVER_OTHER_HOST,   /* made on another host (or container): its processes are not visible here */
 } LeftoverVerdict;
 
 /* Whether the name (a final path component) is one of a temporary. */

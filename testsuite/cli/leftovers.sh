@@ -114,12 +114,13 @@ rm m.mil
 
 # ---- what is left alone ------------------------------------------------------------
 boot=$(cat /proc/sys/kernel/random/boot_id)
+host=$(uname -n | tr -c 'A-Za-z0-9._\n-' '_')
 start_of() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; } # field 22, counted after "(comm)"
 true &
 gone=$!
 wait $gone
 marker() { # marker TEMP PID START: a well-formed marker, made at boot (before anything started)
-  printf 'orion-temporary 1 pid=%s start=%s boot=%s made=0 time=0\n' "$2" "$3" "$boot" >"$1.owner"
+  printf 'orion-temporary 1 pid=%s start=%s boot=%s host=%s made=0 time=0\n' "$2" "$3" "$boot" "$host" >"$1.owner"
 }
 mkdir y.anepkg.tmp-nomark                 # named like one, no marker
 mkdir z.anepkg.tmp-alive1                 # its maker runs: this shell, its real start time
