@@ -21,7 +21,7 @@
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
-#define MAX_CLEAN_DIRS 64
+#define MAX_OPERANDS 64
 
 /* The command line: the compile's options (those that shape the package
  * parsed by the library, in the form the manifest records) and what orionc
@@ -40,9 +40,9 @@ typedef struct Options {
   uint32_t error_limit;
   bool list_passes;
   bool json; /* --summary as JSON */
-  bool clean; /* --clean: the operands are directories */
-  const char *clean_dirs[MAX_CLEAN_DIRS];
-  uint32_t nclean_dirs;
+  bool clean; /* --clean: the operands are directories, not the input */
+  const char *operands[MAX_OPERANDS]; /* as given */
+  uint32_t noperands;
   char *spelt[ORION_COMPILE_MAX_ARGS]; /* the compile options as args.c reads them */
   uint32_t nspelt;
 } Options;
@@ -280,15 +280,15 @@ static int parse_options(int argc, char **argv, Options *o) {
   while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
     if (id == CLI_ERROR) rc = EXIT_USAGE;
     else if (id != CLI_OPERAND) rc = take_option(o, id, v);
-    else if (o->nclean_dirs >= MAX_CLEAN_DIRS) rc = usage_error("too many operands (limit is %d)", MAX_CLEAN_DIRS);
-    else o->clean_dirs[o->nclean_dirs++] = v; /* the input, unless --clean makes them directories */
+    else if (o->noperands >= MAX_OPERANDS) rc = usage_error("too many operands (limit is %d)", MAX_OPERANDS);
+    else o->operands[o->noperands++] = v;
   }
   cli_parser_free(&p);
   if (rc >= 0) return rc;
   if (o->clean) return -1;
-  if (o->nclean_dirs > 1) return usage_error("more than one input file ('%s')", o->clean_dirs[1]);
-  o->input = o->nclean_dirs ? o->clean_dirs[0] : NULL;
-  o->nclean_dirs = 0;
+  if (o->noperands > 1) return usage_error("more than one input file ('%s')", o->operands[1]);
+  o->input = o->noperands ? o->operands[0] : NULL;
+  o->noperands = 0;
   if (o->list_passes) return -1;
   {
     Diag d;
@@ -349,10 +349,10 @@ static void say_removed(void *ctx, const char *path, long maker_pid) {
 
 /* orionc --clean: the leftovers in each directory, then in the compile cache. */
 static int clean(const Options *o) {
-  const char *dirs[MAX_CLEAN_DIRS + 2];
+  const char *dirs[MAX_OPERANDS + 2];
   uint32_t n = 0;
   char *out_dir = NULL, *cache_dir = NULL;
-  for (uint32_t i = 0; i < o->nclean_dirs; i++) dirs[n++] = o->clean_dirs[i];
+  for (uint32_t i = 0; i < o->noperands; i++) dirs[n++] = o->operands[i];
   if (!n && o->output) {
     out_dir = xstrdup(o->output);
     size_t len = strlen(out_dir);
@@ -399,8 +399,7 @@ int main(int argc, char **argv) {
   d.error_limit = o.error_limit;
   c->hooks = (OrionCompileHooks){.progress = o.verbose ? print_progress : NULL,
                                  .phase = o.time_phases ? print_phase : NULL,
-                                 .timing = o.time_phases ? print_timing : NULL,
-                                 .ctx = NULL};
+                                 .timing = o.time_phases ? print_timing : NULL};
   char *package_path = NULL, *cache_dir = NULL;
   OrionCompileResult result = {0};
   rc = EXIT_USAGE;
