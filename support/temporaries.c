@@ -272,21 +272,3 @@ void temp_remove_all_and_freeze(void) {
   temp_registry_lock(); /* for good: a writer blocks before it makes another */
   for (uint32_t i = registry_n; i-- > 0;) remove_claimed(registry[i].path, registry[i].marked);
 }
-
-/* ---- pauses for tests ------------------------------------------------------------ */
-
-void test_pause_at(const char *point) {
-  const char *at = getenv(TEST_PAUSE_AT_ENV), *fifo = getenv(TEST_PAUSE_FIFO_ENV);
-  if (!at || !fifo || !*fifo || strcmp(at, point)) return;
-  int fd = open(fifo, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  size_t len = strlen(point);
-  if (write(fd, point, len) == (ssize_t)len) (void)!write(fd, "\n", 1);
-  close(fd);
-  fd = open(fifo, O_RDONLY | O_CLOEXEC); /* blocks until the test opens it to write */
-  if (fd < 0) return;
-  char c;
-  while (read(fd, &c, 1) > 0) {
-  }
-  close(fd);
-}

@@ -114,7 +114,7 @@ uint32_t leftovers_clean_beside(const char *path, const LeftoverReport *report);
  * the start stays ignored. For a driver's main, once. */
 void temp_cleanup_on_signals(void);
 
-/* ---- deterministic pauses for tests ----------------------------------------- */
+/* ---- deterministic pauses for tests (support/test_pause.c) ------------------- */
 
 /* When ORION_TEST_PAUSE_AT names `point`, writes the point's name and a
  * newline to the fifo ORION_TEST_PAUSE_FIFO, then blocks reading it until a

@@ -10,11 +10,12 @@
 #     and the next orion-run writing the same output remove it and name it;
 #   a look-alike without a marker, one whose maker runs (this shell) and a
 #     symbolic link named like one are left alone;
-#   SIGTERM during `orion-run patch` (with and without --verify) and during
+#   SIGTERM (and SIGINT) during `orion-run patch` (with and without --verify) and during
 #     orion-run's output writing leaves no temporary, and a package that is
 #     the old one and inspects clean.
 #   leftovers.sh ORIONC ORION_RUN ORION_INSPECT MAKE_SAFETENSORS
 set -u
+set -m # background jobs keep SIGINT (without job control a shell starts them with it ignored)
 orionc=$(realpath "$1")
 run=$(realpath "$2")
 inspect=$(realpath "$3")
@@ -184,6 +185,11 @@ paused verify-copy "$run" patch m.anepkg --weights new.safetensors --verify
 ended TERM 143 sigterm-verify-copy
 none verify-copy-removed 'm.anepkg.verify-*'
 check verify-copy-unchanged 0 test "$(snapshot m.anepkg)" = "$before"
+# SIGINT the same (exit 130), in the copy's journal.
+paused patch-journal "$run" patch m.anepkg --weights new.safetensors --verify
+ended INT 130 sigint-verify-journal
+none sigint-no-copy 'm.anepkg.verify-*'
+check sigint-unchanged 0 test "$(snapshot m.anepkg)" = "$before"
 # And the package still takes the patch, verified.
 check patch-verified 0 "$run" patch m.anepkg --weights new.safetensors --verify
 contains patch-verified "verified"
