@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "orion/hash.h"
+#include "orion/temporaries.h"
 
 char *compile_cache_default_dir(void) {
   const char *env = getenv("ORION_CACHE_DIR");
@@ -201,7 +202,7 @@ bool compile_cache_fetch(const char *dir, const char *key, const char *path, con
       err = strerror(errno);
     }
     if (!ok) diag_error(d, (SrcSpan){0}, "cannot write the package '%s' from the compile cache: %s", path, err);
-    remove_tree(tmp); /* a failed copy, or after a swap the old package */
+    if (made) temp_remove(tmp); /* a failed copy, or after a swap the old package */
     if (made && temp_dir && temp_dir->fn) temp_dir->fn(temp_dir->ctx, NULL);
     free(tmp);
   }
@@ -234,23 +235,14 @@ static int older_first(const void *a, const void *b) {
 
 /* Least recently used entries go until the cache fits its budget. */
 static void evict(const char *dir, uint64_t max_bytes) {
+  leftovers_clean(dir, NULL, NULL); /* stores whose writer was killed (orion/temporaries.h) */
   DIR *dd = opendir(dir);
   if (!dd) return;
   Entry *es = NULL;
   uint32_t n = 0, cap = 0;
   uint64_t total = 0;
-  time_t now = time(NULL);
   for (struct dirent *e; (e = readdir(dd));) {
     size_t len = strlen(e->d_name);
-    if (strstr(e->d_name, ".anepkg.tmp-")) { /* a store that crashed, if it is old */
-      StrBuf sb;
-      sb_init(&sb);
-      sb_printf(&sb, "%s/%s", dir, e->d_name);
-      struct stat st;
-      if (stat(sb.data, &st) == 0 && now - st.st_mtime > 3600) remove_tree(sb.data);
-      sb_free(&sb);
-      continue;
-    }
     if (len != COMPILE_CACHE_KEY_LEN + 7 || strcmp(e->d_name + COMPILE_CACHE_KEY_LEN, ".anepkg")) continue;
     StrBuf sb;
     sb_init(&sb);
@@ -293,11 +285,11 @@ bool compile_cache_store(const char *dir, const char *key, const char *path, uin
   size_t n = strlen(entry) + 32;
   char *tmp = xmalloc(n);
   snprintf(tmp, n, "%s.tmp-XXXXXX", entry);
-  bool ok = mkdtemp(tmp) && package_copy(path, tmp);
+  bool made = temp_make_dir(tmp), ok = made && package_copy(path, tmp);
   /* An entry already there was damaged (it missed): swap it out and remove it. */
   if (ok && rename(tmp, entry) != 0)
     ok = (errno == ENOTEMPTY || errno == EEXIST) && renameat2(AT_FDCWD, tmp, AT_FDCWD, entry, RENAME_EXCHANGE) == 0;
-  remove_tree(tmp);
+  if (made) temp_remove(tmp);
   free(tmp);
   free(entry);
   if (ok) evict(dir, max_bytes);

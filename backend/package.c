@@ -19,6 +19,7 @@
 
 #include "orion/package.h"
 #include "orion/hash.h"
+#include "orion/temporaries.h"
 #include "weight_stream.h"
 
 /* libxml2 strings without BAD_CAST, which casts const away. */
@@ -435,7 +436,7 @@ bool package_install(const char *tmp, const char *path, bool exists, const char 
 
 bool temp_dir_make(const TempDirHook *h, char *tmpl) {
   if (h && h->begin) h->begin(h->ctx);
-  bool made = mkdtemp(tmpl) != NULL;
+  bool made = temp_make_dir(tmpl); /* with its marker (orion/temporaries.h) */
   int saved = errno;
   if (h && h->fn && (made || h->begin)) h->fn(h->ctx, made ? tmpl : NULL);
   errno = saved;
@@ -496,6 +497,7 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   }
   snprintf(sub, plen + 64, "%s/%s", tmp, PACKAGE_MANIFEST);
   if (!write_file_atomic(sub, manifest, mlen, &err)) goto out;
+  test_pause_at("package-temp");
   if (!package_install(tmp, path, exists, &err)) goto out;
   ok = true;
   if (opt->stats) opt->stats->write_ms = now_ms() - t1;
@@ -505,7 +507,7 @@ out_quiet:
   if (emit_ran) emitted_free(&e);
   weight_stream_close(stream);
   if (fd >= 0) close(fd);
-  remove_tree(tmp); /* the temporary, or after a swap the old package */
+  temp_remove(tmp); /* the temporary, or after a swap the old package */
   if (opt->temp_dir.fn) opt->temp_dir.fn(opt->temp_dir.ctx, NULL);
   free(tmp);
   free(sub);

@@ -15,6 +15,7 @@
 #include "orion/frontend.h"
 #include "orion/pass_plugin.h"
 #include "orion/patch.h"
+#include "orion/temporaries.h"
 #include "orion/weights.h"
 
 void orion_compile_options_init(OrionCompileOptions *o) {
@@ -361,15 +362,7 @@ static bool compile_source(const char *path, const char *name, const char *text,
 }
 
 void orion_compile_cleanup(const char *temp_dir) {
-  if (!temp_dir) return;
-  /* Out of the writer's way first: the rename is atomic, so either the
-   * writer's install (a rename of the same directory) came first and the
-   * package is complete, or it fails and the old package stays. */
-  size_t n = strlen(temp_dir) + sizeof "-removing";
-  char *gone = xmalloc(n);
-  snprintf(gone, n, "%s-removing", temp_dir);
-  if (rename(temp_dir, gone) == 0) remove_tree(gone);
-  free(gone);
+  if (temp_dir) temp_remove_claimed(temp_dir); /* renamed out of the writer's way, then removed */
 }
 
 bool orion_compile_file(const char *path, const OrionCompileOptions *o, const char *out_package,

@@ -13,6 +13,7 @@
 #include "orion-run.h"
 #include "orion/package.h"
 #include "orion/patch.h"
+#include "orion/temporaries.h"
 
 #define MAX_SOURCES 256
 
@@ -51,7 +52,9 @@ static const CliSpec patch_spec = {
                    "blob layout, no compiler run. Every tensor is checked against the manifest\n"
                    "(name, shape, dtype, NaN, fp16 range) before anything is written; the update\n"
                    "is crash-safe (a kill at any instant leaves all old or all new weights) and\n"
-                   "bumps the package's weights generation.\n",
+                   "bumps the package's weights generation. What a killed patch left is removed\n"
+                   "first: a --verify copy beside the package (named on stderr) and temporaries\n"
+                   "inside it (named by --recover -v).\n",
     .options = patch_options,
     .noptions = sizeof patch_options / sizeof *patch_options,
     .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
@@ -117,6 +120,12 @@ static int parse(int argc, char **argv, PatchArgs *a) {
   return -1;
 }
 
+/* Leftovers beside the package (a --verify copy of a killed run). */
+static void say_leftover(void *ctx, const char *path, long maker_pid) {
+  (void)ctx;
+  fprintf(stderr, "orion-run: removed %s (left by process %ld, which is gone)\n", path, maker_pid);
+}
+
 /* -v with --recover: each leftover of an interrupted update that was removed. */
 static void say_removed(void *ctx, const char *path) {
   (void)ctx;
@@ -131,7 +140,8 @@ static bool verify_on_a_copy(const PatchArgs *a, const PatchSet *set, const Patc
   size_t n = len + 32;
   char *copy = xmalloc(n);
   snprintf(copy, n, "%.*s.verify-XXXXXX", (int)len, a->package);
-  bool ok = mkdtemp(copy) != NULL;
+  /* With its marker: a killed run leaves a recognisable leftover. */
+  bool made = temp_make_dir(copy), ok = made;
   if (!ok) diag_error(d, (SrcSpan){0}, "--verify: cannot make a copy of '%s' to check: %s", a->package, strerror(errno));
   else if (!(ok = package_copy(a->package, copy)))
     diag_error(d, (SrcSpan){0}, "--verify: cannot copy '%s' to check it: %s", a->package, strerror(errno));
@@ -145,13 +155,14 @@ static bool verify_on_a_copy(const PatchArgs *a, const PatchSet *set, const Patc
   PatchOptions quiet = *po;
   quiet.stats = &stats;
   ok = ok && package_patch(copy, set->tensors, set->n, &quiet, d);
+  if (ok) test_pause_at("verify-copy");
   if (ok && !orion_run_verify_patch(copy, a->package, a->source, a->files, a->npy_names, a->nfiles, a->verbose, d)) {
     if (prior > 0 && stats.regions)
       diag_note(d, (SrcSpan){0}, "the package had been patched before this update (generation %llu); a fresh compile "
                 "takes only this update's weights from files", (unsigned long long)prior);
     ok = false;
   }
-  if (access(copy, F_OK) == 0) remove_tree(copy);
+  if (made) temp_remove(copy);
   free(copy);
   return ok;
 }
@@ -167,6 +178,9 @@ int orion_run_patch(int argc, char **argv) {
   d.program = "orion-run";
   rc = 1;
   PatchSet set = {0};
+  /* What a killed patch left beside the package; inside it, its own files
+   * are the recovery's (package_recover, under the package's lock). */
+  leftovers_clean_beside(a.package, &(LeftoverReport){.fn = say_leftover});
   if (a.recover) {
     bool did;
     PatchRemovedHook removed = {.fn = say_removed};

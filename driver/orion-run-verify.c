@@ -19,6 +19,7 @@
 #include "orion/fp16.h"
 #include "orion/runtime.h"
 #include "orion/hash.h"
+#include "orion/temporaries.h"
 
 /* The source as the manifest names it: relative to the current directory, or else to the package's. */
 static char *find_source(const char *package, const Package *pkg, const char *given, Diag *d) {
@@ -193,7 +194,9 @@ bool orion_run_verify_patch(const char *package, const char *shown, const char *
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/orion-verify-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
   bool made = false, ok = src && same_source(src, &pkg, d);
-  if (ok && !(made = mkdtemp(tmp) != NULL)) {
+  /* A killed run's fresh compile: its maker is gone (orion/temporaries.h). */
+  if (ok) leftovers_clean(tmpdir && *tmpdir ? tmpdir : "/tmp", "orion-verify", NULL);
+  if (ok && !(made = temp_make_dir(tmp))) {
     diag_error(d, (SrcSpan){0}, "--verify: cannot make a temporary directory: %s", strerror(errno));
     ok = false;
   }
@@ -222,9 +225,7 @@ bool orion_run_verify_patch(const char *package, const char *shown, const char *
   }
   ok = ok && same_outputs(package, out.data, d);
   if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", shown);
-  if (made) {
-    remove_tree(tmp); /* our own directory: its name came from mkdtemp */
-  }
+  if (made) temp_remove(tmp); /* our own directory, and its marker */
   sb_free(&out);
   sb_free(&label);
   sb_free(&a);

@@ -21,6 +21,7 @@
 #include "orion/npy.h"
 #include "orion/pkg_paths.h"
 #include "orion/runtime.h"
+#include "orion/temporaries.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
 
@@ -361,10 +362,18 @@ static bool outputs_spare_inputs(const Options *o, const char *const *names, uin
   return ok;
 }
 
+/* A temporary output file a killed run left (orion/temporaries.h). */
+static void say_leftover(void *ctx, const char *path, long maker_pid) {
+  (void)ctx;
+  fprintf(stderr, "orion-run: removed %s (left by process %ld, which is gone)\n", path, maker_pid);
+}
+
 int main(int argc, char **argv) {
   /* Past a file size limit (ulimit -f) writes fail with EFBIG and are
    * reported; the default action would kill the process mid-write. */
   signal(SIGXFSZ, SIG_IGN);
+  /* SIGINT, SIGTERM: no partial output, patch temporary or verify copy stays. */
+  temp_cleanup_on_signals();
   if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "plot")) return orion_run_plot(argc - 1, argv + 1);
   Options o;
@@ -515,6 +524,7 @@ int main(int argc, char **argv) {
     StrBuf path;
     sb_init(&path);
     sb_printf(&path, "%s/%s.npy", o.output_dir, out_names[i]);
+    leftovers_clean_beside(path.data, &(LeftoverReport){.fn = say_leftover}); /* of a killed run */
     bool wrote = npy_write(path.data, &a, &d);
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
     output_names[i] = out_names[i];

@@ -2,11 +2,12 @@
  * orionc: the orion compiler driver. Turns the command line into
  * OrionCompileOptions, calls the compile library (orion/compile.h) and
  * prints what it returns; no compiler logic lives here. Killed by SIGINT or
- * SIGTERM, it removes the package directory it was writing.
+ * SIGTERM, it removes the package directory it was writing; it removes what
+ * a compile killed harder left beside the package, and --clean removes such
+ * leftovers on request (orion/temporaries.h).
  *
  * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
  */
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,11 @@
 #include "orion/cache.h"
 #include "orion/compile.h"
 #include "orion/pass_plugin.h"
+#include "orion/temporaries.h"
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+#define MAX_OPERANDS 64
 
 /* The command line: the compile's options (those that shape the package
  * parsed by the library, in the form the manifest records) and what orionc
@@ -36,6 +40,9 @@ typedef struct Options {
   uint32_t error_limit;
   bool list_passes;
   bool json; /* --summary as JSON */
+  bool clean; /* --clean: the operands are directories, not the input */
+  const char *operands[MAX_OPERANDS]; /* as given */
+  uint32_t noperands;
   char *spelt[ORION_COMPILE_MAX_ARGS]; /* the compile options as args.c reads them */
   uint32_t nspelt;
 } Options;
@@ -45,7 +52,7 @@ enum {
   OPT_PRINT_AFTER_ALL, OPT_VERIFY_EACH, OPT_TIME_PASSES, OPT_LOAD_PASS, OPT_FP16_RANGE_GUARD, OPT_LORA, OPT_ALLOW,
   OPT_NO_LINT, OPT_INLINE, OPT_LEGALIZE, OPT_SUMMARY, OPT_JSON, OPT_NO_WEIGHT_CHECK, OPT_CLAMP_FP16,
   OPT_WEIGHTS_OVERRIDE, OPT_WEIGHT_OVERRIDE, OPT_NO_DEDUP, OPT_CACHE_DIR, OPT_NO_CACHE, OPT_TIME, OPT_VERBOSE,
-  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_HELP, OPT_VERSION,
+  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_HELP, OPT_VERSION,
 };
 
 static const CliOption orionc_options[] = {
@@ -141,13 +148,23 @@ static const CliOption orionc_options[] = {
     {OPT_NO_WARNINGS, 'w', NULL, CLI_NO_VALUE, 0, NULL, "do not print warnings", NULL},
     {OPT_ERROR_LIMIT, 0, "ferror-limit", CLI_VALUE, CLI_SINGLE_DASH, "=N", "stop after N errors (default 20; 0 = no limit)",
      "a number"},
+    {OPT_CLEAN, 0, "clean", CLI_NO_VALUE, 0, NULL,
+     "instead of compiling, remove what killed orion writers left\n"
+     "in the directories given as operands (default: that of -o,\n"
+     "else the current one) and in the compile cache, naming each:\n"
+     "only temporaries (NAME.tmp-XXXXXX, NAME.tmp.XXXXXX,\n"
+     "NAME.verify-XXXXXX, orion-verify-XXXXXX) whose marker\n"
+     "NAME.owner names a process that is gone; a compile into\n"
+     "-o PATH does the same for PATH's own leftovers first",
+     NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
     {OPT_VERSION, 0, "version", CLI_NO_VALUE, 0, NULL, "show the version", NULL},
 };
 
 static const CliSpec orionc_spec = {
     .program = "orionc",
-    .usage = "usage: orionc [options] FILE.oir\n",
+    .usage = "usage: orionc [options] FILE.oir\n"
+           "       orionc --clean [-o PATH] [DIR...]\n",
     .description = "Compiles an orion graph (.oir) for Apple's Neural Engine into a package\n"
                    "(MIL program text, an Apple-format weight file and a manifest).\n",
     .options = orionc_options,
@@ -231,6 +248,7 @@ static int take_option(Options *o, int id, const char *v) {
   case OPT_JSON: o->json = true; return -1;
   case OPT_NO_WEIGHT_CHECK: c->check_weights = false; return -1;
   case OPT_NO_CACHE: o->no_cache = true; return -1;
+  case OPT_CLEAN: o->clean = true; return -1;
   case OPT_CACHE_DIR: o->cache_dir = v; return -1;
   case OPT_TIME: o->time_phases = true; return -1;
   case OPT_VERBOSE: o->verbose = true; return -1;
@@ -262,11 +280,15 @@ static int parse_options(int argc, char **argv, Options *o) {
   while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
     if (id == CLI_ERROR) rc = EXIT_USAGE;
     else if (id != CLI_OPERAND) rc = take_option(o, id, v);
-    else if (o->input) rc = usage_error("more than one input file ('%s')", v);
-    else o->input = v;
+    else if (o->noperands >= MAX_OPERANDS) rc = usage_error("too many operands (limit is %d)", MAX_OPERANDS);
+    else o->operands[o->noperands++] = v;
   }
   cli_parser_free(&p);
   if (rc >= 0) return rc;
+  if (o->clean) return -1;
+  if (o->noperands > 1) return usage_error("more than one input file ('%s')", o->operands[1]);
+  o->input = o->noperands ? o->operands[0] : NULL;
+  o->noperands = 0;
   if (o->list_passes) return -1;
   {
     Diag d;
@@ -319,77 +341,49 @@ static void print_timing(void *ctx, const char *detail) {
   fprintf(stderr, "orionc:   %s\n", detail);
 }
 
-/* The temporary package directory being written, for removal on SIGINT or
- * SIGTERM: the library reports it through its temp_dir hook. */
-typedef struct Interrupt {
-  pthread_mutex_t lock;
-  char *temp_dir; /* NULL when there is none */
-  bool creating;   /* between temp_dir_begin and temp_dir: the lock is held */
-  sigset_t signals;
-} Interrupt;
-
-/* Held from right before the library makes its directory until it has
- * reported it, so a signal in between waits and then removes it. */
-static void begin_temp_dir(void *ctx) {
-  Interrupt *in = ctx;
-  pthread_mutex_lock(&in->lock);
-  in->creating = true;
+/* What a clean-up removed, one line each: on stdout for --clean (it is the
+ * result), on stderr before a compile (a remark beside its own output). */
+static void say_removed(void *ctx, const char *path, long maker_pid) {
+  fprintf(ctx, "orionc: removed %s (left by process %ld, which is gone)\n", path, maker_pid);
 }
 
-static void track_temp_dir(void *ctx, const char *path) {
-  Interrupt *in = ctx;
-  if (!in->creating) pthread_mutex_lock(&in->lock);
-  in->creating = false;
-  free(in->temp_dir);
-  in->temp_dir = path ? xstrdup(path) : NULL;
-  pthread_mutex_unlock(&in->lock);
-}
-
-/* Waits for the signal, removes the temporary directory, then ends the
- * process by the same signal (so the shell sees 130 or 143, as before).
- * The lock stays held: the compile cannot report a new directory after. */
-static void *await_interrupt(void *ctx) {
-  Interrupt *in = ctx;
-  int sig;
-  if (sigwait(&in->signals, &sig) != 0) return NULL;
-  pthread_mutex_lock(&in->lock);
-  orion_compile_cleanup(in->temp_dir);
-  signal(sig, SIG_DFL);
-  pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL);
-  raise(sig);
-  _exit(128 + sig); /* not reached */
-}
-
-/* Blocks SIGINT and SIGTERM in every thread (the library's included, which
- * inherit the mask) and hands them to one that cleans up. A signal ignored
- * from the start (SIGINT in a shell's background job) stays ignored. */
-static void catch_interrupts(Interrupt *in) {
-  *in = (Interrupt){.lock = PTHREAD_MUTEX_INITIALIZER};
-  sigemptyset(&in->signals);
-  static const int caught[] = {SIGINT, SIGTERM};
-  bool any = false;
-  for (size_t i = 0; i < sizeof caught / sizeof *caught; i++) {
-    struct sigaction now;
-    if (sigaction(caught[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN) continue;
-    sigaddset(&in->signals, caught[i]);
-    any = true;
+/* orionc --clean: the leftovers in each directory, then in the compile cache. */
+static int clean(const Options *o) {
+  const char *dirs[MAX_OPERANDS + 2];
+  uint32_t n = 0;
+  char *out_dir = NULL, *cache_dir = NULL;
+  for (uint32_t i = 0; i < o->noperands; i++) dirs[n++] = o->operands[i];
+  if (!n && o->output) {
+    out_dir = xstrdup(o->output);
+    size_t len = strlen(out_dir);
+    while (len > 1 && out_dir[len - 1] == '/') out_dir[--len] = 0;
+    char *slash = strrchr(out_dir, '/');
+    if (slash) *(slash == out_dir ? slash + 1 : slash) = 0;
+    dirs[n++] = slash ? out_dir : ".";
   }
-  pthread_t t;
-  if (!any) return;
-  if (pthread_sigmask(SIG_BLOCK, &in->signals, NULL) == 0 && pthread_create(&t, NULL, await_interrupt, in) == 0)
-    pthread_detach(t);
-  else
-    pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL); /* then a signal kills as it always did */
+  if (!n) dirs[n++] = ".";
+  if (!o->no_cache) dirs[n++] = cache_dir = o->cache_dir ? xstrdup(o->cache_dir) : compile_cache_default_dir();
+  LeftoverReport report = {.fn = say_removed, .ctx = stdout};
+  uint32_t removed = 0;
+  for (uint32_t i = 0; i < n; i++) removed += leftovers_clean(dirs[i], NULL, &report);
+  if (!removed) {
+    printf("orionc: nothing to remove in");
+    for (uint32_t i = 0; i < n; i++) printf("%s %s", i ? (i + 1 == n ? " or" : ",") : "", dirs[i]);
+    printf("\n");
+  }
+  free(out_dir);
+  free(cache_dir);
+  return EXIT_OK;
 }
 
 int main(int argc, char **argv) {
   /* A file size limit (ulimit -f) then fails the write with EFBIG, which is
    * reported and cleaned up, instead of killing the compiler mid-package. */
   signal(SIGXFSZ, SIG_IGN);
-  static Interrupt interrupt; /* the waiting thread may use it until the process ends */
-  catch_interrupts(&interrupt);
+  temp_cleanup_on_signals(); /* SIGINT, SIGTERM: the temporary package goes first */
   Options o;
   int rc = parse_options(argc, argv, &o);
+  if (rc < 0 && o.clean) rc = clean(&o);
   if (rc >= 0) {
     orion_compile_args_free(&o.args);
     free_spelt(&o);
@@ -405,9 +399,7 @@ int main(int argc, char **argv) {
   d.error_limit = o.error_limit;
   c->hooks = (OrionCompileHooks){.progress = o.verbose ? print_progress : NULL,
                                  .phase = o.time_phases ? print_phase : NULL,
-                                 .timing = o.time_phases ? print_timing : NULL,
-                                 .temp_dir = track_temp_dir, .temp_dir_begin = begin_temp_dir,
-                                 .ctx = &interrupt};
+                                 .timing = o.time_phases ? print_timing : NULL};
   char *package_path = NULL, *cache_dir = NULL;
   OrionCompileResult result = {0};
   rc = EXIT_USAGE;
@@ -422,6 +414,8 @@ int main(int argc, char **argv) {
     package_path = o.output ? xstrdup(o.output) : default_package_path(o.input);
     cache_dir = o.no_cache ? NULL : o.cache_dir ? xstrdup(o.cache_dir) : compile_cache_default_dir();
     c->cache_dir = cache_dir;
+    /* What a killed compile into the same place left (orion/temporaries.h). */
+    leftovers_clean_beside(package_path, &(LeftoverReport){.fn = say_removed, .ctx = stderr});
     const char *max = getenv("ORION_CACHE_MAX_BYTES");
     if (max && *max) c->cache_max_bytes = strtoull(max, NULL, 10);
   }
@@ -432,6 +426,7 @@ int main(int argc, char **argv) {
     const char *err;
     const StrBuf *text = &result.text;
     if (o.output && strcmp(o.output, "-")) {
+      leftovers_clean_beside(o.output, &(LeftoverReport){.fn = say_removed, .ctx = stderr}); /* PATH.tmp.XXXXXX */
       if (!write_file_atomic(o.output, text->data ? text->data : "", text->len, &err)) {
         fprintf(stderr, "orionc: error: cannot write '%s': %s\n", o.output, err);
         goto done;
@@ -444,7 +439,6 @@ int main(int argc, char **argv) {
   rc = EXIT_OK;
 done:
   orion_compile_result_free(&result);
-  track_temp_dir(&interrupt, NULL);
   orion_compile_args_free(&o.args);
   free_spelt(&o);
   free(package_path);

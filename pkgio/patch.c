@@ -34,6 +34,7 @@
 #include "orion/blob.h"
 #include "orion/fp16.h"
 #include "orion/hash.h"
+#include "orion/temporaries.h"
 #include "plist_util.h"
 
 #define JOURNAL_MAGIC "ORIONJ01"
@@ -131,6 +132,22 @@ static bool rename_in(const char *pkg, const char *from, const char *to) {
   free(a);
   free(b);
   return ok;
+}
+
+/* A patch's temporary files have fixed names in the package: registered
+ * while they are only temporaries, so that SIGINT/SIGTERM removes them
+ * (orion/temporaries.h); after a kill, the next update or open removes them
+ * under the package's lock (remove_leftovers), which proves no updater is left. */
+static void track_in(const char *pkg, const char *name) {
+  char *p = pkg_path(pkg, name);
+  temp_track(p);
+  free(p);
+}
+
+static void untrack_in(const char *pkg, const char *name) {
+  char *p = pkg_path(pkg, name);
+  temp_untrack(p);
+  free(p);
 }
 
 /* Writes a whole file under a temporary name in the package, synced. */
@@ -242,8 +259,17 @@ static bool journal_write(const char *pkg, const Journal *j) {
   free(all);
   parts[nparts - 1] = tail;
   lens[nparts - 1] = 8;
-  bool ok = write_new_file(pkg, JOURNAL_TMP, parts, lens, nparts) && rename_in(pkg, JOURNAL_TMP, JOURNAL_NAME) &&
-            sync_parent(pkg, "weights");
+  track_in(pkg, JOURNAL_TMP);
+  bool ok = write_new_file(pkg, JOURNAL_TMP, parts, lens, nparts);
+  if (ok) test_pause_at("patch-journal");
+  /* The commit: from the rename on, the shadow copy is part of the update,
+   * no temporary any more; the signal cleanup must see both before or both after. */
+  temp_registry_lock();
+  ok = ok && rename_in(pkg, JOURNAL_TMP, JOURNAL_NAME);
+  untrack_in(pkg, JOURNAL_TMP);
+  if (ok) untrack_in(pkg, SHADOW_NAME);
+  temp_registry_unlock();
+  ok = ok && sync_parent(pkg, "weights");
   free(parts);
   free(lens);
   free(rheads);
@@ -274,8 +300,10 @@ static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
   }
   const uint8_t *parts[1] = {(const uint8_t *)j->manifest};
   uint64_t lens[1] = {j->manifest_len};
-  if (!write_new_file(pkg, MANIFEST_TMP, parts, lens, 1) || !rename_in(pkg, MANIFEST_TMP, PACKAGE_MANIFEST) ||
-      !sync_dir(pkg)) {
+  track_in(pkg, MANIFEST_TMP); /* removed by a signal, the journal still has it */
+  bool written = write_new_file(pkg, MANIFEST_TMP, parts, lens, 1) && rename_in(pkg, MANIFEST_TMP, PACKAGE_MANIFEST);
+  untrack_in(pkg, MANIFEST_TMP);
+  if (!written || !sync_dir(pkg)) {
     *err = strerror(errno);
     return false;
   }
@@ -290,7 +318,9 @@ static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
 /* Removes what an interrupted update can leave; `removed` (may be NULL) is
  * told each file that was there. */
 static void remove_leftovers(const char *pkg, const PatchRemovedHook *removed) {
-  static const char *const names[] = {JOURNAL_TMP, SHADOW_NAME, MANIFEST_TMP};
+  /* "-removing": where a signal cleanup moves one before it removes it. */
+  static const char *const names[] = {JOURNAL_TMP,  SHADOW_NAME,  MANIFEST_TMP, JOURNAL_TMP "-removing",
+                                      SHADOW_NAME "-removing", MANIFEST_TMP "-removing"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char *p = pkg_path(pkg, names[i]);
     if (unlink(p) == 0 && removed && removed->fn) removed->fn(removed->ctx, p);
@@ -749,6 +779,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
                .manifest_len = new_mlen, .regions = regions, .nregions = shadow ? 0 : nr};
   ok = true;
   if (shadow) {
+    track_in(path, SHADOW_NAME); /* until the journal commits it */
     ok = write_new_file(path, SHADOW_NAME, parts, lens, np);
     if (!ok) err = strerror(errno);
   }
@@ -764,6 +795,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     }
   } else {
     remove_leftovers(path, NULL);
+    if (shadow) untrack_in(path, SHADOW_NAME);
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s (the package is unchanged)", path, err);
   }
   if (opt->stats) {

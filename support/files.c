@@ -1,9 +1,11 @@
 /*
  * Whole-file reads with a size limit, and atomic writes (temporary file in the
- * same directory, fsync, rename) so that a reader never sees half a file.
+ * same directory, with its marker (orion/temporaries.h), fsync, rename) so
+ * that a reader never sees half a file.
  */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "orion/support.h"
+#include "orion/temporaries.h"
 
 #include <ftw.h>
 #include <errno.h>
@@ -76,7 +78,7 @@ bool write_file_atomic(const char *path, const void *data, size_t len, const cha
   char *tmp = xmalloc(plen + 16);
   memcpy(tmp, path, plen);
   memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-  int fd = mkstemp(tmp);
+  int fd = temp_make_file(tmp); /* with its marker: a kill leaves a recognisable leftover */
   if (fd < 0) {
     *err = strerror(errno);
     free(tmp);
@@ -93,6 +95,7 @@ bool write_file_atomic(const char *path, const void *data, size_t len, const cha
     p += w;
     left -= (size_t)w;
   }
+  test_pause_at("atomic-file");
   if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) goto fail;
   if (close(fd) != 0) {
     fd = -1;
@@ -100,12 +103,13 @@ bool write_file_atomic(const char *path, const void *data, size_t len, const cha
   }
   fd = -1;
   if (rename(tmp, path) != 0) goto fail;
+  temp_release(tmp);
   free(tmp);
   return true;
 fail:
   *err = strerror(errno);
   if (fd >= 0) close(fd);
-  unlink(tmp);
+  temp_remove(tmp);
   free(tmp);
   return false;
 }

@@ -41,8 +41,9 @@ typedef struct OrionCompileHooks {
   void (*phase)(void *ctx, const char *name, double ms); /* a phase ended (orionc --time) */
   void (*timing)(void *ctx, const char *detail);         /* a breakdown line of the last phase */
   /* The temporary directory the package is being written into (beside
-   * out_package), and NULL once it is gone again; a driver that removes it
-   * when killed keeps this (orion_compile_cleanup). */
+   * out_package), and NULL once it is gone again, for a caller that wants
+   * to know (orion_compile_cleanup removes it; a driver that only wants it
+   * gone on SIGINT/SIGTERM has temp_cleanup_on_signals, orion/temporaries.h). */
   void (*temp_dir)(void *ctx, const char *path);
   /* Called right before that directory is made (then temp_dir follows, with
    * NULL if it could not be made): a driver holding a lock from one to the
@@ -185,9 +186,9 @@ OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, ch
  * hooks.temp_dir and has not removed yet (NULL: nothing), safely while the
  * compile still runs: it is renamed out of the writer's way first, so a
  * package being put in place is either complete or not put there at all.
- * Not async-signal-safe: orionc calls it from a thread that waits for
- * SIGINT and SIGTERM (sigwait), with the hook's path kept under a mutex,
- * then ends by the signal. */
+ * Its marker goes too (orion/temporaries.h). Not async-signal-safe. orionc
+ * itself no longer needs it: temp_cleanup_on_signals removes every
+ * temporary the process has registered, this one included. */
 void orion_compile_cleanup(const char *temp_dir);
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # orionc killed by SIGTERM or SIGINT while it writes a package removes its
-# temporary directory (the compile library reports it, orionc's signal thread
-# removes it), ends by the signal, and leaves an existing package as it was.
+# temporary directory (registered while it exists, orion/temporaries.h; the
+# signal cleanup removes it), ends by the signal, and leaves an existing
+# package as it was.
 #
 # The signal goes once the temporary directory holds weights/, which orionc
 # makes after it reported the directory, so its removal is then due. When the
