@@ -118,6 +118,7 @@ static bool add_param(void *ctx, IrModule *m, IrValueId v, BlobWriter *blobs, Bl
   if (ok && *offset + BLOB_METADATA_SIZE == c->data_start) weight_stream_final(c->stream, blobs->len);
   else weight_stream_rollback(c->stream); /* a duplicate (or a failure): its bytes are not the file's */
   c->ms += now_ms() - t0;
+  if (ok) test_pause_at("package-weights"); /* a weight handed to the writer, the next not yet made */
   return ok;
 }
 
