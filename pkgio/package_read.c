@@ -384,72 +384,63 @@ bool package_read(const char *path, Package *pkg, Diag *d) {
   size_t n = strlen(path) + sizeof "/" PACKAGE_MANIFEST;
   char *mpath = xmalloc(n);
   snprintf(mpath, n, "%s/%s", path, PACKAGE_MANIFEST);
-  char *text;
+  char *text = NULL;
   size_t len;
   const char *err;
   char why[4096 + 128]; /* a path and the reason */
-  if (!pkg_file_inside(path, PACKAGE_MANIFEST, why, sizeof why)) {
-    diag_error(d, (SrcSpan){0}, "%s: %s", mpath, why);
-    free(mpath);
-    return false;
-  }
-  struct stat st;
-  if (lstat(mpath, &st) != 0 && errno == ENOENT && pkg_dir_kind(path) == PKG_DIR_PACKAGE_NO_MANIFEST) {
-    diag_error(d, (SrcSpan){0}, "cannot read the package '%s': it has no %s, so nothing in it can be verified", path,
-               PACKAGE_MANIFEST);
-    free(mpath);
-    return false;
-  }
-  if (!read_file(mpath, MAX_MANIFEST_BYTES, &text, &len, &err)) {
+  bool outside = false, ok = false;
+  PkgDir dir;
+  if (!pkg_dir_open(&dir, path, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, err);
     free(mpath);
     return false;
   }
-  bool ok = parse_manifest(text, len, mpath, pkg, d, true);
+  /* Opened once, relative to the package (pkg_open_file): what is judged is what is read. */
+  if (!pkg_read_file(&dir, PACKAGE_MANIFEST, MAX_MANIFEST_BYTES, &text, &len, &outside, why, sizeof why)) {
+    struct stat st;
+    if (outside)
+      diag_error(d, (SrcSpan){0}, "%s: %s", mpath, why);
+    else if (fstatat(dir.fd, PACKAGE_MANIFEST, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT &&
+             pkg_dir_kind(path) == PKG_DIR_PACKAGE_NO_MANIFEST)
+      diag_error(d, (SrcSpan){0}, "cannot read the package '%s': it has no %s, so nothing in it can be verified", path,
+                 PACKAGE_MANIFEST);
+    else
+      diag_error(d, (SrcSpan){0}, "cannot read the package '%s': %s: %s", path, mpath, why);
+  } else {
+    ok = parse_manifest(text, len, mpath, pkg, d, true);
+  }
   free(text);
   free(mpath);
   /* Every file the manifest names, before any tool reads one: the same rule
-   * for inspect, lint, run and patch (docs/package-format.md). */
+   * for inspect, lint, run and patch (docs/package-format.md). Whatever
+   * reads them opens them the same way again. */
   for (uint32_t i = 0; ok && i <= pkg->nfunctions; i++) {
     const char *rel = i < pkg->nfunctions ? pkg->functions[i].mil_file : PACKAGE_WEIGHTS;
-    if (!pkg_file_inside(path, rel, why, sizeof why)) {
+    int fd = pkg_open_file(&dir, rel, O_RDONLY, &outside, why, sizeof why);
+    if (fd >= 0) close(fd);
+    if (outside) {
       diag_error(d, (SrcSpan){0}, "%s/%s: %s", path, rel, why);
       package_free(pkg);
       ok = false;
     }
   }
+  pkg_dir_close(&dir);
   if (ok) pkg->path = xstrdup(path);
   return ok;
 }
 
-/* A read-only mapping of a whole file (weight files are large: no copy). */
-static bool map_whole(const char *path, const uint8_t **data, size_t *len, const char **err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    *err = strerror(errno);
-    if (fd >= 0) close(fd);
-    return false;
-  }
-  *len = (size_t)st.st_size;
-  void *p = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-  close(fd);
-  if (*len && p == MAP_FAILED) {
-    *err = strerror(errno);
-    return false;
-  }
-  *data = p;
-  return true;
+/* A read-only mapping of a whole file of the package (weight files are large: no copy). */
+static bool map_whole(const PkgDir *dir, const char *rel, const uint8_t **data, size_t *len, char *why, size_t n) {
+  bool outside;
+  return pkg_map_file(dir, rel, data, len, &outside, why, n);
 }
 
-static void unmap_whole(const uint8_t *data, size_t len) {
-  if (len) munmap((void *)(uintptr_t)data, len);
-}
+static void unmap_whole(const uint8_t *data, size_t len) { pkg_unmap_file(data, len); }
 
-static bool hash_file(const char *path, char hex[17], uint64_t *size, const char **err) {
+static bool hash_file(const PkgDir *dir, const char *rel, char hex[17], uint64_t *size, char *why, size_t n) {
   const uint8_t *data;
   size_t len;
-  if (!map_whole(path, &data, &len, err)) return false;
+  if (!map_whole(dir, rel, &data, &len, why, n)) return false;
   xxh64_hex(data, len, hex);
   *size = len;
   unmap_whole(data, len);
@@ -477,12 +468,19 @@ static bool verify(const Package *pkg, const Package *before, Diag *d) {
   sb_init(&p);
   char hex[17];
   uint64_t size;
-  const char *err;
+  char err[4096 + 128];
+  PkgDir dir;
+  const char *derr;
+  if (!pkg_dir_open(&dir, pkg->path, &derr)) {
+    diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", pkg->path, derr);
+    sb_free(&p);
+    return false;
+  }
   for (uint32_t i = 0; i < pkg->nfunctions; i++) {
     const PkgFunction *f = &pkg->functions[i];
     p.len = 0;
     sb_printf(&p, "%s/%s", pkg->path, f->mil_file);
-    if (!hash_file(p.data, hex, &size, &err)) {
+    if (!hash_file(&dir, f->mil_file, hex, &size, err, sizeof err)) {
       diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
       ok = false;
     } else if (strcmp(hex, f->mil_xxh64)) {
@@ -494,7 +492,9 @@ static bool verify(const Package *pkg, const Package *before, Diag *d) {
   sb_printf(&p, "%s/%s", pkg->path, PACKAGE_WEIGHTS);
   const uint8_t *data = NULL;
   size_t len = 0;
-  if (!map_whole(p.data, &data, &len, &err)) {
+  bool mapped = map_whole(&dir, PACKAGE_WEIGHTS, &data, &len, err, sizeof err);
+  pkg_dir_close(&dir);
+  if (!mapped) {
     diag_error(d, (SrcSpan){0}, "%s: cannot read: %s", p.data, err);
     sb_free(&p);
     return false;

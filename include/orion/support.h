@@ -74,6 +74,8 @@ void sb_put_double(StrBuf *sb, double v);
 
 /* Reads a whole file. Returns false and fills err (a static message) on failure. */
 bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err);
+/* The same from an open descriptor (which stays open, read from where it is). */
+bool read_fd(int fd, size_t limit, char **data, size_t *len, const char **err);
 
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. */
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err);
