@@ -373,19 +373,20 @@ Test(loader, blobfile_symlink_out) {
   snprintf(mil, sizeof mil, "%s/model.mil", bare);
   snprintf(to, sizeof to, "string(\"@model_path/weights2/%s/outside/weight.bin\"), offset = uint64(64)", base);
   edit(mil, w_path, to, 1);
+  /* Worded as every package reader words a file leading out (pkg_paths), at the BLOBFILE. */
   snprintf(want, sizeof want,
-           "%s:5:9: error: BLOBFILE path '@model_path/weights2/%s/outside/weight.bin' leads outside the model "
-           "directory (to '%s/outside/weight.bin')\n",
-           mil, base, real_dir);
+           "%s:5:9: error: %s/weights2/%s/outside/weight.bin: leads outside the package (a symbolic link to "
+           "'%s/outside/weight.bin')\n",
+           mil, bare, base, real_dir);
   expect_rejected(bare, true, want);
   /* A missing file behind the link is still reported as leading out. */
   char to2[512];
   snprintf(to2, sizeof to2, "string(\"@model_path/weights2/%s/nothing/weight.bin\"), offset = uint64(64)", base);
   edit(mil, to, to2, 1);
   snprintf(want, sizeof want,
-           "%s:5:9: error: BLOBFILE path '@model_path/weights2/%s/nothing/weight.bin' leads outside the model "
-           "directory (to '%s')\n",
-           mil, base, real_dir);
+           "%s:5:9: error: %s/weights2/%s/nothing/weight.bin: leads outside the package (a symbolic link to "
+           "'%s/nothing/weight.bin')\n",
+           mil, bare, base, real_dir);
   expect_rejected(bare, true, want);
   cleanup();
 }
