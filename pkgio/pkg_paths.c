@@ -233,11 +233,14 @@ static WalkResult walk_open(const PkgDir *dir, const char *rel, int flags, int *
                   : openat(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0 && last) {
       struct stat st;
-      bool stated = fstat(fd, &st) == 0;
-      if (!stated || !S_ISREG(st.st_mode)) {
+      bool stated = fstat(fd, &st) == 0, want_dir = (flags & O_DIRECTORY) != 0;
+      if (!stated || (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
         err = errno;
         why_set = stated;
-        if (stated) snprintf(why, why_size, "%s", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        if (stated)
+          snprintf(why, why_size, "%s", want_dir              ? "is not a directory"
+                                        : S_ISDIR(st.st_mode) ? "is a directory"
+                                                              : "is not a regular file");
         close(fd);
         break;
       }
@@ -303,6 +306,21 @@ int pkg_open_file(const PkgDir *dir, const char *rel, int flags, bool *outside, 
   WalkResult r = walk_open(dir, rel, flags, &fd, why, why_size);
   *outside = r == WALK_OUTSIDE;
   return r == WALK_OPEN ? fd : -1;
+}
+
+int pkg_open_parent(const PkgDir *dir, const char *rel, const char **base) {
+  const char *slash = strrchr(rel, '/');
+  *base = slash ? slash + 1 : rel;
+  if (!slash) return fcntl(dir->fd, F_DUPFD_CLOEXEC, 0);
+  char *sub = xmalloc((size_t)(slash - rel) + 1);
+  memcpy(sub, rel, (size_t)(slash - rel));
+  sub[slash - rel] = '\0';
+  bool outside;
+  char why[4096 + 128];
+  int fd = pkg_open_file(dir, sub, O_RDONLY | O_DIRECTORY, &outside, why, sizeof why);
+  free(sub);
+  if (fd < 0 && outside) errno = ELOOP;
+  return fd;
 }
 
 bool pkg_read_file(const PkgDir *dir, const char *rel, size_t limit, char **data, size_t *len, bool *outside,

@@ -42,13 +42,20 @@ void pkg_dir_close(PkgDir *dir);
  * (O_RDONLY, O_WRONLY, O_RDWR, with O_CREAT/O_EXCL/O_TRUNC as needed; mode
  * 0644 when created), one component at a time relative to the directory's
  * descriptor with O_NOFOLLOW, and checks with fstat that it is a regular
- * file. A symbolic link on the way is followed only while it stays inside
+ * file (a directory with O_DIRECTORY). A symbolic link on the way is followed only while it stays inside
  * the package (its target read and walked in turn, the same way). Returns
  * the descriptor, or -1 with `why`: "leads outside the package (a symbolic
  * link to 'T')" with *outside set, naming the target's path but never its
  * content, or the reason it could not be opened (strerror, "is a directory",
  * "is not a regular file"). */
 int pkg_open_file(const PkgDir *dir, const char *rel, int flags, bool *outside, char *why, size_t why_size);
+
+/* The directory holding the file `rel` of the package, opened by
+ * pkg_open_file's rule (O_DIRECTORY: a directory is wanted), with *base at
+ * rel's last component: what creates, renames or removes a file of the
+ * package does it relative to that (openat with O_NOFOLLOW, renameat,
+ * unlinkat). -1 with errno on failure, ELOOP when it leads outside. */
+int pkg_open_parent(const PkgDir *dir, const char *rel, const char **base);
 
 /* Reads the whole file `rel` of the package (pkg_open_file, then read_fd). */
 bool pkg_read_file(const PkgDir *dir, const char *rel, size_t limit, char **data, size_t *len, bool *outside,
