@@ -163,7 +163,8 @@ static bool rename_in(const char *pkg, const char *from, const char *to) {
   int fd = open_parent(pkg, from, &a);
   if (fd < 0) return false;
   b = strrchr(to, '/') ? strrchr(to, '/') + 1 : to;
-  if ((size_t)(a - from) != (size_t)(b - to) || strncmp(from, to, (size_t)(a - from))) ice("rename_in: %s and %s differ in directory", from, to);
+  if ((size_t)(a - from) != (size_t)(b - to) || strncmp(from, to, (size_t)(a - from)))
+    ice("rename_in: %s and %s differ in directory", from, to);
   step();
   bool ok = renameat(fd, a, fd, b) == 0;
   int saved = errno;
