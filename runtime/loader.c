@@ -8,7 +8,8 @@
  * description comes from the MIL functions themselves. In both cases every
  * BLOBFILE literal is resolved under the model directory with its path
  * confined there (`@model_path/` prefix, no `..`, no absolute or empty
- * components, no symlink leading out), its weight file mapped read-only once,
+ * components, no symlink leading out: opened through the directory's
+ * descriptor, orion/pkg_paths.h), its weight file mapped read-only once,
  * and its record checked by the blob reader against the declared type.
  *
  * The loader reports every problem it finds before failing, so one run shows
