@@ -219,7 +219,16 @@ static void report(Diag *d, DiagLevel level, SrcSpan span, const char *place, co
   sb_printf(&sb, "%s: ", names[level]);
   size_t message_start = sb.len;
   sb_vprintf(&sb, fmt, ap);
-  if (d->observe) d->observe(d->observe_ctx, level, span, sb.data + message_start);
+  if (d->observe && place) {
+    /* An observer knows spans only: the place is kept in the text it is given. */
+    StrBuf placed;
+    sb_init(&placed);
+    sb_printf(&placed, "%s: %s", place, sb.data + message_start);
+    d->observe(d->observe_ctx, level, span, placed.data);
+    sb_free(&placed);
+  } else if (d->observe) {
+    d->observe(d->observe_ctx, level, span, sb.data + message_start);
+  }
   if (promoted) sb_puts(&sb, " [-Werror]");
   sb_putc(&sb, '\n');
   if (f) {

@@ -149,7 +149,9 @@ void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) O
 void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap) ORION_PRINTF(4, 0);
 /* A report at a place in a file that is no registered source (a manifest,
  * whose lines libxml2 gives): "file:line:col: level: ...", without ":col"
- * when col is 0; no source line is shown. */
+ * when col is 0; no source line is shown. An observer (Diag.observe),
+ * which knows spans only, is given "file:line:col: ..." as the message, so
+ * that the place is not lost. */
 void diag_report_line(Diag *d, DiagLevel level, const char *file, uint32_t line, uint32_t col, const char *fmt, ...)
     ORION_PRINTF(6, 7);
 /* diag_error(d, span, fmt, ...) and friends (span may be a compound literal). */
