@@ -3,8 +3,9 @@
  * names (MIL file names, weight file names, output and output-group names
  * that orion-run writes as NAME.npy), and of the files a package's names
  * reach on disk. One rule for every tool: the manifest reader, the loader,
- * inspect, lint, run and patch all go through these. See
- * docs/package-format.md, "Names and paths".
+ * inspect, lint, run and patch all go through these, and open a package's
+ * files only through pkg_open_file. See docs/package-format.md, "Names,
+ * paths and what is verified" and "How a package's files are opened".
  */
 #ifndef ORION_PKG_PATHS_H
 #define ORION_PKG_PATHS_H
@@ -42,8 +43,9 @@ void pkg_dir_close(PkgDir *dir);
  * (O_RDONLY, O_WRONLY, O_RDWR, with O_CREAT/O_EXCL/O_TRUNC as needed; mode
  * 0644 when created), one component at a time relative to the directory's
  * descriptor with O_NOFOLLOW, and checks with fstat that it is a regular
- * file (a directory with O_DIRECTORY). A symbolic link on the way is followed only while it stays inside
- * the package (its target read and walked in turn, the same way). Returns
+ * file (a directory with O_DIRECTORY). A symbolic link on the way is
+ * followed only while it stays inside the package (its target read with
+ * readlinkat and walked in turn, the same way). Returns
  * the descriptor, or -1 with `why`: "leads outside the package (a symbolic
  * link to 'T')" with *outside set, naming the target's path but never its
  * content, or the reason it could not be opened (strerror, "is a directory",
