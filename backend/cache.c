@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "orion/hash.h"
+#include "orion/pkg_paths.h"
 #include "orion/temporaries.h"
 
 char *compile_cache_default_dir(void) {
@@ -108,9 +109,16 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
 
 /* ---- copying packages ---------------------------------------------------- */
 
-static bool copy_file(const char *from, const char *to) {
-  int in = open(from, O_RDONLY | O_CLOEXEC);
-  if (in < 0) return false;
+/* Copies file `rel` of the package opened as `from` (read by the package
+ * rule, orion/pkg_paths.h: a link leading out is not copied) to `to`. */
+static bool copy_file(const PkgDir *from, const char *rel, const char *to) {
+  bool outside;
+  char why[4096 + 128];
+  int in = pkg_open_file(from, rel, O_RDONLY, &outside, why, sizeof why);
+  if (in < 0) {
+    if (outside) errno = ELOOP;
+    return false;
+  }
   int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) {
     close(in);
@@ -138,27 +146,27 @@ static bool copy_file(const char *from, const char *to) {
 }
 
 bool package_copy(const char *from, const char *to) {
-  StrBuf a, b;
-  sb_init(&a);
+  StrBuf b;
   sb_init(&b);
   sb_printf(&b, "%s/weights", to);
-  bool ok = mkdir(b.data, 0755) == 0;
-  DIR *dir = ok ? opendir(from) : NULL;
+  PkgDir src;
+  const char *err;
+  bool opened = pkg_dir_open(&src, from, &err);
+  bool ok = opened && mkdir(b.data, 0755) == 0;
+  DIR *dir = ok ? opendir(from) : NULL; /* for the names only: each file is opened through src */
   ok = dir != NULL;
   for (struct dirent *e; ok && dir && (e = readdir(dir));) {
     size_t n = strlen(e->d_name);
     if (strcmp(e->d_name, PACKAGE_MANIFEST) && !(n > 4 && !strcmp(e->d_name + n - 4, ".mil"))) continue;
-    a.len = b.len = 0;
-    sb_printf(&a, "%s/%s", from, e->d_name);
+    b.len = 0;
     sb_printf(&b, "%s/%s", to, e->d_name);
-    ok = copy_file(a.data, b.data);
+    ok = copy_file(&src, e->d_name, b.data);
   }
   if (dir) closedir(dir);
-  a.len = b.len = 0;
-  sb_printf(&a, "%s/%s", from, PACKAGE_WEIGHTS);
+  b.len = 0;
   sb_printf(&b, "%s/%s", to, PACKAGE_WEIGHTS);
-  ok = ok && copy_file(a.data, b.data);
-  sb_free(&a);
+  ok = ok && copy_file(&src, PACKAGE_WEIGHTS, b.data);
+  if (opened) pkg_dir_close(&src);
   sb_free(&b);
   return ok;
 }

@@ -93,7 +93,7 @@ struct AneWeightFile {
   uint8_t *owned;      /* data when the library read it */
   size_t len;
   const char *err;
-  char *refusal; /* err when the file leads outside the package (malloc'd: the array moves) */
+  char *refusal; /* err when this library could not read the file (malloc'd: the array moves) */
 };
 
 const uint8_t *ane_rule_weight_file(AneRuleCtx *c, const char *relpath, size_t *len, const char **err) {
@@ -108,15 +108,17 @@ const uint8_t *ane_rule_weight_file(AneRuleCtx *c, const char *relpath, size_t *
   memset(w, 0, sizeof *w);
   w->relpath = xstrdup(relpath);
   if (c->in->weight_file) w->data = c->in->weight_file(c->in->weight_ctx, relpath, &w->len, &w->err);
-  char why[4096 + 128];
-  if (!w->data && !w->err && !pkg_file_inside(c->in->dir, relpath, why, sizeof why)) w->err = w->refusal = xstrdup(why);
   if (!w->data && !w->err) {
-    StrBuf p;
-    sb_init(&p);
-    sb_printf(&p, "%s/%s", c->in->dir, relpath);
-    char *data;
-    if (read_file(p.data, SIZE_MAX / 2, &data, &w->len, &w->err)) w->data = w->owned = (uint8_t *)data;
-    sb_free(&p);
+    /* Through the directory's descriptor, by the package rule (orion/pkg_paths.h). */
+    char why[4096 + 128], *data;
+    bool outside = false;
+    PkgDir dir;
+    const char *derr;
+    if (!pkg_dir_open(&dir, c->in->dir, &derr)) snprintf(why, sizeof why, "%s", derr);
+    else if (pkg_read_file(&dir, relpath, SIZE_MAX / 2, &data, &w->len, &outside, why, sizeof why))
+      w->data = w->owned = (uint8_t *)data;
+    pkg_dir_close(&dir);
+    if (!w->data) w->err = w->refusal = xstrdup(why);
   }
   *len = w->len;
   *err = w->err;

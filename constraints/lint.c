@@ -11,6 +11,7 @@
 #include "lint_internal.h"
 #include "orion/ane_rules.h"
 #include "orion/mil_ops.h"
+#include "orion/pkg_paths.h"
 
 /* ---- registry ---- */
 
@@ -336,15 +337,23 @@ static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
   c->mil_file = xcalloc(n ? n : 1, sizeof *c->mil_file);
   c->mil_path = xcalloc(n ? n : 1, sizeof *c->mil_path);
   bool ok = true;
+  /* Through the package's descriptor, by the package rule (orion/pkg_paths.h). */
+  PkgDir dir;
+  const char *derr;
+  if (!pkg_dir_open(&dir, pkg->path, &derr)) {
+    diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", pkg->path, derr);
+    return false;
+  }
   for (uint32_t i = 0; i < n; i++) {
     StrBuf p;
     sb_init(&p);
     sb_printf(&p, "%s/%s", pkg->path, pkg->functions[i].mil_file);
-    char *text;
+    char *text, err[4096 + 128];
     size_t len;
-    const char *err;
-    if (!read_file(p.data, MAX_SOURCE_BYTES, &text, &len, &err)) {
-      diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", p.data, err);
+    bool outside;
+    if (!pkg_read_file(&dir, pkg->functions[i].mil_file, MAX_SOURCE_BYTES, &text, &len, &outside, err, sizeof err)) {
+      if (outside) diag_error(d, (SrcSpan){0}, "%s: %s", p.data, err);
+      else diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", p.data, err);
       sb_free(&p);
       ok = false;
       continue;
@@ -361,6 +370,7 @@ static bool load_mil_texts(LintCtx *c, LintReport *r, Diag *d) {
     if (!c->mil[i]) ok = false;
     sb_free(&p);
   }
+  pkg_dir_close(&dir);
   return ok;
 }
 

@@ -17,6 +17,7 @@
 #include "orion/compile.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"
+#include "orion/pkg_paths.h"
 #include "orion/runtime.h"
 #include "orion/hash.h"
 #include "orion/temporaries.h"
@@ -110,11 +111,26 @@ static const char *weight_at(const Package *pkg, uint64_t at) {
 }
 
 /* `shown`: how messages name file a. */
-static bool same_file(const char *a, const char *shown, const char *b, const Package *pkg, bool weights, Diag *d) {
-  char *x = NULL, *y = NULL;
+/* File `rel` of the package at `dir`, read by the package rule (orion/pkg_paths.h). */
+static bool read_in(const char *dir, const char *rel, char **data, size_t *len, char *err, size_t n) {
+  PkgDir pd;
+  const char *derr;
+  if (!pkg_dir_open(&pd, dir, &derr)) {
+    snprintf(err, n, "%s", derr);
+    return false;
+  }
+  bool outside;
+  bool ok = pkg_read_file(&pd, rel, SIZE_MAX / 2, data, len, &outside, err, n);
+  pkg_dir_close(&pd);
+  return ok;
+}
+
+/* File `rel` of packages a and b; `shown`: how messages name a's. */
+static bool same_file(const char *a, const char *b, const char *rel, const char *shown, const Package *pkg,
+                      bool weights, Diag *d) {
+  char *x = NULL, *y = NULL, err[4096 + 128];
   size_t nx = 0, ny = 0;
-  const char *err;
-  bool ok = read_file(a, SIZE_MAX / 2, &x, &nx, &err) && read_file(b, SIZE_MAX / 2, &y, &ny, &err);
+  bool ok = read_in(a, rel, &x, &nx, err, sizeof err) && read_in(b, rel, &y, &ny, err, sizeof err);
   if (!ok) {
     diag_error(d, (SrcSpan){0}, "--verify: %s", err);
   } else if (nx != ny || memcmp(x, y, nx)) {
@@ -200,36 +216,26 @@ bool orion_run_verify_patch(const char *package, const char *shown, const char *
     diag_error(d, (SrcSpan){0}, "--verify: cannot make a temporary directory: %s", strerror(errno));
     ok = false;
   }
-  StrBuf out, a, b, label;
+  StrBuf out, label;
   sb_init(&label);
   sb_init(&out);
-  sb_init(&a);
-  sb_init(&b);
   sb_printf(&out, "%s/fresh.anepkg", tmp);
   ok = ok && fresh_compile(&pkg, src, out.data, files, npy_names, nfiles, verbose, d);
   for (uint32_t i = 0; ok && i < pkg.nfunctions; i++) {
-    a.len = b.len = 0;
-    sb_printf(&a, "%s/%s", package, pkg.functions[i].mil_file);
-    sb_printf(&b, "%s/%s", out.data, pkg.functions[i].mil_file);
     label.len = 0;
     sb_printf(&label, "%s/%s", shown, pkg.functions[i].mil_file);
-    ok = same_file(a.data, label.data, b.data, &pkg, false, d);
+    ok = same_file(package, out.data, pkg.functions[i].mil_file, label.data, &pkg, false, d);
   }
   if (ok) {
-    a.len = b.len = 0;
-    sb_printf(&a, "%s/%s", package, PACKAGE_WEIGHTS);
-    sb_printf(&b, "%s/%s", out.data, PACKAGE_WEIGHTS);
     label.len = 0;
     sb_printf(&label, "%s/%s", shown, PACKAGE_WEIGHTS);
-    ok = same_file(a.data, label.data, b.data, &pkg, true, d);
+    ok = same_file(package, out.data, PACKAGE_WEIGHTS, label.data, &pkg, true, d);
   }
   ok = ok && same_outputs(package, out.data, d);
   if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", shown);
   if (made) temp_remove(tmp); /* our own directory, and its marker */
   sb_free(&out);
   sb_free(&label);
-  sb_free(&a);
-  sb_free(&b);
   free(src);
   package_free(&pkg);
   return ok;

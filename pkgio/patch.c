@@ -34,6 +34,7 @@
 #include "orion/blob.h"
 #include "orion/fp16.h"
 #include "orion/hash.h"
+#include "orion/pkg_paths.h"
 #include "orion/temporaries.h"
 #include "plist_util.h"
 
@@ -118,19 +119,42 @@ static bool sync_dir(const char *path) {
   return ok;
 }
 
-static bool sync_parent(const char *pkg, const char *sub) {
-  char *p = pkg_path(pkg, sub);
-  bool ok = sync_dir(p);
-  free(p);
-  return ok;
+/* The package's files are written, renamed and removed relative to
+ * descriptors opened by the package rule (orion/pkg_paths.h), so that a
+ * directory of the package swapped for a link cannot redirect an update. */
+
+/* The directory holding package file `name`, and name's last component; -1 with errno. */
+static int open_parent(const char *pkg, const char *name, const char **base) {
+  PkgDir dir;
+  const char *err;
+  if (!pkg_dir_open(&dir, pkg, &err)) return -1;
+  int fd = pkg_open_parent(&dir, name, base);
+  int saved = errno;
+  pkg_dir_close(&dir);
+  errno = saved;
+  return fd;
 }
 
-static bool rename_in(const char *pkg, const char *from, const char *to) {
-  char *a = pkg_path(pkg, from), *b = pkg_path(pkg, to);
+/* Opens package file `name` with `flags` by the package rule; -1 with errno (ELOOP when it leads outside). */
+static int open_member(const char *pkg, const char *name, int flags) {
+  PkgDir dir;
+  const char *err;
+  if (!pkg_dir_open(&dir, pkg, &err)) return -1;
+  bool outside;
+  char why[4096 + 128];
+  int fd = pkg_open_file(&dir, name, flags, &outside, why, sizeof why);
+  int saved = outside ? ELOOP : errno;
+  pkg_dir_close(&dir);
+  errno = saved;
+  return fd;
+}
+
+static bool sync_parent(const char *pkg, const char *sub) {
+  int fd = open_member(pkg, sub, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return false;
   step();
-  bool ok = rename(a, b) == 0;
-  free(a);
-  free(b);
+  bool ok = fsync(fd) == 0;
+  close(fd);
   return ok;
 }
 
@@ -150,12 +174,42 @@ static void untrack_in(const char *pkg, const char *name) {
   free(p);
 }
 
-/* Writes a whole file under a temporary name in the package, synced. */
+/* Both names in one directory of the package (a temporary beside its file). */
+static bool rename_in(const char *pkg, const char *from, const char *to) {
+  const char *a, *b;
+  int fd = open_parent(pkg, from, &a);
+  if (fd < 0) return false;
+  b = strrchr(to, '/') ? strrchr(to, '/') + 1 : to;
+  if ((size_t)(a - from) != (size_t)(b - to) || strncmp(from, to, (size_t)(a - from)))
+    ice("rename_in: %s and %s differ in directory", from, to);
+  step();
+  bool ok = renameat(fd, a, fd, b) == 0;
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+static bool unlink_in(const char *pkg, const char *name) {
+  const char *base;
+  int fd = open_parent(pkg, name, &base);
+  if (fd < 0) return false;
+  bool ok = unlinkat(fd, base, 0) == 0;
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+/* Writes a whole file under a temporary name in the package, synced; a
+ * link planted under that name is refused, not followed (O_NOFOLLOW). */
 static bool write_new_file(const char *pkg, const char *name, const uint8_t *const *parts, const uint64_t *lens,
                            uint32_t nparts) {
-  char *p = pkg_path(pkg, name);
-  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  free(p);
+  const char *base;
+  int dir = open_parent(pkg, name, &base);
+  if (dir < 0) return false;
+  int fd = openat(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  close(dir);
   if (fd < 0) return false;
   uint64_t off = 0;
   bool ok = true;
@@ -165,6 +219,17 @@ static bool write_new_file(const char *pkg, const char *name, const uint8_t *con
   }
   ok = ok && sync_fd(fd);
   return close(fd) == 0 && ok;
+}
+
+static bool read_member(const char *pkg, const char *name, char **text, size_t *len, const char **err) {
+  int fd = open_member(pkg, name, O_RDONLY);
+  if (fd < 0) {
+    *err = strerror(errno);
+    return false;
+  }
+  bool ok = read_fd(fd, SIZE_MAX / 2, text, len, err);
+  close(fd);
+  return ok;
 }
 
 bool package_has_journal(const char *path) {
@@ -288,9 +353,7 @@ static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
       return false;
     }
   } else {
-    char *wp = pkg_path(pkg, PACKAGE_WEIGHTS);
-    int fd = open(wp, O_WRONLY | O_CLOEXEC);
-    free(wp);
+    int fd = open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
     bool ok = fd >= 0;
     for (uint32_t i = 0; ok && i < j->nregions; i++) ok = write_all(fd, j->regions[i].data, j->regions[i].len, j->regions[i].offset);
     ok = ok && sync_fd(fd);
@@ -307,10 +370,8 @@ static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
     *err = strerror(errno);
     return false;
   }
-  char *jp = pkg_path(pkg, JOURNAL_NAME);
   step();
-  bool ok = unlink(jp) == 0 && sync_parent(pkg, "weights");
-  free(jp);
+  bool ok = unlink_in(pkg, JOURNAL_NAME) && sync_parent(pkg, "weights");
   if (!ok) *err = strerror(errno);
   return ok;
 }
@@ -323,7 +384,7 @@ static void remove_leftovers(const char *pkg, const PatchRemovedHook *removed) {
                                       SHADOW_NAME "-removing", MANIFEST_TMP "-removing"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char *p = pkg_path(pkg, names[i]);
-    if (unlink(p) == 0 && removed && removed->fn) removed->fn(removed->ctx, p);
+    if (unlink_in(pkg, names[i]) && removed && removed->fn) removed->fn(removed->ctx, p);
     free(p);
   }
 }
@@ -370,7 +431,7 @@ static bool recover_locked(const char *path, bool *did_recover, const PatchRemov
   bool ok = true;
   if (access(jp, F_OK) != 0) {
     remove_leftovers(path, removed); /* an uncommitted patch: the old weights stand */
-  } else if (!read_file(jp, SIZE_MAX / 2, &text, &len, &err)) {
+  } else if (!read_member(path, JOURNAL_NAME, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "%s: cannot read the journal of an interrupted weight update: %s", jp, err);
     ok = false;
   } else {
@@ -675,8 +736,14 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
   return ok;
 }
 
+static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err);
+
 static bool map_file(const char *path, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  return map_fd(open(path, O_RDONLY | O_CLOEXEC), flags, base, len, fd_out, err);
+}
+
+/* Maps what `fd` (or -1 with errno, from the open) holds; the descriptor is kept in *fd_out. */
+static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err) {
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     *err = strerror(errno);
@@ -711,7 +778,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     close(lock);
     return false;
   }
-  char *mpath = pkg_path(path, PACKAGE_MANIFEST), *wpath = pkg_path(path, PACKAGE_WEIGHTS);
+  char *wpath = pkg_path(path, PACKAGE_WEIGHTS);
   char *mtext = NULL;
   size_t mlen = 0;
   const char *err = NULL;
@@ -721,7 +788,8 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   Target *targets = NULL;
   uint32_t nt = 0;
   bool ok = false;
-  if (!read_file(mpath, SIZE_MAX / 2, &mtext, &mlen, &err) || !map_file(wpath, 0, &image, &size, &fd, &err)) {
+  if (!read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
+      !map_fd(open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
     goto out;
   }
@@ -814,7 +882,6 @@ out:
   if (image) munmap(image, size);
   if (fd >= 0) close(fd);
   free(mtext);
-  free(mpath);
   free(wpath);
   package_free(&pkg);
   close(lock);

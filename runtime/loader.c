@@ -8,7 +8,8 @@
  * description comes from the MIL functions themselves. In both cases every
  * BLOBFILE literal is resolved under the model directory with its path
  * confined there (`@model_path/` prefix, no `..`, no absolute or empty
- * components, no symlink leading out), its weight file mapped read-only once,
+ * components, no symlink leading out: opened through the directory's
+ * descriptor, orion/pkg_paths.h), its weight file mapped read-only once,
  * and its record checked by the blob reader against the declared type.
  *
  * The loader reports every problem it finds before failing, so one run shows
@@ -40,7 +41,10 @@
 
 /* One weight file, mapped once however many BLOBFILEs name it. */
 typedef struct Mapping {
-  char *real; /* realpath: the key, so two spellings of one file share a mapping */
+  char *real; /* realpath, for messages and orion_program_weight_file */
+  char *rel;  /* the path under the model directory it was opened by (reloads open it so again) */
+  dev_t dev;  /* the file's identity: two spellings of one file share a mapping */
+  ino_t ino;
   const uint8_t *base;
   size_t len;
   BlobFile bf;
@@ -84,6 +88,7 @@ struct OrionProgram {
 /* The state of one orion_open call. */
 typedef struct Loader {
   OrionProgram *p;
+  PkgDir dir; /* the model directory, opened once: its files are opened relative to it */
   Diag *d;
   bool failed;
 } Loader;
@@ -142,37 +147,6 @@ static void print_mil_type(StrBuf *sb, const MilType *t) {
 
 /* ---- weight files ------------------------------------------------------------ */
 
-/* realpath of path, or of its longest existing prefix (so that a symlink
- * leading out is recognised even when the file behind it is missing).
- * Returns the resolved prefix (malloc'd) or NULL; *complete says whether the
- * whole path resolved, *err the errno of the first failure. */
-static char *resolve_prefix(const char *path, size_t min_len, bool *complete, int *err) {
-  char *buf = xstrdup(path);
-  *complete = true;
-  *err = 0;
-  for (;;) {
-    char *real = realpath(buf, NULL);
-    if (real) {
-      free(buf);
-      return real;
-    }
-    if (*complete) *err = errno;
-    *complete = false;
-    char *slash = strrchr(buf, '/');
-    if (!slash || (size_t)(slash - buf) < min_len) {
-      free(buf);
-      return NULL;
-    }
-    *slash = '\0';
-  }
-}
-
-static bool inside_root(const char *root, const char *real) {
-  size_t n = strlen(root);
-  if (n == 1 && root[0] == '/') return true;
-  return strncmp(real, root, n) == 0 && (real[n] == '/' || real[n] == '\0');
-}
-
 /* Checks the textual form of a BLOBFILE path; returns the part after the prefix. */
 static const char *check_blob_path(Loader *L, SrcSpan at, const char *path) {
   if (path[0] == '/') {
@@ -206,7 +180,9 @@ static const char *check_blob_path(Loader *L, SrcSpan at, const char *path) {
 }
 
 /* The mapping of the weight file a BLOBFILE names, mapping it on first use;
- * NULL after reporting. */
+ * NULL after reporting. The file is opened through the model directory's
+ * descriptor by the package rule (pkg_open_file), and a refusal is worded
+ * as every package reader words it, at the BLOBFILE's place in the MIL. */
 static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   OrionProgram *p = L->p;
   const char *rest = check_blob_path(L, at, path);
@@ -214,58 +190,53 @@ static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   StrBuf full;
   sb_init(&full);
   sb_printf(&full, "%s/%s", p->root, rest);
-  bool complete;
-  int err;
-  char *real = resolve_prefix(full.data, strlen(p->root), &complete, &err);
   Mapping *m = NULL;
-  if (real && !inside_root(p->root, real)) {
-    lerr(L, at, "BLOBFILE path '%s' leads outside the model directory (to '%s')", path, real);
-    goto done;
-  }
-  if (!complete) {
-    lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, full.data, strerror(err));
-    goto done;
-  }
-  for (uint32_t i = 0; i < p->nmaps; i++)
-    if (strcmp(p->maps[i].real, real) == 0) {
-      m = &p->maps[i];
-      goto done;
-    }
-  int fd = open(real, O_RDONLY | O_CLOEXEC);
+  bool outside;
+  char why[4096 + 128];
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, real, strerror(errno));
-    if (fd >= 0) close(fd);
+  int fd = pkg_open_file(&L->dir, rest, O_RDONLY, &outside, why, sizeof why);
+  if (fd < 0) {
+    if (outside) lerr(L, at, "%s/%s: %s", p->path, rest, why);
+    else if (!strcmp(why, "is a directory") || !strcmp(why, "is not a regular file"))
+      lerr(L, at, "BLOBFILE path '%s': '%s' is not a regular file", path, full.data);
+    else lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, full.data, why);
     goto done;
   }
-  if (!S_ISREG(st.st_mode)) {
-    lerr(L, at, "BLOBFILE path '%s': '%s' is not a regular file", path, real);
+  if (fstat(fd, &st) != 0) {
+    lerr(L, at, "BLOBFILE path '%s': cannot open '%s': %s", path, full.data, strerror(errno));
     close(fd);
     goto done;
   }
+  for (uint32_t i = 0; i < p->nmaps; i++)
+    if (p->maps[i].dev == st.st_dev && p->maps[i].ino == st.st_ino) {
+      m = &p->maps[i];
+      close(fd);
+      goto done;
+    }
   const uint8_t *base = NULL;
   size_t len = (size_t)st.st_size;
   /* mmap refuses length 0; an empty file is left to the header check. */
   if (len > 0) {
     void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr == MAP_FAILED) {
-      lerr(L, at, "BLOBFILE path '%s': cannot map '%s': %s", path, real, strerror(errno));
+      lerr(L, at, "BLOBFILE path '%s': cannot map '%s': %s", path, full.data, strerror(errno));
       close(fd);
       goto done;
     }
     base = addr;
   }
   close(fd);
+  /* The realpath only names the file (messages, look-ups by name); the mapping is of what was opened. */
+  char *real = realpath(full.data, NULL);
   xgrow((void **)&p->maps, sizeof *p->maps, &p->mapcap, p->nmaps + 1);
   m = &p->maps[p->nmaps++];
-  *m = (Mapping){.real = real, .base = base, .len = len};
-  real = NULL; /* owned by the mapping */
+  *m = (Mapping){.real = real ? real : xstrdup(full.data), .rel = xstrdup(rest), .dev = st.st_dev, .ino = st.st_ino,
+                 .base = base, .len = len};
   char berr[256];
   m->header_ok = blob_file_open(&m->bf, base, len, berr, sizeof berr);
   /* Reported once, at the first statement naming the file; later ones fail quietly. */
   if (!m->header_ok) lerr(L, at, "%s: %s", path, berr);
 done:
-  free(real);
   sb_free(&full);
   return m;
 }
@@ -451,14 +422,20 @@ static MilProgram *read_mil(Loader *L, const char *dir, const char *file) {
   StrBuf path;
   sb_init(&path);
   sb_printf(&path, "%s/%s", dir, file);
-  char why[4096 + 128];
-  /* A package's files were judged by package_read; a bare directory's here, by the same rule. */
-  if (!pkg_file_inside(dir, file, why, sizeof why)) {
-    lerr(L, (SrcSpan){0}, "%s: %s", path.data, why);
+  char why[4096 + 128], *text;
+  size_t len;
+  bool outside;
+  /* Through the directory's descriptor, by the package rule (pkg_open_file), for packages and bare directories alike. */
+  if (!pkg_read_file(&L->dir, file, MAX_SOURCE_BYTES, &text, &len, &outside, why, sizeof why)) {
+    if (outside) lerr(L, (SrcSpan){0}, "%s: %s", path.data, why);
+    else if (!strcmp(why, "file too large"))
+      lerr(L, (SrcSpan){0}, "'%s' is too large (limit is %u bytes)", path.data, MAX_SOURCE_BYTES);
+    else lerr(L, (SrcSpan){0}, "cannot read '%s': %s", path.data, why);
     sb_free(&path);
     return NULL;
   }
-  MilProgram *mp = mil_read_file(path.data, L->d);
+  MilProgram *mp = mil_read_string(path.data, text, len, L->d);
+  free(text);
   sb_free(&path);
   if (!mp) {
     L->failed = true;
@@ -563,8 +540,15 @@ OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d)
     return NULL;
   }
   Loader L = {.p = p, .d = d};
+  const char *err;
+  if (!pkg_dir_open(&L.dir, path, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, err);
+    orion_close(p);
+    return NULL;
+  }
   if (is_package) open_package(&L, path, opt);
   else open_bare(&L, path);
+  pkg_dir_close(&L.dir);
   if (L.failed) {
     orion_close(p);
     return NULL;
@@ -579,6 +563,7 @@ void orion_close(OrionProgram *p) {
     if (p->maps[i].len) munmap((void *)(uintptr_t)p->maps[i].base, p->maps[i].len);
     if (p->maps[i].retired) munmap((void *)(uintptr_t)p->maps[i].retired, p->maps[i].len);
     free(p->maps[i].real);
+    free(p->maps[i].rel);
   }
   free(p->maps);
   for (uint32_t i = 0; i < p->nfuncs; i++) free(p->funcs[i].weights);
@@ -664,11 +649,14 @@ uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation;
 /* Maps one weight file again into m->fresh, without changing anything the
  * program uses yet; the layout must be the one loaded (a patch keeps every
  * record and offset). */
-static bool map_again(OrionProgram *p, Mapping *m, Diag *d) {
-  int fd = open(m->real, O_RDONLY | O_CLOEXEC);
+static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
+  bool outside;
+  char why[4096 + 128];
+  int fd = pkg_open_file(dir, m->rel, O_RDONLY, &outside, why, sizeof why);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, strerror(errno));
+    if (outside) diag_error(d, (SrcSpan){0}, "%s/%s: %s", p->path, m->rel, why);
+    else diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, fd < 0 ? why : strerror(errno));
     if (fd >= 0) close(fd);
     return false;
   }
@@ -782,8 +770,12 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
   }
   /* Every file is mapped and checked before anything changes, so a failure
    * leaves the program as it was. */
-  bool ok = true;
-  for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = map_again(p, &p->maps[i], d);
+  PkgDir dir;
+  const char *err;
+  bool ok = pkg_dir_open(&dir, p->root, &err);
+  if (!ok) diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", p->root, err);
+  for (uint32_t i = 0; ok && i < p->nmaps; i++) ok = map_again(p, &dir, &p->maps[i], d);
+  if (dir.path) pkg_dir_close(&dir);
   if (!ok) {
     for (uint32_t i = 0; i < p->nmaps; i++)
       if (p->maps[i].fresh) munmap((void *)(uintptr_t)p->maps[i].fresh, p->maps[i].len), p->maps[i].fresh = NULL;

@@ -173,7 +173,26 @@ static void put_source_line(StrBuf *sb, const SourceFile *f, uint32_t line, uint
   sb_putc(sb, '\n');
 }
 
+/* One report: at `span` when it names a registered source, else at `place`
+ * ("file:line[:col]") when given, else under the program's name. */
+static void report(Diag *d, DiagLevel level, SrcSpan span, const char *place, const char *fmt, va_list ap)
+    ORION_PRINTF(5, 0);
+
 void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap) {
+  report(d, level, span, NULL, fmt, ap);
+}
+
+void diag_report_line(Diag *d, DiagLevel level, const char *file, uint32_t line, uint32_t col, const char *fmt, ...) {
+  char place[4096 + 32];
+  if (col) snprintf(place, sizeof place, "%s:%u:%u", file, line, col);
+  else snprintf(place, sizeof place, "%s:%u", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  report(d, level, (SrcSpan){0}, place, fmt, ap);
+  va_end(ap);
+}
+
+static void report(Diag *d, DiagLevel level, SrcSpan span, const char *place, const char *fmt, va_list ap) {
   if (level == DIAG_WARNING && d->suppress_warnings) {
     d->last_suppressed = true;
     return;
@@ -190,6 +209,8 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
   if (f) {
     srcset_linecol(d->sources, span.file, span.start, &line, &col);
     sb_printf(&sb, "%s:%u:%u: ", f->name, line, col);
+  } else if (place) {
+    sb_printf(&sb, "%s: ", place);
   } else {
     sb_printf(&sb, "%s: ", d->program ? d->program : "orionc");
   }
@@ -198,7 +219,16 @@ void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_li
   sb_printf(&sb, "%s: ", names[level]);
   size_t message_start = sb.len;
   sb_vprintf(&sb, fmt, ap);
-  if (d->observe) d->observe(d->observe_ctx, level, span, sb.data + message_start);
+  if (d->observe && place) {
+    /* An observer knows spans only: the place is kept in the text it is given. */
+    StrBuf placed;
+    sb_init(&placed);
+    sb_printf(&placed, "%s: %s", place, sb.data + message_start);
+    d->observe(d->observe_ctx, level, span, placed.data);
+    sb_free(&placed);
+  } else if (d->observe) {
+    d->observe(d->observe_ctx, level, span, sb.data + message_start);
+  }
   if (promoted) sb_puts(&sb, " [-Werror]");
   sb_putc(&sb, '\n');
   if (f) {

@@ -15,27 +15,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) {
-    *err = strerror(errno);
-    return false;
-  }
+bool read_fd(int fd, size_t limit, char **data, size_t *len, const char **err) {
   struct stat st;
   if (fstat(fd, &st) != 0) {
     *err = strerror(errno);
-    close(fd);
     return false;
   }
   if (S_ISDIR(st.st_mode)) {
     *err = "is a directory";
-    close(fd);
     return false;
   }
   size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 4096, n = 0;
   if (S_ISREG(st.st_mode) && (size_t)st.st_size > limit) {
     *err = "file too large";
-    close(fd);
     return false;
   }
   char *buf = xmalloc(cap);
@@ -43,7 +35,6 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
     if (n + 1 >= cap) {
       if (cap > limit) {
         free(buf);
-        close(fd);
         *err = "file too large";
         return false;
       }
@@ -55,13 +46,11 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
       if (errno == EINTR) continue;
       *err = strerror(errno);
       free(buf);
-      close(fd);
       return false;
     }
     if (r == 0) break;
     n += (size_t)r;
   }
-  close(fd);
   if (n > limit) {
     free(buf);
     *err = "file too large";
@@ -71,6 +60,17 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
   *data = buf;
   *len = n;
   return true;
+}
+
+bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    *err = strerror(errno);
+    return false;
+  }
+  bool ok = read_fd(fd, limit, data, len, err);
+  close(fd);
+  return ok;
 }
 
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err) {

@@ -77,6 +77,40 @@ Test(diag, no_location) {
   teardown(&f);
 }
 
+/* A place in a file that is no registered source (a manifest): no source line shown; -Werror and counts as usual. */
+Test(diag, report_at_a_line_of_an_unregistered_file) {
+  Fixture f;
+  setup(&f, "");
+  diag_report_line(&f.d, DIAG_ERROR, "P/Manifest.plist", 12, 7, "manifest: input has no '%s'", "Name");
+  diag_report_line(&f.d, DIAG_ERROR, "P/Manifest.plist", 70009, 0, "no column");
+  f.d.warnings_as_errors = true;
+  diag_report_line(&f.d, DIAG_WARNING, "f", 1, 1, "promoted");
+  cr_assert_str_eq(f.out.data, "P/Manifest.plist:12:7: error: manifest: input has no 'Name'\n"
+                               "P/Manifest.plist:70009: error: no column\n"
+                               "f:1:1: error: promoted [-Werror]\n");
+  cr_assert_eq(f.d.nerrors, 3);
+  teardown(&f);
+}
+
+static void keep_message(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  sb_printf(ctx, "%d %u [%s]\n", (int)level, span.file, message);
+}
+
+/* An observer, which knows spans only, gets the place in the message's text. */
+Test(diag, observer_keeps_an_unregistered_place) {
+  Fixture f;
+  setup(&f, "");
+  StrBuf seen;
+  sb_init(&seen);
+  f.d.observe = keep_message;
+  f.d.observe_ctx = &seen;
+  diag_report_line(&f.d, DIAG_ERROR, "P/Manifest.plist", 12, 7, "manifest: bad");
+  diag_error(&f.d, (SrcSpan){0}, "plain");
+  cr_assert_str_eq(seen.data, "2 0 [P/Manifest.plist:12:7: manifest: bad]\n2 0 [plain]\n");
+  sb_free(&seen);
+  teardown(&f);
+}
+
 Test(diag, error_limit_stops_and_says_so_once) {
   Fixture f;
   setup(&f, "x\n");

@@ -11,6 +11,7 @@
 
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -373,20 +374,54 @@ Test(loader, blobfile_symlink_out) {
   snprintf(mil, sizeof mil, "%s/model.mil", bare);
   snprintf(to, sizeof to, "string(\"@model_path/weights2/%s/outside/weight.bin\"), offset = uint64(64)", base);
   edit(mil, w_path, to, 1);
+  /* Worded as every package reader words a file leading out (pkg_paths), at the BLOBFILE. */
   snprintf(want, sizeof want,
-           "%s:5:9: error: BLOBFILE path '@model_path/weights2/%s/outside/weight.bin' leads outside the model "
-           "directory (to '%s/outside/weight.bin')\n",
-           mil, base, real_dir);
+           "%s:5:9: error: %s/weights2/%s/outside/weight.bin: leads outside the package (a symbolic link to "
+           "'%s/outside/weight.bin')\n",
+           mil, bare, base, real_dir);
   expect_rejected(bare, true, want);
   /* A missing file behind the link is still reported as leading out. */
   char to2[512];
   snprintf(to2, sizeof to2, "string(\"@model_path/weights2/%s/nothing/weight.bin\"), offset = uint64(64)", base);
   edit(mil, to, to2, 1);
   snprintf(want, sizeof want,
-           "%s:5:9: error: BLOBFILE path '@model_path/weights2/%s/nothing/weight.bin' leads outside the model "
-           "directory (to '%s')\n",
-           mil, base, real_dir);
+           "%s:5:9: error: %s/weights2/%s/nothing/weight.bin: leads outside the package (a symbolic link to "
+           "'%s/nothing/weight.bin')\n",
+           mil, bare, base, real_dir);
   expect_rejected(bare, true, want);
+  cleanup();
+}
+
+static const uint8_t *weight_bytes(const OrionProgram *p, uint32_t i) { return orion_weight(p, 0, i)->data; }
+
+/* Links that stay inside the directory are followed (relative, and absolute
+ * to its realpath), and one file reached by two spellings is mapped once. */
+Test(loader, blobfile_links_inside) {
+  make_dir();
+  make_bare();
+  char cmd[4 * PATH_MAX], real_bare[PATH_MAX], mil[256], to[PATH_MAX + 128];
+  cr_assert_not_null(realpath(bare, real_bare));
+  /* The distance between the two weights' bytes in one mapping of the file. */
+  Opened plain;
+  open_at(&plain, bare, true);
+  cr_assert_not_null(plain.p, "%s", diags(&plain));
+  cr_assert_eq(orion_weight_count(plain.p, 0), 2);
+  ptrdiff_t apart = weight_bytes(plain.p, 1) - weight_bytes(plain.p, 0);
+  close_opened(&plain);
+  snprintf(cmd, sizeof cmd, "mv '%s/weights' '%s/store' && ln -s store '%s/weights' && ln -s '%s/store' '%s/abs'",
+           bare, bare, bare, real_bare, bare);
+  run(cmd);
+  snprintf(mil, sizeof mil, "%s/model.mil", bare);
+  snprintf(to, sizeof to, "string(\"@model_path/abs/weight.bin\"), offset = uint64(64)");
+  edit(mil, w_path, to, 1);
+  Opened o;
+  open_at(&o, bare, true);
+  cr_assert_not_null(o.p, "%s", diags(&o));
+  cr_assert_eq(o.diags.len, 0, "%s", diags(&o));
+  check_weights(o.p);
+  /* Two mappings would put them anywhere; one keeps the file's distance. */
+  cr_assert_eq(weight_bytes(o.p, 1) - weight_bytes(o.p, 0), apart);
+  close_opened(&o);
   cleanup();
 }
 

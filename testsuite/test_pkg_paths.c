@@ -9,6 +9,7 @@
 #include "orion/pkg_paths.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,4 +100,76 @@ Test(pkg_dir, kinds, .init = in_scratch, .fini = out_of_scratch) {
     snprintf(p, sizeof p, "%s/%s", dir, cases[i].name);
     cr_assert_eq(pkg_dir_kind(p), cases[i].kind, "%s", cases[i].name);
   }
+}
+
+/* The package as pkg_open_file reads it: `rel` read through `dir`, or the refusal. */
+static const char *read_through(const PkgDir *pd, const char *rel) {
+  static char got[512];
+  char *data;
+  size_t len;
+  bool outside = false;
+  if (pkg_read_file(pd, rel, 4096, &data, &len, &outside, got, sizeof got)) {
+    snprintf(got, sizeof got, "read '%.*s'", (int)len, data);
+    free(data);
+    return got;
+  }
+  char *at = strstr(got, dir);
+  if (at) memmove(at + 1, at + strlen(dir), strlen(at + strlen(dir)) + 1), at[0] = 'D';
+  cr_assert_eq(outside, strstr(got, "leads outside") != NULL, "%s", got);
+  return got;
+}
+
+/* No check by name comes before the open: a file swapped for a link out
+ * after the package was opened (where a check would have passed) is refused
+ * when it is read through the package's descriptor, and the outside file's
+ * content is never returned. */
+Test(pkg_file, swapped_after_open, .init = in_scratch, .fini = out_of_scratch) {
+  run("mkdir -p \"$D/p/weights\" \"$D/out/weights\" && printf mil >\"$D/p/model.mil\"");
+  run("printf w >\"$D/p/weights/weight.bin\" && printf SECRET >\"$D/out/secret\" && printf SECRET >\"$D/out/weights/weight.bin\"");
+  char p[128];
+  snprintf(p, sizeof p, "%s/p", dir);
+  PkgDir pd;
+  const char *err;
+  cr_assert(pkg_dir_open(&pd, p, &err));
+  cr_assert_str_eq(read_through(&pd, "model.mil"), "read 'mil'");
+  cr_assert_str_eq(read_through(&pd, "weights/weight.bin"), "read 'w'");
+  run("rm \"$D/p/model.mil\" && ln -s \"$D/out/secret\" \"$D/p/model.mil\"");
+  cr_assert_str_eq(read_through(&pd, "model.mil"), "leads outside the package (a symbolic link to 'D/out/secret')");
+  /* A directory on the way swapped for a link out. */
+  run("rm -r \"$D/p/weights\" && ln -s ../out/weights \"$D/p/weights\"");
+  cr_assert_str_eq(read_through(&pd, "weights/weight.bin"),
+                   "leads outside the package (a symbolic link to 'D/out/weights/weight.bin')");
+  /* Writing is refused the same way, and the outside file keeps its bytes. */
+  bool outside = false;
+  char why[512];
+  cr_assert_eq(pkg_open_file(&pd, "weights/weight.bin", O_WRONLY | O_TRUNC, &outside, why, sizeof why), -1);
+  cr_assert(outside);
+  run("test \"$(cat \"$D/out/weights/weight.bin\")\" = SECRET");
+  pkg_dir_close(&pd);
+}
+
+/* Links that stay inside the package are followed, relative or absolute,
+ * through directories too; what is no regular file is refused. */
+Test(pkg_file, links_inside_and_kinds, .init = in_scratch, .fini = out_of_scratch) {
+  run("mkdir -p \"$D/p/a/b\" && printf real >\"$D/p/a/b/real.mil\" && mkfifo \"$D/p/fifo\"");
+  run("ln -s a/b/real.mil \"$D/p/rel.mil\" && ln -s \"$D/p/a/b/real.mil\" \"$D/p/abs.mil\"");
+  run("ln -s ../../rel.mil \"$D/p/a/b/up.mil\" && ln -s a/b \"$D/p/ab\" && ln -s loop1 \"$D/p/loop2\" && ln -s loop2 \"$D/p/loop1\"");
+  run("ln -s ../../../p/a/b/real.mil \"$D/p/a/b/around.mil\" && ln -s ../../../q/real.mil \"$D/p/a/b/elsewhere.mil\"");
+  char p[128];
+  snprintf(p, sizeof p, "%s/p", dir);
+  PkgDir pd;
+  const char *err;
+  cr_assert(pkg_dir_open(&pd, p, &err));
+  cr_assert_str_eq(read_through(&pd, "rel.mil"), "read 'real'");
+  cr_assert_str_eq(read_through(&pd, "abs.mil"), "read 'real'");
+  cr_assert_str_eq(read_through(&pd, "a/b/up.mil"), "read 'real'");
+  cr_assert_str_eq(read_through(&pd, "ab/real.mil"), "read 'real'");
+  /* Through the package's parent straight back in by name ends inside, as it always did. */
+  cr_assert_str_eq(read_through(&pd, "a/b/around.mil"), "read 'real'");
+  cr_assert_str_eq(read_through(&pd, "a/b/elsewhere.mil"), "leads outside the package (a symbolic link to 'D/q/real.mil')");
+  cr_assert_str_eq(read_through(&pd, "a"), "is a directory");
+  cr_assert_str_eq(read_through(&pd, "fifo"), "is not a regular file");
+  cr_assert_str_eq(read_through(&pd, "missing.mil"), "No such file or directory");
+  cr_assert_str_eq(read_through(&pd, "loop1"), "Too many levels of symbolic links");
+  pkg_dir_close(&pd);
 }

@@ -41,8 +41,10 @@ typedef struct TempDirHook {
 } TempDirHook;
 
 /* Copies the files of the package at `from` (the manifest, the MIL files,
- * the weight file) into the existing empty directory `to`, each synced;
- * false with errno set on failure. */
+ * the weight file) into the existing empty directory `to`, each synced and
+ * each read through the package's descriptor (orion/pkg_paths.h: a file
+ * leading out of the package is not copied, ELOOP); false with errno set
+ * on failure. */
 bool package_copy(const char *from, const char *to);
 
 /* mkdtemp(tmpl) between the hook's begin and fn (h may be NULL). */

@@ -74,6 +74,8 @@ void sb_put_double(StrBuf *sb, double v);
 
 /* Reads a whole file. Returns false and fills err (a static message) on failure. */
 bool read_file(const char *path, size_t limit, char **data, size_t *len, const char **err);
+/* The same from an open descriptor (which stays open, read from where it is). */
+bool read_fd(int fd, size_t limit, char **data, size_t *len, const char **err);
 
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. */
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err);
@@ -145,6 +147,13 @@ void diag_init(Diag *d, SourceSet *sources);
  * Messages are lowercase, without a trailing period. */
 void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) ORION_PRINTF(4, 5);
 void diag_vreport(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, va_list ap) ORION_PRINTF(4, 0);
+/* A report at a place in a file that is no registered source (a manifest,
+ * whose lines libxml2 gives): "file:line:col: level: ...", without ":col"
+ * when col is 0; no source line is shown. An observer (Diag.observe),
+ * which knows spans only, is given "file:line:col: ..." as the message, so
+ * that the place is not lost. */
+void diag_report_line(Diag *d, DiagLevel level, const char *file, uint32_t line, uint32_t col, const char *fmt, ...)
+    ORION_PRINTF(6, 7);
 /* diag_error(d, span, fmt, ...) and friends (span may be a compound literal). */
 #define diag_error(d, ...) diag_report((d), DIAG_ERROR, __VA_ARGS__)
 #define diag_warning(d, ...) diag_report((d), DIAG_WARNING, __VA_ARGS__)

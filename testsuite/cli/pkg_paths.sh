@@ -47,7 +47,8 @@ PY
   after=$(find "$tmp" -newer h.anepkg/Manifest.plist -name '*.npy' | wc -l)
   if [ "$before" = "$after" ] && [ -z "$(ls work/res)" ]; then pass; else fail "$name: orion-run wrote a file"; fi
 }
-m="h.anepkg/Manifest.plist: manifest: output name"
+# At the renamed output's Name in the manifest (line 64; a collision at the later name, line 83).
+m="h.anepkg/Manifest.plist:64:13: error: manifest: output name"
 hostile dotdot '../escape' y "$m '../escape' of function 'main' has a '/' where a plain name is meant (outputs are written as NAME.npy)"
 hostile parent '..' y "$m '..' of function 'main' has a '..' component (outputs are written as NAME.npy)"
 hostile dot '.' y "$m '.' of function 'main' has a '.' component (outputs are written as NAME.npy)"
@@ -56,7 +57,7 @@ hostile separator 'a/b' y "$m 'a/b' of function 'main' has a '/' where a plain n
 hostile delete "$(printf 'a\177b')" y "$m 'a\\x7fb' of function 'main' has a control character (outputs are written as NAME.npy)"
 hostile tab "$(printf 'a\tb')" y "$m 'a\\x09b' of function 'main' has a control character (outputs are written as NAME.npy)"
 hostile empty '' y "$m '' of function 'main' is empty (outputs are written as NAME.npy)"
-hostile collide z z "h.anepkg/Manifest.plist: manifest: two outputs of function 'main' would both be written as 'z.npy'"
+hostile collide z z "h.anepkg/Manifest.plist:83:13: error: manifest: two outputs of function 'main' would both be written as 'z.npy'"
 # Names that differ in case are two files (the rule is case-sensitive).
 rm -rf h.anepkg && cp -r t.anepkg h.anepkg
 sed -i 's|<string>y</string>|<string>X</string>|' h.anepkg/Manifest.plist
@@ -66,7 +67,7 @@ if [ ! -e "$tmp/escape.npy" ] && [ ! -e /tmp/abs.npy ] || [ /tmp/abs.npy -ot t.o
 # A MIL file name that leaves the package is refused by every tool alike.
 rm -rf h.anepkg && cp -r t.anepkg h.anepkg
 sed -i 's|<string>model.mil</string>|<string>../t.oir</string>|' h.anepkg/Manifest.plist
-mm="h.anepkg/Manifest.plist: manifest: MIL file name '../t.oir' has a '/' where a plain name is meant; it must be a plain name inside the package"
+mm="h.anepkg/Manifest.plist:33:9: error: manifest: MIL file name '../t.oir' has a '/' where a plain name is meant; it must be a plain name inside the package"
 check mil-run 1 "$run" h.anepkg --input a=a.npy --output-dir work/res
 contains mil-run "$mm"
 check mil-inspect 1 "$inspect" h.anepkg
