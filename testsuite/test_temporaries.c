@@ -122,7 +122,12 @@ Test(temporaries, made_with_a_marker_naming_this_process, .init = scratch, .fini
   char want[64];
   snprintf(want, sizeof want, "orion-temporary 1 pid=%ld ", (long)getpid());
   cr_assert(!strncmp(text, want, strlen(want)), "%s", text);
-  cr_assert_eq(leftover_check(tmpl), LEFTOVER_TOO_NEW, "made after this process started (and by it)");
+  /* Never a leftover: made after this process started, or, when the test
+   * runs within the clock tick this process started in (the start time's
+   * resolution), made by a live maker. Which of the two depends on how fast
+   * the machine is; "made too late" itself is tested in what_is_left_alone. */
+  LeftoverVerdict v = leftover_check(tmpl);
+  cr_assert(v == LEFTOVER_TOO_NEW || v == LEFTOVER_MAKER_ALIVE, "verdict %d: this process's own temporary", (int)v);
   cr_assert_eq(leftovers_clean(dir, NULL, NULL), 0);
   cr_assert(exists(tmpl));
   temp_remove(tmpl);

@@ -70,7 +70,7 @@ contains v1-flipped-run "v1bad.anepkg/weights/weight.bin: weight 'w' fails its c
 cp -r "$fixtures/format1.anepkg" v1key.anepkg
 sed -i 's|<key>XXH64</key>|<key>XXH3</key>|' v1key.anepkg/Manifest.plist
 check v1-xxh3-key 1 "$inspect" v1key.anepkg
-contains v1-xxh3-key "v1key.anepkg/Manifest.plist: manifest: weight has no 'XXH64'"
+contains v1-xxh3-key "v1key.anepkg/Manifest.plist:84:11: error: manifest: weight has no 'XXH64'"
 
 # Format 2 from the same source: the same weight file and MIL, XXH3-64 checksums.
 check v2-compile 0 "$orionc" --no-lint --no-dedup -o v2.anepkg format1.oir
@@ -118,5 +118,5 @@ same_bytes v2-patched-run o2p/z.npy want.npy
 cp -r v2.anepkg v3.anepkg
 sed -i '/<key>FormatVersion<\/key>/{n;s|<integer>2</integer>|<integer>3</integer>|}' v3.anepkg/Manifest.plist
 check v3 1 "$inspect" v3.anepkg
-contains v3 "v3.anepkg/Manifest.plist: package format version 3 is not supported (this reads versions 1 to 2)"
+contains v3 "v3.anepkg/Manifest.plist:6:5: error: package format version 3 is not supported (this reads versions 1 to 2)"
 finish
