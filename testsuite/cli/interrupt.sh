@@ -12,6 +12,7 @@
 # `package-temp` (the temporary package is complete, not yet in place).
 #   interrupt.sh ORIONC ORION_INSPECT
 set -u
+set -m # background jobs keep SIGINT (without job control a shell starts them with it ignored)
 orionc=$(realpath "$1")
 inspect=$(realpath "$2")
 . "$(dirname "$0")/lib.sh"
