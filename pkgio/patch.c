@@ -663,6 +663,26 @@ static bool map_file(const char *path, int flags, uint8_t **base, size_t *len, i
   return true;
 }
 
+/* PatchOptions.unsynced: the regions into the weight file in place, then the
+ * manifest by rename, nothing synced (a working copy; see patch.h). */
+static bool apply_unsynced(const char *pkg, const char *wpath, const Region *regions, uint32_t nr,
+                           const char *manifest, size_t mlen, const char **err) {
+  int fd = open(wpath, O_WRONLY | O_CLOEXEC);
+  bool ok = fd >= 0;
+  for (uint32_t r = 0; ok && r < nr; r++) ok = write_all(fd, regions[r].data, regions[r].len, regions[r].offset);
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  char *tmp = pkg_path(pkg, PACKAGE_MANIFEST ".tmp");
+  if (ok) {
+    int mfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ok = mfd >= 0 && write_all(mfd, (const uint8_t *)manifest, mlen, 0);
+    if (mfd >= 0 && close(mfd) != 0) ok = false;
+  }
+  ok = ok && rename_in(pkg, PACKAGE_MANIFEST ".tmp", PACKAGE_MANIFEST);
+  if (!ok) *err = strerror(errno);
+  free(tmp);
+  return ok;
+}
+
 static int by_offset(const void *a, const void *b) {
   const Region *x = a, *y = b;
   return (x->offset > y->offset) - (x->offset < y->offset);
@@ -747,13 +767,19 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   Journal j = {.mode = shadow ? MODE_SHADOW : MODE_REGIONS, .generation = generation, .manifest = new_manifest,
                .manifest_len = new_mlen, .regions = regions, .nregions = shadow ? 0 : nr};
   ok = true;
-  if (shadow) {
+  if (opt->unsynced) {
+    ok = apply_unsynced(path, wpath, regions, nr, new_manifest, new_mlen, &err);
+    if (!ok) diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
+    shadow = false;
+  } else if (shadow) {
     ok = write_new_file(path, SHADOW_NAME, parts, lens, np);
     if (!ok) err = strerror(errno);
   }
-  ok = ok && journal_write(path, &j);
+  if (!opt->unsynced) ok = ok && journal_write(path, &j);
   if (!ok && !err) err = strerror(errno);
-  if (ok) {
+  if (opt->unsynced) {
+    /* written already, or reported */
+  } else if (ok) {
     ok = journal_apply(path, &j, &err);
     if (!ok) {
       /* Committed: the next open or patch completes it. */
