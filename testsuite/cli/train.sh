@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# orion-run train from the command line: the hand-written training package
+# (testsuite/train/model/bigram.oir with orionc --train-contract) trains with
+# options spelt --opt value and --opt=value alike, prints 0 compiles and the
+# update's share, leaves the package unchanged, logs a line per step; usage
+# errors exit 2 (a misspelt option with its did-you-mean); orion-inspect
+# shows the contract.
+#
+#   train.sh ORIONC ORION_RUN ORION_INSPECT SOURCE_ROOT
+set -u
+orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") root=$(realpath "$4")
+source "$(dirname "$0")/lib.sh"
+model=$root/testsuite/train/model
+
+check compile 0 "$orionc" -w --train-contract "$model/bigram.train.json" "$model/bigram.oir" -o b.anepkg
+check inspect 0 "$inspect" b.anepkg
+contains inspect "training: forward fwd, backward bwd, loss loss, vocabulary 8, 512 saved bytes"
+contains inspect "    loss_scale           <- the loss scale"
+contains inspect "    grad.W               -> param W"
+check inspect-json 0 "$inspect" --json b.anepkg
+cp out inspect.json
+check inspect-json-training 0 /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["training"]
+assert t["forward"] == "fwd" and t["saved_bytes"] == 512 and t["trainable"] == ["W", "b"], t
+assert t["backward_inputs"][3] == {"input": "loss_scale", "from": "loss_scale"}, t
+' inspect.json
+mkdir work && export TMPDIR=$tmp/work # where the working copies go
+before=$(md5sum b.anepkg/weights/weight.bin b.anepkg/Manifest.plist)
+
+check train-spaced 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 5 --lr 0.5 --optimizer sgd \
+  --numerics fp32 --log spaced.jsonl
+contains train-spaced "compiles: 0; weight updates: 5 ("
+contains train-spaced "% of step time:"
+contains train-spaced "step 5/5 loss "
+check train-equals 0 "$run" train b.anepkg --data="$model/bigram_tokens.npy" --steps=5 --lr=0.5 --optimizer=sgd \
+  --numerics=fp32 --log=equals.jsonl
+check same-log 0 /usr/bin/python3 -c '
+import json, sys
+a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+assert len(a) == 5 and a == b, (a, b)
+' spaced.jsonl equals.jsonl
+after=$(md5sum b.anepkg/weights/weight.bin b.anepkg/Manifest.plist)
+if [ "$before" = "$after" ]; then pass; else fail "the package changed"; fi
+if [ -z "$(ls -A work)" ]; then pass; else fail "a working copy was left: $(ls work)"; fi
+
+check typo 2 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --step 5 --lr 1
+contains typo "orion-run train: error: unknown option '--step'"
+contains typo "note: did you mean '--steps'?"
+check no-lr 2 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 5
+contains no-lr "orion-run train: error: --lr LR is required"
+check bad-optimizer 2 "$run" train b.anepkg --data x --steps 5 --lr 1 --optimizer adam
+contains bad-optimizer "orion-run train: error: --optimizer is adamw or sgd, not 'adam'"
+check bad-number 2 "$run" train b.anepkg --data x --steps five --lr 1
+contains bad-number "orion-run train: error: --steps needs a whole number (not 'five')"
+check switch-value 2 "$run" train b.anepkg --data x --steps 5 --lr 1 --shuffle=yes
+check help 0 "$run" train --help
+contains help "--weight-decay WD"
+contains help "(default: 0.01 with"
+check missing-data 1 "$run" train b.anepkg --data nothere.npy --steps 1 --lr 1
+contains missing-data "orion-run: error: cannot read 'nothere.npy'"
+finish
