@@ -281,6 +281,7 @@ int orion_run_train(int argc, char **argv) {
          (double)r.loss_scale);
   printf("step time: forward %.1f ms, backward %.1f ms, optimizer %.1f ms, weight update %.1f ms\n", r.forward_ms,
          r.backward_ms, r.optimizer_ms, r.update_ms);
+  printf("working copy: %s (removed)\n", r.work_package ? r.work_package : work.data);
   rc = 0;
 done:
   orion_train_report_free(&r);

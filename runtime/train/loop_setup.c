@@ -47,11 +47,17 @@ static bool copy_file(const char *from, const char *to, const char **err) {
 /* The package's files (manifest, MIL files, weight file) into work_dir/NAME,
  * not synced: the copy is the run's scratch, checkpoints are its record. */
 bool loop_copy_package(const Package *pkg, const char *work_dir, char **out, Diag *d) {
-  const char *base = strrchr(pkg->path, '/');
-  base = base && base[1] ? base + 1 : pkg->path;
-  char *name = xstrdup(base);
-  size_t n = strlen(name);
-  while (n > 1 && name[n - 1] == '/') name[--n] = '\0';
+  /* The package's own name, as the last component of its path. */
+  char *path = xstrdup(pkg->path);
+  size_t n = strlen(path);
+  while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+  const char *slash = strrchr(path, '/');
+  char *name = xstrdup(slash ? slash + 1 : path);
+  free(path);
+  if (!name[0] || !strcmp(name, ".") || !strcmp(name, "..")) { /* a path without a name of its own */
+    free(name);
+    name = xstrdup("package.anepkg");
+  }
   StrBuf dst;
   sb_init(&dst);
   sb_printf(&dst, "%s/%s", work_dir, name);

@@ -33,6 +33,7 @@ check train-spaced 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --s
 contains train-spaced "compiles: 0; weight updates: 5 ("
 contains train-spaced "% of step time:"
 contains train-spaced "step 5/5 loss "
+contains train-spaced "working copy: $tmp/work/orion-train-"
 check train-equals 0 "$run" train b.anepkg --data="$model/bigram_tokens.npy" --steps=5 --lr=0.5 --optimizer=sgd \
   --numerics=fp32 --log=equals.jsonl
 check same-log 0 /usr/bin/python3 -c '
@@ -44,6 +45,25 @@ assert len(a) == 5 and a == b, (a, b)
 after=$(md5sum b.anepkg/weights/weight.bin b.anepkg/Manifest.plist)
 if [ "$before" = "$after" ]; then pass; else fail "the package changed"; fi
 if [ -z "$(ls -A work)" ]; then pass; else fail "a working copy was left: $(ls work)"; fi
+
+# The working copy is named after the package however its path is spelt.
+check trailing-slash 0 "$run" train b.anepkg/ --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1
+check dot 0 sh -c "cd b.anepkg && '$run' train . --data '$model/bigram_tokens.npy' --steps 2 --lr 0.1"
+check no-such-input 1 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1 --input y=y.npy
+contains no-such-input "orion-run: error: --input y: the forward function has no such input"
+check data-input 1 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1 --input tokens=t.npy
+contains data-input "orion-run: error: --input tokens: this input comes from --data"
+check checkpoint 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 4 --lr 0.1 --checkpoint-dir ck \
+  --checkpoint-every 2 --export t.safetensors --log ck.jsonl
+if [ -d ck/step-000000002 ] && [ -d ck/step-000000004 ] && [ -s t.safetensors ]; then pass; else fail "checkpoints/export"; fi
+check resume 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 6 --lr 0.1 --resume ck --log ck.jsonl
+contains resume "trained steps 5-6 of 6"
+check resume-log 0 /usr/bin/python3 -c '
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+assert steps == [1, 2, 3, 4, 5, 6], steps
+' ck.jsonl
+check patch-export 0 "$run" patch b.anepkg --weights t.safetensors
 
 check typo 2 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --step 5 --lr 1
 contains typo "orion-run train: error: unknown option '--step'"
