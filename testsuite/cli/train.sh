@@ -13,6 +13,19 @@ source "$(dirname "$0")/lib.sh"
 model=$root/testsuite/train/model
 
 check compile 0 "$orionc" -w --train-contract "$model/bigram.train.json" "$model/bigram.oir" -o b.anepkg
+# A contract that does not fit the functions: refused by the reader's own checks, nothing written.
+sed 's/"name": "probs"/"name": "logits"/' "$model/bigram.train.json" >bad.json
+check bad-contract 1 "$orionc" -w --no-cache --train-contract bad.json "$model/bigram.oir" -o bad.anepkg
+contains bad-contract "error: the training contract: manifest: Training: the backward input 'probs' comes from 'logits', which is not an output of the forward function 'fwd'"
+if [ ! -e bad.anepkg ]; then pass; else fail "bad-contract: a package was written"; fi
+echo '{"forward": "fwd"' >broken.json
+check broken-contract 1 "$orionc" -w --no-cache --train-contract broken.json "$model/bigram.oir" -o bad.anepkg
+contains broken-contract "error: broken.json: the training contract is not a JSON object"
+echo '{"forward": "fwd", "backward": "bwd", "loss": "loss", "backward_inputs": [{"input": "x", "from": "saved"}], "gradients": [], "trainable": []}' >from.json
+check from-contract 1 "$orionc" -w --no-cache --train-contract from.json "$model/bigram.oir" -o bad.anepkg
+contains from-contract "error: from.json: 'from' of the backward input 'x' must be \"output\", \"input\" or \"loss_scale\""
+check no-contract-file 1 "$orionc" -w --no-cache --train-contract nothere.json "$model/bigram.oir" -o bad.anepkg
+contains no-contract-file "error: cannot read the training contract 'nothere.json'"
 check inspect 0 "$inspect" b.anepkg
 contains inspect "training: forward fwd, backward bwd, loss loss, vocabulary 8, 512 saved bytes"
 contains inspect "    loss_scale           <- the loss scale"
