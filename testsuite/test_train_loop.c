@@ -424,3 +424,51 @@ Test(train_loop, ane_numerics_skip_an_overflowing_step) {
   free(exported);
   free(pkg);
 }
+
+static char *float_file(const char *name, const float *v, int64_t n) {
+  char *p = path_in(name);
+  NpyArray a = {.dtype = ORION_DT_FP32, .rank = 1, .dims = {n}, .data = (void *)(uintptr_t)v, .nbytes = (size_t)n * 4};
+  Diag d;
+  diag_init(&d, NULL);
+  cr_assert(npy_write(p, &a, &d));
+  return p;
+}
+
+Test(train_loop, fixed_inputs) {
+  char *pkg = bigram(), *shifted = compile(MODEL "/bigram_shift.oir", MODEL "/bigram.train.json", "shift.anepkg");
+  const float zeros[8] = {0};
+  char *zero = float_file("zero.npy", zeros, 8), *wrong = float_file("wrong.npy", zeros, 7);
+  Steps plain = {0}, with = {0};
+  OrionTrainOptions o;
+  options(&o, pkg, &plain);
+  o.steps = 6;
+  OrionTrainReport rep;
+  StrBuf msgs;
+  cr_assert(run(&o, &rep, &msgs), "%s", text_of(&msgs));
+  orion_train_report_free(&rep);
+  sb_free(&msgs);
+  options(&o, shifted, &with);
+  o.steps = 6;
+  expect_error(&o, "error: the forward input 'shift' needs a value: --input shift=FILE.npy");
+  OrionTrainInputFile in = {"shift", wrong};
+  o.inputs = &in;
+  o.ninputs = 1;
+  StrBuf want;
+  sb_init(&want);
+  sb_printf(&want, "error: --input shift=%s: the array does not have the input's dtype and shape", wrong);
+  expect_error(&o, want.data);
+  in.file = zero;
+  with.n = 0;
+  cr_assert(run(&o, &rep, &msgs), "%s", text_of(&msgs));
+  cr_assert_eq(with.n, 6);
+  for (uint32_t s = 0; s < 6; s++)
+    cr_assert(memcmp(&with.e[s].loss, &plain.e[s].loss, sizeof(double)) == 0, "step %u: %.17g with shift 0, %.17g without",
+              s + 1, with.e[s].loss, plain.e[s].loss);
+  orion_train_report_free(&rep);
+  sb_free(&msgs);
+  sb_free(&want);
+  free(wrong);
+  free(zero);
+  free(shifted);
+  free(pkg);
+}
