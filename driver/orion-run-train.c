@@ -54,7 +54,8 @@ static const CliOption train_options[] = {
     {OPT_SHUFFLE, 0, "shuffle", CLI_NO_VALUE, 0, NULL, "permute the windows once per epoch (default: in order)", NULL},
     {OPT_INPUT, 0, "input", CLI_VALUE, 0, " NAME=FILE.npy", "a fixed forward input other than tokens and targets;\n"
      "repeatable", "NAME=FILE.npy"},
-    {OPT_LOG, 0, "log", CLI_VALUE, 0, " FILE.jsonl", "one JSON object per step (appended to when resuming)", "a file"},
+    {OPT_LOG, 0, "log", CLI_VALUE, 0, " FILE.jsonl", "one JSON object per step, appended to when resuming\n"
+     "(default: none)", "a file"},
     {OPT_CHECKPOINT_DIR, 0, "checkpoint-dir", CLI_VALUE, 0, " DIR", "write checkpoints there (default: none)",
      "a directory"},
     {OPT_CHECKPOINT_EVERY, 0, "checkpoint-every", CLI_VALUE, 0, " K",
@@ -63,13 +64,15 @@ static const CliOption train_options[] = {
      "a number"},
     {OPT_RESUME, 0, "resume", CLI_VALUE, 0, " DIR",
      "continue from a checkpoint (or a directory's latest one) of\n"
-     "this package, bit-identical to an uninterrupted run",
+     "this package, bit-identical to an uninterrupted run (default:\n"
+     "start from the package's weights)",
      "a checkpoint"},
     {OPT_EXPORT, 0, "export", CLI_VALUE, 0, " FILE.safetensors",
-     "write the trained fp32 weights by param name (orion-run\n"
-     "patch takes the file)",
+     "write the trained fp32 weights by param name at the end\n"
+     "(orion-run patch takes the file; default: none)",
      "a file"},
-    {OPT_EVAL_DATA, 0, "eval-data", CLI_VALUE, 0, " FILE", "token ids to evaluate on (forward only, mean loss)",
+    {OPT_EVAL_DATA, 0, "eval-data", CLI_VALUE, 0, " FILE", "token ids to evaluate on (forward only, mean loss;\n"
+     "default: none)",
      "a file"},
     {OPT_EVAL_EVERY, 0, "eval-every", CLI_VALUE, 0, " K",
      "evaluate every K steps (default: 0, after the last step)", "a number"},
