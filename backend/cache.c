@@ -65,6 +65,16 @@ static void put_file(StrBuf *sb, const char *what, const char *path) {
   else sb_printf(sb, "%s %s unreadable\n", what, path); /* the compile itself will report it */
 }
 
+/* The training contract shapes the manifest, so it is part of the key. */
+static void put_training(StrBuf *sb, const PkgTraining *t) {
+  sb_printf(sb, "training %s %s %s %llu\n", t->forward, t->backward, t->loss, (unsigned long long)t->vocabulary);
+  for (uint32_t i = 0; i < t->ninputs; i++)
+    sb_printf(sb, "train-input %s %d %s\n", t->inputs[i].input, (int)t->inputs[i].from,
+              t->inputs[i].name ? t->inputs[i].name : "");
+  for (uint32_t i = 0; i < t->ngradients; i++) sb_printf(sb, "train-grad %s %s\n", t->gradients[i].output, t->gradients[i].param);
+  for (uint32_t i = 0; i < t->nparams; i++) sb_printf(sb, "train-param %s\n", t->params[i]);
+}
+
 void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const *plugins, uint32_t nplugins,
                        char key[COMPILE_CACHE_KEY_LEN + 1]) {
   StrBuf sb;
@@ -79,6 +89,7 @@ void compile_cache_key(IrModule *m, const PackageOptions *opt, const char *const
             opt->lint_checked, opt->lint_errors, opt->lint_warnings, !opt->keep_duplicate_weights, opt->weights.clamp_fp16);
   for (uint32_t i = 0; i < opt->ncompile_args; i++) sb_printf(&sb, "arg %s\n", opt->compile_args[i]);
   for (uint32_t i = 0; i < nplugins; i++) put_file(&sb, "plugin", plugins[i]);
+  if (opt->training) put_training(&sb, opt->training);
   /* Every weight file, once, by content. */
   StrBuf seen;
   sb_init(&seen);

@@ -274,6 +274,46 @@ static const char *mil_file_name(IrModule *m, const Emitted *e, uint32_t i) {
   return e->n == 1 ? "model.mil" : arena_printf(&m->arena, "model_%s.mil", e->info[i].name);
 }
 
+static void add_training(xmlNodePtr root, const PkgTraining *t, const Emitted *e) {
+  uint64_t saved = 0;
+  for (uint32_t f = 0; f < e->n; f++) {
+    if (strcmp(e->info[f].name, t->forward)) continue;
+    const MilFunction *fn = &e->info[f];
+    for (uint32_t o = 0; o < fn->noutputs; o++) {
+      bool read = false;
+      for (uint32_t i = 0; i < t->ninputs && !read; i++)
+        read = t->inputs[i].from == PKG_TRAIN_FROM_OUTPUT && !strcmp(t->inputs[i].name, fn->outputs[o].ir_name);
+      if (read) saved += fn->outputs[o].bytes;
+    }
+  }
+  add_key(root, "Training");
+  xmlNodePtr td = xmlNewChild(root, NULL, XS("dict"), NULL);
+  add_string(td, "Forward", t->forward);
+  add_string(td, "Backward", t->backward);
+  add_string(td, "Loss", t->loss);
+  if (t->vocabulary) add_int(td, "Vocabulary", t->vocabulary);
+  add_int(td, "SavedBytes", saved);
+  add_key(td, "BackwardInputs");
+  xmlNodePtr ins = xmlNewChild(td, NULL, XS("array"), NULL);
+  static const char *const from[] = {"output", "input", "loss_scale"};
+  for (uint32_t i = 0; i < t->ninputs; i++) {
+    xmlNodePtr d = xmlNewChild(ins, NULL, XS("dict"), NULL);
+    add_string(d, "Input", t->inputs[i].input);
+    add_string(d, "From", from[t->inputs[i].from]);
+    if (t->inputs[i].from != PKG_TRAIN_FROM_LOSS_SCALE) add_string(d, "Name", t->inputs[i].name);
+  }
+  add_key(td, "Gradients");
+  xmlNodePtr gs = xmlNewChild(td, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < t->ngradients; i++) {
+    xmlNodePtr d = xmlNewChild(gs, NULL, XS("dict"), NULL);
+    add_string(d, "Output", t->gradients[i].output);
+    add_string(d, "Param", t->gradients[i].param);
+  }
+  add_key(td, "TrainableParams");
+  xmlNodePtr ps = xmlNewChild(td, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < t->nparams; i++) xmlNewTextChild(ps, NULL, XS("string"), XS(t->params[i]));
+}
+
 static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitted *e, size_t *len) {
   xmlDocPtr doc = xmlNewDoc(XS("1.0"));
   xmlCreateIntSubset(doc, XS("plist"), XS("-//Apple//DTD PLIST 1.0//EN"),
@@ -358,6 +398,7 @@ static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitte
   add_bool(lint, "Checked", opt->lint_checked);
   add_int(lint, "Errors", opt->lint_errors);
   add_int(lint, "Warnings", opt->lint_warnings);
+  if (opt->training) add_training(root, opt->training, e);
   xmlChar *buf = NULL;
   int n = 0;
   xmlDocDumpFormatMemoryEnc(doc, &buf, &n, "UTF-8", 1);
@@ -487,6 +528,11 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
   manifest = build_manifest(m, opt, &e, &mlen);
   double t1 = now_ms();
   if (opt->stats) opt->stats->manifest_ms = t1 - t0;
+  if (opt->training) { /* the reader's own checks, before anything is put in place */
+    Package check;
+    if (!package_parse_manifest(manifest, mlen, "the training contract", &check, d)) goto out_quiet;
+    package_free(&check);
+  }
   if (stream ? !weight_stream_finish(stream, e.blobs.len)
              : !write_all(fd, e.blobs.data, e.blobs.len) || fsync(fd) != 0) {
     err = strerror(errno);

@@ -207,7 +207,8 @@ static bool emit(Compile *c, const OrionCompileOptions *o, uint64_t min_surface_
                        .keep_duplicate_weights = o->no_dedup, .compile_args = o->compile_args,
                        .ncompile_args = o->ncompile_args, .lint_checked = !o->no_lint,
                        .lint_errors = c->r->lint_errors, .lint_warnings = c->r->lint_warnings,
-                       .temp_dir = {o->hooks.temp_dir, o->hooks.temp_dir_begin, o->hooks.ctx}};
+                       .temp_dir = {o->hooks.temp_dir, o->hooks.temp_dir_begin, o->hooks.ctx},
+                       .training = o->training};
   if (o->emit == ORION_EMIT_MIL) {
     progress(c, "emitting MIL");
     if (!package_emit_mil(m, &po, &c->r->text, c->d)) return false;

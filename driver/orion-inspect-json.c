@@ -42,6 +42,37 @@ static cJSON *bindings(const PkgTensor *t, uint32_t n) {
   return a;
 }
 
+static const char *const train_from[] = {"output", "input", "loss_scale"};
+
+static cJSON *training(const PkgTraining *t) {
+  if (!t) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "forward", t->forward);
+  cJSON_AddStringToObject(o, "backward", t->backward);
+  cJSON_AddStringToObject(o, "loss", t->loss);
+  if (t->vocabulary) cJSON_AddNumberToObject(o, "vocabulary", (double)t->vocabulary);
+  else cJSON_AddNullToObject(o, "vocabulary");
+  cJSON_AddNumberToObject(o, "saved_bytes", (double)t->saved_bytes);
+  cJSON *ins = cJSON_AddArrayToObject(o, "backward_inputs");
+  for (uint32_t i = 0; i < t->ninputs; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "input", t->inputs[i].input);
+    cJSON_AddStringToObject(e, "from", train_from[t->inputs[i].from]);
+    if (t->inputs[i].name) cJSON_AddStringToObject(e, "name", t->inputs[i].name);
+    cJSON_AddItemToArray(ins, e);
+  }
+  cJSON *gs = cJSON_AddArrayToObject(o, "gradients");
+  for (uint32_t i = 0; i < t->ngradients; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "output", t->gradients[i].output);
+    cJSON_AddStringToObject(e, "param", t->gradients[i].param);
+    cJSON_AddItemToArray(gs, e);
+  }
+  cJSON *ps = cJSON_AddArrayToObject(o, "trainable");
+  for (uint32_t i = 0; i < t->nparams; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(t->params[i]));
+  return o;
+}
+
 char *inspect_json(const Package *pkg, const char *path, bool pending_update, bool list_weights, bool verified) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "package", path);
@@ -91,6 +122,7 @@ char *inspect_json(const Package *pkg, const char *path, bool pending_update, bo
     }
     cJSON_AddItemToArray(fns, fo);
   }
+  cJSON_AddItemToObject(root, "training", training(pkg->training));
   cJSON_AddStringToObject(root, "checksums", verified ? "verified" : "failed");
   char *text = cJSON_Print(root);
   cJSON_Delete(root);

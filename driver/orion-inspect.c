@@ -50,6 +50,22 @@ static void put_bindings(const char *title, const PkgTensor *t, uint32_t n) {
     }
 }
 
+/* The training contract: how the forward's results feed the backward. */
+static void put_training(const PkgTraining *t) {
+  printf("training: forward %s, backward %s, loss %s", t->forward, t->backward, t->loss);
+  if (t->vocabulary) printf(", vocabulary %llu", (unsigned long long)t->vocabulary);
+  printf(", %llu saved bytes\n", (unsigned long long)t->saved_bytes);
+  printf("  backward inputs:\n");
+  for (uint32_t i = 0; i < t->ninputs; i++) {
+    const PkgTrainInput *in = &t->inputs[i];
+    if (in->from == PKG_TRAIN_FROM_LOSS_SCALE) printf("    %-20s <- the loss scale\n", in->input);
+    else printf("    %-20s <- forward %s %s\n", in->input, in->from == PKG_TRAIN_FROM_OUTPUT ? "output" : "input", in->name);
+  }
+  printf("  gradients:\n");
+  for (uint32_t i = 0; i < t->ngradients; i++) printf("    %-20s -> param %s\n", t->gradients[i].output, t->gradients[i].param);
+  printf("  trainable params: %u\n", t->nparams);
+}
+
 int main(int argc, char **argv) {
   const char *path = NULL;
   bool list_weights = true, json = false;
@@ -117,6 +133,7 @@ int main(int argc, char **argv) {
              package_weight_checksum_name(pkg.format_version), w->checksum);
     }
   }
+  if (pkg.training) put_training(pkg.training);
   bool ok = package_verify(&pkg, &d);
   printf("checksums: %s\n", ok ? "all verified" : "FAILED");
   package_free(&pkg);

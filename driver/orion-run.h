@@ -13,6 +13,8 @@
 int orion_run_patch(int argc, char **argv);
 /* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */
 int orion_run_plot(int argc, char **argv);
+/* `orion-run train PACKAGE --data FILE --steps N --lr LR ...` (argv[0] is "train"). */
+int orion_run_train(int argc, char **argv);
 
 /* Compiles the package's source again with the new weights (the files given
  * to the patch: safetensors, or .npy under npy_names[i] when not NULL) and

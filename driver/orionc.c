@@ -43,6 +43,7 @@ typedef struct Options {
   bool clean; /* --clean: the operands are directories, not the input */
   const char *operands[MAX_OPERANDS]; /* as given */
   uint32_t noperands;
+  const char *train_contract;
   char *spelt[ORION_COMPILE_MAX_ARGS]; /* the compile options as args.c reads them */
   uint32_t nspelt;
 } Options;
@@ -52,7 +53,7 @@ enum {
   OPT_PRINT_AFTER_ALL, OPT_VERIFY_EACH, OPT_TIME_PASSES, OPT_LOAD_PASS, OPT_FP16_RANGE_GUARD, OPT_LORA, OPT_ALLOW,
   OPT_NO_LINT, OPT_INLINE, OPT_LEGALIZE, OPT_SUMMARY, OPT_JSON, OPT_NO_WEIGHT_CHECK, OPT_CLAMP_FP16,
   OPT_WEIGHTS_OVERRIDE, OPT_WEIGHT_OVERRIDE, OPT_NO_DEDUP, OPT_CACHE_DIR, OPT_NO_CACHE, OPT_TIME, OPT_VERBOSE,
-  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_HELP, OPT_VERSION,
+  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_TRAIN_CONTRACT, OPT_HELP, OPT_VERSION,
 };
 
 static const CliOption orionc_options[] = {
@@ -133,6 +134,11 @@ static const CliOption orionc_options[] = {
      "store every weight in a blob of its own, even one tensor read\n"
      "twice (tied) and equal consts (by default only those share)",
      NULL},
+    {OPT_TRAIN_CONTRACT, 0, "train-contract", CLI_VALUE, 0, "=FILE.json",
+     "record this training contract in the package (Training in the\n"
+     "manifest: which functions are the forward and the backward,\n"
+     "how they connect; docs/training.md), checked against them",
+     "a file"},
     {OPT_CACHE_DIR, 0, "cache-dir", CLI_VALUE, 0, "=DIR",
      "the compile cache (default: $ORION_CACHE_DIR, else\n"
      "$XDG_CACHE_HOME/orion or ~/.cache/orion); a package whose\n"
@@ -250,6 +256,7 @@ static int take_option(Options *o, int id, const char *v) {
   case OPT_NO_CACHE: o->no_cache = true; return -1;
   case OPT_CLEAN: o->clean = true; return -1;
   case OPT_CACHE_DIR: o->cache_dir = v; return -1;
+  case OPT_TRAIN_CONTRACT: o->train_contract = v; return -1;
   case OPT_TIME: o->time_phases = true; return -1;
   case OPT_VERBOSE: o->verbose = true; return -1;
   case OPT_WERROR: o->werror = true; return -1;
@@ -401,9 +408,15 @@ int main(int argc, char **argv) {
                                  .phase = o.time_phases ? print_phase : NULL,
                                  .timing = o.time_phases ? print_timing : NULL};
   char *package_path = NULL, *cache_dir = NULL;
+  PkgTraining *training = NULL;
   OrionCompileResult result = {0};
   rc = EXIT_USAGE;
   if (!orion_compile_load_plugins(c->plugins, c->nplugins, &d)) goto done;
+  if (o.train_contract) {
+    rc = EXIT_INPUT;
+    if (!orion_train_contract_read_json(o.train_contract, &training, &d)) goto done;
+    c->training = training;
+  }
   if (o.list_passes) {
     for (uint32_t i = 0; i < pass_count(); i++) printf("%-20s %s\n", pass_at(i)->name, pass_at(i)->description);
     printf("\npipelines:\n  -O0  %s\n  -O1  %s\n", passes_pipeline("O0"), passes_pipeline("O1"));
@@ -443,6 +456,7 @@ done:
   free_spelt(&o);
   free(package_path);
   free(cache_dir);
+  package_training_free(training);
   srcset_free(&sources);
   return rc;
 }

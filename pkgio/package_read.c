@@ -362,6 +362,72 @@ static xmlDocPtr parse_xml(Reader *r, const char *text, size_t len, bool where) 
   return doc;
 }
 
+/* Entries of an <array> value, counted (bounded by the manifest's size). */
+static uint32_t count_elems(xmlNodePtr arr) {
+  uint32_t n = 0;
+  for (xmlNodePtr c = arr ? plist_next_elem(arr->children) : NULL; c; c = plist_next_elem(c->next)) n++;
+  return n;
+}
+
+/* Optional "Training": the training contract, read, then checked against the functions. */
+static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
+  xmlNodePtr td = plist_dict_get(dict, "Training");
+  if (!td || !r->ok) return;
+  if (!plist_is_elem(td, "dict")) {
+    fail(r, "manifest: 'Training' must be a <dict>");
+    return;
+  }
+  PkgTraining *t = xcalloc(1, sizeof *t);
+  pkg->training = t;
+  t->forward = get_string(r, td, "Forward", "'Training'");
+  t->backward = get_string(r, td, "Backward", "'Training'");
+  t->loss = get_string(r, td, "Loss", "'Training'");
+  if (plist_dict_get(td, "Vocabulary")) t->vocabulary = get_uint(r, td, "Vocabulary", "'Training'", INT32_MAX);
+  t->saved_bytes = get_uint(r, td, "SavedBytes", "'Training'", UINT64_MAX);
+  xmlNodePtr ins = need(r, td, "BackwardInputs", "array", "'Training'");
+  xmlNodePtr grads = need(r, td, "Gradients", "array", "'Training'");
+  xmlNodePtr params = need(r, td, "TrainableParams", "array", "'Training'");
+  if (!r->ok) return;
+  t->inputs = xcalloc(count_elems(ins) + 1, sizeof *t->inputs);
+  for (xmlNodePtr c = plist_next_elem(ins->children); c && r->ok; c = plist_next_elem(c->next)) {
+    if (!plist_is_elem(c, "dict")) {
+      fail(r, "manifest: entries of 'BackwardInputs' must be <dict>");
+      break;
+    }
+    PkgTrainInput *in = &t->inputs[t->ninputs++];
+    in->input = get_string(r, c, "Input", "a backward input");
+    char *from = get_string(r, c, "From", "a backward input");
+    if (!strcmp(from, "output")) in->from = PKG_TRAIN_FROM_OUTPUT;
+    else if (!strcmp(from, "input")) in->from = PKG_TRAIN_FROM_INPUT;
+    else if (!strcmp(from, "loss_scale")) in->from = PKG_TRAIN_FROM_LOSS_SCALE;
+    else if (r->ok) fail(r, "manifest: 'From' of the backward input '%s' must be output, input or loss_scale, not '%s'",
+                         in->input, from);
+    free(from);
+    if (r->ok && in->from != PKG_TRAIN_FROM_LOSS_SCALE) in->name = get_string(r, c, "Name", "a backward input");
+  }
+  t->gradients = xcalloc(count_elems(grads) + 1, sizeof *t->gradients);
+  for (xmlNodePtr c = plist_next_elem(grads->children); c && r->ok; c = plist_next_elem(c->next)) {
+    if (!plist_is_elem(c, "dict")) {
+      fail(r, "manifest: entries of 'Gradients' must be <dict>");
+      break;
+    }
+    PkgTrainGradient *g = &t->gradients[t->ngradients++];
+    g->output = get_string(r, c, "Output", "a gradient");
+    g->param = get_string(r, c, "Param", "a gradient");
+  }
+  t->params = xcalloc(count_elems(params) + 1, sizeof *t->params);
+  for (xmlNodePtr c = plist_next_elem(params->children); c && r->ok; c = plist_next_elem(c->next)) {
+    xmlChar *s = plist_is_elem(c, "string") ? xmlNodeGetContent(c) : NULL;
+    if (!s) {
+      fail(r, "manifest: entries of 'TrainableParams' must be <string>");
+      break;
+    }
+    t->params[t->nparams++] = xstrdup((const char *)s);
+    xmlFree(s);
+  }
+  if (r->ok && !package_training_check(pkg, t, r->path, r->d)) r->ok = false;
+}
+
 static bool parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d, bool where);
 
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d) {
@@ -466,6 +532,7 @@ static bool parse_manifest(const char *text, size_t len, const char *name, Packa
       pkg->lint_errors = (uint32_t)get_uint(&r, lint, "Errors", "'Lint'", UINT32_MAX);
       pkg->lint_warnings = (uint32_t)get_uint(&r, lint, "Warnings", "'Lint'", UINT32_MAX);
     }
+    read_training(&r, dict, pkg);
   }
   xmlFreeDoc(doc);
   if (!r.ok) package_free(pkg);
@@ -680,5 +747,6 @@ void package_free(Package *pkg) {
   free(pkg->source_name);
   for (uint32_t i = 0; i < pkg->ncompile_args; i++) free(pkg->compile_args[i]);
   free(pkg->compile_args);
+  package_training_free(pkg->training);
   memset(pkg, 0, sizeof *pkg);
 }

@@ -761,6 +761,27 @@ static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, 
   return true;
 }
 
+/* PatchOptions.unsynced: the regions into the weight file in place, then the
+ * manifest by rename, nothing synced (a working copy; see patch.h). */
+static bool apply_unsynced(const char *pkg, const Region *regions, uint32_t nr, const char *manifest, size_t mlen,
+                           const char **err) {
+  int fd = open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
+  bool ok = fd >= 0;
+  for (uint32_t r = 0; ok && r < nr; r++) ok = write_all(fd, regions[r].data, regions[r].len, regions[r].offset);
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  if (ok) {
+    const char *base;
+    int dir = open_parent(pkg, PACKAGE_MANIFEST ".tmp", &base);
+    int mfd = dir < 0 ? -1 : openat(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (dir >= 0) close(dir);
+    ok = mfd >= 0 && write_all(mfd, (const uint8_t *)manifest, mlen, 0);
+    if (mfd >= 0 && close(mfd) != 0) ok = false;
+  }
+  ok = ok && rename_in(pkg, PACKAGE_MANIFEST ".tmp", PACKAGE_MANIFEST);
+  if (!ok) *err = strerror(errno);
+  return ok;
+}
+
 static int by_offset(const void *a, const void *b) {
   const Region *x = a, *y = b;
   return (x->offset > y->offset) - (x->offset < y->offset);
@@ -846,14 +867,20 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   Journal j = {.mode = shadow ? MODE_SHADOW : MODE_REGIONS, .generation = generation, .manifest = new_manifest,
                .manifest_len = new_mlen, .regions = regions, .nregions = shadow ? 0 : nr};
   ok = true;
-  if (shadow) {
+  if (opt->unsynced) {
+    ok = apply_unsynced(path, regions, nr, new_manifest, new_mlen, &err);
+    if (!ok) diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
+    shadow = false;
+  } else if (shadow) {
     track_in(path, SHADOW_NAME); /* until the journal commits it */
     ok = write_new_file(path, SHADOW_NAME, parts, lens, np);
     if (!ok) err = strerror(errno);
   }
-  ok = ok && journal_write(path, &j);
+  if (!opt->unsynced) ok = ok && journal_write(path, &j);
   if (!ok && !err) err = strerror(errno);
-  if (ok) {
+  if (opt->unsynced) {
+    /* written already, or reported */
+  } else if (ok) {
     ok = journal_apply(path, &j, &err);
     if (!ok) {
       /* Committed: the next open or patch completes it. */

@@ -98,6 +98,10 @@ typedef struct OrionCompileOptions {
   const char *source_text;
   size_t source_len;
 
+  /* The training contract recorded in the package (manifest Training), or
+   * NULL (orionc --train-contract FILE.json reads one). */
+  const PkgTraining *training;
+
   OrionCompileHooks hooks;
 } OrionCompileOptions;
 
@@ -179,6 +183,15 @@ void orion_compile_args_free(OrionCompileArgs *a);
  * --clamp-fp16, --weights-override=, --weight-override=. Each taken one is
  * recorded in options.compile_args. */
 OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, char *err, size_t errlen);
+
+/* ---- training contracts ---- */
+
+/* Reads orionc --train-contract FILE.json (docs/training.md, "The training
+ * contract"): {"forward", "backward", "loss", "vocabulary"?,
+ * "backward_inputs": [{"input", "from": "output"|"input"|"loss_scale",
+ * "name"?}], "gradients": [{"output", "param"}], "trainable": [names]}.
+ * Free the result with package_training_free. */
+bool orion_train_contract_read_json(const char *path, PkgTraining **out, Diag *d);
 
 /* ---- cleanup of an interrupted compile ---- */
 

@@ -50,6 +50,37 @@ typedef struct PkgFunction {
   uint32_t ngroups;
 } PkgFunction;
 
+/* The training contract (optional key Training, docs/package-format.md): how
+ * the forward and backward programs of a package connect. */
+typedef enum PkgTrainSource {
+  PKG_TRAIN_FROM_OUTPUT,     /* a forward output, by name */
+  PKG_TRAIN_FROM_INPUT,      /* a forward input, by name (the same batch's data) */
+  PKG_TRAIN_FROM_LOSS_SCALE, /* the runtime's loss scale, an fp32 scalar */
+} PkgTrainSource;
+
+typedef struct PkgTrainInput {
+  char *input; /* a backward input */
+  PkgTrainSource from;
+  char *name; /* the forward output or input; NULL for the loss scale */
+} PkgTrainInput;
+
+typedef struct PkgTrainGradient {
+  char *output; /* a backward output (fp32, the param's shape) */
+  char *param;  /* the trainable param it is the gradient of */
+} PkgTrainGradient;
+
+typedef struct PkgTraining {
+  char *forward, *backward, *loss;
+  PkgTrainInput *inputs; /* one per backward input */
+  uint32_t ninputs;
+  PkgTrainGradient *gradients; /* one per trainable param */
+  uint32_t ngradients;
+  char **params; /* the trainable params (weights of the forward, by .oir name) */
+  uint32_t nparams;
+  uint64_t vocabulary;  /* token ids of a `tokens` input lie in [0, vocabulary); 0: no such input */
+  uint64_t saved_bytes; /* bytes of the forward outputs the backward reads */
+} PkgTraining;
+
 typedef struct Package {
   char *path;
   uint32_t format_version;
@@ -63,6 +94,7 @@ typedef struct Package {
   uint32_t lint_errors, lint_warnings;
   char **compile_args; /* CompileArguments (optional in the manifest) */
   uint32_t ncompile_args;
+  PkgTraining *training; /* Training (optional), or NULL */
 } Package;
 
 /* The checksum a manifest of format `version` records for a weight's data:
@@ -72,6 +104,17 @@ uint64_t package_weight_checksum(uint32_t version, const void *data, size_t len)
 const char *package_weight_checksum_key(uint32_t version);
 /* The same in lowercase ("xxh64", "xxh3"), as orion-inspect names it. */
 const char *package_weight_checksum_name(uint32_t version);
+
+/* The function called name, or NULL. */
+const PkgFunction *package_function(const Package *pkg, const char *name);
+/* Checks a training contract against the package's functions (names exist,
+ * shapes and dtypes agree, one gradient per trainable param, the saved
+ * bytes); "manifest: Training: ..." messages after `where`. The reader does
+ * this; the compiler does it before writing a package. */
+bool package_training_check(const Package *pkg, const PkgTraining *t, const char *where, Diag *d);
+/* The bytes of the forward outputs that feed backward inputs (each once). */
+uint64_t package_training_saved_bytes(const Package *pkg, const PkgTraining *t);
+void package_training_free(PkgTraining *t);
 
 /* Parses manifest text (`name` is used in messages); what package_read uses. */
 bool package_parse_manifest(const char *text, size_t len, const char *name, Package *pkg, Diag *d);

@@ -66,6 +66,10 @@ typedef struct PackageOptions {
   const char *const *compile_args; /* compiler options that shape the package (manifest CompileArguments) */
   uint32_t ncompile_args;
   TempDirHook temp_dir;     /* optional */
+  /* The training contract to record (manifest Training), or NULL; its
+   * saved_bytes is ignored (the writer computes it). Checked against the
+   * functions before anything is written. */
+  const PkgTraining *training;
 } PackageOptions;
 
 /* Emits every live function of a legalized module and writes the package to

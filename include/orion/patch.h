@@ -36,6 +36,11 @@ typedef struct PatchStats {
 typedef struct PatchOptions {
   bool clamp_fp16;   /* clamp values beyond fp16's range (warning) instead of failing */
   PatchStats *stats; /* optional */
+  /* For a disposable working copy (orion-run train's): the new bytes are
+   * written in place and the manifest replaced by a rename, with no journal
+   * and nothing synced. A crash may leave a package that fails its
+   * checksums (never one that verifies with a mix); the checks are the same. */
+  bool unsynced;
 } PatchOptions;
 
 /* Checks every tensor against the manifest (name, shape, dtype kind, NaN,

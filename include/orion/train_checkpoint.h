@@ -112,6 +112,11 @@ bool orion_ckpt_write(const char *dir, const OrionCheckpoint *c, const OrionCkpt
 bool orion_ckpt_load(const char *path, const char *expected_package_id, OrionCheckpoint *out, Diag *d);
 void orion_ckpt_free(OrionCheckpoint *c);
 
+/* Writes fp32 tensors by name as a safetensors file (atomically, the same
+ * layout as a checkpoint's weights.safetensors): orion-run train --export,
+ * which orion-run patch accepts. */
+bool orion_train_export_safetensors(const char *path, const OrionCkptTensor *t, uint32_t n, Diag *d);
+
 /* Elements of a tensor (the product of its dims). */
 uint64_t orion_ckpt_tensor_count(const OrionCkptTensor *t);
 

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "orion/fp16.h"
+#include "orion/weight_file.h"
 
 TrainLossScaleConfig train_loss_scale_defaults(void) {
   return (TrainLossScaleConfig){.init_scale = 65536.0, .growth_factor = 2.0, .backoff_factor = 0.5,
@@ -76,21 +76,29 @@ bool train_fp16_convert_checked(const char *name, const float *src, size_t n, ui
                                 Diag *d) {
   TrainFp16Check c = {0};
   /* Values at or beyond 65520 round to infinity in fp16 (65504 is the
-   * largest finite one, the next step would be 65536). */
+   * largest finite one, the next step would be 65536). The counting loop
+   * has no branch, so the compiler vectorizes it (it runs on every weight
+   * every training step); the first bad element is looked for only when
+   * there is one. */
   const float limit = 65520.0f;
-  bool found = false;
+  size_t bad = 0, flushed = 0;
   for (size_t e = 0; e < n; e++) {
-    float v = src[e];
-    bool nonfinite = !isfinite(v), over = !nonfinite && fabsf(v) >= limit;
-    c.nonfinite += nonfinite;
-    c.overflow += over;
-    if ((nonfinite || over) && !found) {
-      found = true;
-      c.first_bad = e;
-      c.first_bad_value = v;
-    }
+    float a = fabsf(src[e]);
+    bad += !(a < limit); /* NaN, infinities and overflow */
     /* Below half the smallest subnormal (2^-25) fp16 has only zero. */
-    c.flushed += v != 0.0f && fabsf(v) <= 0x1p-25f;
+    flushed += a != 0.0f && a <= 0x1p-25f;
+  }
+  c.flushed = flushed;
+  bool found = bad != 0;
+  if (found) {
+    for (size_t e = 0; e < n; e++) {
+      bool nonfinite = !isfinite(src[e]);
+      c.nonfinite += nonfinite;
+      c.overflow += !nonfinite && fabsf(src[e]) >= limit;
+    }
+    for (c.first_bad = 0; fabsf(src[c.first_bad]) < limit; c.first_bad++) {
+    }
+    c.first_bad_value = src[c.first_bad];
   }
   if (check) *check = c;
   if (found) {
@@ -99,6 +107,7 @@ bool train_fp16_convert_checked(const char *name, const float *src, size_t n, ui
                c.nonfinite + c.overflow, n, c.first_bad, (double)c.first_bad_value);
     return false;
   }
-  fp16_from_float_array(dst, src, n);
+  /* pkgio's vectorized conversion: round to nearest even, as fp16_from_float. */
+  weights_convert_floats(src, ORION_DT_FP32, n, ORION_DT_FP16, dst);
   return true;
 }

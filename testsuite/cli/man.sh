@@ -5,10 +5,11 @@
 # installed, each page must also format without a warning.
 #
 #   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
-#     orion-inspect.1 orion-lint.1
+#     orion-run-train.1 orion-inspect.1 orion-lint.1
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
-pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")")
+pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")"
+       "$(realpath "${11}")")
 source "$(dirname "$0")/lib.sh"
 
 agree() { # agree NAME PAGE TOOL [SUBCOMMAND]
@@ -76,8 +77,9 @@ agree orionc "${pages[0]}" "$orionc"
 agree orion-run "${pages[1]}" "$run"
 agree orion-run-patch "${pages[2]}" "$run" patch
 agree orion-run-plot "${pages[3]}" "$run" plot
-agree orion-inspect "${pages[4]}" "$inspect"
-agree orion-lint "${pages[5]}" "$lint"
+agree orion-run-train "${pages[4]}" "$run" train
+agree orion-inspect "${pages[5]}" "$inspect"
+agree orion-lint "${pages[6]}" "$lint"
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish
