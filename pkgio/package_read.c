@@ -374,7 +374,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   xmlNodePtr td = plist_dict_get(dict, "Training");
   if (!td || !r->ok) return;
   if (!plist_is_elem(td, "dict")) {
-    fail(r, "manifest: 'Training' must be a <dict>");
+    fail(r, td, "manifest: 'Training' must be a <dict>");
     return;
   }
   PkgTraining *t = xcalloc(1, sizeof *t);
@@ -391,7 +391,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   t->inputs = xcalloc(count_elems(ins) + 1, sizeof *t->inputs);
   for (xmlNodePtr c = plist_next_elem(ins->children); c && r->ok; c = plist_next_elem(c->next)) {
     if (!plist_is_elem(c, "dict")) {
-      fail(r, "manifest: entries of 'BackwardInputs' must be <dict>");
+      fail(r, c, "manifest: entries of 'BackwardInputs' must be <dict>");
       break;
     }
     PkgTrainInput *in = &t->inputs[t->ninputs++];
@@ -400,7 +400,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
     if (!strcmp(from, "output")) in->from = PKG_TRAIN_FROM_OUTPUT;
     else if (!strcmp(from, "input")) in->from = PKG_TRAIN_FROM_INPUT;
     else if (!strcmp(from, "loss_scale")) in->from = PKG_TRAIN_FROM_LOSS_SCALE;
-    else if (r->ok) fail(r, "manifest: 'From' of the backward input '%s' must be output, input or loss_scale, not '%s'",
+    else if (r->ok) fail(r, c, "manifest: 'From' of the backward input '%s' must be output, input or loss_scale, not '%s'",
                          in->input, from);
     free(from);
     if (r->ok && in->from != PKG_TRAIN_FROM_LOSS_SCALE) in->name = get_string(r, c, "Name", "a backward input");
@@ -408,7 +408,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   t->gradients = xcalloc(count_elems(grads) + 1, sizeof *t->gradients);
   for (xmlNodePtr c = plist_next_elem(grads->children); c && r->ok; c = plist_next_elem(c->next)) {
     if (!plist_is_elem(c, "dict")) {
-      fail(r, "manifest: entries of 'Gradients' must be <dict>");
+      fail(r, c, "manifest: entries of 'Gradients' must be <dict>");
       break;
     }
     PkgTrainGradient *g = &t->gradients[t->ngradients++];
@@ -419,7 +419,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   for (xmlNodePtr c = plist_next_elem(params->children); c && r->ok; c = plist_next_elem(c->next)) {
     xmlChar *s = plist_is_elem(c, "string") ? xmlNodeGetContent(c) : NULL;
     if (!s) {
-      fail(r, "manifest: entries of 'TrainableParams' must be <string>");
+      fail(r, c, "manifest: entries of 'TrainableParams' must be <string>");
       break;
     }
     t->params[t->nparams++] = xstrdup((const char *)s);

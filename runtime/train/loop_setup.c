@@ -13,7 +13,7 @@
 
 #include "loop_internal.h"
 #include "orion/npy.h"
-#include "orion/xxh64.h"
+#include "orion/hash.h"
 
 void orion_train_package_id(const Package *pkg, char out[24]) {
   StrBuf sb;
