@@ -18,6 +18,8 @@ void orion_compile_args_init(OrionCompileArgs *a) {
   a->options.allow = a->allow;
   a->options.overrides = a->overrides;
   a->options.passes.pass_options.lora = a->lora;
+  a->options.autodiff.trainable = a->trainable;
+  a->options.autodiff.frozen = a->frozen;
 }
 
 void orion_compile_args_free(OrionCompileArgs *a) {
@@ -143,6 +145,24 @@ OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, ch
     o->clamp_fp16 = true;
   } else if (!strncmp(arg, "--weights-override=", 19) || !strncmp(arg, "--weight-override=", 18)) {
     return parse_override(a, arg, err, errlen);
+  } else if (!strcmp(arg, "--train") || !strncmp(arg, "--train=", 8)) {
+    o->train = true;
+    o->train_function = arg[7] ? arg + 8 : NULL;
+    if (o->train_function && !o->train_function[0]) {
+      snprintf(err, errlen, "--train= needs a function name (or --train alone: the one with an output 'loss')");
+      return ORION_ARG_INVALID;
+    }
+  } else if (!strncmp(arg, "--trainable=", 12) || !strncmp(arg, "--frozen=", 9)) {
+    bool trainable = arg[2] == 't';
+    const char *glob = arg + (trainable ? 12 : 9);
+    if (!glob[0]) {
+      snprintf(err, errlen, "%s needs a glob (a param name pattern, e.g. 'layers.*')", trainable ? "--trainable" : "--frozen");
+      return ORION_ARG_INVALID;
+    }
+    return trainable ? add_to(a, a->trainable, &o->autodiff.ntrainable, ORION_COMPILE_MAX_GLOBS, "--trainable", arg,
+                              glob, NULL, err, errlen)
+                     : add_to(a, a->frozen, &o->autodiff.nfrozen, ORION_COMPILE_MAX_GLOBS, "--frozen", arg, glob,
+                              NULL, err, errlen);
   } else {
     return ORION_ARG_NOT_MINE;
   }

@@ -242,6 +242,10 @@ static bool prepare(Compile *c, Prepared *p) {
     return false;
   }
   if (!passes_check_spec(&o->passes, c->d)) return false;
+  if (o->train && o->training) {
+    diag_error(c->d, (SrcSpan){0}, "--train makes the training contract; it cannot also be given (--train-contract)");
+    return false;
+  }
   /* The SRAM budget and the minimum surface the passes plan for are the
    * target's, or the chip's, from the constraint table. */
   ConstraintTable *table = table_of(o, c->d);
@@ -259,12 +263,13 @@ static bool prepare(Compile *c, Prepared *p) {
   return true;
 }
 
+static bool compile_rest(Compile *c, const OrionCompileOptions *caller, uint64_t min_surface_bytes, IrModule *m,
+                         const CompileTraining *train, const char *out_package);
+
 /* The pipeline after parsing (m verified). */
 static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_package) {
   const OrionCompileOptions o = p->o;
-  const char *name = o.source_name ? o.source_name : "<module>";
-  StrBuf *text = &c->r->text;
-  if (o.emit == ORION_EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, text);
+  if (o.emit == ORION_EMIT_OIR && !o.inline_calls && !o.legalize) ir_print_module(m, &c->r->text);
   PassCtx inline_ctx = {.d = c->d};
   if (!pass_inline(m, &inline_ctx) || !ir_verify(m, c->d)) return false;
   phase(c, "inline");
@@ -272,7 +277,25 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
     if (!weights_override(m, o.overrides[i].name, o.overrides[i].file, c->d)) return false;
   if (o.check_weights && !weights_check_sources(m, c->d)) return false;
   phase(c, "weight check");
-  if (o.summary) compile_summary(m, name, o.summary_json, &c->r->summary);
+  CompileTraining train = {0};
+  if (o.train) {
+    bool trained = compile_train(m, &o, c->d, &train);
+    phase(c, "autodiff");
+    if (!trained) return false;
+  }
+  bool ok = compile_rest(c, &o, p->min_surface_bytes, m, train.contract ? &train : NULL, out_package);
+  package_training_free(train.contract);
+  return ok;
+}
+
+/* After inlining (and --train): the summary, the emit. */
+static bool compile_rest(Compile *c, const OrionCompileOptions *caller, uint64_t min_surface_bytes, IrModule *m,
+                         const CompileTraining *train, const char *out_package) {
+  OrionCompileOptions o = *caller;
+  if (train) o.training = train->contract;
+  const char *name = o.source_name ? o.source_name : "<module>";
+  StrBuf *text = &c->r->text;
+  if (o.summary) compile_summary(m, name, train, o.summary_json, &c->r->summary);
   if (o.emit == ORION_EMIT_OIR && o.inline_calls && !o.legalize) ir_print_module(m, text);
   switch (o.emit) {
   case ORION_EMIT_DOT:
@@ -303,7 +326,7 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
     phase(c, "passes");
     if (!o.no_lint && !check_constraints(c, &o, m)) return false;
     phase(c, "constraints");
-    if (!emit(c, &o, p->min_surface_bytes, m, out_package)) return false;
+    if (!emit(c, &o, min_surface_bytes, m, out_package)) return false;
     break;
   }
   if (failed(c)) return false;

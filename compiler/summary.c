@@ -53,9 +53,20 @@ static cJSON *value_json(const char *name, const IrType *t) {
   return o;
 }
 
-static void summary_json(IrModule *m, const char *input, StrBuf *out) {
+static void summary_json(IrModule *m, const char *input, const CompileTraining *train, StrBuf *out) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "source", input);
+  if (train) {
+    cJSON *t = cJSON_AddObjectToObject(root, "training");
+    cJSON_AddStringToObject(t, "forward", train->contract->forward);
+    cJSON_AddStringToObject(t, "backward", train->contract->backward);
+    cJSON_AddNumberToObject(t, "saved_values", train->nsaved);
+    cJSON_AddNumberToObject(t, "saved_bytes", (double)train->saved_bytes);
+    cJSON_AddNumberToObject(t, "params_trained", train->trained);
+    cJSON_AddNumberToObject(t, "params_frozen", train->frozen);
+    if (train->contract->vocabulary) cJSON_AddNumberToObject(t, "vocabulary", (double)train->contract->vocabulary);
+    else cJSON_AddNullToObject(t, "vocabulary");
+  }
   cJSON *fns = cJSON_AddArrayToObject(root, "functions");
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     IrFunc *fn = ir_func(m, f);
@@ -91,14 +102,23 @@ static void summary_json(IrModule *m, const char *input, StrBuf *out) {
   free(text);
 }
 
-void compile_summary(IrModule *m, const char *input, bool json, StrBuf *out) {
+void compile_summary(IrModule *m, const char *input, const CompileTraining *train, bool json, StrBuf *out) {
   if (json) {
-    summary_json(m, input, out);
+    summary_json(m, input, train, out);
     return;
   }
   uint32_t nfuncs = 0;
   for (IrFuncId f = 1; f < m->nfuncs; f++) nfuncs += !m->funcs[f].dead;
   sb_printf(out, "%s: %u function%s\n", input, nfuncs, nfuncs == 1 ? "" : "s");
+  if (train) {
+    char size[32];
+    sb_printf(out, "training: forward %s, backward %s; saved %u value%s (%s, %llu bytes); params %u trained, %u frozen",
+              train->contract->forward, train->contract->backward, train->nsaved, train->nsaved == 1 ? "" : "s",
+              human_bytes(train->saved_bytes, size, sizeof size), (unsigned long long)train->saved_bytes,
+              train->trained, train->frozen);
+    if (train->contract->vocabulary) sb_printf(out, "; vocabulary %llu", (unsigned long long)train->contract->vocabulary);
+    sb_putc(out, '\n');
+  }
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
     IrFunc *fn = ir_func(m, f);
     if (fn->dead) continue;

@@ -53,7 +53,8 @@ enum {
   OPT_PRINT_AFTER_ALL, OPT_VERIFY_EACH, OPT_TIME_PASSES, OPT_LOAD_PASS, OPT_FP16_RANGE_GUARD, OPT_LORA, OPT_ALLOW,
   OPT_NO_LINT, OPT_INLINE, OPT_LEGALIZE, OPT_SUMMARY, OPT_JSON, OPT_NO_WEIGHT_CHECK, OPT_CLAMP_FP16,
   OPT_WEIGHTS_OVERRIDE, OPT_WEIGHT_OVERRIDE, OPT_NO_DEDUP, OPT_CACHE_DIR, OPT_NO_CACHE, OPT_TIME, OPT_VERBOSE,
-  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_TRAIN_CONTRACT, OPT_HELP, OPT_VERSION,
+  OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_TRAIN_CONTRACT, OPT_TRAIN, OPT_TRAINABLE, OPT_FROZEN,
+  OPT_HELP, OPT_VERSION,
 };
 
 static const CliOption orionc_options[] = {
@@ -134,6 +135,20 @@ static const CliOption orionc_options[] = {
      "store every weight in a blob of its own, even one tensor read\n"
      "twice (tied) and equal consts (by default only those share)",
      NULL},
+    {OPT_TRAIN, 0, "train", CLI_OPTIONAL_VALUE, 0, "[=FUNC]",
+     "differentiate the scalar fp32 output 'loss' of FUNC (default:\n"
+     "the one function with an output 'loss') and write a training\n"
+     "package: its forward and backward programs, one weight file,\n"
+     "the training contract (docs/training.md)",
+     "a function"},
+    {OPT_TRAINABLE, 0, "trainable", CLI_VALUE, 0, "=GLOB",
+     "with --train: train only the params matching GLOB (fnmatch,\n"
+     "repeatable; each must match a float param)",
+     "a glob"},
+    {OPT_FROZEN, 0, "frozen", CLI_VALUE, 0, "=GLOB",
+     "with --train: do not train the params matching GLOB\n"
+     "(repeatable; each must match a float param)",
+     "a glob"},
     {OPT_TRAIN_CONTRACT, 0, "train-contract", CLI_VALUE, 0, "=FILE.json",
      "record this training contract in the package (Training in the\n"
      "manifest: which functions are the forward and the backward,\n"
@@ -197,6 +212,12 @@ static const char *compile_arg_spelling(int id, const char *value, StrBuf *sb) {
   case OPT_NO_LINT:
   case OPT_NO_DEDUP:
   case OPT_CLAMP_FP16: sb_printf(sb, "--%s", name); break;
+  case OPT_TRAIN:
+    if (value) sb_printf(sb, "--%s=%s", name, value);
+    else sb_printf(sb, "--%s", name);
+    break;
+  case OPT_TRAINABLE:
+  case OPT_FROZEN:
   case OPT_TARGET:
   case OPT_CHIP:
   case OPT_PASSES:
@@ -311,6 +332,10 @@ static int parse_options(int argc, char **argv, Options *o) {
   if ((c->inline_calls || c->legalize) && c->emit != ORION_EMIT_OIR)
     return usage_error("%s", "--inline and --legalize go with --emit=oir");
   if (o->json && !c->summary) return usage_error("%s", "--json goes with --summary");
+  if (c->train && o->train_contract)
+    return usage_error("%s", "--train makes the training contract; --train-contract gives one: use one of them");
+  if (!c->train && (c->autodiff.ntrainable || c->autodiff.nfrozen))
+    return usage_error("%s", "--trainable and --frozen go with --train");
   c->summary_json = o->json;
   if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");

@@ -15,6 +15,7 @@
 #ifndef ORION_COMPILE_H
 #define ORION_COMPILE_H
 
+#include "orion/autodiff.h"
 #include "orion/constraints.h"
 #include "orion/package.h"
 #include "orion/passes.h"
@@ -99,8 +100,17 @@ typedef struct OrionCompileOptions {
   size_t source_len;
 
   /* The training contract recorded in the package (manifest Training), or
-   * NULL (orionc --train-contract FILE.json reads one). */
+   * NULL (orionc --train-contract FILE.json reads one). Not with `train`. */
   const PkgTraining *training;
+  /* orionc --train[=FUNC]: differentiate the entry function's `loss`
+   * (ad_differentiate) and write a training package of its forward and
+   * backward with the contract made from it (docs/training.md, "orionc
+   * --train"). train_function names the entry, or NULL: the one entry with
+   * an output `loss`. autodiff holds the --trainable/--frozen globs; each
+   * must match a float param of the entry (an error otherwise). */
+  bool train;
+  const char *train_function;
+  AutodiffOptions autodiff;
 
   OrionCompileHooks hooks;
 } OrionCompileOptions;
@@ -156,6 +166,7 @@ bool orion_compile_module(IrModule *m, const OrionCompileOptions *o, const char 
 #define ORION_COMPILE_MAX_PLUGINS 16
 #define ORION_COMPILE_MAX_ALLOW 32
 #define ORION_COMPILE_MAX_OVERRIDES 64
+#define ORION_COMPILE_MAX_GLOBS 64
 
 /* Options parsed from arguments, with the storage they point into; the
  * arguments themselves are referenced, not copied (they must outlive it). */
@@ -168,6 +179,8 @@ typedef struct OrionCompileArgs {
   const char *allow[ORION_COMPILE_MAX_ALLOW];
   OrionWeightOverride overrides[ORION_COMPILE_MAX_OVERRIDES];
   char *override_names[ORION_COMPILE_MAX_OVERRIDES];
+  const char *trainable[ORION_COMPILE_MAX_GLOBS]; /* --trainable=GLOB */
+  const char *frozen[ORION_COMPILE_MAX_GLOBS];    /* --frozen=GLOB */
 } OrionCompileArgs;
 
 typedef enum OrionArgStatus {
@@ -180,7 +193,8 @@ void orion_compile_args_init(OrionCompileArgs *a);
 void orion_compile_args_free(OrionCompileArgs *a);
 /* One argument: --target=, --chip=, -O0/-O1, --passes=, --lora=,
  * --fp16-range-guard, --load-pass=, --allow=, --no-lint, --no-dedup,
- * --clamp-fp16, --weights-override=, --weight-override=. Each taken one is
+ * --clamp-fp16, --weights-override=, --weight-override=, --train,
+ * --train=FUNC, --trainable=GLOB, --frozen=GLOB. Each taken one is
  * recorded in options.compile_args. */
 OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, char *err, size_t errlen);
 

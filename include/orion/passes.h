@@ -84,6 +84,11 @@ typedef struct PassManagerOptions {
 bool passes_check_spec(const PassManagerOptions *o, Diag *d);
 /* Runs the pipeline, then verifies. Returns false if a pass failed or broke the IR. */
 bool passes_run(IrModule *m, const PassManagerOptions *o, Diag *d);
+
+/* Deletes a function nobody calls any more, with everything it owns (the
+ * calls it makes no longer count as callers of their callees). orionc
+ * --train keeps only the forward and backward it made this way. */
+void pass_delete_func(IrModule *m, IrFuncId f);
 /* The passes of a named pipeline, comma-separated, with groups that run to a
  * fixed point in parentheses: "inline,(dce,cast-fusion),..."; NULL if unknown. */
 const char *passes_pipeline(const char *name);
