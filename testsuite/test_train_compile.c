@@ -1,6 +1,6 @@
 /*
  * orionc --train through the compile library (docs/training.md, "orionc
- * --train"): examples/train_tiny.oir compiled into a training package whose
+ * --train"): examples/train/tiny.oir compiled into a training package whose
  * backward, run on the CPU backend in fp32 numerics, gives the gradients of
  * the IR-level differentiation evaluated in double precision (ir_eval) on
  * the package's own weights; the contract the package records; frozen globs;
@@ -19,7 +19,7 @@
 #include "orion/frontend.h"
 #include "orion/weights.h"
 
-#define TINY ORION_SOURCE_ROOT "/examples/train_tiny.oir"
+#define TINY ORION_SOURCE_ROOT "/examples/train/tiny.oir"
 
 static char dir[] = "/tmp/orion-train-compile-XXXXXX";
 
@@ -69,7 +69,7 @@ static void compiled_free(Compiled *c) {
   sb_free(&c->msgs);
 }
 
-/* The reference: train_tiny.oir differentiated at the IR level, its params
+/* The reference: train/tiny.oir differentiated at the IR level, its params
  * replaced by consts holding the values the package writer stores (fp32). */
 typedef struct Reference {
   IrModule *m;

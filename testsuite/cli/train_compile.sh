@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # orionc --train from the command line (docs/training.md, "orionc --train"):
-# examples/train_tiny.oir compiled into a training package and trained by
-# orion-run train for 20 steps on examples/train_tiny.tokens.bin (the losses
+# examples/train/tiny.oir compiled into a training package and trained by
+# orion-run train for 20 steps on examples/train/tiny.tokens.bin (the losses
 # the same in two runs, the last far below the first, 0 compiles), the export
 # patched back (and --verify recompiling with the recorded --train); --summary
 # and --summary --json; both spellings of --trainable/--frozen; the refusals
@@ -11,7 +11,7 @@
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") root=$(realpath "$4")
 source "$(dirname "$0")/lib.sh"
-tiny=$root/examples/train_tiny.oir data=$root/examples/train_tiny.tokens.bin
+tiny=$root/examples/train/tiny.oir data=$root/examples/train/tiny.tokens.bin
 mkdir work && export TMPDIR=$tmp/work # where the working copies go
 
 check compile 0 "$orionc" -w --train "$tiny" -o tiny.anepkg
