@@ -365,11 +365,14 @@ void orion_compile_cleanup(const char *temp_dir) {
   /* Out of the writer's way first: the rename is atomic, so either the
    * writer's install (a rename of the same directory) came first and the
    * package is complete, or it fails and the old package stays. */
+  /* No allocation through the funnel: this also runs when memory ran out. */
+  char local[4096];
   size_t n = strlen(temp_dir) + sizeof "-removing";
-  char *gone = xmalloc(n);
+  char *gone = n <= sizeof local ? local : malloc(n);
+  if (!gone) return;
   snprintf(gone, n, "%s-removing", temp_dir);
   if (rename(temp_dir, gone) == 0) remove_tree(gone);
-  free(gone);
+  if (gone != local) free(gone);
 }
 
 bool orion_compile_file(const char *path, const OrionCompileOptions *o, const char *out_package,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-inspect.h"
 #include "orion/manifest.h"
 #include "orion/patch.h"
@@ -51,6 +52,7 @@ static void put_bindings(const char *title, const PkgTensor *t, uint32_t n) {
 }
 
 int main(int argc, char **argv) {
+  tool_memory_init("orion-inspect", NULL, NULL);
   const char *path = NULL;
   bool list_weights = true, json = false;
   CliParser p;

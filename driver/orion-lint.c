@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion/constraints.h"
 #include "orion/frontend.h"
 #include "orion/passes.h"
@@ -339,6 +340,7 @@ static int run(const Options *o) {
 }
 
 int main(int argc, char **argv) {
+  tool_memory_init("orion-lint", NULL, NULL);
   Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18, .error_limit = DEFAULT_ERROR_LIMIT};
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = run(&o);

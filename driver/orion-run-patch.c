@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-run.h"
 #include "orion/package.h"
 #include "orion/patch.h"
@@ -132,6 +133,7 @@ static bool verify_on_a_copy(const PatchArgs *a, const PatchSet *set, const Patc
   char *copy = xmalloc(n);
   snprintf(copy, n, "%.*s.verify-XXXXXX", (int)len, a->package);
   bool ok = mkdtemp(copy) != NULL;
+  if (ok) tool_temp_dir(0, copy);
   if (!ok) diag_error(d, (SrcSpan){0}, "--verify: cannot make a copy of '%s' to check: %s", a->package, strerror(errno));
   else if (!(ok = package_copy(a->package, copy)))
     diag_error(d, (SrcSpan){0}, "--verify: cannot copy '%s' to check it: %s", a->package, strerror(errno));
@@ -152,6 +154,7 @@ static bool verify_on_a_copy(const PatchArgs *a, const PatchSet *set, const Patc
     ok = false;
   }
   if (access(copy, F_OK) == 0) remove_tree(copy);
+  tool_temp_dir(0, NULL);
   free(copy);
   return ok;
 }

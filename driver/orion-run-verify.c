@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "orion-run.h"
+#include "tool_memory.h"
 #include "orion/compile.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"
@@ -193,7 +194,8 @@ bool orion_run_verify_patch(const char *package, const char *shown, const char *
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/orion-verify-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
   bool made = false, ok = src && same_source(src, &pkg, d);
-  if (ok && !(made = mkdtemp(tmp) != NULL)) {
+  if (ok && (made = mkdtemp(tmp) != NULL)) tool_temp_dir(1, tmp);
+  if (ok && !made) {
     diag_error(d, (SrcSpan){0}, "--verify: cannot make a temporary directory: %s", strerror(errno));
     ok = false;
   }
@@ -224,6 +226,7 @@ bool orion_run_verify_patch(const char *package, const char *shown, const char *
   if (ok) printf("%s: verified: the same MIL and weight bytes as a fresh compile, bit-identical outputs\n", shown);
   if (made) {
     remove_tree(tmp); /* our own directory: its name came from mkdtemp */
+    tool_temp_dir(1, NULL);
   }
   sb_free(&out);
   sb_free(&label);

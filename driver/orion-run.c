@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-run.h"
 #include "orion/ane_check.h"
 #include "orion/backend.h"
@@ -310,10 +311,13 @@ static char *default_output_dir_of(const char *program) {
   return sb.data;
 }
 
-/* Makes dir and its missing parents; an existing directory is fine. */
-static bool make_output_dir(const char *dir, Diag *d) {
+/* Makes dir and its missing parents; an existing directory is fine. *made
+ * is the outermost directory it made (NULL: none), for removal if the
+ * outputs cannot all be written. */
+static bool make_output_dir(const char *dir, char **made, Diag *d) {
   char *path = xstrdup(dir);
   bool ok = true;
+  *made = NULL;
   for (char *p = path + 1; ok; p++) {
     bool end = *p == 0;
     if (*p != '/' && !end) continue;
@@ -323,6 +327,8 @@ static bool make_output_dir(const char *dir, Diag *d) {
       if (mkdir(path, 0777) != 0 && errno != EEXIST) {
         diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(errno));
         ok = false;
+      } else if (!*made) {
+        *made = xstrdup(path);
       }
     } else if (!S_ISDIR(st.st_mode)) {
       diag_error(d, (SrcSpan){0}, "the output directory '%s' is not a directory ('%s' is a file)", dir, path);
@@ -364,6 +370,7 @@ int main(int argc, char **argv) {
   /* Past a file size limit (ulimit -f) writes fail with EFBIG and are
    * reported; the default action would kill the process mid-write. */
   signal(SIGXFSZ, SIG_IGN);
+  tool_memory_init("orion-run", NULL, NULL);
   if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
@@ -382,7 +389,7 @@ int main(int argc, char **argv) {
   uint32_t nin = 0, nout = 0;
   const char *output_names[MAX_BINDINGS] = {NULL};
   char *output_files[MAX_BINDINGS] = {NULL};
-  char *default_output_dir = NULL;
+  char *default_output_dir = NULL, *made_dir = NULL;
   Arena out_arena; /* names of joined outputs */
   arena_init(&out_arena);
 
@@ -485,7 +492,6 @@ int main(int argc, char **argv) {
   if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
 
   if (!o.output_dir) o.output_dir = default_output_dir = default_output_dir_of(o.program);
-  if (!make_output_dir(o.output_dir, &d)) goto done;
   /* An output split-concat split into parts is written whole, under its own name. */
   const char *out_names[MAX_BINDINGS];
   for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
@@ -504,6 +510,10 @@ int main(int argc, char **argv) {
     }
   }
   if (!outputs_spare_inputs(&o, out_names, nout, &d)) goto done;
+  /* Made only now, when nothing but the writes is left to fail; running out
+   * of memory before they are all done removes what was made. */
+  if (!make_output_dir(o.output_dir, &made_dir, &d)) goto done;
+  tool_temp_dir(0, made_dir);
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
@@ -517,8 +527,12 @@ int main(int argc, char **argv) {
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
     output_names[i] = out_names[i];
     output_files[i] = path.data; /* freed below */
-    if (!wrote) goto done;
+    if (!wrote) {
+      if (made_dir) remove_tree(made_dir);
+      goto done;
+    }
   }
+  tool_temp_dir(0, NULL);
   if (o.json) {
     OrionRunReport report = {.program = o.program, .function = orion_function_name(p, fn),
                              .backend = orion_backend_name(backend), .numerics_fp32 = o.numerics == ORION_NUMERICS_FP32,
@@ -541,6 +555,8 @@ done:
   orion_backend_close(backend);
   orion_close(p);
   arena_free(&out_arena);
+  tool_temp_dir(0, NULL);
+  free(made_dir);
   free(default_output_dir);
   srcset_free(&sources);
   return rc;

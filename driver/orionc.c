@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion/cache.h"
 #include "orion/compile.h"
 #include "orion/pass_plugin.h"
@@ -324,25 +325,50 @@ static void print_timing(void *ctx, const char *detail) {
 typedef struct Interrupt {
   pthread_mutex_t lock;
   char *temp_dir; /* NULL when there is none */
+  const char *reporting; /* the library's path while it is copied into temp_dir */
   bool creating;   /* between temp_dir_begin and temp_dir: the lock is held */
+  _Atomic bool held; /* by holder */
+  pthread_t holder;
   sigset_t signals;
 } Interrupt;
+
+static void lock_interrupt(Interrupt *in) {
+  pthread_mutex_lock(&in->lock);
+  in->holder = pthread_self();
+  in->held = true;
+}
+
+static void unlock_interrupt(Interrupt *in) {
+  in->held = false;
+  pthread_mutex_unlock(&in->lock);
+}
 
 /* Held from right before the library makes its directory until it has
  * reported it, so a signal in between waits and then removes it. */
 static void begin_temp_dir(void *ctx) {
   Interrupt *in = ctx;
-  pthread_mutex_lock(&in->lock);
+  lock_interrupt(in);
   in->creating = true;
 }
 
 static void track_temp_dir(void *ctx, const char *path) {
   Interrupt *in = ctx;
-  if (!in->creating) pthread_mutex_lock(&in->lock);
+  if (!in->creating) lock_interrupt(in);
   in->creating = false;
+  in->reporting = path; /* running out of memory in the copy still removes it */
+  char *copy = path ? xstrdup(path) : NULL;
   free(in->temp_dir);
-  in->temp_dir = path ? xstrdup(path) : NULL;
-  pthread_mutex_unlock(&in->lock);
+  in->temp_dir = copy;
+  in->reporting = NULL;
+  unlock_interrupt(in);
+}
+
+/* Out of memory in any thread: the same removal as for a signal. The
+ * thread that ran out may be the one holding the lock (in track_temp_dir). */
+static void clean_up_after_oom(void *ctx) {
+  Interrupt *in = ctx;
+  if (!(in->held && pthread_equal(in->holder, pthread_self()))) lock_interrupt(in);
+  orion_compile_cleanup(in->reporting ? in->reporting : in->temp_dir);
 }
 
 /* Waits for the signal, removes the temporary directory, then ends the
@@ -352,7 +378,7 @@ static void *await_interrupt(void *ctx) {
   Interrupt *in = ctx;
   int sig;
   if (sigwait(&in->signals, &sig) != 0) return NULL;
-  pthread_mutex_lock(&in->lock);
+  lock_interrupt(in);
   orion_compile_cleanup(in->temp_dir);
   signal(sig, SIG_DFL);
   pthread_sigmask(SIG_UNBLOCK, &in->signals, NULL);
@@ -388,6 +414,7 @@ int main(int argc, char **argv) {
   signal(SIGXFSZ, SIG_IGN);
   static Interrupt interrupt; /* the waiting thread may use it until the process ends */
   catch_interrupts(&interrupt);
+  tool_memory_init("orionc", clean_up_after_oom, &interrupt);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {
