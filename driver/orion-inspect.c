@@ -1,7 +1,7 @@
 /*
  * orion-inspect: shows what a .anepkg holds (functions, inputs and outputs
  * in binding order with their surface sizes, the weights table) and verifies
- * every checksum. Exit codes: 0 the package is sound, 1 it is not, 2 usage.
+ * every checksum. Exit codes: 0 the package is sound, 1 it is not, 2 usage, 3 out of memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ static const CliSpec inspect_spec = {
                    "(MIL files, the weight file, and every weight).\n",
     .options = inspect_options,
     .noptions = sizeof inspect_options / sizeof *inspect_options,
-    .epilogue = "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error\n",
+    .epilogue = "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error, 3 out of memory\n",
     .help_column = 19,
 };
 

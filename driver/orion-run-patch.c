@@ -55,7 +55,7 @@ static const CliSpec patch_spec = {
                    "bumps the package's weights generation.\n",
     .options = patch_options,
     .noptions = sizeof patch_options / sizeof *patch_options,
-    .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
+    .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error, 3 out of memory\n",
     .help_column = 30,
 };
 

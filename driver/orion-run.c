@@ -4,7 +4,7 @@
  * reference backend by default): inputs from .npy files, outputs written as
  * NAME.npy. Parses options and calls the runtime library.
  *
- * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
+ * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage, 3 out of memory.
  */
 #include <errno.h>
 #include <signal.h>
@@ -112,7 +112,7 @@ static const CliSpec run_spec = {
                    "model.mil and its weights) on a backend (by default the CPU reference backend).\n",
     .options = run_options,
     .noptions = sizeof run_options / sizeof *run_options,
-    .epilogue = "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error\n",
+    .epilogue = "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error, 3 out of memory\n",
     .help_column = 25,
 };
 

@@ -4,7 +4,7 @@
  * prints what it returns; no compiler logic lives here. Killed by SIGINT or
  * SIGTERM, it removes the package directory it was writing.
  *
- * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
+ * Exit codes: 0 success, 1 errors in the input, 2 usage errors, 3 out of memory.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -155,7 +155,7 @@ static const CliSpec orionc_spec = {
     .noptions = sizeof orionc_options / sizeof *orionc_options,
     .epilogue = "FILE may be '-' for standard input (then -o or --emit is required).\n"
                 "environment: ORION_VERIFY_EACH=1 acts as --verify-each\n"
-                "exit status: 0 success, 1 errors in the input, 2 usage error\n",
+                "exit status: 0 success, 1 errors in the input, 2 usage error, 3 out of memory\n",
     .help_column = 23,
 };
 
