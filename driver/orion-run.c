@@ -313,7 +313,7 @@ static char *default_output_dir_of(const char *program) {
 
 /* Makes dir and its missing parents; an existing directory is fine. *made
  * is the outermost directory it made (NULL: none), for removal if the
- * outputs cannot all be written. */
+ * outputs cannot all be written (also when memory runs out: tool_temp_dir). */
 static bool make_output_dir(const char *dir, char **made, Diag *d) {
   char *path = xstrdup(dir);
   bool ok = true;
@@ -324,11 +324,21 @@ static bool make_output_dir(const char *dir, char **made, Diag *d) {
     *p = 0;
     struct stat st;
     if (stat(path, &st) != 0) {
-      if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(errno));
-        ok = false;
-      } else if (!*made) {
-        *made = xstrdup(path);
+      /* Copied and registered before the mkdir: running out of memory
+       * right after it must still find the directory to remove. */
+      bool outermost = !*made;
+      if (outermost) tool_temp_dir(0, *made = xstrdup(path));
+      if (mkdir(path, 0777) != 0) {
+        int err = errno;
+        if (outermost) { /* not ours after all (or not made) */
+          tool_temp_dir(0, NULL);
+          free(*made);
+          *made = NULL;
+        }
+        if (err != EEXIST) {
+          diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(err));
+          ok = false;
+        }
       }
     } else if (!S_ISDIR(st.st_mode)) {
       diag_error(d, (SrcSpan){0}, "the output directory '%s' is not a directory ('%s' is a file)", dir, path);
@@ -513,7 +523,6 @@ int main(int argc, char **argv) {
   /* Made only now, when nothing but the writes is left to fail; running out
    * of memory before they are all done removes what was made. */
   if (!make_output_dir(o.output_dir, &made_dir, &d)) goto done;
-  tool_temp_dir(0, made_dir);
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);

@@ -12,8 +12,9 @@
 # sweep fails on any ASan error or leak report (they change status or stderr).
 #
 # ORION_FAIL_ALLOC=count gives each command's allocation count; the sweep
-# takes every N up to 16, then about OOM_POINTS (default 20) more spread
-# to the last one. OOM_POINTS=all sweeps every N (slow: thousands of runs).
+# takes every N up to 16 and the last 16, and about OOM_POINTS (default 20)
+# more spread between. OOM_POINTS=all sweeps every N (slow: thousands of runs);
+# OOM_ONLY="compile run" sweeps only the commands so named.
 #   oom.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT
 set -u
 orionc=$(realpath "$1")
@@ -43,6 +44,7 @@ is_prefix() { local n; n=$(wc -l <"$1"); head -n "$n" "$2" | cmp -s - "$1"; }
 sweep() {
   local name=$1 program=$2 reset=$3
   shift 3
+  [ -n "${OOM_ONLY:-}" ] && [[ " $OOM_ONLY " != *" $name "* ]] && return
   $reset
   local before after total got list n
   before=$(state w)
@@ -58,7 +60,9 @@ sweep() {
   if [ "$points" = all ]; then
     list=$(seq "$total")
   else
-    list=$( (seq 1 $((total < 16 ? total : 16)); [ "$total" -gt 16 ] && seq 17 $(((total - 16) / points + 1)) "$total"; echo "$total") | sort -n -u)
+    # The first and the last 16 all (the last ones are where the outputs are put in place), the rest spread.
+    list=$( (seq 1 $((total < 16 ? total : 16)); [ "$total" -gt 16 ] && seq 17 $(((total - 16) / points + 1)) "$total"
+      seq $((total > 16 ? total - 15 : 1)) "$total") | sort -n -u)
   fi
   local bad=0 oom=0 clean=0
   for n in $list; do
