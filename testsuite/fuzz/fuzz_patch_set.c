@@ -19,7 +19,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char file[96];
+static char dir[64], file[96];
+
+static void remove_dir(void) { remove_tree(dir); }
 
 static void check_set(const PatchSet *s) {
   for (uint32_t i = 0; i < s->n; i++) {
@@ -52,8 +54,9 @@ static void add(PatchSet *s, bool npy) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > (1u << 20)) return 0;
   if (!file[0]) {
-    char dir[] = "/tmp/fuzz-patch-set-XXXXXX";
+    snprintf(dir, sizeof dir, "/tmp/fuzz-patch-set-XXXXXX");
     if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
     snprintf(file, sizeof file, "%s/w", dir);
   }
   FILE *f = fopen(file, "wb");

@@ -191,10 +191,13 @@ static void check_name(const char *name, PkgNameKind kind) {
 
 static char root[64], real_root[4096];
 
+static void remove_package(void) { remove_tree(root); }
+
 static void make_package(void) {
   if (root[0]) return;
   snprintf(root, sizeof root, "/tmp/fuzz-pkg-paths-XXXXXX");
   if (!mkdtemp(root)) abort();
+  atexit(remove_package);
   char p[128];
   snprintf(p, sizeof p, "%s/weights", root);
   mkdir(p, 0755);
