@@ -128,7 +128,7 @@ void blob_writer_reserve(BlobWriter *w, size_t total) { reserve_bytes(w, total);
 bool blob_writer_try_reserve(BlobWriter *w, size_t total) {
   if (total <= w->cap) return true;
   if (w->fixed) return false;
-  uint8_t *p = realloc(w->data, total);
+  uint8_t *p = try_realloc(w->data, total);
   if (!p) return false;
   w->data = p;
   w->cap = total;

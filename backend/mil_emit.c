@@ -215,7 +215,7 @@ static void *const_bytes(IrModule *m, IrValueId v, Diag *d, size_t *nbytes) {
   IrValue *val = ir_value(m, v);
   uint64_t n = ir_type_elements(&val->type);
   size_t es = ir_dtype_size(val->type.dtype);
-  uint8_t *buf = n <= SIZE_MAX / es ? malloc((size_t)n * es) : NULL;
+  uint8_t *buf = n <= SIZE_MAX / es ? try_malloc((size_t)n * es) : NULL;
   if (!buf) {
     diag_error(d, val->loc, "const '%s' (%llu bytes) does not fit in memory", val->name,
                (unsigned long long)(n * es));

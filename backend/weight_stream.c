@@ -200,7 +200,7 @@ WeightStream *weight_stream_open(const char *path, size_t bound) {
   size_t map_len = cap + REGION;
   void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return NULL;
-  WeightStream *s = calloc(1, sizeof *s);
+  WeightStream *s = try_calloc(1, sizeof *s);
   if (s) s->read_fd = -1;
   if (!s) {
     munmap(map, map_len);

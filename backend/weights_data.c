@@ -1081,7 +1081,7 @@ void *weights_materialize(IrModule *m, IrValueId param, const WeightLoadOptions 
   uint64_t n;
   size_t size;
   if (!param_size(m, param, d, &n, &size)) return NULL;
-  void *data = malloc(size ? size : 1);
+  void *data = try_malloc(size);
   if (!data) {
     const IrValue *p = ir_value(m, param);
     diag_error(d, p->loc, "weight '%s' (%zu bytes) does not fit in memory", p->name, size);

@@ -1,12 +1,13 @@
 /*
  * orion-inspect: shows what a .anepkg holds (functions, inputs and outputs
  * in binding order with their surface sizes, the weights table) and verifies
- * every checksum. Exit codes: 0 the package is sound, 1 it is not, 2 usage.
+ * every checksum. Exit codes: 0 the package is sound, 1 it is not, 2 usage, 3 out of memory.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-inspect.h"
 #include "orion/manifest.h"
 #include "orion/patch.h"
@@ -27,7 +28,7 @@ static const CliSpec inspect_spec = {
                    "(MIL files, the weight file, and every weight).\n",
     .options = inspect_options,
     .noptions = sizeof inspect_options / sizeof *inspect_options,
-    .epilogue = "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error\n",
+    .epilogue = "exit status: 0 the package is sound, 1 it is missing or damaged, 2 usage error, 3 out of memory\n",
     .help_column = 19,
 };
 
@@ -67,6 +68,7 @@ static void put_training(const PkgTraining *t) {
 }
 
 int main(int argc, char **argv) {
+  tool_memory_init("orion-inspect", NULL, NULL);
   const char *path = NULL;
   bool list_weights = true, json = false;
   CliParser p;

@@ -10,7 +10,7 @@
  * file by the checks of MIL text (and the weight files it names).
  *
  * Exit codes: 0 no finding at or above --fail-on, 1 some, 2 usage error or
- * unreadable input.
+ * unreadable input, 3 out of memory.
  */
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion/constraints.h"
 #include "orion/frontend.h"
 #include "orion/passes.h"
@@ -98,7 +99,7 @@ static const CliSpec lint_spec = {
                 "fixes are notes) and after it (whatever is left is reported at its severity).\n"
                 "A .mil file gets the checks of MIL text (BLOBFILE offsets into the weight files\n"
                 "beside it, named matmul flags, live return names); the manifest rules need a package.\n"
-                "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input\n",
+                "exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input, 3 out of memory\n",
     .help_column = 23,
 };
 
@@ -339,6 +340,7 @@ static int run(const Options *o) {
 }
 
 int main(int argc, char **argv) {
+  tool_memory_init("orion-lint", NULL, NULL);
   Options o = {.format = FORMAT_TEXT, .fail_on = DIAG_ERROR, .target = MIL_IOS18, .error_limit = DEFAULT_ERROR_LIMIT};
   int status = parse_options(argc, argv, &o);
   if (status < 0) status = run(&o);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-run.h"
 #include "orion/package.h"
 #include "orion/patch.h"
@@ -57,7 +58,7 @@ static const CliSpec patch_spec = {
                    "inside it (named by --recover -v).\n",
     .options = patch_options,
     .noptions = sizeof patch_options / sizeof *patch_options,
-    .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error\n",
+    .epilogue = "exit status: 0 success, 1 errors (nothing written), 2 usage error, 3 out of memory\n",
     .help_column = 30,
 };
 

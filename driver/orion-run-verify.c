@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "orion-run.h"
+#include "tool_memory.h"
 #include "orion/compile.h"
 #include "orion/cpu.h"
 #include "orion/fp16.h"

@@ -4,7 +4,7 @@
  * reference backend by default): inputs from .npy files, outputs written as
  * NAME.npy. Parses options and calls the runtime library.
  *
- * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage.
+ * Exit codes: 0 success, 1 the program or its inputs are wrong, 2 usage, 3 out of memory.
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion-run.h"
 #include "orion/ane_check.h"
 #include "orion/backend.h"
@@ -114,7 +115,7 @@ static const CliSpec run_spec = {
                    "model.mil and its weights) on a backend (by default the CPU reference backend).\n",
     .options = run_options,
     .noptions = sizeof run_options / sizeof *run_options,
-    .epilogue = "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error\n",
+    .epilogue = "exit status: 0 success, 1 errors in the program or its inputs, 2 usage error, 3 out of memory\n",
     .help_column = 25,
 };
 
@@ -313,19 +314,38 @@ static char *default_output_dir_of(const char *program) {
   return sb.data;
 }
 
-/* Makes dir and its missing parents; an existing directory is fine. */
-static bool make_output_dir(const char *dir, Diag *d) {
+/* Makes dir and its missing parents; an existing directory is fine. *made
+ * is the outermost directory it made (NULL: none), for removal if the
+ * outputs cannot all be written; registered as a temporary until then, so
+ * that a signal or running out of memory removes it too (orion/temporaries.h). */
+static bool make_output_dir(const char *dir, char **made, Diag *d) {
   char *path = xstrdup(dir);
   bool ok = true;
+  *made = NULL;
   for (char *p = path + 1; ok; p++) {
     bool end = *p == 0;
     if (*p != '/' && !end) continue;
     *p = 0;
     struct stat st;
     if (stat(path, &st) != 0) {
-      if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(errno));
-        ok = false;
+      /* Copied and registered before the mkdir: running out of memory
+       * right after it must still find the directory to remove. */
+      bool outermost = !*made;
+      if (outermost) {
+        *made = xstrdup(path);
+        temp_track(*made);
+      }
+      if (mkdir(path, 0777) != 0) {
+        int err = errno;
+        if (outermost) { /* not ours after all (or not made) */
+          temp_untrack(*made);
+          free(*made);
+          *made = NULL;
+        }
+        if (err != EEXIST) {
+          diag_error(d, (SrcSpan){0}, "cannot make the output directory '%s': %s", path, strerror(err));
+          ok = false;
+        }
       }
     } else if (!S_ISDIR(st.st_mode)) {
       diag_error(d, (SrcSpan){0}, "the output directory '%s' is not a directory ('%s' is a file)", dir, path);
@@ -375,6 +395,7 @@ int main(int argc, char **argv) {
   signal(SIGXFSZ, SIG_IGN);
   /* SIGINT, SIGTERM: no partial output, patch temporary or verify copy stays. */
   temp_cleanup_on_signals();
+  tool_memory_init("orion-run", NULL, NULL); /* out of memory: the same removal as a signal's */
   if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "plot")) return orion_run_plot(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "train")) return orion_run_train(argc - 1, argv + 1);
@@ -395,7 +416,7 @@ int main(int argc, char **argv) {
   uint32_t nin = 0, nout = 0;
   const char *output_names[MAX_BINDINGS] = {NULL};
   char *output_files[MAX_BINDINGS] = {NULL};
-  char *default_output_dir = NULL;
+  char *default_output_dir = NULL, *made_dir = NULL;
   Arena out_arena; /* names of joined outputs */
   arena_init(&out_arena);
 
@@ -498,7 +519,6 @@ int main(int argc, char **argv) {
   if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
 
   if (!o.output_dir) o.output_dir = default_output_dir = default_output_dir_of(o.program);
-  if (!make_output_dir(o.output_dir, &d)) goto done;
   /* An output split-concat split into parts is written whole, under its own name. */
   const char *out_names[MAX_BINDINGS];
   for (uint32_t i = 0; i < nout; i++) out_names[i] = orion_output(p, fn, i)->name;
@@ -517,6 +537,9 @@ int main(int argc, char **argv) {
     }
   }
   if (!outputs_spare_inputs(&o, out_names, nout, &d)) goto done;
+  /* Made only now, when nothing but the writes is left to fail; running out
+   * of memory before they are all done removes what was made. */
+  if (!make_output_dir(o.output_dir, &made_dir, &d)) goto done;
   for (uint32_t i = 0; i < nout; i++) {
     NpyArray a = {.dtype = outputs[i].dtype, .rank = outputs[i].rank, .data = outputs[i].data};
     memcpy(a.dims, outputs[i].dims, sizeof(int64_t) * outputs[i].rank);
@@ -531,8 +554,12 @@ int main(int argc, char **argv) {
     if (wrote && o.verbose) fprintf(stderr, "orion-run: wrote %s\n", path.data);
     output_names[i] = out_names[i];
     output_files[i] = path.data; /* freed below */
-    if (!wrote) goto done;
+    if (!wrote) {
+      if (made_dir) remove_tree(made_dir);
+      goto done;
+    }
   }
+  if (made_dir) temp_untrack(made_dir); /* complete: the outputs' own now */
   if (o.json) {
     OrionRunReport report = {.program = o.program, .function = orion_function_name(p, fn),
                              .backend = orion_backend_name(backend), .numerics_fp32 = o.numerics == ORION_NUMERICS_FP32,
@@ -555,6 +582,8 @@ done:
   orion_backend_close(backend);
   orion_close(p);
   arena_free(&out_arena);
+  if (made_dir) temp_untrack(made_dir);
+  free(made_dir);
   free(default_output_dir);
   srcset_free(&sources);
   return rc;

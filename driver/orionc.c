@@ -6,7 +6,7 @@
  * a compile killed harder left beside the package, and --clean removes such
  * leftovers on request (orion/temporaries.h).
  *
- * Exit codes: 0 success, 1 errors in the input, 2 usage errors.
+ * Exit codes: 0 success, 1 errors in the input, 2 usage errors, 3 out of memory.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "tool_memory.h"
 #include "orion/cache.h"
 #include "orion/compile.h"
 #include "orion/pass_plugin.h"
@@ -192,7 +193,7 @@ static const CliSpec orionc_spec = {
     .noptions = sizeof orionc_options / sizeof *orionc_options,
     .epilogue = "FILE may be '-' for standard input (then -o or --emit is required).\n"
                 "environment: ORION_VERIFY_EACH=1 acts as --verify-each\n"
-                "exit status: 0 success, 1 errors in the input, 2 usage error\n",
+                "exit status: 0 success, 1 errors in the input, 2 usage error, 3 out of memory\n",
     .help_column = 23,
 };
 
@@ -413,6 +414,7 @@ int main(int argc, char **argv) {
    * reported and cleaned up, instead of killing the compiler mid-package. */
   signal(SIGXFSZ, SIG_IGN);
   temp_cleanup_on_signals(); /* SIGINT, SIGTERM: the temporary package goes first */
+  tool_memory_init("orionc", NULL, NULL); /* out of memory: the same removal as a signal's */
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc < 0 && o.clean) rc = clean(&o);

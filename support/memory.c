@@ -1,31 +1,103 @@
 /*
  * Allocation funnel, arenas and string buffers.
- * Out-of-memory is fatal: a half-built IR cannot be reported on usefully.
+ * Out-of-memory ends the process cleanly (a half-built IR cannot be reported
+ * on usefully): one message, the tool's cleanup, a distinct exit status.
+ * ORION_FAIL_ALLOC makes the funnel fail on purpose, to test that path.
  */
 #include "orion/support.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* ---- failure injection ---- */
+
+enum { INJECT_UNREAD, INJECT_OFF, INJECT_COUNT, INJECT_EVERY, INJECT_ONCE };
+static _Atomic int inject_mode = INJECT_UNREAD;
+static _Atomic uint64_t inject_nth;
+static _Atomic uint64_t allocations;
+static _Atomic bool out_of_memory_seen; /* then nothing more is made to fail */
+
+static const char *failure_program = "orion";
+static void (*failure_cleanup)(void *ctx);
+static void *failure_ctx;
+
+void xalloc_on_failure(const char *program, void (*cleanup)(void *ctx), void *ctx) {
+  failure_program = program;
+  failure_cleanup = cleanup;
+  failure_ctx = ctx;
+}
+
+static void print_allocation_count(void) {
+  fprintf(stderr, "%s: %llu allocations\n", failure_program, (unsigned long long)atomic_load(&allocations));
+}
+
+/* Read once. Two threads may both get here first: they read the same
+ * variable and store the same values. */
+static int read_injection(void) {
+  const char *v = getenv("ORION_FAIL_ALLOC");
+  int mode = INJECT_OFF;
+  uint64_t nth = 0;
+  if (v && *v) {
+    char *end;
+    if (strcmp(v, "count") == 0) {
+      mode = INJECT_COUNT;
+    } else if (*v >= '1' && *v <= '9' && (nth = strtoull(v, &end, 10)) != 0 &&
+               (!*end || strcmp(end, ":once") == 0)) {
+      mode = *end ? INJECT_ONCE : INJECT_EVERY;
+    } else {
+      fprintf(stderr, "%s: warning: ignoring ORION_FAIL_ALLOC='%s' (expected N, N:once or count)\n",
+              failure_program, v);
+    }
+  }
+  atomic_store(&inject_nth, nth);
+  int unread = INJECT_UNREAD;
+  if (atomic_compare_exchange_strong(&inject_mode, &unread, mode) && mode == INJECT_COUNT)
+    atexit(print_allocation_count);
+  return mode;
+}
+
+/* Counts the allocation and says whether it is to fail. */
+static bool injected_failure(void) {
+  int mode = atomic_load_explicit(&inject_mode, memory_order_acquire);
+  if (mode == INJECT_OFF) return false;
+  if (mode == INJECT_UNREAD && (mode = read_injection()) == INJECT_OFF) return false;
+  uint64_t k = atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed) + 1;
+  if (mode == INJECT_COUNT || atomic_load(&out_of_memory_seen)) return false;
+  uint64_t nth = atomic_load_explicit(&inject_nth, memory_order_relaxed);
+  return mode == INJECT_EVERY ? k % nth == 0 : k == nth;
+}
+
+/* ---- out of memory ---- */
 
 static ORION_NORETURN void out_of_memory(size_t n) {
-  fprintf(stderr, "orion: fatal error: out of memory allocating %zu bytes\n", n);
-  abort();
+  static _Thread_local bool reporting;
+  if (reporting) _exit(ORION_EXIT_OUT_OF_MEMORY); /* the cleanup itself ran out */
+  reporting = true;
+  /* Another thread that runs out meanwhile waits for this one to end the process. */
+  if (atomic_exchange(&out_of_memory_seen, true))
+    for (;;) pause();
+  fprintf(stderr, "%s: error: out of memory (allocating %zu bytes)\n", failure_program, n);
+  if (failure_cleanup) failure_cleanup(failure_ctx);
+  /* Not exit(): other threads still run, and stdio buffers hold partial output. */
+  _exit(ORION_EXIT_OUT_OF_MEMORY);
 }
 
 void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+  void *p = injected_failure() ? NULL : malloc(n ? n : 1);
   if (!p) out_of_memory(n);
   return p;
 }
 
 void *xcalloc(size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
+  void *p = injected_failure() ? NULL : calloc(count ? count : 1, size ? size : 1);
   if (!p) out_of_memory(count * size);
   return p;
 }
 
 void *xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
+  void *q = injected_failure() ? NULL : realloc(p, n ? n : 1);
   if (!q) out_of_memory(n);
   return q;
 }
@@ -33,6 +105,18 @@ void *xrealloc(void *p, size_t n) {
 char *xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
   return memcpy(xmalloc(n), s, n);
+}
+
+void *try_malloc(size_t n) { return injected_failure() ? NULL : malloc(n ? n : 1); }
+
+void *try_calloc(size_t count, size_t size) {
+  return injected_failure() ? NULL : calloc(count ? count : 1, size ? size : 1);
+}
+
+void *try_realloc(void *p, size_t n) { return injected_failure() ? NULL : realloc(p, n ? n : 1); }
+
+void *try_aligned_alloc(size_t align, size_t n) {
+  return injected_failure() ? NULL : aligned_alloc(align, n);
 }
 
 void xgrow(void **p, size_t elem_size, uint32_t *cap, uint32_t need) {

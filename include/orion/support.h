@@ -26,12 +26,30 @@
 
 /* ---- allocation ------------------------------------------------------- */
 
-/* Every heap allocation goes through these; on exhaustion they report and abort
- * (an out-of-memory compiler cannot produce anything useful). */
+/* Every heap allocation goes through these; on exhaustion they print
+ * "PROGRAM: error: out of memory (allocating N bytes)", run the cleanup given
+ * to xalloc_on_failure and end the process with ORION_EXIT_OUT_OF_MEMORY (an
+ * out-of-memory compiler cannot produce anything useful).
+ * ORION_FAIL_ALLOC=N makes every Nth allocation through them (and the try_
+ * ones) fail, N:once only the Nth, and count prints the total at exit
+ * (docs/testing.md). */
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
+/* For large buffers whose failure the caller reports as an ordinary error:
+ * NULL when out of memory (or made to fail). */
+void *try_malloc(size_t n);
+void *try_calloc(size_t count, size_t size);
+void *try_realloc(void *p, size_t n);
+void *try_aligned_alloc(size_t align, size_t n);
+
+/* Exit status after running out of memory (1 and 2 are the tools' input and usage errors). */
+#define ORION_EXIT_OUT_OF_MEMORY 3
+/* Names the program in the message and sets what is undone first (say, a
+ * temporary directory removed); cleanup must not need new memory to work.
+ * A tool calls it once in main; the default is "orion" and no cleanup. */
+void xalloc_on_failure(const char *program, void (*cleanup)(void *ctx), void *ctx);
 /* Grows *p (an array of elem_size elements with capacity *cap) to hold need. */
 void xgrow(void **p, size_t elem_size, uint32_t *cap, uint32_t need);
 

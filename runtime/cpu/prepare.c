@@ -345,7 +345,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     return NULL;
   }
   c->arena_bytes = plan_buffers(c);
-  c->arena = aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
+  c->arena = try_aligned_alloc(64, c->arena_bytes ? c->arena_bytes : 64);
   if (!c->arena) c->arena = xmalloc(c->arena_bytes ? c->arena_bytes : 64);
   if (opt->profile) {
     c->prof = xcalloc(f->nstmts + 1, sizeof *c->prof);
