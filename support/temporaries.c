@@ -123,8 +123,12 @@ void temp_registry_unlock(void) { pthread_mutex_unlock(&registry_lock); }
 
 /* Both with the lock held. */
 static void registry_add(const char *path, bool marked) {
+  /* Each allocation before the entry counts: running out in either must
+   * leave the registry whole for the cleanup that follows. */
+  char *copy = xstrdup(path);
   xgrow((void **)&registry, sizeof *registry, &registry_cap, registry_n + 1);
-  registry[registry_n++] = (Registered){xstrdup(path), marked};
+  registry[registry_n] = (Registered){copy, marked};
+  registry_n++;
 }
 
 static void registry_drop(const char *path) {
@@ -195,14 +199,18 @@ static bool make_marked(char *tmpl, bool dir, int *fd_out) {
   }
   static uint64_t counter; /* only varies the names; guarded by the registry lock */
   temp_registry_lock();
+  /* Every allocation before anything is made: running out of memory must
+   * not come between making a marker or a temporary and registering it. */
+  xgrow((void **)&registry, sizeof *registry, &registry_cap, registry_n + 1);
   uint64_t state = boottime_ns() ^ ((uint64_t)getpid() << 32) ^ (counter += SPLITMIX64_GAMMA);
   bool ok = false;
   for (int attempt = 0; attempt < 100 && !ok; attempt++) {
     uint64_t r = splitmix64(&state);
     for (int i = 0; i < 6; i++) tmpl[len - 6 + (size_t)i] = alphabet[(r >> (6 * i)) % (sizeof alphabet - 1)];
-    char *marker = marker_path(tmpl);
+    char *marker = marker_path(tmpl), *copy = xstrdup(tmpl);
     if (!write_marker(marker)) {
       free(marker);
+      free(copy);
       if (errno == EEXIST) continue;
       break;
     }
@@ -212,10 +220,11 @@ static bool make_marked(char *tmpl, bool dir, int *fd_out) {
     int saved = errno;
     if (!ok) unlink(marker);
     free(marker);
+    if (ok) registry[registry_n++] = (Registered){copy, true}; /* the slot was reserved above */
+    else free(copy);
     errno = saved;
     if (!ok && errno != EEXIST) break;
   }
-  if (ok) registry_add(tmpl, true);
   temp_registry_unlock();
   return ok;
 }
