@@ -6,8 +6,9 @@ llama-style with RMSNorm, RoPE, SwiGLU and tied embeddings) it writes there:
 
 - MODEL.safetensors: the start weights, fp32, from a seeded numpy generator
   (the .oir files read them, so orion and PyTorch start from the same values);
-- gpt2_pos.npy (the positions 0..15), llama_cos.npy and llama_sin.npy (the
-  RoPE tables): the models' fixed inputs, fed with orion-run train --input;
+- gpt2_pos.npy (the positions 0..15), llama_cos.npy, llama_sin.npy (the RoPE
+  tables) and llama_rot.npy (rotate-half as a signed permutation matrix): the
+  models' fixed inputs, fed with orion-run train --input;
 - tokens.bin: 481 uint16 token ids of a vocabulary of 64 (the next id is
   5 t + 3 mod 64 three times in four, else a random one): 30 windows of 16;
 - MODEL_grads.safetensors: the gradient of the loss of step 1's batch
@@ -187,6 +188,15 @@ def rope_tables():
     return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 
 
+def rotate_half_matrix():
+    # t @ R == concat(-t[..., 8:], t[..., :8]): column j < 8 takes -t[j + 8], column j >= 8 takes t[j - 8].
+    r = np.zeros((HD, HD), dtype=np.float32)
+    for j in range(HD // 2):
+        r[j + HD // 2, j] = -1.0
+        r[j, j + HD // 2] = 1.0
+    return r
+
+
 def main():
     torch.set_num_threads(1)
     rng = np.random.default_rng(20261202)
@@ -198,6 +208,7 @@ def main():
     np.save(os.path.join(HERE, "gpt2_pos.npy"), pos)
     np.save(os.path.join(HERE, "llama_cos.npy"), cos)
     np.save(os.path.join(HERE, "llama_sin.npy"), sin)
+    np.save(os.path.join(HERE, "llama_rot.npy"), rotate_half_matrix())
     models = {
         "gpt2": (gpt2_init, gpt2_loss, {"pos": torch.tensor(pos, dtype=torch.long)}),
         "llama": (llama_init, llama_loss, {"cos": torch.tensor(cos, dtype=torch.float64),
