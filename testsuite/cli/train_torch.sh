@@ -64,4 +64,23 @@ for m in ${MODELS:-gpt2 llama}; do
   check "$m-fp16-compile" 0 "$orionc" -w --allow=ANE001 --train fp16/$m.oir -o ${m}16.anepkg
   train_and_compare ${m}16.anepkg $m ane fp16 "${inputs16[@]}"
 done
+
+# RoPE with slice, neg and concat (llama_slice.oir): the default pipeline refuses it (split-concat
+# splits a saved value; see the model's comment), O1's passes less split-concat compile it, and its
+# gradients and SGD losses are the llama fixtures'.
+if [ -z "${MODELS:-}" ]; then
+  o1_less_split_concat='inline,(dce,identity-elim,cast-fusion,const-fold,fold-layout),decompose-attention,'
+  o1_less_split_concat+='lower-cross-entropy,lower-rms-norm,lower-layer-norm,lower-neg,lower-silu,gelu-tanh,lower-linear,'
+  o1_less_split_concat+='split-conv-bias,(dce,identity-elim,cast-fusion,const-fold,fold-layout),io-legalize,'
+  o1_less_split_concat+='fp16-range-guard,sram-annotate'
+  check slice-compile 0 "$orionc" -w --allow=ANE001 --train --passes="$o1_less_split_concat" \
+    "$models/llama_slice.oir" -o llama_slice.anepkg
+  slice_inputs=(--input "cos=$models/llama_cos.npy" --input "sin=$models/llama_sin.npy")
+  check slice-grad-step 0 "$run" train llama_slice.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \
+    --numerics fp32 "${slice_inputs[@]}" --log slice-grad.jsonl --export slice-grad.safetensors
+  check slice-grads 0 /usr/bin/python3 "$compare" grads "$models/llama_fixture.json" "$models/llama.safetensors" \
+    "$models/llama_grads.safetensors" slice-grad.safetensors 1000 slice-grad.jsonl 1e-4
+  echo "llama_slice: $(cat out)"
+  train_and_compare llama_slice.anepkg llama fp32 1e-4 "${slice_inputs[@]}"
+fi
 finish
