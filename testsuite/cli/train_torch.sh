@@ -48,8 +48,8 @@ for m in ${MODELS:-gpt2 llama}; do
   # --allow=ANE001: the backward's concats of split adjoints (docs/training.md,
   # "What the next increments find"); the CPU backend runs them.
   check "$m-compile" 0 "$orionc" -w --allow=ANE001 --train "$models/$m.oir" -o $m.anepkg
-  # (a) One plain SGD step of lr 1000 exports start - 1000 g: g to 1e-7 of its
-  # largest element (the fp32 rounding of the update, divided by 1000).
+  # (a) One plain SGD step of lr 1000 exports start - 1000 g: g to about 1e-7
+  # relative (the fp32 rounding of the update; the start's is divided by 1000).
   check "$m-grad-step" 0 "$run" train $m.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \
     --numerics fp32 "${inputs[@]}" --log $m-grad.jsonl --export $m-grad.safetensors
   check "$m-grads" 0 /usr/bin/python3 "$compare" grads "$models/${m}_fixture.json" "$models/$m.safetensors" \
