@@ -20,18 +20,21 @@ llama-style with RMSNorm, RoPE, SwiGLU and tied embeddings) it writes there:
 
 PyTorch computes in float64 from the fp32 start weights, one thread, so the
 reference is the exact model and rerunning the script writes the same bytes.
-Needs numpy and torch: /usr/bin/python3 testsuite/make_train_model_fixtures.py
+Needs numpy and torch: /usr/bin/python3 testsuite/make_train_model_fixtures.py [DIR]
+(DIR instead of testsuite/train/models/: bench/train_torch runs it live there).
 """
 import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train", "models")
+COMMITTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train", "models")
+HERE = sys.argv[1] if len(sys.argv) > 1 else COMMITTED
 B, T, V, D, HEADS, STEPS = 2, 16, 64, 32, 2, 20
 HD = D // HEADS
 RUNS = {

@@ -12,11 +12,13 @@
 #       the loss fp32) in ane numerics: every step's loss within the derived
 #       fp16 tolerance, (s + 1) * 2^-11 relative at step s.
 #
-#   train_torch.sh ORIONC ORION_RUN SOURCE_ROOT
+#   train_torch.sh ORIONC ORION_RUN SOURCE_ROOT [MODELS_DIR]
+# (MODELS_DIR: fixtures written elsewhere by the script, as bench/train_torch does)
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") root=$(realpath "$3")
+models=$(realpath "${4:-$root/testsuite/train/models}")
 source "$(dirname "$0")/lib.sh"
-models=$root/testsuite/train/models compare=$root/testsuite/tools/check_train_torch.py
+compare=$root/testsuite/tools/check_train_torch.py
 data=$models/tokens.bin
 mkdir work fp16 && export TMPDIR=$tmp/work # where the working copies go
 
