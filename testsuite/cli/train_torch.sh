@@ -60,6 +60,15 @@ for m in ${MODELS:-gpt2 llama}; do
   # (b)
   train_and_compare $m.anepkg $m fp32 1e-4 "${inputs[@]}"
   train_and_compare $m.anepkg $m ane 1e-4 "${inputs[@]}"
+  # An fp32 program's results stay fp32 in ane numerics and the loss scale is a power of two:
+  # the same losses bit for bit.
+  for opt in sgd adamw; do
+    check "$m-$opt-ane-is-fp32" 0 /usr/bin/python3 -c '
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:])
+assert len(a) == 20 and a == b, (a, b)
+' $m.anepkg-$opt-fp32.jsonl $m.anepkg-$opt-ane.jsonl
+  done
   # (c) The fp16 copy reads the same fp32 start weights (rounded to fp16 by the compile).
   sed -e 's/fp32\[/fp16[/g' -e 's/loss: fp16\[\]/loss: fp32[]/' "$models/$m.oir" >fp16/$m.oir
   cp "$models/$m.safetensors" fp16/
