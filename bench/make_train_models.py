@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""bench/make_train_models.py: the .oir training models of bench/train.
+
+Writes a llama-style model (RMSNorm, RoPE, SwiGLU, causal sdpa, tied
+classifier) or a GPT-2-style one (learned positions, layer_norm, fused qkv,
+tanh gelu, tied classifier), each ending in cross_entropy against `targets`,
+with the shapes given on the command line. The models are generated rather
+than committed: at full size they are large and differ only in numbers.
+Params are seeded random (normal), so orionc needs no weight files; the
+PyTorch side of bench/train builds the same shapes with its own weights of
+the same scales (the benchmark compares speed, not values).
+
+  make_train_models.py llama OUT.oir --dim 288 --layers 6 --heads 6 --hidden 768 \
+      --vocab 32000 --seq 256 --batch 4 --dtype fp32
+  make_train_models.py gpt2 OUT.oir --dim 768 --layers 12 --heads 12 --vocab 50257 \
+      --seq 64 --batch 4 --dtype fp16
+
+For llama, the RoPE tables are inputs `cos` and `sin` ([1, 1, seq, head_dim]),
+and the rotate-half step is a product with a fixed input `rot` ([head_dim,
+head_dim], a signed permutation): the slice/neg/concat form of
+examples/llama_block.oir (--rope-concat) does not compile with --train yet
+(docs/training.md, Performance). `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
+and DIR/rot.npy (numpy needed then).
+"""
+import argparse
+import sys
+
+
+def llama(a):
+    D, H, F, V, T, B, t = a.dim, a.heads, a.hidden, a.vocab, a.seq, a.batch, a.dtype
+    hd, half = D // H, D // H // 2
+    std = 0.02
+    o = []
+    o.append(f"// llama-style: dim {D}, {a.layers} layers, {H} heads, hidden {F}, vocab {V}, seq {T}, batch {B}, {t}")
+    o.append(f"// (made by bench/make_train_models.py)")
+    rot_in = "" if a.rope_concat else f", rot: {t}[{hd},{hd}]"
+    rot_arg = "" if a.rope_concat else ", rot"
+    o.append(f"func block(x: {t}[{B},{T},{D}], cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
+    o.append(f"  param attention_norm.weight: {t}[{D}] = ones;")
+    for i, n in enumerate(("wq", "wk", "wv", "wo")):
+        o.append(f"  param attention.{n}.weight: {t}[{D},{D}] = normal(seed={i + 1}, std={std});")
+    o.append(f"  param ffn_norm.weight: {t}[{D}] = ones;")
+    o.append(f"  param feed_forward.w1.weight: {t}[{F},{D}] = normal(seed=5, std={std});")
+    o.append(f"  param feed_forward.w3.weight: {t}[{F},{D}] = normal(seed=6, std={std});")
+    o.append(f"  param feed_forward.w2.weight: {t}[{D},{F}] = normal(seed=7, std={std});")
+    o.append(f"  n: {t}[{B},{T},{D}] = rms_norm(x, attention_norm.weight, epsilon=1e-5);")
+    for n, w in (("q", "wq"), ("k", "wk"), ("v", "wv")):
+        o.append(f"  {n} = linear(n, attention.{w}.weight);")
+        o.append(f"  {n}4 = reshape({n}, shape=[{B}, {T}, {H}, {hd}]);")
+        o.append(f"  {n}h: {t}[{B},{H},{T},{hd}] = transpose({n}4, perm=[0, 2, 1, 3]);")
+    for n in ("q", "k"):
+        if a.rope_concat:
+            o.append(f"  {n}_lo = slice({n}h, begin=[0, 0, 0, 0], end=[{B}, {H}, {T}, {half}]);")
+            o.append(f"  {n}_hi = slice({n}h, begin=[0, 0, 0, {half}], end=[{B}, {H}, {T}, {hd}]);")
+            o.append(f"  {n}_hi_neg = neg({n}_hi);")
+            o.append(f"  {n}_rot = concat({n}_hi_neg, {n}_lo, axis=-1);")
+        else:  # the same rotation as a product with the signed permutation `rot` (exact: entries 0, 1, -1)
+            o.append(f"  {n}_rot = matmul({n}h, rot);")
+        o.append(f"  {n}_cos = mul({n}h, cos);")
+        o.append(f"  {n}_sin = mul({n}_rot, sin);")
+        o.append(f"  {n}r = add({n}_cos, {n}_sin);")
+    o.append(f"  att: {t}[{B},{H},{T},{hd}] = sdpa(qr, kr, vh, causal=true);")
+    o.append(f"  att_t = transpose(att, perm=[0, 2, 1, 3]);")
+    o.append(f"  att_m: {t}[{B},{T},{D}] = reshape(att_t, shape=[{B}, {T}, {D}]);")
+    o.append(f"  proj = linear(att_m, attention.wo.weight);")
+    o.append(f"  h = add(x, proj);")
+    o.append(f"  m = rms_norm(h, ffn_norm.weight, epsilon=1e-5);")
+    o.append(f"  gate = linear(m, feed_forward.w1.weight);")
+    o.append(f"  up = linear(m, feed_forward.w3.weight);")
+    o.append(f"  gate_act = silu(gate);")
+    o.append(f"  gated = mul(gate_act, up);")
+    o.append(f"  down = linear(gated, feed_forward.w2.weight);")
+    o.append(f"  y = add(h, down);")
+    o.append(f"  return y;")
+    o.append("}")
+    o.append("")
+    o.append(f"func main(tokens: int32[{B},{T}], targets: int32[{B},{T}], cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
+    o.append(f"  param tok_embeddings.weight: {t}[{V},{D}] = normal(seed=100, std={std});")
+    o.append(f"  param norm.weight: {t}[{D}] = ones;")
+    o.append(f"  x: {t}[{B},{T},{D}] = gather(tok_embeddings.weight, tokens, axis=0);")
+    prev = "x"
+    for i in range(a.layers):
+        o.append(f"  h{i} = call block({prev}, cos, sin{rot_arg}) as layers.{i};")
+        prev = f"h{i}"
+    o.append(f"  hidden = rms_norm({prev}, norm.weight, epsilon=1e-5);")
+    o.append(f"  logits = linear(hidden, tok_embeddings.weight);")
+    o.append(f"  loss: fp32[] = cross_entropy(logits, targets);")
+    o.append(f"  return loss;")
+    o.append("}")
+    return "\n".join(o) + "\n"
+
+
+def gpt2(a):
+    D, H, V, T, B, t = a.dim, a.heads, a.vocab, a.seq, a.batch, a.dtype
+    hd, F = D // H, 4 * D
+    std = 0.02
+    o = []
+    o.append(f"// GPT-2-style: dim {D}, {a.layers} layers, {H} heads, MLP {F}, vocab {V}, seq {T}, batch {B}, {t}")
+    o.append(f"// (made by bench/make_train_models.py)")
+    o.append(f"func block(x: {t}[{B},{T},{D}]) {{")
+    o.append(f"  param ln_1.weight: {t}[{D}] = ones;")
+    o.append(f"  param ln_1.bias: {t}[{D}] = zeros;")
+    o.append(f"  param attn.c_attn.weight: {t}[{3 * D},{D}] = normal(seed=1, std={std});")
+    o.append(f"  param attn.c_attn.bias: {t}[{3 * D}] = zeros;")
+    o.append(f"  param attn.c_proj.weight: {t}[{D},{D}] = normal(seed=2, std={std});")
+    o.append(f"  param attn.c_proj.bias: {t}[{D}] = zeros;")
+    o.append(f"  param ln_2.weight: {t}[{D}] = ones;")
+    o.append(f"  param ln_2.bias: {t}[{D}] = zeros;")
+    o.append(f"  param mlp.c_fc.weight: {t}[{F},{D}] = normal(seed=3, std={std});")
+    o.append(f"  param mlp.c_fc.bias: {t}[{F}] = zeros;")
+    o.append(f"  param mlp.c_proj.weight: {t}[{D},{F}] = normal(seed=4, std={std});")
+    o.append(f"  param mlp.c_proj.bias: {t}[{D}] = zeros;")
+    o.append(f"  ln1: {t}[{B},{T},{D}] = layer_norm(x, ln_1.weight, ln_1.bias, epsilon=1e-5);")
+    o.append(f"  qkv = linear(ln1, attn.c_attn.weight, attn.c_attn.bias);")
+    o.append(f"  q, k, v = split(qkv, axis=-1, num_splits=3);")
+    for n in ("q", "k", "v"):
+        o.append(f"  {n}4 = reshape({n}, shape=[{B}, {T}, {H}, {hd}]);")
+        o.append(f"  {n}h: {t}[{B},{H},{T},{hd}] = transpose({n}4, perm=[0, 2, 1, 3]);")
+    o.append(f"  att: {t}[{B},{H},{T},{hd}] = sdpa(qh, kh, vh, causal=true);")
+    o.append(f"  att_t = transpose(att, perm=[0, 2, 1, 3]);")
+    o.append(f"  att_m: {t}[{B},{T},{D}] = reshape(att_t, shape=[{B}, {T}, {D}]);")
+    o.append(f"  proj = linear(att_m, attn.c_proj.weight, attn.c_proj.bias);")
+    o.append(f"  a = add(x, proj);")
+    o.append(f"  ln2 = layer_norm(a, ln_2.weight, ln_2.bias, epsilon=1e-5);")
+    o.append(f"  fc = linear(ln2, mlp.c_fc.weight, mlp.c_fc.bias);")
+    o.append(f"  act = gelu(fc, mode=\"tanh\");")
+    o.append(f"  mlp_out = linear(act, mlp.c_proj.weight, mlp.c_proj.bias);")
+    o.append(f"  y = add(a, mlp_out);")
+    o.append(f"  return y;")
+    o.append("}")
+    o.append("")
+    o.append(f"func main(tokens: int32[{B},{T}], targets: int32[{B},{T}]) {{")
+    o.append(f"  param wte.weight: {t}[{V},{D}] = normal(seed=100, std={std});")
+    o.append(f"  param wpe.weight: {t}[{T},{D}] = normal(seed=101, std=0.01);")
+    o.append(f"  param ln_f.weight: {t}[{D}] = ones;")
+    o.append(f"  param ln_f.bias: {t}[{D}] = zeros;")
+    o.append(f"  e: {t}[{B},{T},{D}] = gather(wte.weight, tokens, axis=0);")
+    o.append(f"  x = add(e, wpe.weight);")
+    prev = "x"
+    for i in range(a.layers):
+        o.append(f"  h{i} = call block({prev}) as h.{i};")
+        prev = f"h{i}"
+    o.append(f"  hidden = layer_norm({prev}, ln_f.weight, ln_f.bias, epsilon=1e-5);")
+    o.append(f"  logits = linear(hidden, wte.weight);")
+    o.append(f"  loss: fp32[] = cross_entropy(logits, targets);")
+    o.append(f"  return loss;")
+    o.append("}")
+    return "\n".join(o) + "\n"
+
+
+def rope_tables(a, out_dir):
+    import numpy as np
+    hd = a.dim // a.heads
+    inv = 1.0 / (10000.0 ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    ang = np.outer(np.arange(a.seq, dtype=np.float64), inv)  # [T, hd/2]
+    ang = np.concatenate([ang, ang], axis=-1)  # rotate-half layout
+    dt = np.float16 if a.dtype == "fp16" else np.float32
+    np.save(f"{out_dir}/cos.npy", np.cos(ang).reshape(1, 1, a.seq, hd).astype(dt))
+    np.save(f"{out_dir}/sin.npy", np.sin(ang).reshape(1, 1, a.seq, hd).astype(dt))
+    half = hd // 2
+    rot = np.zeros((hd, hd))
+    for i in range(half):  # t @ rot = concat(-t[half:], t[:half])
+        rot[i + half, i] = -1
+        rot[i, i + half] = 1
+    np.save(f"{out_dir}/rot.npy", rot.astype(dt))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("kind", choices=("llama", "gpt2"))
+    p.add_argument("out")
+    p.add_argument("--dim", type=int, required=True)
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--hidden", type=int, default=0)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
+    p.add_argument("--rope", metavar="DIR")
+    p.add_argument("--rope-concat", action="store_true",
+                   help="RoPE with slice/neg/concat (as examples/llama_block.oir) instead of a product with `rot`")
+    a = p.parse_args()
+    if a.dim % a.heads or (a.dim // a.heads) % 2:
+        sys.exit("make_train_models.py: dim must be heads times an even head size")
+    text = llama(a) if a.kind == "llama" else gpt2(a)
+    with open(a.out, "w") as f:
+        f.write(text)
+    if a.rope:
+        rope_tables(a, a.rope)
+
+
+if __name__ == "__main__":
+    main()
