@@ -71,7 +71,10 @@ static void put_training(StrBuf *sb, const PkgTraining *t) {
   for (uint32_t i = 0; i < t->ninputs; i++)
     sb_printf(sb, "train-input %s %d %s\n", t->inputs[i].input, (int)t->inputs[i].from,
               t->inputs[i].name ? t->inputs[i].name : "");
-  for (uint32_t i = 0; i < t->ngradients; i++) sb_printf(sb, "train-grad %s %s\n", t->gradients[i].output, t->gradients[i].param);
+  for (uint32_t i = 0; i < t->ngradients; i++)
+    sb_printf(sb, "train-grad %s %s%s\n", t->gradients[i].output, t->gradients[i].input ? "input " : "", t->gradients[i].param);
+  for (uint32_t i = 0; i < t->nadapters; i++)
+    sb_printf(sb, "train-adapter %s %u %.17g\n", t->adapters[i].module, t->adapters[i].rank, t->adapters[i].alpha);
   for (uint32_t i = 0; i < t->nparams; i++) sb_printf(sb, "train-param %s\n", t->params[i]);
 }
 

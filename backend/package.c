@@ -307,11 +307,23 @@ static void add_training(xmlNodePtr root, const PkgTraining *t, const Emitted *e
   for (uint32_t i = 0; i < t->ngradients; i++) {
     xmlNodePtr d = xmlNewChild(gs, NULL, XS("dict"), NULL);
     add_string(d, "Output", t->gradients[i].output);
-    add_string(d, "Param", t->gradients[i].param);
+    add_string(d, t->gradients[i].input ? "Input" : "Param", t->gradients[i].param);
   }
   add_key(td, "TrainableParams");
   xmlNodePtr ps = xmlNewChild(td, NULL, XS("array"), NULL);
   for (uint32_t i = 0; i < t->nparams; i++) xmlNewTextChild(ps, NULL, XS("string"), XS(t->params[i]));
+  if (!t->nadapters) return; /* only LoRA training packages have the key */
+  add_key(td, "Adapters");
+  xmlNodePtr as = xmlNewChild(td, NULL, XS("array"), NULL);
+  for (uint32_t i = 0; i < t->nadapters; i++) {
+    xmlNodePtr d = xmlNewChild(as, NULL, XS("dict"), NULL);
+    add_string(d, "Module", t->adapters[i].module);
+    add_int(d, "Rank", t->adapters[i].rank);
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", t->adapters[i].alpha); /* round-trips the double */
+    add_key(d, "Alpha");
+    xmlNewChild(d, NULL, XS("real"), XS(buf));
+  }
 }
 
 static char *build_manifest(IrModule *m, const PackageOptions *opt, const Emitted *e, size_t *len) {

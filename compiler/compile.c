@@ -278,12 +278,26 @@ static bool compile(Compile *c, Prepared *p, IrModule *m, const char *out_packag
   if (o.check_weights && !weights_check_sources(m, c->d)) return false;
   phase(c, "weight check");
   CompileTraining train = {0};
-  if (o.train) {
-    bool trained = compile_train(m, &o, c->d, &train);
-    phase(c, "autodiff");
-    if (!trained) return false;
+  OrionCompileOptions rest = o;
+  LoraLayers lora = {0};
+  bool ok = true;
+  if (o.train && o.passes.pass_options.nlora) {
+    /* LoRA training: the adapters must be inputs before AD differentiates with respect to them, so the
+     * lora pass runs here, once, and not again in the pipeline. */
+    PassOptions po = o.passes.pass_options;
+    po.lora_layers = &lora;
+    po.lora_any_float = true;
+    PassCtx lora_ctx = {.d = c->d, .opt = &po};
+    ok = pass_lora(m, &lora_ctx) && ir_verify(m, c->d);
+    rest.passes.pass_options.nlora = 0;
+    phase(c, "lora");
   }
-  bool ok = compile_rest(c, &o, p->min_surface_bytes, m, train.contract ? &train : NULL, out_package);
+  if (ok && o.train) {
+    ok = compile_train(m, &o, o.passes.pass_options.nlora ? &lora : NULL, c->d, &train);
+    phase(c, "autodiff");
+  }
+  free(lora.layers);
+  ok = ok && compile_rest(c, &rest, p->min_surface_bytes, m, train.contract ? &train : NULL, out_package);
   package_training_free(train.contract);
   return ok;
 }

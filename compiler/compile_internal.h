@@ -14,8 +14,10 @@ typedef struct CompileTraining {
 
 /* Differentiates the entry (options.train_function, or the one with an
  * output `loss`), leaves only its forward and backward in m and makes the
- * contract. Errors through d. */
-bool compile_train(IrModule *m, const OrionCompileOptions *o, Diag *d, CompileTraining *out);
+ * contract. Errors through d. With `lora` (the layers the lora pass adapted
+ * before, orionc --train --lora) the gradients are those of the adapter
+ * inputs and the contract lists the adapters; NULL: of the params. */
+bool compile_train(IrModule *m, const OrionCompileOptions *o, const LoraLayers *lora, Diag *d, CompileTraining *out);
 
 /* orionc --summary: functions, inputs, outputs, weights and op counts of m
  * (calls expanded), and with `train` the training figures, appended to out

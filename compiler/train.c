@@ -117,7 +117,7 @@ static bool find_vocabulary(IrModule *m, IrFuncId fwd, uint64_t *vocabulary, Dia
   return true;
 }
 
-static PkgTraining *contract_of(IrModule *m, const AdContract *ac, uint64_t vocabulary) {
+static PkgTraining *contract_of(IrModule *m, const AdContract *ac, const LoraLayers *lora, uint64_t vocabulary) {
   PkgTraining *t = xcalloc(1, sizeof *t);
   t->forward = xstrdup(ir_func(m, ac->fwd)->name);
   t->backward = xstrdup(ir_func(m, ac->bwd)->name);
@@ -137,8 +137,15 @@ static PkgTraining *contract_of(IrModule *m, const AdContract *ac, uint64_t voca
   t->gradients = xcalloc(ac->ngrads + 1, sizeof *t->gradients);
   t->params = xcalloc(ac->ngrads + 1, sizeof *t->params);
   for (uint32_t i = 0; i < ac->ngrads; i++) {
-    t->gradients[t->ngradients++] = (PkgTrainGradient){xstrdup(ac->grads[i].output), xstrdup(ac->grads[i].param)};
-    t->params[t->nparams++] = xstrdup(ac->grads[i].param);
+    const AdGradOutput *g = &ac->grads[i];
+    t->gradients[t->ngradients++] = (PkgTrainGradient){xstrdup(g->output), xstrdup(g->param), g->input};
+    if (!g->input) t->params[t->nparams++] = xstrdup(g->param);
+  }
+  if (lora) {
+    t->adapters = xcalloc(lora->n + 1, sizeof *t->adapters);
+    for (uint32_t i = 0; i < lora->n; i++)
+      t->adapters[t->nadapters++] = (PkgTrainAdapter){xstrdup(lora->layers[i].module), lora->layers[i].rank,
+                                                      lora->layers[i].alpha};
   }
   return t;
 }
@@ -154,22 +161,24 @@ static uint32_t count_frozen(IrModule *m, IrFuncId f, const AutodiffOptions *o) 
   return n;
 }
 
-bool compile_train(IrModule *m, const OrionCompileOptions *o, Diag *d, CompileTraining *out) {
+bool compile_train(IrModule *m, const OrionCompileOptions *o, const LoraLayers *lora, Diag *d, CompileTraining *out) {
   *out = (CompileTraining){0};
   IrFuncId f = choose_entry(m, o->train_function, d);
   if (!f) return false;
   bool globs = check_globs(m, f, o->autodiff.trainable, o->autodiff.ntrainable, "--trainable", d);
   globs = check_globs(m, f, o->autodiff.frozen, o->autodiff.nfrozen, "--frozen", d) && globs;
   if (!globs) return false;
-  uint32_t frozen = count_frozen(m, f, &o->autodiff);
+  AutodiffOptions ao = o->autodiff;
+  ao.wrt_lora_inputs = lora != NULL;
+  uint32_t frozen = count_frozen(m, f, &ao);
   AdContract ac;
-  if (!ad_differentiate(m, f, &o->autodiff, d, &ac)) return false;
+  if (!ad_differentiate(m, f, &ao, d, &ac)) return false;
   /* The package is the training one: the entry and any other entry go. */
   for (IrFuncId g = 1; g < m->nfuncs; g++)
     if (!ir_func(m, g)->dead && g != ac.fwd && g != ac.bwd) pass_delete_func(m, g);
   uint64_t vocabulary;
   if (!find_vocabulary(m, ac.fwd, &vocabulary, d)) return false;
-  out->contract = contract_of(m, &ac, vocabulary);
+  out->contract = contract_of(m, &ac, lora, vocabulary);
   out->nsaved = ac.nsaved;
   out->saved_bytes = ac.saved_bytes;
   out->trained = ac.ngrads;

@@ -65,8 +65,18 @@ static cJSON *training(const PkgTraining *t) {
   for (uint32_t i = 0; i < t->ngradients; i++) {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "output", t->gradients[i].output);
-    cJSON_AddStringToObject(e, "param", t->gradients[i].param);
+    cJSON_AddStringToObject(e, t->gradients[i].input ? "input" : "param", t->gradients[i].param);
     cJSON_AddItemToArray(gs, e);
+  }
+  if (t->nadapters) {
+    cJSON *as = cJSON_AddArrayToObject(o, "adapters");
+    for (uint32_t i = 0; i < t->nadapters; i++) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "module", t->adapters[i].module);
+      cJSON_AddNumberToObject(e, "rank", t->adapters[i].rank);
+      cJSON_AddNumberToObject(e, "alpha", t->adapters[i].alpha);
+      cJSON_AddItemToArray(as, e);
+    }
   }
   cJSON *ps = cJSON_AddArrayToObject(o, "trainable");
   for (uint32_t i = 0; i < t->nparams; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(t->params[i]));

@@ -63,8 +63,12 @@ static void put_training(const PkgTraining *t) {
     else printf("    %-20s <- forward %s %s\n", in->input, in->from == PKG_TRAIN_FROM_OUTPUT ? "output" : "input", in->name);
   }
   printf("  gradients:\n");
-  for (uint32_t i = 0; i < t->ngradients; i++) printf("    %-20s -> param %s\n", t->gradients[i].output, t->gradients[i].param);
+  for (uint32_t i = 0; i < t->ngradients; i++)
+    printf("    %-20s -> %s %s\n", t->gradients[i].output, t->gradients[i].input ? "input" : "param", t->gradients[i].param);
   printf("  trainable params: %u\n", t->nparams);
+  if (t->nadapters) printf("  LoRA adapters: %u\n", t->nadapters);
+  for (uint32_t i = 0; i < t->nadapters; i++)
+    printf("    %s (rank %u, alpha %g)\n", t->adapters[i].module, t->adapters[i].rank, t->adapters[i].alpha);
 }
 
 int main(int argc, char **argv) {

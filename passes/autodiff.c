@@ -180,6 +180,7 @@ IrValueId ad_const(AdCtx *c, const IrType *t, const double *data, uint64_t n) {
 bool ad_param_trainable(const AutodiffOptions *o, const IrValue *p) {
   if (p->kind != VK_PARAM || p->frozen || !ir_dtype_is_float(p->type.dtype)) return false;
   if (!o) return true;
+  if (o->wrt_lora_inputs) return false; /* LoRA training: the base weights stay as they are */
   bool listed = o->ntrainable == 0;
   for (uint32_t i = 0; i < o->ntrainable && !listed; i++) listed = fnmatch(o->trainable[i], p->name, 0) == 0;
   for (uint32_t i = 0; i < o->nfrozen && listed; i++) listed = fnmatch(o->frozen[i], p->name, 0) != 0;
@@ -205,7 +206,18 @@ static bool find_loss(IrModule *m, IrFuncId f, Diag *d, IrValueId *loss, SrcSpan
   return false;
 }
 
-/* active = reached from a trainable param and reaching the loss. */
+bool ad_is_lora_input(const IrValue *v) {
+  size_t n = strlen(v->name);
+  return v->kind == VK_INPUT && ir_dtype_is_float(v->type.dtype) && n > 7 &&
+         (!strcmp(v->name + n - 7, ".lora_A") || !strcmp(v->name + n - 7, ".lora_B"));
+}
+
+/* Is input v of F one the gradients are taken with respect to? */
+static bool input_trains(const AutodiffOptions *o, const IrValue *v) {
+  return o && o->wrt_lora_inputs && ad_is_lora_input(v);
+}
+
+/* active = reached from a trainable param (or adapter input) and reaching the loss. */
 static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss, SrcSpan loss_loc) {
   IrModule *m = c->m;
   IrFunc *fn = ir_func(m, c->f);
@@ -214,6 +226,8 @@ static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss, SrcSpan 
   uint32_t ntrain = 0;
   for (uint32_t i = 0; i < fn->ndecls; i++)
     if (ad_param_trainable(o, ir_value(m, fn->decls[i]))) varying[fn->decls[i].id] = true, ntrain++;
+  for (uint32_t i = 0; i < fn->ninputs; i++)
+    if (input_trains(o, ir_value(m, fn->inputs[i]))) varying[fn->inputs[i].id] = true, ntrain++;
   IR_FOR_EACH_OP(m, c->f, op) {
     IrOp *p = ir_op(m, op);
     bool any = false;
@@ -231,13 +245,19 @@ static bool analyse(AdCtx *c, const AutodiffOptions *o, IrValueId loss, SrcSpan 
   for (uint32_t v = 1; v < c->nvalues; v++) c->active[v] = varying[v] && useful[v];
   free(varying);
   free(useful);
+  if (ntrain == 0 && o && o->wrt_lora_inputs) {
+    diag_error(c->d, fn->loc, "function '%s' has no LoRA adapter input to train (inputs '*.lora_A' / '*.lora_B', "
+               "which orionc --lora=PATTERN:RANK makes)", fn->name);
+    return false;
+  }
   if (ntrain == 0) {
     diag_error(c->d, fn->loc, "function '%s' has no trainable param (every param is frozen, not float, or excluded by "
                "--trainable/--frozen)", fn->name);
     return false;
   }
   if (!c->active[loss.id]) {
-    diag_error(c->d, loss_loc, "'loss' of '%s' does not depend on any trainable param", fn->name);
+    diag_error(c->d, loss_loc, "'loss' of '%s' does not depend on any trainable %s", fn->name,
+               o && o->wrt_lora_inputs ? "adapter input" : "param");
     return false;
   }
   /* In program order, the first op that cannot carry a gradient to the loss. */
@@ -330,7 +350,8 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
   IrModule *m = c->m;
   IrFunc *fn = ir_func(m, c->f);
   uint32_t ndecls = fn->ndecls;
-  AdGradOutput *grads = arena_alloc(&m->arena, sizeof *grads * (ndecls ? ndecls : 1));
+  uint32_t nin = fn->ninputs;
+  AdGradOutput *grads = arena_alloc(&m->arena, sizeof *grads * (ndecls + nin ? ndecls + nin : 1));
   uint32_t ngrads = 0;
   for (uint32_t i = 0; i < ndecls; i++) {
     IrValueId p = ir_func(m, c->f)->decls[i];
@@ -344,7 +365,21 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
     else if (ad_type(c, g).dtype != DT_FP32) g = ad_cast(c, g, DT_FP32);
     const char *name = arena_printf(&m->arena, "grad.%s", pname);
     ir_func_add_output(m, c->bwd, name, g, ir_value(m, p)->loc);
-    grads[ngrads++] = (AdGradOutput){name, pname, t};
+    grads[ngrads++] = (AdGradOutput){name, pname, t, false};
+  }
+  for (uint32_t i = 0; i < nin; i++) {
+    IrValueId v = ir_func(m, c->f)->inputs[i];
+    if (!input_trains(o, ir_value(m, v))) continue;
+    IrType t = ir_value(m, v)->type;
+    const char *vname = ir_value(m, v)->name;
+    c->base = arena_printf(&m->arena, "grad.%s", vname);
+    IrValueId g = c->adj[v.id];
+    t.dtype = DT_FP32;
+    if (ir_id_is_none(g)) g = ad_zeros(c, &t); /* an adapter the loss does not read */
+    else if (ad_type(c, g).dtype != DT_FP32) g = ad_cast(c, g, DT_FP32);
+    const char *name = arena_printf(&m->arena, "grad.%s", vname);
+    ir_func_add_output(m, c->bwd, name, g, ir_value(m, v)->loc);
+    grads[ngrads++] = (AdGradOutput){name, vname, t, true};
   }
   ir_func_add_output(m, c->fwd, "loss", c->fwd_of[loss.id], ir_func(m, c->f)->return_loc);
   uint64_t bytes = 0;

@@ -7,7 +7,8 @@
  *
  *   y = linear(x, W, b) + (alpha / rank) * matmul(matmul(x, A^T), B^T)
  *
- * with A [rank, Cin] and B [Cout, rank] new fp16 inputs named
+ * with A [rank, Cin] and B [Cout, rank] new fp16 inputs (with lora_any_float,
+ * for training, of the layer's dtype: fp32 layers get fp32 adapters) named
  * "<module>.lora_A" and "<module>.lora_B", where <module> is the weight's
  * name without ".weight" — PEFT's layout and naming (lora_A.weight is
  * [r, in], lora_B.weight is [out, r]), so an adapter file binds as it is.
@@ -53,7 +54,8 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     used[spec - o->lora]++;
     const IrType xt = ir_value(m, x)->type;
     int64_t cout = wv->type.dims[0], cin = wv->type.dims[1];
-    if (xt.dtype != DT_FP16) {
+    bool float_ok = xt.dtype == DT_FP16 || (o->lora_any_float && xt.dtype == DT_FP32);
+    if (!float_ok) {
       diag_error(ctx->d, loc, "--lora: layer '%s' computes in %s; adapters as inputs need fp16 (the ANE's I/O type)",
                  module, ir_dtype_name(xt.dtype));
       ok = false;
@@ -67,8 +69,8 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
       ok = false;
       continue;
     }
-    IrType at = {.dtype = DT_FP16, .rank = 2, .dims = {spec->rank, cin}};
-    IrType bt = {.dtype = DT_FP16, .rank = 2, .dims = {cout, spec->rank}};
+    IrType at = {.dtype = xt.dtype, .rank = 2, .dims = {spec->rank, cin}};
+    IrType bt = {.dtype = xt.dtype, .rank = 2, .dims = {cout, spec->rank}};
     IrValueId a = ir_func_add_input(m, f, a_name, &at, loc);
     IrValueId b = ir_func_add_input(m, f, b_name, &bt, loc);
     /* The adapter path needs only x: it goes before the linear; the sum after it. */
@@ -76,7 +78,7 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     pass_set_bool(m, down, "transpose_y", true);
     IrValueId up = pass_op1(m, op, OP_MATMUL, (IrValueId[]){down, b}, 2, pass_name(m, out, "lora_up"));
     pass_set_bool(m, up, "transpose_y", true);
-    IrValueId scale = pass_scalar_const(m, f, pass_name(m, out, "lora_scale"), DT_FP16, spec->alpha / spec->rank, loc);
+    IrValueId scale = pass_scalar_const(m, f, pass_name(m, out, "lora_scale"), xt.dtype, spec->alpha / spec->rank, loc);
     IrValueId scaled = pass_op1(m, op, OP_MUL, (IrValueId[]){up, scale}, 2, pass_name(m, out, "lora_scaled"));
     IrOpId next = ir_op(m, op)->next;
     const char *sum_name = ir_unique_name(m, f, pass_name(m, out, "lora"));
@@ -87,6 +89,11 @@ bool pass_lora(IrModule *m, PassCtx *ctx) {
     /* Every user of the linear's result, outputs included, now reads the sum. */
     pass_replace_uses_except(m, f, out, sum, add);
     ctx->changed = true;
+    if (o->lora_layers) {
+      LoraLayers *rec = o->lora_layers;
+      xgrow((void **)&rec->layers, sizeof *rec->layers, &rec->cap, rec->n + 1);
+      rec->layers[rec->n++] = (LoraLayer){module, spec->rank, spec->alpha};
+    }
   }
   for (uint32_t i = 0; i < o->nlora; i++)
     if (!used[i]) {

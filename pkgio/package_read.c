@@ -5,6 +5,7 @@
  * MIL and weight-file checksums, and each weight's blob record.
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -369,6 +370,38 @@ static uint32_t count_elems(xmlNodePtr arr) {
   return n;
 }
 
+/* A <real> under `key`, finite and above 0 (a LoRA alpha). */
+static double get_positive_real(Reader *r, xmlNodePtr dict, const char *key, const char *where) {
+  xmlNodePtr v = need(r, dict, key, "real", where);
+  if (!v) return 0;
+  xmlChar *t = xmlNodeGetContent(v);
+  char *end = NULL;
+  double x = t ? strtod((const char *)t, &end) : 0;
+  bool bad = !t || !t[0] || *end || !(x > 0) || !isfinite(x);
+  xmlFree(t);
+  if (bad) fail(r, v, "manifest: '%s' of %s must be a positive finite number", key, where);
+  return bad ? 0 : x;
+}
+
+/* Optional "Adapters" of a LoRA training contract. */
+static void read_adapters(Reader *r, xmlNodePtr td, PkgTraining *t) {
+  if (!plist_dict_get(td, "Adapters")) return;
+  xmlNodePtr as = need(r, td, "Adapters", "array", "'Training'");
+  if (!as) return;
+  t->adapters = xcalloc(count_elems(as) + 1, sizeof *t->adapters);
+  for (xmlNodePtr c = plist_next_elem(as->children); c && r->ok; c = plist_next_elem(c->next)) {
+    if (!plist_is_elem(c, "dict")) {
+      fail(r, c, "manifest: entries of 'Adapters' must be <dict>");
+      break;
+    }
+    PkgTrainAdapter *a = &t->adapters[t->nadapters++];
+    a->module = get_string(r, c, "Module", "an adapter");
+    a->rank = (uint32_t)get_uint(r, c, "Rank", "an adapter", 4096);
+    if (r->ok && a->rank == 0) fail(r, c, "manifest: 'Rank' of the adapter '%s' must be at least 1", a->module);
+    a->alpha = get_positive_real(r, c, "Alpha", "an adapter");
+  }
+}
+
 /* Optional "Training": the training contract, read, then checked against the functions. */
 static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   xmlNodePtr td = plist_dict_get(dict, "Training");
@@ -413,7 +446,8 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
     }
     PkgTrainGradient *g = &t->gradients[t->ngradients++];
     g->output = get_string(r, c, "Output", "a gradient");
-    g->param = get_string(r, c, "Param", "a gradient");
+    g->input = plist_dict_get(c, "Input") != NULL; /* a LoRA adapter's gradient names the input */
+    g->param = get_string(r, c, g->input ? "Input" : "Param", "a gradient");
   }
   t->params = xcalloc(count_elems(params) + 1, sizeof *t->params);
   for (xmlNodePtr c = plist_next_elem(params->children); c && r->ok; c = plist_next_elem(c->next)) {
@@ -425,6 +459,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
     t->params[t->nparams++] = xstrdup((const char *)s);
     xmlFree(s);
   }
+  if (r->ok) read_adapters(r, td, t);
   if (r->ok && !package_training_check(pkg, t, r->path, r->d)) r->ok = false;
 }
 

@@ -86,6 +86,64 @@ static bool check_inputs(const PkgFunction *fwd, const PkgFunction *bwd, const P
   return true;
 }
 
+/* The tensor gradient g belongs to: a weight of the forward (a trainable
+ * param) or, for LoRA training, one of its adapter inputs; NULL after
+ * reporting why neither. */
+static const PkgTensor *gradient_target(const PkgFunction *fwd, const PkgTraining *t, const PkgTrainGradient *gr,
+                                        const char *where, Diag *d) {
+  if (!gr->input) {
+    bool trainable = false;
+    for (uint32_t p = 0; p < t->nparams && !trainable; p++) trainable = !strcmp(t->params[p], gr->param);
+    if (!trainable) {
+      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' belongs to '%s', which is not a trainable "
+                 "param", where, gr->output, gr->param);
+      return NULL;
+    }
+    return find(fwd->weights, fwd->nweights, gr->param); /* every trainable param is a weight: checked before */
+  }
+  bool adapter = false;
+  size_t n = strlen(gr->param);
+  for (uint32_t a = 0; a < t->nadapters && !adapter; a++) {
+    size_t m = strlen(t->adapters[a].module);
+    adapter = n == m + 7 && !strncmp(gr->param, t->adapters[a].module, m) &&
+              (!strcmp(gr->param + m, ".lora_A") || !strcmp(gr->param + m, ".lora_B"));
+  }
+  const PkgTensor *in = adapter ? find(fwd->inputs, fwd->ninputs, gr->param) : NULL;
+  if (!in)
+    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' belongs to '%s', which is not the lora_A or "
+               "lora_B input of an adapter in Adapters", where, gr->output, gr->param);
+  return in;
+}
+
+/* Each adapter: its two inputs, of the ranks it records (A [rank, in], B [out, rank]), each with a gradient. */
+static bool check_adapters(const PkgFunction *fwd, const PkgTraining *t, const char *where, Diag *d) {
+  for (uint32_t a = 0; a < t->nadapters; a++) {
+    const PkgTrainAdapter *ad = &t->adapters[a];
+    for (int which = 0; which < 2; which++) {
+      char name[512];
+      snprintf(name, sizeof name, "%s.lora_%c", ad->module, which ? 'B' : 'A');
+      const PkgTensor *in = find(fwd->inputs, fwd->ninputs, name);
+      if (!in || in->rank != 2 || in->dims[which ? 1 : 0] != (int64_t)ad->rank) {
+        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter '%s' of rank %u needs the forward input '%s' "
+                   "[%s]", where, ad->module, ad->rank, name, which ? "out, rank" : "rank, in");
+        return false;
+      }
+      bool has = false;
+      for (uint32_t g = 0; g < t->ngradients && !has; g++) has = t->gradients[g].input && !strcmp(t->gradients[g].param, name);
+      if (!has) {
+        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter input '%s' has no gradient", where, name);
+        return false;
+      }
+    }
+    for (uint32_t k = 0; k < a; k++)
+      if (!strcmp(t->adapters[k].module, ad->module)) {
+        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter '%s' is listed twice", where, ad->module);
+        return false;
+      }
+  }
+  return true;
+}
+
 static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, const PkgTraining *t, const char *where,
                             Diag *d) {
   char a[96], b[96];
@@ -109,40 +167,33 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
                  "'%s'", where, gr->output, bwd->name);
       return false;
     }
-    bool trainable = false;
-    for (uint32_t p = 0; p < t->nparams && !trainable; p++) trainable = !strcmp(t->params[p], gr->param);
-    if (!trainable) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' belongs to '%s', which is not a trainable "
-                 "param", where, gr->output, gr->param);
-      return false;
-    }
+    const PkgTensor *w = gradient_target(fwd, t, gr, where, d);
+    if (!w) return false;
     for (uint32_t k = 0; k < g; k++)
       if (!strcmp(t->gradients[k].param, gr->param)) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the param '%s' has two gradients, '%s' and '%s'", where,
-                   gr->param, t->gradients[k].output, gr->output);
+        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the %s '%s' has two gradients, '%s' and '%s'", where,
+                   gr->input ? "adapter input" : "param", gr->param, t->gradients[k].output, gr->output);
         return false;
       }
-    const PkgTensor *w = find(fwd->weights, fwd->nweights, gr->param);
-    if (!w) continue; /* every trainable param is a weight: checked above */
     PkgTensor want = *w;
     want.dtype = ORION_DT_FP32;
     if (!same_type(out, &want)) {
       type_text(a, sizeof a, out);
       type_text(b, sizeof b, &want);
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' is %s but the param '%s' needs %s", where,
-                 gr->output, a, gr->param, b);
+      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' is %s but the %s '%s' needs %s", where,
+                 gr->output, a, gr->input ? "adapter input" : "param", gr->param, b);
       return false;
     }
   }
   for (uint32_t p = 0; p < t->nparams; p++) {
     bool has = false;
-    for (uint32_t g = 0; g < t->ngradients && !has; g++) has = !strcmp(t->gradients[g].param, t->params[p]);
+    for (uint32_t g = 0; g < t->ngradients && !has; g++) has = !t->gradients[g].input && !strcmp(t->gradients[g].param, t->params[p]);
     if (!has) {
       diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the trainable param '%s' has no gradient", where, t->params[p]);
       return false;
     }
   }
-  return true;
+  return check_adapters(fwd, t, where, d);
 }
 
 uint64_t package_training_saved_bytes(const Package *pkg, const PkgTraining *t) {
@@ -185,8 +236,13 @@ bool package_training_check(const Package *pkg, const PkgTraining *t, const char
                t->loss, a);
     return false;
   }
-  if (t->nparams == 0) {
+  if (t->nparams == 0 && t->nadapters == 0) {
     diag_error(d, (SrcSpan){0}, "%s: manifest: Training: there are no trainable params", where);
+    return false;
+  }
+  if (t->nparams && t->nadapters) {
+    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: LoRA training (Adapters) freezes every param, but "
+               "TrainableParams lists %u", where, t->nparams);
     return false;
   }
   if (!check_inputs(fwd, bwd, t, where, d) || !check_gradients(fwd, bwd, t, where, d)) return false;
@@ -216,5 +272,7 @@ void package_training_free(PkgTraining *t) {
   free(t->gradients);
   for (uint32_t i = 0; i < t->nparams; i++) free(t->params[i]);
   free(t->params);
+  for (uint32_t i = 0; i < t->nadapters; i++) free(t->adapters[i].module);
+  free(t->adapters);
   free(t);
 }

@@ -12,6 +12,8 @@
  *          order they were first needed; outputs: `grad.PARAM` (fp32, the
  *          param's shape), one per trainable param in declaration order; its
  *          params are F's own (the backward reads W, never a copy of W^T).
+ *          With wrt_lora_inputs the outputs are `grad.INPUT`, one per LoRA
+ *          adapter input of F in input order, and no param trains.
  *
  * The gradients are loss_scale * d loss / d param. The contract says where
  * each backward input comes from and which param each gradient belongs to;
@@ -39,10 +41,16 @@ typedef struct AutodiffOptions {
    * element-wise op (or a reshape) from values the backward has anyway is made
    * again in the backward instead, which only lowers the saved bytes. */
   bool save_elementwise;
+  /* LoRA training (orionc --train --lora): differentiate with respect to the
+   * function's adapter inputs (names ending ".lora_A" / ".lora_B", made by the
+   * lora pass) instead of its params, which are then all frozen. */
+  bool wrt_lora_inputs;
 } AutodiffOptions;
 
 /* Is param p (a VK_PARAM value) trained under these options? o may be NULL. */
 bool ad_param_trainable(const AutodiffOptions *o, const IrValue *p);
+/* Is v a LoRA adapter input of a function (an input named "*.lora_A" or "*.lora_B")? */
+bool ad_is_lora_input(const IrValue *v);
 
 typedef enum AdInputSource {
   AD_FROM_LOSS_SCALE, /* the caller's loss scale (fp32 scalar) */
@@ -63,8 +71,9 @@ typedef struct AdBwdInput {
 /* One output of F.bwd, parallel to its IrFunc.outputs. */
 typedef struct AdGradOutput {
   const char *output; /* "grad.PARAM" */
-  const char *param;  /* the param's name (in F, F.fwd and F.bwd alike) */
+  const char *param;  /* the param's name (in F, F.fwd and F.bwd alike), or the input's */
   IrType type;        /* fp32, the param's shape */
+  bool input;         /* param names an input of F (a LoRA adapter: wrt_lora_inputs) */
 } AdGradOutput;
 
 typedef struct AdContract {

@@ -66,8 +66,17 @@ typedef struct PkgTrainInput {
 
 typedef struct PkgTrainGradient {
   char *output; /* a backward output (fp32, the param's shape) */
-  char *param;  /* the trainable param it is the gradient of */
+  char *param;  /* the trainable param it is the gradient of, or the adapter input (`input`) */
+  bool input;   /* param names a forward input, a LoRA adapter ("Input" instead of "Param") */
 } PkgTrainGradient;
+
+/* A LoRA-adapted layer whose adapter inputs MODULE.lora_A [rank, in] and
+ * MODULE.lora_B [out, rank] train (orionc --train --lora; docs/lora.md). */
+typedef struct PkgTrainAdapter {
+  char *module;
+  uint32_t rank;
+  double alpha; /* the layer computes y + alpha/rank * (x A^T) B^T */
+} PkgTrainAdapter;
 
 typedef struct PkgTraining {
   char *forward, *backward, *loss;
@@ -79,6 +88,10 @@ typedef struct PkgTraining {
   uint32_t nparams;
   uint64_t vocabulary;  /* token ids of a `tokens` input lie in [0, vocabulary); 0: no such input */
   uint64_t saved_bytes; /* bytes of the forward outputs the backward reads */
+  /* LoRA training (Adapters): every param frozen, nparams 0, and one gradient
+   * per adapter input instead. */
+  PkgTrainAdapter *adapters;
+  uint32_t nadapters;
 } PkgTraining;
 
 typedef struct Package {

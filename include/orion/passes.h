@@ -57,11 +57,25 @@ typedef struct LoraSpec {
   double alpha;
 } LoraSpec;
 
+/* A layer the lora pass adapted (module name in the module's arena). */
+typedef struct LoraLayer {
+  const char *module;
+  uint32_t rank;
+  double alpha;
+} LoraLayer;
+
+typedef struct LoraLayers {
+  LoraLayer *layers; /* malloc'd: free(layers) */
+  uint32_t n, cap;
+} LoraLayers;
+
 struct PassOptions {
   uint32_t target_sram_bytes; /* SRAM budget of the target (0: default) */
   bool fp16_range_guard;      /* insert clamps where values can overflow fp16 */
   const LoraSpec *lora;       /* adapters as inputs (the lora pass) */
   uint32_t nlora;
+  LoraLayers *lora_layers; /* when set, the lora pass appends each layer it adapts (orionc --train --lora) */
+  bool lora_any_float;     /* adapters of fp32 layers too, in the layer's dtype (training on the CPU backend) */
   uint64_t target_min_surface_bytes; /* smallest I/O surface of the target (0: IO_DEFAULT_MIN_SURFACE_BYTES) */
   bool sram_checked_later; /* the constraint check (ANE016) runs after the passes: sram-annotate only estimates */
 };
