@@ -19,7 +19,7 @@ enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
   OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA, OPT_EVAL_EVERY,
-  OPT_HELP,
+  OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_HELP,
 };
 
 static const CliOption train_options[] = {
@@ -76,6 +76,19 @@ static const CliOption train_options[] = {
      "a file"},
     {OPT_EVAL_EVERY, 0, "eval-every", CLI_VALUE, 0, " K",
      "evaluate every K steps (default: 0, after the last step)", "a number"},
+    {OPT_LORA, 0, "lora", CLI_NO_VALUE, 0, NULL,
+     "train the LoRA adapter inputs of a package compiled with\n"
+     "orionc --train --lora (its weights stay as they are)",
+     NULL},
+    {OPT_ADAPTER, 0, "adapter", CLI_VALUE, 0, " FILE.safetensors",
+     "--lora: the adapters' start values, PEFT names (default:\n"
+     "PEFT's init, lora_A uniform from --seed, lora_B zero)",
+     "a file"},
+    {OPT_EXPORT_ADAPTER, 0, "export-adapter", CLI_VALUE, 0, " DIR",
+     "--lora: write the trained adapters as a PEFT adapter\n"
+     "directory (adapter_model.safetensors, fp32, and\n"
+     "adapter_config.json) at the end",
+     "a directory"},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
 };
 
@@ -88,7 +101,9 @@ static const CliSpec train_spec = {
                    "changed weights go into a working copy of the package, which the backend\n"
                    "takes up without compiling. The package itself is not changed; the working\n"
                    "copy lives in a temporary directory orion-train-XXXXXX under $TMPDIR (or\n"
-                   "/tmp), removed at the end. docs/training.md has the details.\n",
+                   "/tmp), removed at the end. With --lora only the adapter inputs of a LoRA\n"
+                   "package train, bound as inputs each step: no weight changes at all.\n"
+                   "docs/training.md and docs/lora.md have the details.\n",
     .options = train_options,
     .noptions = sizeof train_options / sizeof *train_options,
     .epilogue = "exit status: 0 success, 1 errors (data, package, a step), 2 usage error\n",
@@ -137,6 +152,9 @@ static int take_option(TrainArgs *a, int id, const char *v, const char *spelling
   case OPT_EXPORT: o->export_path = v; return -1;
   case OPT_BACKEND: o->backend = v; return -1;
   case OPT_SHUFFLE: o->shuffle = true; return -1;
+  case OPT_LORA: o->lora = true; return -1;
+  case OPT_ADAPTER: o->adapter_init = v; return -1;
+  case OPT_EXPORT_ADAPTER: o->export_adapter = v; return -1;
   case OPT_OPTIMIZER:
     if (strcmp(v, "adamw") && strcmp(v, "sgd")) return usage_error("--optimizer is adamw or sgd, not '%s'", v);
     {
@@ -218,6 +236,10 @@ static int parse(int argc, char **argv, TrainArgs *a) {
   if (!a->lr) return usage_error("%s", "--lr LR is required");
   if (a->o.eval_every && !a->o.eval_data) return usage_error("%s", "--eval-every goes with --eval-data");
   if (a->o.checkpoint_every && !a->o.checkpoint_dir) return usage_error("%s", "--checkpoint-every goes with --checkpoint-dir");
+  if ((a->o.adapter_init || a->o.export_adapter) && !a->o.lora)
+    return usage_error("%s goes with --lora", a->o.adapter_init ? "--adapter" : "--export-adapter");
+  if (a->o.lora && a->o.export_path)
+    return usage_error("%s", "--export writes trained weights; with --lora the adapters leave through --export-adapter DIR");
   return -1;
 }
 

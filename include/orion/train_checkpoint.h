@@ -117,6 +117,27 @@ void orion_ckpt_free(OrionCheckpoint *c);
  * which orion-run patch accepts. */
 bool orion_train_export_safetensors(const char *path, const OrionCkptTensor *t, uint32_t n, Diag *d);
 
+/* One trained LoRA adapter for orion_train_export_adapter: the layer
+ * `module`, its rank and alpha, and the fp32 values of A [rank, in] and
+ * B [out, rank]. */
+typedef struct OrionAdapterExport {
+  const char *module;
+  uint32_t rank;
+  double alpha;
+  const float *a;
+  const int64_t *a_dims; /* 2 */
+  const float *b;
+  const int64_t *b_dims; /* 2 */
+} OrionAdapterExport;
+
+/* orion-run train --lora --export-adapter DIR: a PEFT-style adapter
+ * directory (made if missing): adapter_model.safetensors, F32 tensors
+ * "base_model.model.MODULE.lora_A.weight" / ".lora_B.weight", then
+ * adapter_config.json (peft_type LORA, r, lora_alpha, target_modules, and
+ * rank_pattern / alpha_pattern for the layers whose rank or alpha differ
+ * from the first's). Each file is written atomically, the config last. */
+bool orion_train_export_adapter(const char *dir, const OrionAdapterExport *a, uint32_t n, Diag *d);
+
 /* Elements of a tensor (the product of its dims). */
 uint64_t orion_ckpt_tensor_count(const OrionCkptTensor *t);
 

@@ -44,6 +44,11 @@ typedef struct OrionTrainOptions {
   uint64_t checkpoint_every;  /* 0: only at the end (with checkpoint_dir) */
   const char *resume;         /* a checkpoint (or a directory of them), or NULL */
   const char *export_path;    /* FILE.safetensors of the trained fp32 weights, or NULL */
+  /* LoRA (--lora): train the contract's adapter inputs instead of weights;
+   * a package without Adapters is refused, and one with them needs it. */
+  bool lora;
+  const char *adapter_init;   /* --adapter FILE.safetensors: the adapters' start values (NULL: PEFT's init from seed) */
+  const char *export_adapter; /* --export-adapter DIR: the PEFT adapter directory at the end, or NULL */
   const char *eval_data;      /* or NULL */
   uint64_t eval_every;        /* with eval_data; 0: only after the last step */
   /* Told each optimizer step as it is logged (progress lines). */

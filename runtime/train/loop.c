@@ -37,6 +37,7 @@ static double now_ms(void) {
  * into the working copy's weight file in place, then taken up by the backend
  * (remapped, no compile). Nothing is written unless every value fits. */
 static bool write_weights(Loop *L, OrionTrainReport *r, Diag *d) {
+  if (L->lora) return loop_lora_write(L, d); /* the adapters are inputs: no weight changes */
   PatchTensor *pt = xcalloc(L->nparams, sizeof *pt);
   bool ok = true;
   for (uint32_t k = 0; ok && k < L->nparams; k++) {
@@ -265,6 +266,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
   if (L.work) r->work_package = xstrdup(L.work);
   ok = ok && open_state(&L, o, d);
   uint64_t next = 1;
+  if (ok && L.lora) ok = loop_lora_write(&L, d); /* the start values, bound before the first forward */
   if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, d);
   r->first_step = next;
   if (ok && o->log) ok = (log = orion_train_log_open(o->log, o->resume != NULL, d)) != NULL;
@@ -293,6 +295,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
     ok = orion_train_export_safetensors(o->export_path, t, L.nparams, d);
     free(t);
   }
+  if (ok && o->export_adapter) ok = loop_lora_export(&L, o->export_adapter, d);
   r->skipped = L.scaler.skipped;
   r->loss_scale = o->numerics == ORION_NUMERICS_ANE ? L.scaler.scale : 1.0f;
   if (log && !orion_train_log_close(log, d)) ok = false;

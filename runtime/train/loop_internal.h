@@ -5,12 +5,14 @@
 #define ORION_TRAIN_LOOP_INTERNAL_H
 
 #include "orion/train_loop.h"
+#include "orion/train_checkpoint.h"
 #include "orion/weight_file.h"
 
 typedef struct ParamInfo {
   OrionDType dtype; /* of the program's weight: fp16 or fp32 */
   void *staged;     /* the converted values written into the weight file */
   uint32_t grad_out; /* the backward output holding its gradient */
+  uint32_t input;    /* --lora: the forward input the adapter is bound as */
 } ParamInfo;
 
 typedef struct Loop {
@@ -28,9 +30,11 @@ typedef struct Loop {
   int64_t batch, seq;
   OrionTensor scale_tensor;
   float scale_value;
-  TrainParam *params;
+  TrainParam *params; /* the trained tensors: params, or with --lora the adapter inputs */
   ParamInfo *pinfo;
   uint32_t nparams;
+  bool lora;            /* the contract's Adapters train, bound as inputs (runtime/train/lora.c) */
+  char **adapter_names; /* --lora: params[k].name, owned */
   TrainData *data, *eval;
   TrainOptimizer *opt;
   TrainLossScaler scaler;
@@ -40,5 +44,12 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d);
 void loop_teardown(Loop *L);
 bool loop_copy_package(const Package *pkg, const char *work_dir, char **out, Diag *d);
 void loop_tensor_alloc(OrionTensor *t, const OrionTensorInfo *info);
+
+/* --lora (runtime/train/lora.c): the masters of the adapter inputs, from
+ * --adapter or PEFT's initialisation; the masters into the input buffers;
+ * the PEFT adapter directory of --export-adapter. */
+bool loop_lora_init(Loop *L, const OrionTrainOptions *o, Diag *d);
+bool loop_lora_write(Loop *L, Diag *d);
+bool loop_lora_export(Loop *L, const char *dir, Diag *d);
 
 #endif

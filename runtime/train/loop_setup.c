@@ -117,7 +117,20 @@ static uint32_t output_index(const OrionProgram *p, uint32_t fn, const char *nam
   return UINT32_MAX;
 }
 
-/* The forward's inputs: tokens and targets from the data, the others from
+/* With --lora, is the forward input `name` one of the adapters that train? */
+static bool is_adapter_input(const Loop *L, const char *name) {
+  if (!L->lora) return false;
+  size_t n = strlen(name);
+  for (uint32_t a = 0; a < L->contract->nadapters; a++) {
+    const char *m = L->contract->adapters[a].module;
+    size_t k = strlen(m);
+    if (n == k + 7 && !strncmp(name, m, k) && (!strcmp(name + k, ".lora_A") || !strcmp(name + k, ".lora_B")))
+      return true;
+  }
+  return false;
+}
+
+/* The forward's inputs: tokens and targets from the data, adapters (--lora) from their masters, the others from
  * --input files (each one, of exactly the input's dtype and shape). */
 static bool bind_forward_inputs(Loop *L, const OrionTrainOptions *o, Diag *d) {
   const OrionProgram *p = L->prog;
@@ -140,9 +153,12 @@ static bool bind_forward_inputs(Loop *L, const OrionTrainOptions *o, Diag *d) {
   }
   for (uint32_t k = 0; k < o->ninputs; k++) {
     uint32_t i = input_index(p, L->fwd, o->inputs[k].name);
-    if (i == UINT32_MAX || i == L->tokens_in || i == L->targets_in) {
+    bool adapter = i != UINT32_MAX && is_adapter_input(L, orion_input(p, L->fwd, i)->name);
+    if (i == UINT32_MAX || i == L->tokens_in || i == L->targets_in || adapter) {
       diag_error(d, (SrcSpan){0}, "--input %s: %s", o->inputs[k].name,
-                 i == UINT32_MAX ? "the forward function has no such input" : "this input comes from --data");
+                 i == UINT32_MAX ? "the forward function has no such input"
+                 : adapter       ? "this adapter input trains (its start values: --adapter FILE.safetensors)"
+                                 : "this input comes from --data");
       return false;
     }
     if (L->fwd_in[i].data) {
@@ -165,7 +181,7 @@ static bool bind_forward_inputs(Loop *L, const OrionTrainOptions *o, Diag *d) {
   }
   for (uint32_t i = 0; i < n; i++) {
     if (L->fwd_in[i].data) continue;
-    if (i != L->tokens_in && i != L->targets_in) {
+    if (i != L->tokens_in && i != L->targets_in && !is_adapter_input(L, orion_input(p, L->fwd, i)->name)) {
       diag_error(d, (SrcSpan){0}, "the forward input '%s' needs a value: --input %s=FILE.npy",
                  orion_input(p, L->fwd, i)->name, orion_input(p, L->fwd, i)->name);
       return false;
@@ -252,6 +268,25 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
     return false;
   }
   L->contract = L->pkg.training;
+  L->lora = L->contract->nadapters > 0;
+  if (o->lora != L->lora) {
+    if (o->lora)
+      diag_error(d, (SrcSpan){0}, "'%s' has no adapter gradients (no Adapters in its training contract): train --lora "
+                 "needs a package compiled with orionc --train --lora=PATTERN:RANK[:ALPHA]", o->package);
+    else
+      diag_error(d, (SrcSpan){0}, "'%s' trains LoRA adapters (orionc --train --lora), not its weights: use orion-run "
+                 "train --lora", o->package);
+    return false;
+  }
+  if (o->adapter_init && !o->lora) {
+    diag_error(d, (SrcSpan){0}, "--adapter (the adapters' start values) goes with --lora");
+    return false;
+  }
+  if (!L->lora ? o->export_adapter != NULL : o->export_path != NULL) {
+    diag_error(d, (SrcSpan){0}, "%s", L->lora ? "--export writes trained weights; with --lora the adapters leave through "
+               "--export-adapter DIR" : "--export-adapter DIR goes with --lora");
+    return false;
+  }
   orion_train_package_id(&L->pkg, L->package_id);
   if (!loop_copy_package(&L->pkg, o->work_dir, &L->work, d)) return false;
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
@@ -275,7 +310,8 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   for (uint32_t i = 0; i < nbo; i++) loop_tensor_alloc(&L->bwd_out[i], orion_output(L->prog, L->bwd, i));
   L->nfwd_out = nout;
   L->scale_tensor = (OrionTensor){.dtype = MIL_DT_FP32, .rank = 0, .data = &L->scale_value};
-  return bind_forward_inputs(L, o, d) && bind_backward_inputs(L, d) && init_params(L, d);
+  if (!bind_forward_inputs(L, o, d) || !bind_backward_inputs(L, d)) return false;
+  return L->lora ? loop_lora_init(L, o, d) : init_params(L, d);
 }
 
 void loop_teardown(Loop *L) {
@@ -297,6 +333,8 @@ void loop_teardown(Loop *L) {
   }
   free(L->params);
   free(L->pinfo);
+  for (uint32_t k = 0; L->adapter_names && k < L->nparams; k++) free(L->adapter_names[k]);
+  free(L->adapter_names);
   train_data_free(L->data);
   train_data_free(L->eval);
   train_optimizer_free(L->opt);
