@@ -4,7 +4,8 @@
  * "base_model.model.<module>.lora_A.weight" [r, in] and "...lora_B.weight"
  * [out, r]; the program's inputs are "<module>.lora_A" and "<module>.lora_B"
  * in the same layout, so binding is a lookup (exact, or by the module name's
- * tail: see find_lora_input) and a conversion to fp16.
+ * tail: see find_lora_input) and a conversion to fp16 (or to fp32, for the
+ * fp32 adapters of a model trained with orionc --train --lora).
  * LoRA inputs the adapter does not cover get zeros: the base model.
  */
 #include <math.h>
@@ -120,12 +121,29 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
         sb_init(&want);
         for (uint32_t r = 0; r < t->rank; r++) sb_printf(&got, "%s%lld", r ? "," : "", (long long)t->dims[r]);
         for (uint32_t r = 0; r < info->rank; r++) sb_printf(&want, "%s%lld", r ? "," : "", (long long)info->dims[r]);
-        diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' is %s[%s], but input '%s' is fp16[%s]%s", file, t->name,
-                   weight_file_dtype_name(t->dtype), got.data, info->name, want.data,
+        diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' is %s[%s], but input '%s' is %s[%s]%s", file, t->name,
+                   weight_file_dtype_name(t->dtype), got.data, info->name,
+                   info->dtype == MIL_DT_FP32 ? "fp32" : "fp16", want.data,
                    t->rank == 2 && info->rank == 2 ? " (a different rank r needs a compile with that rank)" : "");
         sb_free(&got);
         sb_free(&want);
         ok = false;
+      } else if (info->dtype == MIL_DT_FP32) {
+        /* an fp32 layer's adapters (orionc --train --lora on an fp32 model): widened or rounded to fp32 */
+        uint64_t n = info->bytes / 4;
+        float *data = xmalloc(n ? (size_t)info->bytes : 4);
+        weights_convert_floats(t->data, t->dtype, (size_t)n, ORION_DT_FP32, data);
+        bool finite = true;
+        for (uint64_t e = 0; e < n && finite; e++) finite = isfinite(data[e]);
+        if (finite) {
+          inputs[i] = (CpuTensor){.dtype = MIL_DT_FP32, .rank = info->rank, .data = data};
+          memcpy(inputs[i].dims, info->dims, sizeof(int64_t) * info->rank);
+          bound[i] = true;
+        } else {
+          diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' has a value fp32 cannot hold", file, t->name);
+          free(data);
+          ok = false;
+        }
       } else {
         uint64_t n = info->bytes / 2;
         uint16_t *data = xmalloc(n ? (size_t)info->bytes : 2);
