@@ -66,6 +66,7 @@ static void summary_json(IrModule *m, const char *input, const CompileTraining *
     cJSON_AddNumberToObject(t, "params_frozen", train->frozen);
     if (train->contract->vocabulary) cJSON_AddNumberToObject(t, "vocabulary", (double)train->contract->vocabulary);
     else cJSON_AddNullToObject(t, "vocabulary");
+    if (train->contract->nadapters) cJSON_AddNumberToObject(t, "lora_adapters", train->contract->nadapters);
   }
   cJSON *fns = cJSON_AddArrayToObject(root, "functions");
   for (IrFuncId f = 1; f < m->nfuncs; f++) {
@@ -117,6 +118,8 @@ void compile_summary(IrModule *m, const char *input, const CompileTraining *trai
               human_bytes(train->saved_bytes, size, sizeof size), (unsigned long long)train->saved_bytes,
               train->trained, train->frozen);
     if (train->contract->vocabulary) sb_printf(out, "; vocabulary %llu", (unsigned long long)train->contract->vocabulary);
+    if (train->contract->nadapters)
+      sb_printf(out, "; LoRA adapters %u (%u inputs trained)", train->contract->nadapters, 2 * train->contract->nadapters);
     sb_putc(out, '\n');
   }
   for (IrFuncId f = 1; f < m->nfuncs; f++) {

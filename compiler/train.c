@@ -181,7 +181,7 @@ bool compile_train(IrModule *m, const OrionCompileOptions *o, const LoraLayers *
   out->contract = contract_of(m, &ac, lora, vocabulary);
   out->nsaved = ac.nsaved;
   out->saved_bytes = ac.saved_bytes;
-  out->trained = ac.ngrads;
+  out->trained = out->contract->nparams; /* the adapters' gradients are not params' */
   out->frozen = frozen;
   return true;
 }

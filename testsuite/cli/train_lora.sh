@@ -30,6 +30,8 @@ contains inspect-grad-b "grad.layers.1.self_attn.v_proj.lora_B -> input layers.1
 contains inspect-params "trainable params: 0"
 contains inspect-adapters "LoRA adapters: 4"
 contains inspect-rank "layers.1.self_attn.v_proj (rank 2, alpha 2)"
+check summary 0 "$orionc" -w --allow=ANE001 --train "${lora[@]}" --summary "$models/llama.oir" -o s.anepkg
+contains summary-line "params 0 trained, 20 frozen; vocabulary 64; LoRA adapters 4 (8 inputs trained)"
 check base-compile 0 "$orionc" -w --allow=ANE001 --train "$models/llama.oir" -o base.anepkg
 
 # Gradients: one SGD step of lr 1000 from the fixture's adapters leaves start - 1000 g in the export.
