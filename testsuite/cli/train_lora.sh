@@ -167,7 +167,7 @@ contains adapter-alone-msg "--adapter goes with --lora"
 check adapter-input 1 "$run" train l.anepkg --lora --data "$data" --steps 1 --lr 0.1 "${inputs[@]}" \
   --input layers.0.self_attn.q_proj.lora_A=tok.npy
 contains adapter-input-msg "--input layers.0.self_attn.q_proj.lora_A: this adapter input trains (its start values: --adapter FILE.safetensors)"
-check wrong-adapter 1 "$run" train l.anepkg --lora --adapter "$models/llama_lora_grads.safetensors" --data "$data" \
-  --steps 1 --lr 0.1 "${inputs[@]}" --adapter "$models/llama.safetensors"
+check wrong-adapter 1 "$run" train l.anepkg --lora --adapter "$models/llama.safetensors" --data "$data" \
+  --steps 1 --lr 0.1 "${inputs[@]}"
 contains wrong-adapter-msg "tensor 'embed_tokens.weight' is not an adapter input of this package ('embed_tokens')"
 finish
