@@ -102,7 +102,9 @@ static const CliOption orionc_options[] = {
      "(or module: the name without .weight) matches the glob\n"
      "PATTERN gets fp16 inputs MODULE.lora_A [RANK, in] and\n"
      "MODULE.lora_B [out, RANK] (PEFT's layout), adding\n"
-     "ALPHA/RANK * x A^T B^T (ALPHA defaults to RANK); repeatable",
+     "ALPHA/RANK * x A^T B^T (ALPHA defaults to RANK); repeatable.\n"
+     "With --train the adapters train, not the params (fp32\n"
+     "layers get fp32 adapters; docs/lora.md)",
      "PATTERN:RANK[:ALPHA]"},
     {OPT_ALLOW, 0, "allow", CLI_VALUE, 0, "=ANE0NN",
      "compile even though the program violates this ANE constraint\n"
