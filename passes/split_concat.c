@@ -11,7 +11,7 @@
  *  - returned as a function output: its parts become separate outputs,
  *    recorded as a group that the caller reassembles (IrOutputGroup).
  *  - feeding an op that maps the concatenated axis to one axis of its
- *    result (a transpose; a reshape that keeps the axes before it; a
+ *    result (a transpose; a reshape that keeps that axis whole; a
  *    reduction over other axes; a 2-D matmul along a free axis, the rows of
  *    x or the columns of y): the op is applied to each part and the concat
  *    moves below it, along that axis. The backward of a model meets these:

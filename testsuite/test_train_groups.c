@@ -20,6 +20,7 @@
 
 static char dir[] = "/tmp/orion-train-groups-XXXXXX";
 static char *manifest; /* the compiled llama_slice package's Manifest.plist */
+static char *summary;  /* the compile's --summary text */
 
 static void setup(void) {
   cr_assert_not_null(mkdtemp(dir));
@@ -29,6 +30,7 @@ static void setup(void) {
   OrionCompileOptions o;
   orion_compile_options_init(&o);
   o.train = true; /* no --allow: the compile's constraint check refuses any concat left */
+  o.summary = true;
   Diag d;
   diag_init(&d, NULL);
   StrBuf msgs;
@@ -37,6 +39,7 @@ static void setup(void) {
   d.suppress_warnings = true;
   OrionCompileResult r;
   cr_assert(orion_compile_file(MODELS "/llama_slice.oir", &o, out.data, &r, &d), "%s", msgs.data ? msgs.data : "");
+  summary = xstrdup(r.summary.data ? r.summary.data : "");
   orion_compile_result_free(&r);
   sb_free(&msgs);
   sb_puts(&out, "/Manifest.plist");
@@ -48,6 +51,7 @@ static void setup(void) {
 
 static void teardown(void) {
   free(manifest);
+  free(summary);
   remove_tree(dir);
 }
 
@@ -73,8 +77,12 @@ Test(train_groups, saved_values_as_groups) {
     cr_assert(read, "the contract reads %s", split[i]);
   }
   cr_assert_null(package_output_group(fwd, "saved.layers.0.vh"));
-  /* SavedBytes counts a group once, as its parts' bytes. */
+  /* SavedBytes counts a group once, as its parts' bytes, and --summary reports the same bytes. */
   cr_assert_eq(p.training->saved_bytes, package_training_saved_bytes(&p, p.training));
+  char want[96];
+  snprintf(want, sizeof want, "saved 23 values (%.2f KiB, %llu bytes)", (double)p.training->saved_bytes / 1024,
+           (unsigned long long)p.training->saved_bytes);
+  cr_assert(strstr(summary, want), "wanted '%s' in\n%s", want, summary);
   package_free(&p);
 }
 
