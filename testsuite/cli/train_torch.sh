@@ -52,6 +52,10 @@ for m in ${MODELS:-gpt2 llama}; do
   # linter finds nothing in the package.
   check "$m-compile" 0 "$orionc" -w --train "$models/$m.oir" -o $m.anepkg
   check "$m-lint" 0 "$lint" --fail-on=note $m.anepkg
+  if [ $m = gpt2 ]; then # the fused qkv's weight gradient arrives as an output group the contract names
+    check gpt2-grad-group 0 grep -qPz '<key>Name</key>\s*<string>grad\.h\.1\.attn\.c_attn\.weight</string>\s*<key>Axis' \
+      $m.anepkg/Manifest.plist
+  fi
   # (a) One plain SGD step of lr 1000 exports start - 1000 g: g to about 1e-7
   # relative (the fp32 rounding of the update; the start's is divided by 1000).
   check "$m-grad-step" 0 "$run" train $m.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \
