@@ -280,9 +280,13 @@ static void add_training(xmlNodePtr root, const PkgTraining *t, const Emitted *e
     if (strcmp(e->info[f].name, t->forward)) continue;
     const MilFunction *fn = &e->info[f];
     for (uint32_t o = 0; o < fn->noutputs; o++) {
+      /* An output split into a group counts by the group's name, which the contract names. */
+      const char *name = fn->outputs[o].ir_name;
+      for (uint32_t g = 0; g < fn->ngroups; g++)
+        if (o >= fn->groups[g].first && o < fn->groups[g].first + fn->groups[g].nparts) name = fn->groups[g].name;
       bool read = false;
       for (uint32_t i = 0; i < t->ninputs && !read; i++)
-        read = t->inputs[i].from == PKG_TRAIN_FROM_OUTPUT && !strcmp(t->inputs[i].name, fn->outputs[o].ir_name);
+        read = t->inputs[i].from == PKG_TRAIN_FROM_OUTPUT && !strcmp(t->inputs[i].name, name);
       if (read) saved += fn->outputs[o].bytes;
     }
   }

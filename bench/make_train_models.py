@@ -17,9 +17,9 @@ the same scales (the benchmark compares speed, not values).
 
 For llama, the RoPE tables are inputs `cos` and `sin` ([1, 1, seq, head_dim]),
 and the rotate-half step is a product with a fixed input `rot` ([head_dim,
-head_dim], a signed permutation): the slice/neg/concat form of
-examples/llama_block.oir (--rope-concat) does not compile with --train yet
-(docs/training.md, Performance). `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
+head_dim], a signed permutation), or with --rope-concat the slice/neg/concat
+form of examples/llama_block.oir (the same values; both compile with --train,
+docs/training.md, "ANE legality"). `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
 and DIR/rot.npy (numpy needed then).
 """
 import argparse

@@ -10,9 +10,21 @@
  *    until it meets a use of the first kind.
  *  - returned as a function output: its parts become separate outputs,
  *    recorded as a group that the caller reassembles (IrOutputGroup).
+ *  - feeding an op that maps the concatenated axis to one axis of its
+ *    result (a transpose; a reshape that keeps that axis whole; a
+ *    reduction over other axes; a 2-D matmul along a free axis, the rows of
+ *    x or the columns of y): the op is applied to each part and the concat
+ *    moves below it, along that axis. The backward of a model meets these:
+ *    the adjoint of a split (GPT-2's fused qkv) goes through the reshape to
+ *    rows and the weight gradient's product, and ends as an output group.
+ *  - once nothing moves: a concat along the last axis that a reshape would
+ *    merge with the axes before it (RoPE's halves going back to [B, T, C] in
+ *    the backward) becomes a sum of products of its parts with constant
+ *    placement matrices, when the axis is short (MAX_PLACEMENT_WIDTH).
  * A concat that reaches any other op stays; split_concat_blocker() says
  * why, in the words of the constraint checker's ANE001 finding.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "orion/passes.h"
@@ -197,6 +209,113 @@ static bool distribute(IrModule *m, const Concat *c, IrOpId use, uint32_t index)
   return true;
 }
 
+/* How a reshape carries the concatenated axis: to axis `axis` of its
+ * result (of `dims`), whole. */
+typedef struct ReshapePlan {
+  int axis, rank;
+  int64_t dims[IR_MAX_RANK];
+} ReshapePlan;
+
+/* Whether the reshape `use` keeps the concatenated axis whole: it regroups
+ * only the axes before it (keeping their product) and those after it, as
+ * [B, T, 3C] -> [B*T, 3C] does, so each part is a range of the same axis. */
+static bool plan_reshape(IrModule *m, const Concat *c, IrOpId use, ReshapePlan *p) {
+  const IrType in = ir_value(m, c->out)->type, out = ir_value(m, ir_op(m, use)->results[0])->type;
+  int64_t outer = 1;
+  for (int i = 0; i < c->axis; i++) outer *= in.dims[i];
+  int64_t pre = 1;
+  for (int b = 0; b < out.rank && pre <= outer; pre *= out.dims[b], b++) {
+    if (pre != outer || out.dims[b] != in.dims[c->axis]) continue;
+    *p = (ReshapePlan){.axis = b, .rank = out.rank};
+    memcpy(p->dims, out.dims, sizeof out.dims);
+    return true;
+  }
+  return false;
+}
+
+/* The axis of a 2-D matmul's result that a concat along a free axis of its
+ * operand `index` becomes (the rows of x, the columns of y), or -1: the
+ * weight gradient xT . g of a linear layer, as its rule makes it, whose g is
+ * the split's adjoint. (Batched products, with their broadcasting, and
+ * linear, which the backward does not emit, keep the concat.) */
+static int free_product_axis(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
+  IrOp *u = ir_op(m, use);
+  if (u->kind != OP_MATMUL || ir_id_eq(u->inputs[0], u->inputs[1])) return -1;
+  if (ir_value(m, c->out)->type.rank != 2 || ir_value(m, u->inputs[1 - index])->type.rank != 2) return -1;
+  bool tx = ir_attr_bool(m, use, "transpose_x", false), ty = ir_attr_bool(m, use, "transpose_y", false);
+  if (index == 0 && c->axis == (tx ? 1 : 0)) return 0;
+  if (index == 1 && c->axis == (ty ? 0 : 1)) return 1;
+  return -1;
+}
+
+/* The axis of a reduction's result that the concatenated axis becomes, or
+ * -1 if it reduces that axis (or every axis). */
+static int reduce_axis(IrModule *m, const Concat *c, IrOpId use) {
+  IrOpKind k = ir_op(m, use)->kind;
+  if (k != OP_REDUCE_SUM && k != OP_REDUCE_MEAN && k != OP_REDUCE_MAX) return -1;
+  int rank = ir_value(m, c->out)->type.rank;
+  int64_t axes[IR_MAX_RANK + 1];
+  int n = ir_attr_ints(m, use, "axes", axes, IR_MAX_RANK + 1);
+  if (n <= 0) return -1;
+  int below = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a == c->axis) return -1;
+    below += a < c->axis;
+  }
+  return ir_attr_bool(m, use, "keep_dims", false) ? c->axis : c->axis - below;
+}
+
+/* The axis of `use`'s result that carries the concat's parts when the op is
+ * applied to each part, or -1; *rp is set for a reshape. */
+static int carried_axis(IrModule *m, const Concat *c, IrOpId use, uint32_t index, ReshapePlan *rp, bool *reshape) {
+  IrOp *u = ir_op(m, use);
+  *reshape = false;
+  if (u->kind == OP_TRANSPOSE) {
+    int rank = ir_value(m, c->out)->type.rank;
+    int64_t perm[IR_MAX_RANK];
+    if (ir_attr_ints(m, use, "perm", perm, IR_MAX_RANK) != rank) return -1;
+    for (int i = 0; i < rank; i++)
+      if ((perm[i] < 0 ? perm[i] + rank : perm[i]) == c->axis) return i;
+    return -1;
+  }
+  if (u->kind == OP_RESHAPE) {
+    *reshape = plan_reshape(m, c, use, rp);
+    return *reshape ? rp->axis : -1;
+  }
+  if (u->kind == OP_MATMUL) return free_product_axis(m, c, use, index);
+  return reduce_axis(m, c, use);
+}
+
+/* op(concat(parts), ...) -> concat(op(part_k, ...)) along the carried axis. */
+static bool carry(IrModule *m, const Concat *c, IrOpId use, uint32_t index) {
+  ReshapePlan rp;
+  bool reshape;
+  int axis = carried_axis(m, c, use, index, &rp, &reshape);
+  if (axis < 0) return false;
+  /* u dangles once ops are created below: read everything first. */
+  IrOp *u = ir_op(m, use);
+  IrOpKind kind = u->kind;
+  IrValueId out = u->results[0], ins[3];
+  uint32_t nin = u->ninputs;
+  if (nin > 3) return false;
+  memcpy(ins, u->inputs, sizeof *ins * nin);
+  IrValueId parts[IR_MAX_OPERANDS];
+  for (uint32_t k = 0; k < c->n; k++) {
+    ins[index] = c->parts[k];
+    parts[k] = pass_op1(m, use, kind, ins, nin, arena_printf(&m->arena, "%s_part%u", ir_value(m, out)->name, k));
+    copy_attrs(m, use, ir_value(m, parts[k])->def);
+    if (reshape) {
+      rp.dims[rp.axis] = part_len(m, c, k);
+      pass_set_ints(m, parts[k], "shape", rp.dims, (uint32_t)rp.rank);
+    }
+  }
+  IrValueId cat = pass_op1(m, use, OP_CONCAT, parts, c->n, pass_name(m, out, "cat"));
+  pass_set_int(m, cat, "axis", axis);
+  pass_replace_op(m, use, out, cat);
+  return true;
+}
+
 /* slice(concat(parts)) taking a range inside one part is a slice of that
  * part (what slicing a weight in split_product leaves when the weight is
  * itself a concat). */
@@ -277,6 +396,9 @@ static const char *use_blocker(IrModule *m, const Concat *c, IrUse use) {
   ProductPlan plan;
   if (is_product(u->kind)) return plan_product(m, c, use.op, use.index, &plan);
   if (is_unary_elementwise(u->kind) || is_binary_elementwise(u->kind)) return plan_distribute(m, c, use.op);
+  ReshapePlan rp;
+  bool reshape;
+  if (carried_axis(m, c, use.op, use.index, &rp, &reshape) >= 0) return NULL;
   SlicePlan slice;
   if (u->kind == OP_SLICE)
     return plan_slice(m, c, use.op, &slice) ? NULL : "takes a range across its parts, or strides along the concatenated axis";
@@ -320,7 +442,7 @@ static bool sweep(IrModule *m, PassCtx *ctx) {
           break;
         }
         if (slice_of_part(m, &c, use.op) || split_product(m, &c, use.op, use.index) ||
-            distribute(m, &c, use.op, use.index)) {
+            distribute(m, &c, use.op, use.index) || carry(m, &c, use.op, use.index)) {
           progress = changed = true;
           break;
         }
@@ -335,10 +457,62 @@ static bool sweep(IrModule *m, PassCtx *ctx) {
   return changed;
 }
 
+/* The widest concat placed by products: each element of the result costs
+ * one multiply-add per element of the axis. */
+#define MAX_PLACEMENT_WIDTH 256
+
+/* concat(parts) along the last axis -> the sum of part_k . E_k, where E_k
+ * [len_k, n] puts column i of part k at column begin_k + i; for a concat
+ * that a reshape merges with the axes before it (nothing else can move it). Parts that are zeros (the
+ * padding a slice's gradient adds) are left out of the sum. */
+static bool place_by_products(IrModule *m, IrFuncId f, const Concat *c) {
+  const IrType t = ir_value(m, c->out)->type;
+  int64_t n = t.dims[c->axis];
+  if (t.rank < 2 || c->axis != t.rank - 1 || n > MAX_PLACEMENT_WIDTH || !ir_dtype_is_float(t.dtype)) return false;
+  const IrValue *r = ir_value(m, c->out);
+  bool merged = false; /* by a reshape whose last axis is the concatenated one times the axes before it */
+  for (uint32_t i = 0; i < r->nuses && !merged; i++) {
+    if (ir_id_is_none(r->uses[i].op) || ir_op(m, r->uses[i].op)->kind != OP_RESHAPE) continue;
+    const IrType *o = &ir_value(m, ir_op(m, r->uses[i].op)->results[0])->type;
+    merged = o->rank >= 1 && o->dims[o->rank - 1] > n && o->dims[o->rank - 1] % n == 0;
+  }
+  if (!merged) return false;
+  SrcSpan loc = ir_op(m, c->op)->loc;
+  const char *base = ir_value(m, c->out)->name;
+  IrValueId sum = IR_NO_VALUE;
+  for (uint32_t k = 0; k < c->n; k++) {
+    bool last = k + 1 == c->n && ir_id_is_none(sum);
+    if (!last && pass_is_const_splat(m, c->parts[k], 0.0)) continue;
+    int64_t len = part_len(m, c, k);
+    double *place = xcalloc((size_t)(len * n), sizeof *place);
+    for (int64_t i = 0; i < len; i++) place[i * n + c->begin[k] + i] = 1.0;
+    IrType et = {.dtype = t.dtype, .rank = 2, .dims = {len, n}};
+    IrValueId e = pass_const(m, f, arena_printf(&m->arena, "%s_place%u", base, k), &et, place, (uint64_t)(len * n), loc);
+    free(place);
+    IrValueId p = pass_op1(m, c->op, OP_MATMUL, (IrValueId[]){c->parts[k], e}, 2,
+                           arena_printf(&m->arena, "%s_part%u", base, k));
+    sum = ir_id_is_none(sum) ? p : pass_op1(m, c->op, OP_ADD, (IrValueId[]){sum, p}, 2, pass_name(m, c->out, "sum"));
+  }
+  pass_replace_op(m, c->op, c->out, sum);
+  return true;
+}
+
+static bool place_stuck(IrModule *m) {
+  bool changed = false;
+  PASS_FOR_EACH_OP(m, f, op) {
+    if (ir_op(m, op)->kind != OP_CONCAT) continue;
+    Concat c;
+    read_concat(m, op, &c);
+    changed = place_by_products(m, f, &c) || changed;
+  }
+  return changed;
+}
+
 /* Each sweep moves concats strictly down the graph, so this ends. */
 #define MAX_SWEEPS 64
 
 bool pass_split_concat(IrModule *m, PassCtx *ctx) {
   for (int i = 0; i < MAX_SWEEPS && sweep(m, ctx); i++) ctx->changed = true;
+  if (place_stuck(m)) ctx->changed = true;
   return true;
 }

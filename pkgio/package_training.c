@@ -26,6 +26,54 @@ static void type_text(char *buf, size_t n, const PkgTensor *t) {
   if (o < n) snprintf(buf + o, n - o, "]");
 }
 
+const PkgGroup *package_output_group(const PkgFunction *f, const char *name) {
+  for (uint32_t i = 0; i < f->ngroups; i++)
+    if (!strcmp(f->groups[i].name, name)) return &f->groups[i];
+  return NULL;
+}
+
+/* The whole of a group: its first part with the parts' extents along the
+ * axis added up; false if the parts do not join (dtype, rank, other dims). */
+static bool group_whole(const PkgFunction *f, const PkgGroup *g, PkgTensor *whole) {
+  const PkgTensor *first = g->nparts ? find(f->outputs, f->noutputs, g->parts[0]) : NULL;
+  if (!first || g->axis >= first->rank) return false;
+  *whole = *first;
+  whole->name = g->name;
+  whole->dims[g->axis] = 0;
+  whole->bytes = 0;
+  for (uint32_t k = 0; k < g->nparts; k++) {
+    const PkgTensor *t = find(f->outputs, f->noutputs, g->parts[k]);
+    if (!t || t->dtype != first->dtype || t->rank != first->rank) return false;
+    for (uint32_t r = 0; r < t->rank; r++)
+      if (r != g->axis && t->dims[r] != first->dims[r]) return false;
+    whole->dims[g->axis] += t->dims[g->axis];
+    whole->bytes += t->bytes;
+  }
+  return true;
+}
+
+/* The output `name` of f, or the whole of f's output group `name` in
+ * *whole (split-concat splits an output into a group of parts; the contract
+ * keeps naming the value). NULL if neither; *bad when the group's parts do
+ * not join. */
+static const PkgTensor *output_or_group(const PkgFunction *f, const char *name, PkgTensor *whole, bool *bad) {
+  *bad = false;
+  const PkgTensor *t = find(f->outputs, f->noutputs, name);
+  if (t) return t;
+  const PkgGroup *g = package_output_group(f, name);
+  if (!g) return NULL;
+  if (group_whole(f, g, whole)) return whole;
+  *bad = true;
+  return NULL;
+}
+
+static bool group_refused(const PkgFunction *f, const char *name, const char *where, Diag *d) {
+  const PkgGroup *g = package_output_group(f, name);
+  diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the output group '%s' of the function '%s' has parts that do "
+             "not join along axis %u", where, name, f->name, g->axis);
+  return false;
+}
+
 static bool same_type(const PkgTensor *a, const PkgTensor *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;
   for (uint32_t i = 0; i < a->rank; i++)
@@ -59,8 +107,10 @@ static bool check_inputs(const PkgFunction *fwd, const PkgFunction *bwd, const P
       }
       continue;
     }
-    bool out = in->from == PKG_TRAIN_FROM_OUTPUT;
-    from = out ? find(fwd->outputs, fwd->noutputs, in->name) : find(fwd->inputs, fwd->ninputs, in->name);
+    bool out = in->from == PKG_TRAIN_FROM_OUTPUT, bad = false;
+    PkgTensor whole;
+    from = out ? output_or_group(fwd, in->name, &whole, &bad) : find(fwd->inputs, fwd->ninputs, in->name);
+    if (bad) return group_refused(fwd, in->name, where, d);
     if (!from) {
       diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' comes from '%s', which is not an %s "
                  "of the forward function '%s'", where, in->input, in->name, out ? "output" : "input", fwd->name);
@@ -161,7 +211,10 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
   }
   for (uint32_t g = 0; g < t->ngradients; g++) {
     const PkgTrainGradient *gr = &t->gradients[g];
-    const PkgTensor *out = find(bwd->outputs, bwd->noutputs, gr->output);
+    PkgTensor whole;
+    bool bad;
+    const PkgTensor *out = output_or_group(bwd, gr->output, &whole, &bad);
+    if (bad) return group_refused(bwd, gr->output, where, d);
     if (!out) {
       diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' is not an output of the backward function "
                  "'%s'", where, gr->output, bwd->name);
@@ -204,7 +257,9 @@ uint64_t package_training_saved_bytes(const Package *pkg, const PkgTraining *t) 
     bool earlier = false;
     for (uint32_t k = 0; k < i && !earlier; k++)
       earlier = t->inputs[k].from == PKG_TRAIN_FROM_OUTPUT && !strcmp(t->inputs[k].name, t->inputs[i].name);
-    const PkgTensor *o = find(fwd->outputs, fwd->noutputs, t->inputs[i].name);
+    PkgTensor whole;
+    bool bad;
+    const PkgTensor *o = output_or_group(fwd, t->inputs[i].name, &whole, &bad);
     if (o && !earlier) bytes += o->bytes;
   }
   return bytes;

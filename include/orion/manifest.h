@@ -120,6 +120,9 @@ const char *package_weight_checksum_name(uint32_t version);
 
 /* The function called name, or NULL. */
 const PkgFunction *package_function(const Package *pkg, const char *name);
+/* f's output group called name (an output split-concat split into parts), or
+ * NULL. A training contract names such an output by its group. */
+const PkgGroup *package_output_group(const PkgFunction *f, const char *name);
 /* Checks a training contract against the package's functions (names exist,
  * shapes and dtypes agree, one gradient per trainable param, the saved
  * bytes); "manifest: Training: ..." messages after `where`. The reader does

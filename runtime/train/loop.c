@@ -71,6 +71,7 @@ static bool write_weights(Loop *L, OrionTrainReport *r, Diag *d) {
 
 static bool run_forward(Loop *L, double *loss, Diag *d) {
   if (!orion_exec_run(L->fwd_exec, L->fwd_in, L->fwd_out, d)) return false;
+  loop_join_groups(&L->fwd_joins, L->fwd_out);
   *loss = *(const float *)L->fwd_out[L->loss_out].data;
   return true;
 }
@@ -192,11 +193,12 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
     if (!run_forward(L, &loss, d)) return false;
     double b = now_ms();
     if (!orion_exec_run(L->bwd_exec, L->bwd_in, L->bwd_out, d)) return false;
+    loop_join_groups(&L->bwd_joins, L->bwd_out);
     double c = now_ms();
     fwd_ms += b - a;
     bwd_ms += c - b;
     loss_sum += loss;
-    for (uint32_t p = 0; p < L->nparams; p++) train_grad_add(&L->params[p], L->bwd_out[L->pinfo[p].grad_out].data);
+    for (uint32_t p = 0; p < L->nparams; p++) train_grad_add(&L->params[p], L->pinfo[p].grad->data);
   }
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);

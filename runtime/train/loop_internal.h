@@ -11,9 +11,21 @@
 typedef struct ParamInfo {
   OrionDType dtype; /* of the program's weight: fp16 or fp32 */
   void *staged;     /* the converted values written into the weight file */
-  uint32_t grad_out; /* the backward output holding its gradient */
-  uint32_t input;    /* --lora: the forward input the adapter is bound as */
+  const OrionTensor *grad; /* the backward output (or joined output group) holding its gradient */
+  uint32_t input;          /* --lora: the forward input the adapter is bound as */
 } ParamInfo;
+
+/* An output group the contract names, joined into one buffer after each run (loop_groups.c). */
+typedef struct LoopJoin {
+  const PkgGroup *group;
+  uint32_t *parts; /* the parts' output indices */
+  OrionTensor whole;
+} LoopJoin;
+
+typedef struct LoopJoins {
+  LoopJoin *at; /* room for every group of the function */
+  uint32_t n;
+} LoopJoins;
 
 typedef struct Loop {
   Package pkg; /* the user's package, as read */
@@ -28,6 +40,7 @@ typedef struct Loop {
   uint32_t nfwd_in, nfwd_out, nbwd_in, nbwd_out;
   uint32_t tokens_in, targets_in, loss_out;
   int64_t batch, seq;
+  LoopJoins fwd_joins, bwd_joins;
   OrionTensor scale_tensor;
   float scale_value;
   TrainParam *params; /* the trained tensors: params, or with --lora the adapter inputs */
@@ -44,6 +57,12 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d);
 void loop_teardown(Loop *L);
 bool loop_copy_package(const Package *pkg, const char *work_dir, char **out, Diag *d);
 void loop_tensor_alloc(OrionTensor *t, const OrionTensorInfo *info);
+/* The buffer the output group `name` of the forward (or backward) is joined
+ * into, registered to be joined after every run; NULL if it is no group. */
+const OrionTensor *loop_group_tensor(Loop *L, bool backward, const char *name);
+/* Joins every registered group of one function from its outputs. */
+void loop_join_groups(const LoopJoins *js, const OrionTensor *outputs);
+void loop_joins_free(LoopJoins *js);
 
 /* --lora (runtime/train/lora.c): the masters of the adapter inputs, from
  * --adapter or PEFT's initialisation; the masters into the input buffers;

@@ -202,7 +202,11 @@ static bool bind_backward_inputs(Loop *L, Diag *d) {
   for (uint32_t k = 0; k < t->ninputs; k++) {
     uint32_t i = input_index(p, L->bwd, t->inputs[k].input);
     const OrionTensor *src = &L->scale_tensor;
-    if (t->inputs[k].from == PKG_TRAIN_FROM_OUTPUT) src = &L->fwd_out[output_index(p, L->fwd, t->inputs[k].name)];
+    if (t->inputs[k].from == PKG_TRAIN_FROM_OUTPUT) {
+      uint32_t o = output_index(p, L->fwd, t->inputs[k].name);
+      src = o != UINT32_MAX ? &L->fwd_out[o] : loop_group_tensor(L, false, t->inputs[k].name);
+      if (!src) ice("the contract was checked against the manifest");
+    }
     else if (t->inputs[k].from == PKG_TRAIN_FROM_INPUT) src = &L->fwd_in[input_index(p, L->fwd, t->inputs[k].name)];
     if (i == UINT32_MAX) ice("the contract was checked against the manifest");
     L->bwd_in[i] = *src;
@@ -254,7 +258,11 @@ static bool init_params(Loop *L, Diag *d) {
     pi->staged = xcalloc(p->count ? p->count : 1, orion_dtype_size(w->dtype));
     weights_convert_floats(ow->data, w->dtype, p->count, ORION_DT_FP32, p->value);
     for (uint32_t g = 0; g < t->ngradients; g++)
-      if (!strcmp(t->gradients[g].param, p->name)) pi->grad_out = output_index(L->prog, L->bwd, t->gradients[g].output);
+      if (!strcmp(t->gradients[g].param, p->name)) {
+        uint32_t o = output_index(L->prog, L->bwd, t->gradients[g].output);
+        pi->grad = o != UINT32_MAX ? &L->bwd_out[o] : loop_group_tensor(L, true, t->gradients[g].output);
+        if (!pi->grad) ice("the contract was checked against the manifest");
+      }
   }
   return true;
 }
@@ -322,6 +330,8 @@ void loop_teardown(Loop *L) {
   for (uint32_t i = 0; i < L->nfwd_in; i++) free(L->fwd_in[i].data);
   for (uint32_t i = 0; i < L->nfwd_out; i++) free(L->fwd_out[i].data);
   for (uint32_t i = 0; i < L->nbwd_out; i++) free(L->bwd_out[i].data);
+  loop_joins_free(&L->fwd_joins);
+  loop_joins_free(&L->bwd_joins);
   free(L->fwd_in);
   free(L->fwd_out);
   free(L->bwd_in);

@@ -149,11 +149,13 @@ bool loop_lora_init(Loop *L, const OrionTrainOptions *o, Diag *d) {
     p->grad = xcalloc(p->count ? p->count : 1, sizeof(float));
     pi->dtype = info->dtype == MIL_DT_FP16 ? ORION_DT_FP16 : ORION_DT_FP32;
     pi->input = in;
-    pi->grad_out = UINT32_MAX;
+    pi->grad = NULL;
     for (uint32_t g = 0; g < t->ngradients; g++)
-      if (t->gradients[g].input && !strcmp(t->gradients[g].param, p->name))
-        pi->grad_out = output_index(L->prog, L->bwd, t->gradients[g].output);
-    if (pi->grad_out == UINT32_MAX) ice("the contract was checked: every adapter input has a gradient");
+      if (t->gradients[g].input && !strcmp(t->gradients[g].param, p->name)) {
+        uint32_t out = output_index(L->prog, L->bwd, t->gradients[g].output);
+        pi->grad = out != UINT32_MAX ? &L->bwd_out[out] : loop_group_tensor(L, true, t->gradients[g].output);
+      }
+    if (!pi->grad) ice("the contract was checked: every adapter input has a gradient");
     if (!o->adapter_init) peft_init(p, is_a, o->seed);
   }
   return !o->adapter_init || load_adapter_file(L, o->adapter_init, d);

@@ -19,6 +19,7 @@ orionc=$(realpath "$1") run=$(realpath "$2") root=$(realpath "$3")
 models=$(realpath "${4:-$root/testsuite/train/models}")
 source "$(dirname "$0")/lib.sh"
 compare=$root/testsuite/tools/check_train_torch.py
+lint=$(dirname "$orionc")/orion-lint
 data=$models/tokens.bin
 mkdir work fp16 && export TMPDIR=$tmp/work # where the working copies go
 
@@ -47,9 +48,14 @@ for m in ${MODELS:-gpt2 llama}; do
       inputs16+=(--input "$t=fp16/llama_$t.npy")
     done
   fi
-  # --allow=ANE001: the backward's concats of split adjoints (docs/training.md,
-  # "What the next increments find"); the CPU backend runs them.
-  check "$m-compile" 0 "$orionc" -w --allow=ANE001 --train "$models/$m.oir" -o $m.anepkg
+  # No --allow: the backward is ANE-legal (split-concat takes the split's adjoint apart), and the
+  # linter finds nothing in the package.
+  check "$m-compile" 0 "$orionc" -w --train "$models/$m.oir" -o $m.anepkg
+  check "$m-lint" 0 "$lint" --fail-on=note $m.anepkg
+  if [ $m = gpt2 ]; then # the fused qkv's weight gradient arrives as an output group the contract names
+    check gpt2-grad-group 0 grep -qPz '<key>Name</key>\s*<string>grad\.h\.1\.attn\.c_attn\.weight</string>\s*<key>Axis' \
+      $m.anepkg/Manifest.plist
+  fi
   # (a) One plain SGD step of lr 1000 exports start - 1000 g: g to about 1e-7
   # relative (the fp32 rounding of the update; the start's is divided by 1000).
   check "$m-grad-step" 0 "$run" train $m.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \
@@ -72,7 +78,8 @@ assert len(a) == 20 and a == b, (a, b)
   # (c) The fp16 copy reads the same fp32 start weights (rounded to fp16 by the compile).
   sed -e 's/fp32\[/fp16[/g' -e 's/loss: fp16\[\]/loss: fp32[]/' "$models/$m.oir" >fp16/$m.oir
   cp "$models/$m.safetensors" fp16/
-  check "$m-fp16-compile" 0 "$orionc" -w --allow=ANE001 --train fp16/$m.oir -o ${m}16.anepkg
+  check "$m-fp16-compile" 0 "$orionc" -w --train fp16/$m.oir -o ${m}16.anepkg
+  check "$m-fp16-lint" 0 "$lint" --fail-on=note ${m}16.anepkg
   train_and_compare ${m}16.anepkg $m ane fp16 "${inputs16[@]}"
 done
 
@@ -93,5 +100,16 @@ if [ -z "${MODELS:-}" ]; then
     "$models/llama_grads.safetensors" slice-grad.safetensors 1000 slice-grad.jsonl 1e-4
   echo "llama_slice: $(cat out)"
   train_and_compare llama_slice.anepkg llama fp32 1e-4 "${slice_inputs[@]}"
+  # The default pipeline: the saved rotated q and k are output groups the contract names, the
+  # backward's halves are placed by products (no concat, no --allow), and the linter finds nothing.
+  check slice-o1-compile 0 "$orionc" -w --train "$models/llama_slice.oir" -o llama_slice_o1.anepkg
+  check slice-o1-lint 0 "$lint" --fail-on=note llama_slice_o1.anepkg
+  check slice-o1-groups 0 grep -c '<string>saved.layers.1.qr</string>' llama_slice_o1.anepkg/Manifest.plist
+  check slice-o1-grad-step 0 "$run" train llama_slice_o1.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \
+    --numerics fp32 "${slice_inputs[@]}" --log slice-o1-grad.jsonl --export slice-o1-grad.safetensors
+  check slice-o1-grads 0 /usr/bin/python3 "$compare" grads "$models/llama_fixture.json" "$models/llama.safetensors" \
+    "$models/llama_grads.safetensors" slice-o1-grad.safetensors 1000 slice-o1-grad.jsonl 1e-4
+  echo "llama_slice (default pipeline): $(cat out)"
+  train_and_compare llama_slice_o1.anepkg llama fp32 1e-4 "${slice_inputs[@]}"
 fi
 finish
