@@ -243,3 +243,65 @@ Test(cli_options, help_from_the_table, .init = cr_redirect_stdout) {
                           "\n"
                           "exit status: 0 or 2\n");
 }
+
+/* cli_parse: the loop every tool runs, through its two handlers. */
+typedef struct Taken {
+  int n;
+  char log[512];
+  int stop_at; /* the option that ends the parse with status 7 (0: none) */
+} Taken;
+
+static int take_option(void *ctx, int id, const char *value, const char *spelling) {
+  Taken *t = ctx;
+  size_t len = strlen(t->log);
+  snprintf(t->log + len, sizeof t->log - len, "[%d %s %s]", id, spelling, value ? value : "-");
+  t->n++;
+  return id == t->stop_at ? 7 : -1;
+}
+
+static int take_operand(void *ctx, const char *operand) {
+  Taken *t = ctx;
+  size_t len = strlen(t->log);
+  snprintf(t->log + len, sizeof t->log - len, "(%s)", operand);
+  t->n++;
+  return -1;
+}
+
+static int parse_all(const char **args, Taken *t) {
+  char tool[] = "tool";
+  char *argv[32] = {tool};
+  int argc = 1;
+  while (args[argc - 1]) {
+    argv[argc] = (char *)(uintptr_t)args[argc - 1];
+    argc++;
+  }
+  return cli_parse(&spec, argc, argv, take_option, take_operand, t);
+}
+
+Test(cli_options, parse_calls_the_handlers_in_order) {
+  Taken t = {0};
+  int rc = parse_all((const char *[]){"--backend=cpu", "a.oir", "--numerics", "fp32", "-ferror-limit=3", "-o", "x",
+                                      "--", "-v", NULL},
+                     &t);
+  cr_assert_eq(rc, -1);
+  cr_assert_eq(t.n, 6);
+  /* The spelling is the option's name as given, without its value. */
+  cr_assert_str_eq(t.log, "[2 --backend cpu](a.oir)[1 --numerics fp32][10 -ferror-limit 3][5 -o x](-v)");
+}
+
+Test(cli_options, parse_stops_at_a_handlers_status) {
+  Taken t = {.stop_at = PROFILE};
+  int rc = parse_all((const char *[]){"--profile", "--numerics=ane", NULL}, &t);
+  cr_assert_eq(rc, 7);
+  cr_assert_eq(t.n, 1);
+}
+
+Test(cli_options, parse_usage_error_is_status_2, .init = redirect) {
+  Taken t = {0};
+  int rc = parse_all((const char *[]){"-v", "--profile=1", "b", NULL}, &t);
+  cr_assert_eq(rc, 2);
+  cr_assert_eq(t.n, 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: --profile takes no value ('--profile=1')\n"
+                          "Try 'tool --help' for more information.\n");
+}
