@@ -263,6 +263,12 @@ int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_o
   return rc;
 }
 
+int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand) {
+  if (*slot) return cli_usage_error(spec->program, "more than one %s ('%s')", what, operand);
+  *slot = operand;
+  return -1;
+}
+
 /* ---- --help ---- */
 
 static void left_column(const CliOption *o, StrBuf *sb) {

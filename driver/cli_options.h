@@ -104,6 +104,10 @@ typedef int CliOperandHandler(void *ctx, const char *operand);
 int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_option, CliOperandHandler *on_operand,
               void *ctx);
 
+/* The usual operand handler's body: the first operand goes into *slot, a
+ * second one is "PROGRAM: error: more than one WHAT ('x')" (returns 2). */
+int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand);
+
 /* The --help text of the table. */
 void cli_print_help(const CliSpec *spec, FILE *out);
 /* Prints "PROGRAM: error: unknown option 'x'" with "note: did you mean

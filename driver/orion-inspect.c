@@ -85,10 +85,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
 }
 
 static int take_operand(void *ctx, const char *v) {
-  InspectArgs *a = ctx;
-  if (a->path) return cli_usage_error("orion-inspect", "more than one package ('%s')", v);
-  a->path = v;
-  return -1;
+  return cli_one_operand(&inspect_spec, "package", &((InspectArgs *)ctx)->path, v);
 }
 
 int main(int argc, char **argv) {

@@ -104,10 +104,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
 }
 
 static int take_operand(void *ctx, const char *v) {
-  PatchArgs *a = ctx;
-  if (a->package) return usage_error("more than one package ('%s')", v);
-  a->package = v;
-  return -1;
+  return cli_one_operand(&patch_spec, "package", &((PatchArgs *)ctx)->package, v);
 }
 
 static int parse(int argc, char **argv, PatchArgs *a) {

@@ -74,10 +74,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
 }
 
 static int take_operand(void *ctx, const char *v) {
-  PlotArgs *a = ctx;
-  if (a->log) return usage_error("more than one log ('%s')", v);
-  a->log = v;
-  return -1;
+  return cli_one_operand(&plot_spec, "log", &((PlotArgs *)ctx)->log, v);
 }
 
 static int parse(int argc, char **argv, PlotArgs *a) {

@@ -194,10 +194,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
 }
 
 static int take_operand(void *ctx, const char *v) {
-  TrainArgs *a = ctx;
-  if (a->o.package) return usage_error("more than one package ('%s')", v);
-  a->o.package = v;
-  return -1;
+  return cli_one_operand(&train_spec, "package", &((TrainArgs *)ctx)->o.package, v);
 }
 
 static int parse(int argc, char **argv, TrainArgs *a) {

@@ -167,10 +167,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
 }
 
 static int take_operand(void *ctx, const char *v) {
-  Options *o = ctx;
-  if (o->program) return usage_error("more than one program ('%s')", v);
-  o->program = v;
-  return -1;
+  return cli_one_operand(&run_spec, "program", &((Options *)ctx)->program, v);
 }
 
 /* Returns -1 to continue, or an exit code. */

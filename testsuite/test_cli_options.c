@@ -42,15 +42,22 @@ typedef struct Got {
   char spelling[128];
 } Got;
 
-/* Parses argv (NULL-terminated, without argv[0]) to the end or the first error. */
-static int parse(const char **args, Got *got, int max) {
-  char tool[] = "tool";
-  char *argv[32] = {tool};
+/* argv of "tool" and args (NULL-terminated); returns argc. */
+static int make_argv(const char **args, char **argv) {
+  static char tool[] = "tool";
+  argv[0] = tool;
   int argc = 1;
   while (args[argc - 1]) {
     argv[argc] = (char *)(uintptr_t)args[argc - 1];
     argc++;
   }
+  return argc;
+}
+
+/* Parses argv (NULL-terminated, without argv[0]) to the end or the first error. */
+static int parse(const char **args, Got *got, int max) {
+  char *argv[32];
+  int argc = make_argv(args, argv);
   CliParser p;
   cli_parser_init(&p, &spec, argc, argv);
   int n = 0, id;
@@ -268,13 +275,8 @@ static int take_operand(void *ctx, const char *operand) {
 }
 
 static int parse_all(const char **args, Taken *t) {
-  char tool[] = "tool";
-  char *argv[32] = {tool};
-  int argc = 1;
-  while (args[argc - 1]) {
-    argv[argc] = (char *)(uintptr_t)args[argc - 1];
-    argc++;
-  }
+  char *argv[32];
+  int argc = make_argv(args, argv);
   return cli_parse(&spec, argc, argv, take_option, take_operand, t);
 }
 
@@ -303,5 +305,16 @@ Test(cli_options, parse_usage_error_is_status_2, .init = redirect) {
   cr_assert_eq(t.n, 1);
   fflush(stderr);
   cr_assert_stderr_eq_str("tool: error: --profile takes no value ('--profile=1')\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, one_operand_then_a_usage_error, .init = redirect) {
+  const char *slot = NULL;
+  cr_assert_eq(cli_one_operand(&spec, "package", &slot, "a.anepkg"), -1);
+  cr_assert_str_eq(slot, "a.anepkg");
+  cr_assert_eq(cli_one_operand(&spec, "package", &slot, "b.anepkg"), 2);
+  cr_assert_str_eq(slot, "a.anepkg");
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: more than one package ('b.anepkg')\n"
                           "Try 'tool --help' for more information.\n");
 }
