@@ -204,6 +204,8 @@ static const char *const_ints(Emitter *e, const char *base, const int64_t *v, in
 
 /* ---- weights and consts ---- */
 
+enum { INT32_BLOB_MIN_ELEMENTS = 1024 };
+
 static bool blob_dtype(IrDType dt, MilTarget target, BlobDType *out) {
   uint32_t code = orion_dtype_blob_code(ir_dtype_to_orion(dt)); /* 0 for bool: weight.bin has no code */
   *out = (BlobDType)code;
@@ -241,8 +243,13 @@ static void emit_decl(Emitter *e, IrValueId v) {
   const char *name = e->mil_name[v.id];
   uint64_t elements = ir_type_elements(&val->type);
   BlobDType bd;
-  /* coremltools' rule: float consts of 10 or more elements go to the weight file. */
-  bool to_blob = val->kind == VK_PARAM || (elements >= 10 && ir_dtype_is_float(val->type.dtype));
+  /* coremltools' rule: float consts of 10 or more elements go to the weight
+   * file. int32 tables of INT32_BLOB_MIN_ELEMENTS or more too, where int32
+   * blobs exist (iOS18, blob_dtype): cross_entropy's class table of a 32k
+   * vocabulary is 128 KB of blob instead of 190 KB of MIL text, while shapes,
+   * axes and small index lists stay readable inline. */
+  bool to_blob = val->kind == VK_PARAM || (elements >= 10 && ir_dtype_is_float(val->type.dtype)) ||
+                 (elements >= INT32_BLOB_MIN_ELEMENTS && val->type.dtype == DT_INT32);
   if (to_blob && !blob_dtype(val->type.dtype, e->opt->target, &bd)) {
     if (val->kind == VK_PARAM) {
       diag_error(e->d, val->loc, "weight '%s' of dtype %s cannot be stored in a weight file for %s", val->name,

@@ -243,6 +243,32 @@ int cli_next(CliParser *p, const char **value) {
   return accept_value(p, o, optarg, separate, value);
 }
 
+int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_option, CliOperandHandler *on_operand,
+              void *ctx) {
+  CliParser p;
+  cli_parser_init(&p, spec, argc, argv);
+  int rc = -1, id;
+  const char *v;
+  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
+    if (id == CLI_ERROR) rc = 2;
+    else if (id == CLI_OPERAND) rc = on_operand(ctx, v);
+    else {
+      char name[sizeof p.spelling];
+      snprintf(name, sizeof name, "%s", p.spelling);
+      name[strcspn(name, "=")] = '\0';
+      rc = on_option(ctx, id, v, name);
+    }
+  }
+  cli_parser_free(&p);
+  return rc;
+}
+
+int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand) {
+  if (*slot) return cli_usage_error(spec->program, "more than one %s ('%s')", what, operand);
+  *slot = operand;
+  return -1;
+}
+
 /* ---- --help ---- */
 
 static void left_column(const CliOption *o, StrBuf *sb) {

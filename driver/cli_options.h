@@ -91,6 +91,23 @@ int cli_next(CliParser *p, const char **value);
  * "--numerics" (without the value when it came separately). */
 const char *cli_spelling(const CliParser *p);
 
+/* What a tool does with one option (its id, its value or NULL, and its name
+ * as spelt without the value: "--steps", "-o") or one operand: -1 to go on,
+ * or the exit status to end with. */
+typedef int CliOptionHandler(void *ctx, int id, const char *value, const char *spelling);
+typedef int CliOperandHandler(void *ctx, const char *operand);
+
+/* The whole command line through the handlers, in order: -1 when every
+ * argument was taken, or the exit status (2 after a usage error, printed
+ * already; a handler's own status as it returned it). The values point into
+ * argv. */
+int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_option, CliOperandHandler *on_operand,
+              void *ctx);
+
+/* The usual operand handler's body: the first operand goes into *slot, a
+ * second one is "PROGRAM: error: more than one WHAT ('x')" (returns 2). */
+int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand);
+
 /* The --help text of the table. */
 void cli_print_help(const CliSpec *spec, FILE *out);
 /* Prints "PROGRAM: error: unknown option 'x'" with "note: did you mean

@@ -71,26 +71,35 @@ static void put_training(const PkgTraining *t) {
     printf("    %s (rank %u, alpha %g)\n", t->adapters[i].module, t->adapters[i].rank, t->adapters[i].alpha);
 }
 
+typedef struct InspectArgs {
+  const char *path;
+  bool list_weights, json;
+} InspectArgs;
+
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)v, (void)spelling;
+  InspectArgs *a = ctx;
+  switch (id) {
+  case OPT_HELP: cli_print_help(&inspect_spec, stdout); return 0;
+  case OPT_VERSION: printf("orion-inspect %s\n", ORION_VERSION); return 0;
+  case OPT_NO_WEIGHTS: a->list_weights = false; return -1;
+  case OPT_JSON: a->json = true; return -1;
+  default: return -1;
+  }
+}
+
+static int take_operand(void *ctx, const char *v) {
+  return cli_one_operand(&inspect_spec, "package", &((InspectArgs *)ctx)->path, v);
+}
+
 int main(int argc, char **argv) {
   tool_memory_init("orion-inspect", NULL, NULL);
-  const char *path = NULL;
-  bool list_weights = true, json = false;
-  CliParser p;
-  cli_parser_init(&p, &inspect_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = 2;
-    else if (id == OPT_HELP) cli_print_help(&inspect_spec, stdout), rc = 0;
-    else if (id == OPT_VERSION) printf("orion-inspect %s\n", ORION_VERSION), rc = 0;
-    else if (id == OPT_NO_WEIGHTS) list_weights = false;
-    else if (id == OPT_JSON) json = true;
-    else if (path) rc = cli_usage_error("orion-inspect", "more than one package ('%s')", v);
-    else path = v;
-  }
-  cli_parser_free(&p);
+  InspectArgs a = {.list_weights = true};
+  int rc = cli_parse(&inspect_spec, argc, argv, take_option, take_operand, &a);
   if (rc >= 0) return rc;
-  if (!path) return cli_usage_error("orion-inspect", "no package");
+  if (!a.path) return cli_usage_error("orion-inspect", "no package");
+  const char *path = a.path;
+  bool list_weights = a.list_weights, json = a.json;
   Diag d;
   diag_init(&d, NULL);
   d.program = "orion-inspect";

@@ -113,7 +113,9 @@ static char *keep_copy(Options *o, const char *v) {
   return s;
 }
 
-static int take_option(Options *o, int id, const char *v) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)spelling;
+  Options *o = ctx;
   switch (id) {
   case OPT_HELP: cli_print_help(&lint_spec, stdout); return EXIT_CLEAN;
   case OPT_VERSION: printf("orion-lint %s\n", ORION_VERSION); return EXIT_CLEAN;
@@ -168,20 +170,16 @@ static int take_option(Options *o, int id, const char *v) {
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  Options *o = ctx;
+  o->files[o->nfiles++] = v;
+  return -1;
+}
+
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   o->files = xcalloc((size_t)argc, sizeof *o->files);
-  CliParser p;
-  cli_parser_init(&p, &lint_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = EXIT_USAGE;
-    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
-    else o->files[o->nfiles++] = v;
-  }
-  cli_parser_free(&p);
-  return rc;
+  return cli_parse(&lint_spec, argc, argv, take_option, take_operand, o);
 }
 
 /* A .oir file: the IR checks before and after orionc's default pipeline.

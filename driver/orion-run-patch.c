@@ -73,7 +73,9 @@ typedef struct PatchArgs {
   const char *source;
 } PatchArgs;
 
-static int take_option(PatchArgs *a, int id, const char *v) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)spelling;
+  PatchArgs *a = ctx;
   switch (id) {
   case OPT_HELP: cli_print_help(&patch_spec, stdout); return 0;
   case OPT_WEIGHTS:
@@ -101,19 +103,13 @@ static int take_option(PatchArgs *a, int id, const char *v) {
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  return cli_one_operand(&patch_spec, "package", &((PatchArgs *)ctx)->package, v);
+}
+
 static int parse(int argc, char **argv, PatchArgs *a) {
   *a = (PatchArgs){0};
-  CliParser p;
-  cli_parser_init(&p, &patch_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = 2;
-    else if (id != CLI_OPERAND) rc = take_option(a, id, v);
-    else if (a->package) rc = usage_error("more than one package ('%s')", v);
-    else a->package = v;
-  }
-  cli_parser_free(&p);
+  int rc = cli_parse(&patch_spec, argc, argv, take_option, take_operand, a);
   if (rc >= 0) return rc;
   if (!a->package) return usage_error("%s", "no package");
   if (!a->recover && !a->nfiles) return usage_error("%s", "no new weights (give --weights FILE or --weight NAME=FILE.npy)");

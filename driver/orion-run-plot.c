@@ -50,7 +50,9 @@ typedef struct PlotArgs {
   OrionPlotOptions plot;
 } PlotArgs;
 
-static int take_option(PlotArgs *a, int id, const char *v) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)spelling;
+  PlotArgs *a = ctx;
   switch (id) {
   case OPT_HELP: cli_print_help(&plot_spec, stdout); return 0;
   case OPT_OUTPUT: a->output = v; return -1;
@@ -71,19 +73,13 @@ static int take_option(PlotArgs *a, int id, const char *v) {
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  return cli_one_operand(&plot_spec, "log", &((PlotArgs *)ctx)->log, v);
+}
+
 static int parse(int argc, char **argv, PlotArgs *a) {
   *a = (PlotArgs){0};
-  CliParser p;
-  cli_parser_init(&p, &plot_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = 2;
-    else if (id != CLI_OPERAND) rc = take_option(a, id, v);
-    else if (a->log) rc = usage_error("more than one log ('%s')", v);
-    else a->log = v;
-  }
-  cli_parser_free(&p);
+  int rc = cli_parse(&plot_spec, argc, argv, take_option, take_operand, a);
   if (rc >= 0) return rc;
   if (!a->log) return usage_error("%s", "no training log");
   return -1;

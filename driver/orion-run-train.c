@@ -138,7 +138,8 @@ static bool parse_count(const char *v, uint64_t *out) {
   return true;
 }
 
-static int take_option(TrainArgs *a, int id, const char *v, const char *spelling) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  TrainArgs *a = ctx;
   OrionTrainOptions *o = &a->o;
   double x;
   uint64_t n;
@@ -210,25 +211,15 @@ static int take_option(TrainArgs *a, int id, const char *v, const char *spelling
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  return cli_one_operand(&train_spec, "package", &((TrainArgs *)ctx)->o.package, v);
+}
+
 static int parse(int argc, char **argv, TrainArgs *a) {
   *a = (TrainArgs){0};
   orion_train_options_init(&a->o);
   a->o.inputs = a->inputs;
-  CliParser p;
-  cli_parser_init(&p, &train_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = 2;
-    else if (id != CLI_OPERAND) {
-      char spelling[128];
-      snprintf(spelling, sizeof spelling, "%s", cli_spelling(&p));
-      spelling[strcspn(spelling, "=")] = '\0';
-      rc = take_option(a, id, v, spelling);
-    } else if (a->o.package) rc = usage_error("more than one package ('%s')", v);
-    else a->o.package = v;
-  }
-  cli_parser_free(&p);
+  int rc = cli_parse(&train_spec, argc, argv, take_option, take_operand, a);
   if (rc >= 0) return rc;
   if (!a->o.package) return usage_error("%s", "no package");
   if (!a->data) return usage_error("%s", "--data FILE is required");

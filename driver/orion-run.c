@@ -121,7 +121,9 @@ static const CliSpec run_spec = {
 
 #define usage_error(...) cli_usage_error("orion-run", __VA_ARGS__)
 
-static int take_option(Options *o, int id, const char *v) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)spelling;
+  Options *o = ctx;
   switch (id) {
   case OPT_HELP: cli_print_help(&run_spec, stdout); return EXIT_OK;
   case OPT_VERSION: printf("orion-run %s\n", ORION_VERSION); return EXIT_OK;
@@ -164,21 +166,15 @@ static int take_option(Options *o, int id, const char *v) {
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  return cli_one_operand(&run_spec, "program", &((Options *)ctx)->program, v);
+}
+
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   *o = (Options){.output_dir = NULL, .backend = "cpu", .numerics = ORION_NUMERICS_ANE, .repeat = 1, .verify = true,
                  .simulate = true};
-  CliParser p;
-  cli_parser_init(&p, &run_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = EXIT_USAGE;
-    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
-    else if (o->program) rc = usage_error("more than one program ('%s')", v);
-    else o->program = v;
-  }
-  cli_parser_free(&p);
+  int rc = cli_parse(&run_spec, argc, argv, take_option, take_operand, o);
   if (rc < 0 && !o->program) rc = usage_error("%s", "no program");
   return rc;
 }

@@ -234,7 +234,9 @@ static const char *compile_arg_spelling(int id, const char *value, StrBuf *sb) {
   return sb->data;
 }
 
-static int take_option(Options *o, int id, const char *v) {
+static int take_option(void *ctx, int id, const char *v, const char *spelling) {
+  (void)spelling;
+  Options *o = ctx;
   OrionCompileOptions *c = &o->args.options;
   StrBuf arg;
   sb_init(&arg);
@@ -296,6 +298,13 @@ static int take_option(Options *o, int id, const char *v) {
   }
 }
 
+static int take_operand(void *ctx, const char *v) {
+  Options *o = ctx;
+  if (o->noperands >= MAX_OPERANDS) return usage_error("too many operands (limit is %d)", MAX_OPERANDS);
+  o->operands[o->noperands++] = v;
+  return -1;
+}
+
 /* Returns -1 to continue, or an exit code. */
 static int parse_options(int argc, char **argv, Options *o) {
   *o = (Options){.error_limit = DEFAULT_ERROR_LIMIT};
@@ -304,17 +313,7 @@ static int parse_options(int argc, char **argv, Options *o) {
   /* The test suite verifies after every pass on every compile it makes. */
   const char *ve = getenv("ORION_VERIFY_EACH");
   c->passes.verify_each = ve && *ve && strcmp(ve, "0") != 0;
-  CliParser p;
-  cli_parser_init(&p, &orionc_spec, argc, argv);
-  int rc = -1, id;
-  const char *v;
-  while (rc < 0 && (id = cli_next(&p, &v)) != CLI_END) {
-    if (id == CLI_ERROR) rc = EXIT_USAGE;
-    else if (id != CLI_OPERAND) rc = take_option(o, id, v);
-    else if (o->noperands >= MAX_OPERANDS) rc = usage_error("too many operands (limit is %d)", MAX_OPERANDS);
-    else o->operands[o->noperands++] = v;
-  }
-  cli_parser_free(&p);
+  int rc = cli_parse(&orionc_spec, argc, argv, take_option, take_operand, o);
   if (rc >= 0) return rc;
   if (o->clean) return -1;
   if (o->noperands > 1) return usage_error("more than one input file ('%s')", o->operands[1]);

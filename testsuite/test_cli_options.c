@@ -42,15 +42,22 @@ typedef struct Got {
   char spelling[128];
 } Got;
 
-/* Parses argv (NULL-terminated, without argv[0]) to the end or the first error. */
-static int parse(const char **args, Got *got, int max) {
-  char tool[] = "tool";
-  char *argv[32] = {tool};
+/* argv of "tool" and args (NULL-terminated); returns argc. */
+static int make_argv(const char **args, char **argv) {
+  static char tool[] = "tool";
+  argv[0] = tool;
   int argc = 1;
   while (args[argc - 1]) {
     argv[argc] = (char *)(uintptr_t)args[argc - 1];
     argc++;
   }
+  return argc;
+}
+
+/* Parses argv (NULL-terminated, without argv[0]) to the end or the first error. */
+static int parse(const char **args, Got *got, int max) {
+  char *argv[32];
+  int argc = make_argv(args, argv);
   CliParser p;
   cli_parser_init(&p, &spec, argc, argv);
   int n = 0, id;
@@ -242,4 +249,72 @@ Test(cli_options, help_from_the_table, .init = cr_redirect_stdout) {
                           "                    adapters\n"
                           "\n"
                           "exit status: 0 or 2\n");
+}
+
+/* cli_parse: the loop every tool runs, through its two handlers. */
+typedef struct Taken {
+  int n;
+  char log[512];
+  int stop_at; /* the option that ends the parse with status 7 (0: none) */
+} Taken;
+
+static int take_option(void *ctx, int id, const char *value, const char *spelling) {
+  Taken *t = ctx;
+  size_t len = strlen(t->log);
+  snprintf(t->log + len, sizeof t->log - len, "[%d %s %s]", id, spelling, value ? value : "-");
+  t->n++;
+  return id == t->stop_at ? 7 : -1;
+}
+
+static int take_operand(void *ctx, const char *operand) {
+  Taken *t = ctx;
+  size_t len = strlen(t->log);
+  snprintf(t->log + len, sizeof t->log - len, "(%s)", operand);
+  t->n++;
+  return -1;
+}
+
+static int parse_all(const char **args, Taken *t) {
+  char *argv[32];
+  int argc = make_argv(args, argv);
+  return cli_parse(&spec, argc, argv, take_option, take_operand, t);
+}
+
+Test(cli_options, parse_calls_the_handlers_in_order) {
+  Taken t = {0};
+  int rc = parse_all((const char *[]){"--backend=cpu", "a.oir", "--numerics", "fp32", "-ferror-limit=3", "-o", "x",
+                                      "--", "-v", NULL},
+                     &t);
+  cr_assert_eq(rc, -1);
+  cr_assert_eq(t.n, 6);
+  /* The spelling is the option's name as given, without its value. */
+  cr_assert_str_eq(t.log, "[2 --backend cpu](a.oir)[1 --numerics fp32][10 -ferror-limit 3][5 -o x](-v)");
+}
+
+Test(cli_options, parse_stops_at_a_handlers_status) {
+  Taken t = {.stop_at = PROFILE};
+  int rc = parse_all((const char *[]){"--profile", "--numerics=ane", NULL}, &t);
+  cr_assert_eq(rc, 7);
+  cr_assert_eq(t.n, 1);
+}
+
+Test(cli_options, parse_usage_error_is_status_2, .init = redirect) {
+  Taken t = {0};
+  int rc = parse_all((const char *[]){"-v", "--profile=1", "b", NULL}, &t);
+  cr_assert_eq(rc, 2);
+  cr_assert_eq(t.n, 1);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: --profile takes no value ('--profile=1')\n"
+                          "Try 'tool --help' for more information.\n");
+}
+
+Test(cli_options, one_operand_then_a_usage_error, .init = redirect) {
+  const char *slot = NULL;
+  cr_assert_eq(cli_one_operand(&spec, "package", &slot, "a.anepkg"), -1);
+  cr_assert_str_eq(slot, "a.anepkg");
+  cr_assert_eq(cli_one_operand(&spec, "package", &slot, "b.anepkg"), 2);
+  cr_assert_str_eq(slot, "a.anepkg");
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: more than one package ('b.anepkg')\n"
+                          "Try 'tool --help' for more information.\n");
 }

@@ -197,11 +197,10 @@ typedef struct CaseRun {
   OrionProgram *p;
 } CaseRun;
 
-/* Compiles case `name` as orionc does (O1, ios18) and opens the package. */
-static void open_case(CaseRun *r, const char *name) {
+/* Compiles `text` as orionc does (O1, ios18) and opens the package. */
+static void open_text(CaseRun *r, const char *text) {
   snprintf(r->dir, sizeof r->dir, "/tmp/orion-loss-XXXXXX");
   cr_assert_not_null(mkdtemp(r->dir));
-  char *text = case_text(name);
   Parsed p;
   parsed_open(&p, text);
   cr_assert_not_null(p.m, "%s", p.diags.data);
@@ -211,13 +210,18 @@ static void open_case(CaseRun *r, const char *name) {
   PackageOptions po = {.target = MIL_IOS18, .source_name = "model.oir", .source_text = text, .source_len = strlen(text)};
   cr_assert(package_write(p.m, path, &po, &p.d), "%s", p.diags.data);
   parsed_close(&p);
-  free(text);
   srcset_init(&r->sources);
   diag_init(&r->d, &r->sources);
   sb_init(&r->diags);
   r->d.capture = &r->diags;
   r->p = orion_open(path, NULL, &r->d);
   cr_assert_not_null(r->p, "%s", r->diags.data);
+}
+
+static void open_case(CaseRun *r, const char *name) {
+  char *text = case_text(name);
+  open_text(r, text);
+  free(text);
 }
 
 static void close_case(CaseRun *r) {
@@ -275,5 +279,61 @@ Test(loss, cpu_backend_reports_a_target_out_of_range) {
                      "%s", r.diags.data);
   /* at the statement that checks the targets */
   cr_assert_not_null(strstr(r.diags.data, "loss_targets_checked = gather("), "%s", r.diags.data);
+  close_case(&r);
+}
+
+/* A 32k vocabulary (Llama-sized): the lowering's class table [0, C) goes to
+ * the weight file, not into the MIL text as 190 KB of digits; the backend
+ * reads it back from there (a target at C - 1 is picked, C is out of range). */
+#define VOCAB 32000
+
+static float vocab_logit(int row, int c) { return (float)sin(0.001 * (double)c * (row + 1)) * 3.0f; }
+
+Test(loss, class_table_of_a_large_vocabulary_is_a_blob) {
+  CaseRun r;
+  open_text(&r, "func main(logits: fp32[2,32000], targets: int32[2]) {\n"
+                "  loss: fp32[] = cross_entropy(logits, targets);\n"
+                "  return loss;\n"
+                "}\n");
+  char path[128], *mil;
+  size_t len;
+  const char *err;
+  snprintf(path, sizeof path, "%s/m.anepkg/model.mil", r.dir);
+  cr_assert(read_file(path, 1 << 22, &mil, &len, &err), "%s: %s", path, err);
+  cr_assert_lt(len, 8192, "model.mil is %zu bytes", len);
+  cr_assert_not_null(strstr(mil, "tensor<int32, [32000]> loss_classes = const()[name = string(\"loss_classes\"), "
+                                 "val = tensor<int32, [32000]>(BLOBFILE("),
+                     "%s", mil);
+  free(mil);
+
+  float *x = xmalloc(sizeof *x * 2 * VOCAB);
+  for (int row = 0; row < 2; row++)
+    for (int c = 0; c < VOCAB; c++) x[row * VOCAB + c] = vocab_logit(row, c);
+  int32_t t[2] = {VOCAB - 1, 5};
+  double want = 0;
+  for (int row = 0; row < 2; row++) {
+    double mx = -HUGE_VAL, sum = 0;
+    for (int c = 0; c < VOCAB; c++) mx = fmax(mx, (double)x[row * VOCAB + c]);
+    for (int c = 0; c < VOCAB; c++) sum += exp((double)x[row * VOCAB + c] - mx);
+    want += (log(sum) + mx - (double)x[row * VOCAB + t[row]]) / 2;
+  }
+  CpuTensor in[2] = {{.dtype = MIL_DT_FP32, .rank = 2, .dims = {2, VOCAB}, .data = x},
+                     {.dtype = MIL_DT_INT32, .rank = 1, .dims = {2}, .data = t}},
+            out[1] = {{0}};
+  CpuProgram *c = cpu_prepare(r.p, 0, CPU_NUMERICS_FP32, &r.d);
+  cr_assert_not_null(c, "%s", r.diags.data);
+  cr_assert(cpu_run(c, in, out, &r.d), "%s", r.diags.data);
+  float loss = *(const float *)out[0].data;
+  cpu_tensor_free(&out[0]);
+  /* fp32 throughout, a sum of C terms: (C + N + 4) * 2^-24 relative, as above */
+  double tol = (VOCAB + 2 + 4) * 0x1p-24;
+  cr_assert_leq(rel_err(loss, want), tol, "cpu %.9g, expected %.9g", (double)loss, want);
+
+  t[0] = VOCAB;
+  cr_assert_not(cpu_run(c, in, out, &r.d));
+  cr_assert_not_null(strstr(r.diags.data, "error: gather: index 32000 is out of range for dimension 0 of size 32000"),
+                     "%s", r.diags.data);
+  cpu_free(c);
+  free(x);
   close_case(&r);
 }

@@ -10,7 +10,7 @@
 #       numerics, which leave an fp32 program's results in fp32);
 #   (c) an fp16 copy of each model (params, activations and fixed inputs fp16,
 #       the loss fp32) in ane numerics: every step's loss within the derived
-#       fp16 tolerance, (s + 1) * 2^-11 relative at step s.
+#       fp16 tolerance, (1 + sqrt(s - 1)) * 2^-11 relative at step s.
 #
 #   train_torch.sh ORIONC ORION_RUN SOURCE_ROOT [MODELS_DIR]
 # (MODELS_DIR: fixtures written elsewhere by the script, as bench/train_torch does)
