@@ -72,6 +72,8 @@ static void put_training(StrBuf *sb, const PkgTraining *t) {
     sb_printf(sb, "train-input %s %d %s\n", t->inputs[i].input, (int)t->inputs[i].from,
               t->inputs[i].name ? t->inputs[i].name : "");
   for (uint32_t i = 0; i < t->ngradients; i++) sb_printf(sb, "train-grad %s %s\n", t->gradients[i].output, t->gradients[i].param);
+  for (uint32_t i = 0; i < t->nrows; i++)
+    sb_printf(sb, "train-rows %s %s %s\n", t->rows[i].output, t->rows[i].param, t->rows[i].indices);
   for (uint32_t i = 0; i < t->nparams; i++) sb_printf(sb, "train-param %s\n", t->params[i]);
 }
 

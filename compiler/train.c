@@ -140,6 +140,10 @@ static PkgTraining *contract_of(IrModule *m, const AdContract *ac, uint64_t voca
     t->gradients[t->ngradients++] = (PkgTrainGradient){xstrdup(ac->grads[i].output), xstrdup(ac->grads[i].param)};
     t->params[t->nparams++] = xstrdup(ac->grads[i].param);
   }
+  t->rows = xcalloc(ac->nrows + 1, sizeof *t->rows);
+  for (uint32_t i = 0; i < ac->nrows; i++)
+    t->rows[t->nrows++] = (PkgTrainRows){xstrdup(ac->rows[i].output), xstrdup(ac->rows[i].param),
+                                         xstrdup(ac->rows[i].indices)};
   return t;
 }
 

@@ -64,6 +64,8 @@ static void put_training(const PkgTraining *t) {
   }
   printf("  gradients:\n");
   for (uint32_t i = 0; i < t->ngradients; i++) printf("    %-20s -> param %s\n", t->gradients[i].output, t->gradients[i].param);
+  for (uint32_t i = 0; i < t->nrows; i++)
+    printf("    %-20s -> rows of param %s by input %s\n", t->rows[i].output, t->rows[i].param, t->rows[i].indices);
   printf("  trainable params: %u\n", t->nparams);
 }
 

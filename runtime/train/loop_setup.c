@@ -275,7 +275,8 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   for (uint32_t i = 0; i < nbo; i++) loop_tensor_alloc(&L->bwd_out[i], orion_output(L->prog, L->bwd, i));
   L->nfwd_out = nout;
   L->scale_tensor = (OrionTensor){.dtype = MIL_DT_FP32, .rank = 0, .data = &L->scale_value};
-  return bind_forward_inputs(L, o, d) && bind_backward_inputs(L, d) && init_params(L, d);
+  return bind_forward_inputs(L, o, d) && bind_backward_inputs(L, d) && init_params(L, d) &&
+         loop_rows_setup(L, d);
 }
 
 void loop_teardown(Loop *L) {
@@ -297,6 +298,7 @@ void loop_teardown(Loop *L) {
   }
   free(L->params);
   free(L->pinfo);
+  free(L->rows);
   train_data_free(L->data);
   train_data_free(L->eval);
   train_optimizer_free(L->opt);
