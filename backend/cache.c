@@ -75,6 +75,8 @@ static void put_training(StrBuf *sb, const PkgTraining *t) {
     sb_printf(sb, "train-grad %s %s%s\n", t->gradients[i].output, t->gradients[i].input ? "input " : "", t->gradients[i].param);
   for (uint32_t i = 0; i < t->nadapters; i++)
     sb_printf(sb, "train-adapter %s %u %.17g\n", t->adapters[i].module, t->adapters[i].rank, t->adapters[i].alpha);
+  for (uint32_t i = 0; i < t->nrows; i++)
+    sb_printf(sb, "train-rows %s %s %s\n", t->rows[i].output, t->rows[i].param, t->rows[i].indices);
   for (uint32_t i = 0; i < t->nparams; i++) sb_printf(sb, "train-param %s\n", t->params[i]);
 }
 

@@ -313,6 +313,14 @@ static void add_training(xmlNodePtr root, const PkgTraining *t, const Emitted *e
     add_string(d, "Output", t->gradients[i].output);
     add_string(d, t->gradients[i].input ? "Input" : "Param", t->gradients[i].param);
   }
+  if (t->nrows) add_key(td, "RowGradients"); /* only when there are any: other manifests stay as they were */
+  xmlNodePtr rs = t->nrows ? xmlNewChild(td, NULL, XS("array"), NULL) : NULL;
+  for (uint32_t i = 0; i < t->nrows; i++) {
+    xmlNodePtr d = xmlNewChild(rs, NULL, XS("dict"), NULL);
+    add_string(d, "Output", t->rows[i].output);
+    add_string(d, "Param", t->rows[i].param);
+    add_string(d, "Indices", t->rows[i].indices);
+  }
   add_key(td, "TrainableParams");
   xmlNodePtr ps = xmlNewChild(td, NULL, XS("array"), NULL);
   for (uint32_t i = 0; i < t->nparams; i++) xmlNewTextChild(ps, NULL, XS("string"), XS(t->params[i]));

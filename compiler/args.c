@@ -152,6 +152,13 @@ OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, ch
       snprintf(err, errlen, "--train= needs a function name (or --train alone: the one with an output 'loss')");
       return ORION_ARG_INVALID;
     }
+  } else if (!strncmp(arg, "--gather-grad=", 14)) {
+    bool rows = !strcmp(arg + 14, "rows");
+    if (!rows && strcmp(arg + 14, "onehot")) {
+      snprintf(err, errlen, "unknown --gather-grad form '%s' (expected onehot or rows)", arg + 14);
+      return ORION_ARG_INVALID;
+    }
+    o->autodiff.gather_rows = rows;
   } else if (!strncmp(arg, "--trainable=", 12) || !strncmp(arg, "--frozen=", 9)) {
     bool trainable = arg[2] == 't';
     const char *glob = arg + (trainable ? 12 : 9);

@@ -147,6 +147,10 @@ static PkgTraining *contract_of(IrModule *m, const AdContract *ac, const LoraLay
       t->adapters[t->nadapters++] = (PkgTrainAdapter){xstrdup(lora->layers[i].module), lora->layers[i].rank,
                                                       lora->layers[i].alpha};
   }
+  t->rows = xcalloc(ac->nrows + 1, sizeof *t->rows);
+  for (uint32_t i = 0; i < ac->nrows; i++)
+    t->rows[t->nrows++] = (PkgTrainRows){xstrdup(ac->rows[i].output), xstrdup(ac->rows[i].param),
+                                         xstrdup(ac->rows[i].indices)};
   return t;
 }
 

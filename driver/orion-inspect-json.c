@@ -78,6 +78,14 @@ static cJSON *training(const PkgTraining *t) {
       cJSON_AddItemToArray(as, e);
     }
   }
+  cJSON *rs = cJSON_AddArrayToObject(o, "row_gradients");
+  for (uint32_t i = 0; i < t->nrows; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "output", t->rows[i].output);
+    cJSON_AddStringToObject(e, "param", t->rows[i].param);
+    cJSON_AddStringToObject(e, "indices", t->rows[i].indices);
+    cJSON_AddItemToArray(rs, e);
+  }
   cJSON *ps = cJSON_AddArrayToObject(o, "trainable");
   for (uint32_t i = 0; i < t->nparams; i++) cJSON_AddItemToArray(ps, cJSON_CreateString(t->params[i]));
   return o;

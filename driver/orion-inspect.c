@@ -65,6 +65,8 @@ static void put_training(const PkgTraining *t) {
   printf("  gradients:\n");
   for (uint32_t i = 0; i < t->ngradients; i++)
     printf("    %-20s -> %s %s\n", t->gradients[i].output, t->gradients[i].input ? "input" : "param", t->gradients[i].param);
+  for (uint32_t i = 0; i < t->nrows; i++)
+    printf("    %-20s -> rows of param %s by input %s\n", t->rows[i].output, t->rows[i].param, t->rows[i].indices);
   printf("  trainable params: %u\n", t->nparams);
   if (t->nadapters) printf("  LoRA adapters: %u\n", t->nadapters);
   for (uint32_t i = 0; i < t->nadapters; i++)

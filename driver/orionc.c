@@ -55,6 +55,7 @@ enum {
   OPT_NO_LINT, OPT_INLINE, OPT_LEGALIZE, OPT_SUMMARY, OPT_JSON, OPT_NO_WEIGHT_CHECK, OPT_CLAMP_FP16,
   OPT_WEIGHTS_OVERRIDE, OPT_WEIGHT_OVERRIDE, OPT_NO_DEDUP, OPT_CACHE_DIR, OPT_NO_CACHE, OPT_TIME, OPT_VERBOSE,
   OPT_WERROR, OPT_NO_WARNINGS, OPT_ERROR_LIMIT, OPT_CLEAN, OPT_TRAIN_CONTRACT, OPT_TRAIN, OPT_TRAINABLE, OPT_FROZEN,
+  OPT_GATHER_GRAD,
   OPT_HELP, OPT_VERSION,
 };
 
@@ -152,6 +153,12 @@ static const CliOption orionc_options[] = {
      "with --train: do not train the params matching GLOB\n"
      "(repeatable; each must match a float param)",
      "a glob"},
+    {OPT_GATHER_GRAD, 0, "gather-grad", CLI_VALUE, 0, "=onehot|rows",
+     "with --train: an embedding's gradient (a gather of a param's\n"
+     "rows by an input) as a one-hot matmul in the backward (onehot,\n"
+     "the default) or as its rows, which orion-run train adds in\n"
+     "(rows: tokens x dim instead of vocabulary x tokens x dim)",
+     "a form"},
     {OPT_TRAIN_CONTRACT, 0, "train-contract", CLI_VALUE, 0, "=FILE.json",
      "record this training contract in the package (Training in the\n"
      "manifest: which functions are the forward and the backward,\n"
@@ -221,6 +228,7 @@ static const char *compile_arg_spelling(int id, const char *value, StrBuf *sb) {
     break;
   case OPT_TRAINABLE:
   case OPT_FROZEN:
+  case OPT_GATHER_GRAD:
   case OPT_TARGET:
   case OPT_CHIP:
   case OPT_PASSES:
@@ -338,6 +346,7 @@ static int parse_options(int argc, char **argv, Options *o) {
     return usage_error("%s", "--train makes the training contract; --train-contract gives one: use one of them");
   if (!c->train && (c->autodiff.ntrainable || c->autodiff.nfrozen))
     return usage_error("%s", "--trainable and --frozen go with --train");
+  if (!c->train && c->autodiff.gather_rows) return usage_error("%s", "--gather-grad=rows goes with --train");
   c->summary_json = o->json;
   if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");

@@ -17,6 +17,11 @@
 #include "autodiff_internal.h"
 #include "pass_util.h"
 
+/* A gather's adjoint handed out by rows: table param p, indexed by F input i. */
+typedef struct RowAdjoint {
+  IrValueId param, indices, adjoint;
+} RowAdjoint;
+
 struct AdCtx {
   IrModule *m;
   Diag *d;
@@ -34,6 +39,9 @@ struct AdCtx {
   const bool *recompute; /* per F value: made again in the backward instead of saved (NULL: none) */
   IrOpId op; /* the forward op whose rule runs */
   const char *base; /* names of the values a rule makes */
+  bool gather_rows;  /* AutodiffOptions.gather_rows */
+  RowAdjoint *rows;  /* gathers whose adjoint goes out by rows */
+  uint32_t nrows, cap_rows;
 };
 
 static const char *type_text(IrModule *m, const IrType *t) {
@@ -156,6 +164,24 @@ void ad_give(AdCtx *c, uint32_t i, IrValueId g) {
     return;
   }
   accumulate(c, fv, g);
+}
+
+/* The current op is a gather along axis 0 of a trainable param by an input
+ * of F, and the caller asked for such gradients by rows. */
+bool ad_gather_by_rows(AdCtx *c) {
+  IrModule *m = c->m;
+  IrOp *o = ir_op(m, c->op);
+  if (!c->gather_rows || o->kind != OP_GATHER) return false;
+  IrValue *table = ir_value(m, o->inputs[0]), *idx = ir_value(m, o->inputs[1]);
+  int64_t axis = ir_attr_int(m, c->op, "axis", 0);
+  if (axis < 0) axis += table->type.rank;
+  return axis == 0 && table->kind == VK_PARAM && c->active[o->inputs[0].id] && idx->kind == VK_INPUT;
+}
+
+void ad_give_rows(AdCtx *c, IrValueId g) {
+  IrOp *o = ir_op(c->m, c->op);
+  xgrow((void **)&c->rows, sizeof *c->rows, &c->cap_rows, c->nrows + 1);
+  c->rows[c->nrows++] = (RowAdjoint){o->inputs[0], o->inputs[1], g};
 }
 
 /* ---- builders ---- */
@@ -381,6 +407,21 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
     ir_func_add_output(m, c->bwd, name, g, ir_value(m, v)->loc);
     grads[ngrads++] = (AdGradOutput){name, vname, t, true};
   }
+  AdRowGradOutput *rows = arena_alloc(&m->arena, sizeof *rows * (c->nrows ? c->nrows : 1));
+  for (uint32_t i = 0; i < c->nrows; i++) {
+    const RowAdjoint *r = &c->rows[i];
+    const char *pname = ir_value(m, r->param)->name;
+    uint32_t earlier = 0;
+    for (uint32_t k = 0; k < i; k++) earlier += ir_id_eq(c->rows[k].param, r->param);
+    const char *name = earlier ? arena_printf(&m->arena, "rows.%s.%u", pname, earlier) : arena_printf(&m->arena, "rows.%s", pname);
+    c->base = name;
+    IrValueId g = r->adjoint;
+    if (ad_type(c, g).dtype != DT_FP32) g = ad_cast(c, g, DT_FP32);
+    ir_func_add_output(m, c->bwd, name, g, ir_value(m, r->param)->loc);
+    uint32_t index = 0;
+    while (!ir_id_eq(ir_func(m, c->f)->inputs[index], r->indices)) index++;
+    rows[i] = (AdRowGradOutput){name, pname, ir_value(m, r->indices)->name, index, ad_type(c, g)};
+  }
   ir_func_add_output(m, c->fwd, "loss", c->fwd_of[loss.id], ir_func(m, c->f)->return_loc);
   uint64_t bytes = 0;
   for (uint32_t i = 0; i < c->nsaved; i++) {
@@ -391,7 +432,8 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
   erase_dead(m, c->fwd);
   erase_dead(m, c->bwd);
   AdBwdInput *inputs = arena_memdup(&m->arena, c->inputs, sizeof *c->inputs * c->ninputs);
-  *out = (AdContract){c->fwd, c->bwd, inputs, c->ninputs, grads, ngrads, c->nsaved, bytes};
+  *out = (AdContract){.fwd = c->fwd, .bwd = c->bwd, .inputs = inputs, .ninputs = c->ninputs, .grads = grads,
+                      .ngrads = ngrads, .rows = rows, .nrows = c->nrows, .nsaved = c->nsaved, .saved_bytes = bytes};
 }
 
 /* Ops whose result is as cheap to make again as to keep: element-wise, one result. */
@@ -435,7 +477,7 @@ static bool build(AdCtx *c, IrValueId loss) {
   memset(c->adj, 0, sizeof *c->adj * c->nvalues);
   memset(c->primal, 0, sizeof *c->primal * c->nvalues);
   memset(c->fwd_of, 0, sizeof *c->fwd_of * c->nvalues);
-  c->nsaved = c->ninputs = 0;
+  c->nsaved = c->ninputs = c->nrows = 0;
   c->fwd = ir_func_new(m, c->fwd_name, loc);
   c->bwd = ir_func_new(m, c->bwd_name, loc);
   copy_forward(c);
@@ -457,7 +499,8 @@ bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d
                fwd_name, bwd_name);
     return false;
   }
-  AdCtx c = {.m = m, .d = d, .f = f, .nvalues = m->nvalues, .fwd_name = fwd_name, .bwd_name = bwd_name};
+  AdCtx c = {.m = m, .d = d, .f = f, .nvalues = m->nvalues, .fwd_name = fwd_name, .bwd_name = bwd_name,
+             .gather_rows = o && o->gather_rows};
   c.active = xcalloc(c.nvalues, sizeof *c.active);
   c.adj = xcalloc(c.nvalues, sizeof *c.adj);
   c.primal = xcalloc(c.nvalues, sizeof *c.primal);
@@ -483,5 +526,6 @@ bool ad_differentiate(IrModule *m, IrFuncId f, const AutodiffOptions *o, Diag *d
   free(c.fwd_of);
   free(c.saved);
   free(c.inputs);
+  free(c.rows);
   return ok;
 }

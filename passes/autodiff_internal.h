@@ -45,6 +45,10 @@ bool ad_has_gy(AdCtx *c, uint32_t i);
 bool ad_needs(AdCtx *c, uint32_t i);
 /* Adds g (operand i's type) into operand i's adjoint. */
 void ad_give(AdCtx *c, uint32_t i, IrValueId g);
+/* Is the op a gather whose adjoint goes out by rows (AutodiffOptions.gather_rows)? */
+bool ad_gather_by_rows(AdCtx *c);
+/* Hands the gather's adjoint g (its result's type) out as rows of the table's gradient. */
+void ad_give_rows(AdCtx *c, IrValueId g);
 /* An error at the forward op. */
 bool ad_fail(AdCtx *c, const char *fmt, ...) ORION_PRINTF(2, 3);
 

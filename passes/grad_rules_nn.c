@@ -220,9 +220,15 @@ bool grad_conv(AdCtx *c) {
 /* The table's rows picked by the indices, summed back: with the indices
  * flattened to n, one_hot[V, n] = (index == row), and d table = one_hot
  * times the adjoint as [pre, n, post]. The IR has no comparison: "index ==
- * row" is "index - row is not non-zero". */
+ * row" is "index - row is not non-zero". An embedding (a param's rows by an
+ * input's ids) may instead hand its adjoint out for the caller to add by
+ * rows, O(tokens x dim) rather than O(vocabulary x tokens x dim). */
 bool grad_gather(AdCtx *c) {
   if (!ad_needs(c, 0)) return true;
+  if (ad_gather_by_rows(c)) {
+    ad_give_rows(c, ad_gy(c, 0));
+    return true;
+  }
   IrModule *m = ad_module(c);
   IrType xt = ad_in_type(c, 0), it = ad_in_type(c, 1);
   int axis = (int)ir_attr_int(m, ad_op(c), "axis", 0);

@@ -449,6 +449,18 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
     g->input = plist_dict_get(c, "Input") != NULL; /* a LoRA adapter's gradient names the input */
     g->param = get_string(r, c, g->input ? "Input" : "Param", "a gradient");
   }
+  xmlNodePtr rows = plist_dict_get(td, "RowGradients") ? need(r, td, "RowGradients", "array", "'Training'") : NULL;
+  t->rows = xcalloc(rows ? count_elems(rows) + 1 : 1, sizeof *t->rows);
+  for (xmlNodePtr c = rows ? plist_next_elem(rows->children) : NULL; c && r->ok; c = plist_next_elem(c->next)) {
+    if (!plist_is_elem(c, "dict")) {
+      fail(r, c, "manifest: entries of 'RowGradients' must be <dict>");
+      break;
+    }
+    PkgTrainRows *g = &t->rows[t->nrows++];
+    g->output = get_string(r, c, "Output", "a row gradient");
+    g->param = get_string(r, c, "Param", "a row gradient");
+    g->indices = get_string(r, c, "Indices", "a row gradient");
+  }
   t->params = xcalloc(count_elems(params) + 1, sizeof *t->params);
   for (xmlNodePtr c = plist_next_elem(params->children); c && r->ok; c = plist_next_elem(c->next)) {
     xmlChar *s = plist_is_elem(c, "string") ? xmlNodeGetContent(c) : NULL;

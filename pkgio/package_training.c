@@ -249,6 +249,47 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
   return check_adapters(fwd, t, where, d);
 }
 
+/* A row gradient: a backward output of fp32[indices' dims + the param's row
+ * dims], a trainable param, an int32 forward input; no output taken twice. */
+static bool check_rows(const PkgFunction *fwd, const PkgFunction *bwd, const PkgTraining *t, const char *where,
+                       Diag *d) {
+  char a[96], b[96];
+  for (uint32_t i = 0; i < t->nrows; i++) {
+    const PkgTrainRows *r = &t->rows[i];
+    const PkgTensor *out = find(bwd->outputs, bwd->noutputs, r->output);
+    const PkgTensor *w = find(fwd->weights, fwd->nweights, r->param), *idx = find(fwd->inputs, fwd->ninputs, r->indices);
+    bool trainable = false;
+    for (uint32_t p = 0; p < t->nparams && !trainable; p++) trainable = !strcmp(t->params[p], r->param);
+    bool twice = false; /* one output, one role */
+    for (uint32_t k = 0; k < t->ngradients; k++) twice = twice || !strcmp(t->gradients[k].output, r->output);
+    for (uint32_t k = 0; k < i; k++) twice = twice || !strcmp(t->rows[k].output, r->output);
+    const char *bad = !out ? "is not an output of the backward function"
+                      : twice ? "is the output of another gradient too"
+                      : !trainable || !w || w->rank < 1 ? "belongs to no trainable param of rank 1 or more"
+                      : !idx || idx->dtype != ORION_DT_INT32 ? "is indexed by no int32 input of the forward function"
+                                                            : NULL;
+    if (bad) {
+      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the row gradient '%s' (rows of '%s' by '%s') %s", where,
+                 r->output, r->param, r->indices, bad);
+      return false;
+    }
+    PkgTensor want = *out;
+    want.dtype = ORION_DT_FP32;
+    want.rank = idx->rank + w->rank - 1;
+    bool fits = want.rank <= ORION_MAX_RANK;
+    for (uint32_t k = 0; fits && k < want.rank; k++) want.dims[k] = k < idx->rank ? idx->dims[k] : w->dims[k - idx->rank + 1];
+    if (!fits || !same_type(out, &want)) {
+      type_text(a, sizeof a, out);
+      if (fits) type_text(b, sizeof b, &want);
+      else snprintf(b, sizeof b, "more than %d dimensions", ORION_MAX_RANK);
+      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the row gradient '%s' is %s but rows of '%s' by '%s' are %s",
+                 where, r->output, a, r->param, r->indices, b);
+      return false;
+    }
+  }
+  return true;
+}
+
 uint64_t package_training_saved_bytes(const Package *pkg, const PkgTraining *t) {
   const PkgFunction *fwd = package_function(pkg, t->forward);
   uint64_t bytes = 0;
@@ -300,7 +341,8 @@ bool package_training_check(const Package *pkg, const PkgTraining *t, const char
                "TrainableParams lists %u", where, t->nparams);
     return false;
   }
-  if (!check_inputs(fwd, bwd, t, where, d) || !check_gradients(fwd, bwd, t, where, d)) return false;
+  if (!check_inputs(fwd, bwd, t, where, d) || !check_gradients(fwd, bwd, t, where, d) || !check_rows(fwd, bwd, t, where, d))
+    return false;
   bool has_tokens = find(fwd->inputs, fwd->ninputs, "tokens") != NULL;
   if (has_tokens && t->vocabulary == 0) {
     diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the forward function has a 'tokens' input but the contract "
@@ -325,6 +367,8 @@ void package_training_free(PkgTraining *t) {
   free(t->inputs);
   for (uint32_t i = 0; i < t->ngradients; i++) free(t->gradients[i].output), free(t->gradients[i].param);
   free(t->gradients);
+  for (uint32_t i = 0; i < t->nrows; i++) free(t->rows[i].output), free(t->rows[i].param), free(t->rows[i].indices);
+  free(t->rows);
   for (uint32_t i = 0; i < t->nparams; i++) free(t->params[i]);
   free(t->params);
   for (uint32_t i = 0; i < t->nadapters; i++) free(t->adapters[i].module);

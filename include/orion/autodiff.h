@@ -45,6 +45,12 @@ typedef struct AutodiffOptions {
    * function's adapter inputs (names ending ".lora_A" / ".lora_B", made by the
    * lora pass) instead of its params, which are then all frozen. */
   bool wrt_lora_inputs;
+  /* A gather along axis 0 of a trainable param by indices that are an input
+   * of F (an embedding) hands its adjoint out as a backward output
+   * (AdContract.rows) instead of adding it into the param's gradient by a
+   * one-hot matmul (vocabulary x tokens x dim): the caller adds its rows at
+   * the indices it fed. orionc --train sets it. */
+  bool gather_rows;
 } AutodiffOptions;
 
 /* Is param p (a VK_PARAM value) trained under these options? o may be NULL. */
@@ -76,12 +82,25 @@ typedef struct AdGradOutput {
   bool input;         /* param names an input of F (a LoRA adapter: wrt_lora_inputs) */
 } AdGradOutput;
 
+/* One output of F.bwd that holds rows of a param's gradient: the param's
+ * gradient is its AdGradOutput plus, for every position j of F's input
+ * `indices`, row j of this output added into row indices[j]. */
+typedef struct AdRowGradOutput {
+  const char *output;  /* "rows.PARAM" ("rows.PARAM.1", ... for later gathers of the same param) */
+  const char *param;
+  const char *indices; /* the F input (int32) that indexed the rows */
+  uint32_t index;      /* its input number in F and F.fwd */
+  IrType type;         /* fp32, indices' shape + the param's row shape */
+} AdRowGradOutput;
+
 typedef struct AdContract {
   IrFuncId fwd, bwd;
   AdBwdInput *inputs;
   uint32_t ninputs;
   AdGradOutput *grads;
   uint32_t ngrads;
+  AdRowGradOutput *rows; /* with AutodiffOptions.gather_rows: after the grads in F.bwd's outputs */
+  uint32_t nrows;
   uint32_t nsaved;      /* forward outputs after `loss` */
   uint64_t saved_bytes; /* their bytes: what the forward keeps for the backward */
 } AdContract;

@@ -77,6 +77,15 @@ typedef struct PkgTrainAdapter {
   uint32_t rank;
   double alpha; /* the layer computes y + alpha/rank * (x A^T) B^T */
 } PkgTrainAdapter;
+/* Rows of a param's gradient that the training loop adds in (optional key
+ * RowGradients): the backward output holds, for every position j of the
+ * forward input `indices` (int32), a row that belongs to the param's row
+ * indices[j]. The gradient of an embedding, which the ANE cannot scatter. */
+typedef struct PkgTrainRows {
+  char *output;  /* a backward output: fp32, indices' shape + the param's row shape */
+  char *param;   /* a trainable param (rank >= 1) */
+  char *indices; /* a forward input, int32 */
+} PkgTrainRows;
 
 typedef struct PkgTraining {
   char *forward, *backward, *loss;
@@ -84,6 +93,8 @@ typedef struct PkgTraining {
   uint32_t ninputs;
   PkgTrainGradient *gradients; /* one per trainable param */
   uint32_t ngradients;
+  PkgTrainRows *rows; /* added into the params' gradients by the loop */
+  uint32_t nrows;
   char **params; /* the trainable params (weights of the forward, by .oir name) */
   uint32_t nparams;
   uint64_t vocabulary;  /* token ids of a `tokens` input lie in [0, vocabulary); 0: no such input */

@@ -258,6 +258,17 @@ static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       bin_row(j->avx2, j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, fp(j->o) + oo, n);
       continue;
     }
+    if (integer && j->a->st == ST_I32 && j->b->st == ST_I32 && (j->code == B_ADD || j->code == B_SUB)) {
+      /* exact in int64, then saturated as st does (an index minus a range of them: one-hot masks) */
+      const int32_t *pa = (const int32_t *)j->a->p + oa, *pb = (const int32_t *)j->b->p + ob;
+      int32_t *po = (int32_t *)j->o->p + oo;
+      int64_t sa = j->sa, sb = j->sb, sign = j->code == B_ADD ? 1 : -1;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)pa[i * sa] + sign * pb[i * sb];
+        po[i] = r > INT32_MAX ? INT32_MAX : r < INT32_MIN ? INT32_MIN : (int32_t)r;
+      }
+      continue;
+    }
     if (is_compare(j->code) && j->a->st == ST_F32 && j->b->st == ST_F32) {
       cmp_row(j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, (int32_t *)j->o->p + oo, n);
       continue;
@@ -336,9 +347,14 @@ bool k_binary(Ctx *x, int code, Val *out, uint32_t nout) {
   return true;
 }
 
+/* select as bound: the operands' strides over the result, its dims
+ * collapsed like a binary op's, cut into rows of chunks for the pool. */
 typedef struct SelectJob {
   const Val *c, *a, *b;
-  int64_t sc[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+  Val *o;
+  uint32_t nouter;
+  int64_t odims[MIL_MAX_RANK], sc[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+  int64_t inner, ic, ia, ib, chunks;
 } SelectJob;
 
 bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
@@ -346,21 +362,57 @@ bool bind_select(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   bool ok = true;
   SelectJob j = {.c = req_arg(x, MIL_ARG_SELECT_cond, &ok),
                  .a = req_arg(x, MIL_ARG_SELECT_a, &ok),
-                 .b = req_arg(x, MIL_ARG_SELECT_b, &ok)};
+                 .b = req_arg(x, MIL_ARG_SELECT_b, &ok),
+                 .o = out};
   if (!ok) return false;
   if (!bcast_strides(x, j.c, out, j.sc) || !bcast_strides(x, j.a, out, j.sa) || !bcast_strides(x, j.b, out, j.sb))
     return false;
+  memcpy(j.odims, out->dims, sizeof j.odims);
+  int64_t *strides[3] = {j.sc, j.sa, j.sb};
+  uint32_t r = collapse_dims(out->rank, j.odims, strides, 3);
+  if (r == 0) j.odims[r] = 1, j.sc[r] = j.sa[r] = j.sb[r] = 0, r = 1;
+  j.nouter = r - 1;
+  j.inner = j.odims[r - 1];
+  j.ic = j.sc[r - 1], j.ia = j.sa[r - 1], j.ib = j.sb[r - 1];
+  j.chunks = (j.inner + BIN_CHUNK - 1) / BIN_CHUNK;
   *bound = dup_job(&j, sizeof j);
   return true;
 }
 
+/* A piece is a chunk of a row: offsets found once, then strided. Float
+ * operands and result (the masks of a backward) are copied as floats, bit
+ * for bit what ld/st give. */
+static void select_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const SelectJob *j = arg;
+  bool fast = j->o->st == ST_F32 && j->a->st == ST_F32 && j->b->st == ST_F32 && j->c->st == ST_I32;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t row = it / j->chunks, c0 = (it % j->chunks) * BIN_CHUNK;
+    int64_t n = j->inner - c0 < BIN_CHUNK ? j->inner - c0 : BIN_CHUNK;
+    int64_t oc = offset_at(row, j->odims, j->nouter, j->sc) + c0 * j->ic;
+    int64_t oa = offset_at(row, j->odims, j->nouter, j->sa) + c0 * j->ia;
+    int64_t ob = offset_at(row, j->odims, j->nouter, j->sb) + c0 * j->ib;
+    int64_t oo = row * j->inner + c0;
+    if (fast) {
+      const int32_t *restrict c = (const int32_t *)j->c->p + oc;
+      const float *restrict a = fp(j->a) + oa, *restrict b = fp(j->b) + ob;
+      float *restrict o = fp(j->o) + oo;
+      int64_t ic = j->ic, ia = j->ia, ib = j->ib;
+      for (int64_t i = 0; i < n; i++) o[i] = c[i * ic] != 0 ? a[i * ia] : b[i * ib];
+      continue;
+    }
+    for (int64_t i = 0; i < n; i++)
+      st(j->o, oo + i, ld(j->c, oc + i * j->ic) != 0 ? ld(j->a, oa + i * j->ia) : ld(j->b, ob + i * j->ib));
+  }
+}
+
 bool k_select(Ctx *x, int code, Val *out, uint32_t nout) {
-  (void)code, (void)nout;
+  (void)code, (void)out, (void)nout;
   const SelectJob *j = x->c->bound[x->si];
-  for (int64_t i = 0; i < out->n; i++)
-    st(out, i,
-       ld(j->c, offset_at(i, out->dims, out->rank, j->sc)) != 0 ? ld(j->a, offset_at(i, out->dims, out->rank, j->sa))
-                                                                : ld(j->b, offset_at(i, out->dims, out->rank, j->sb)));
+  if (j->o->n == 0) return true;
+  int64_t items = elements(j->odims, j->nouter) * j->chunks;
+  int64_t per = j->inner < BIN_CHUNK ? j->inner : BIN_CHUNK;
+  par_for(x->c, items, (GRAIN + per - 1) / per, select_task, (void *)(uintptr_t)j);
   return true;
 }
 
@@ -390,9 +442,46 @@ bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   return true;
 }
 
+/* Casts that cannot fail, in parallel pieces: to bool (!= 0) and to fp32,
+ * from int32 or fp32 storage; each element as the serial loop makes it. */
+static bool cast_parallel(const CastJob *j, const Val *out) {
+  return (j->t == MIL_DT_BOOL || j->t == MIL_DT_FP32) && out->st == (j->t == MIL_DT_BOOL ? ST_I32 : ST_F32) &&
+         (j->a->st == ST_I32 || j->a->st == ST_F32);
+}
+
+typedef struct CastPiece {
+  const CastJob *j;
+  Val *out;
+} CastPiece;
+
+static void cast_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const CastPiece *p = arg;
+  const Val *a = p->j->a;
+  int64_t e0 = lo * GRAIN, e1 = hi * GRAIN < p->out->n ? hi * GRAIN : p->out->n;
+  if (p->j->t == MIL_DT_BOOL) {
+    int32_t *restrict o = (int32_t *)p->out->p;
+    if (a->st == ST_I32)
+      for (int64_t i = e0; i < e1; i++) o[i] = ((const int32_t *)a->p)[i] != 0;
+    else
+      for (int64_t i = e0; i < e1; i++) o[i] = fp(a)[i] != 0;
+  } else {
+    float *restrict o = fp(p->out);
+    if (a->st == ST_I32)
+      for (int64_t i = e0; i < e1; i++) o[i] = (float)((const int32_t *)a->p)[i];
+    else
+      memcpy(o + e0, fp(a) + e0, (size_t)(e1 - e0) * sizeof(float));
+  }
+}
+
 bool k_cast(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   const CastJob *j = x->c->bound[x->si];
+  if (cast_parallel(j, out)) {
+    CastPiece p = {j, out};
+    par_for(x->c, (out->n + GRAIN - 1) / GRAIN, 1, cast_task, &p);
+    return true;
+  }
   const Val *a = j->a;
   const char *to = j->to;
   MilDType t = j->t;

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #define ROWS 512   /* rows (or columns) of the other operand per piece */
+#define COLS 128   /* columns per piece of a matmul too small to cut by rows (below) */
 
 /* C[M, N] = op(A)[M, K] * op(B)[K, N] + beta * C, row-major, fp32, OpenBLAS
  * single-threaded (the pool runs the pieces). */
@@ -95,6 +96,7 @@ typedef struct MmJob {
   Val *o;
   bool ta, tb;
   int64_t M, N, K, lda, ldb, blocks;
+  int64_t cols, cblocks; /* columns of C per piece (N: uncut) and their count */
   uint32_t rbat;
   int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
 } MmJob;
@@ -103,12 +105,15 @@ static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const MmJob *j = arg;
   for (int64_t it = lo; it < hi; it++) {
-    int64_t t = it / j->blocks, m0 = (it % j->blocks) * ROWS, nm = j->M - m0 < ROWS ? j->M - m0 : ROWS;
+    int64_t cb = it % j->cblocks, rest = it / j->cblocks;
+    int64_t t = rest / j->blocks, m0 = (rest % j->blocks) * ROWS, nm = j->M - m0 < ROWS ? j->M - m0 : ROWS;
+    int64_t n0 = cb * j->cols, nn = j->N - n0 < j->cols ? j->N - n0 : j->cols;
     const float *A = fp(j->a) + offset_at(t, j->bdims, j->rbat, j->sa);
     const float *B = fp(j->b) + offset_at(t, j->bdims, j->rbat, j->sb);
-    /* Rows m0.. of op(A): row offset m0 * lda untransposed, column offset m0 transposed. */
-    sgemm(j->ta, j->tb, nm, j->N, j->K, A + (j->ta ? m0 : m0 * j->lda), j->lda, B, j->ldb, 0.0f,
-          fp(j->o) + t * j->M * j->N + m0 * j->N, j->N);
+    /* Rows m0.. of op(A): row offset m0 * lda untransposed, column offset m0
+     * transposed; columns n0.. of op(B) likewise. */
+    sgemm(j->ta, j->tb, nm, nn, j->K, A + (j->ta ? m0 : m0 * j->lda), j->lda, B + (j->tb ? n0 * j->ldb : n0), j->ldb,
+          0.0f, fp(j->o) + t * j->M * j->N + m0 * j->N + n0, j->N);
   }
 }
 
@@ -170,6 +175,13 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     j.lda = a->rank == 1 ? K : tx ? ak_st : am_st;
     j.ldb = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
     j.blocks = (M + ROWS - 1) / ROWS;
+    /* A product of few row blocks (a weight's gradient, dy^T x: M is the
+     * layer's width) is cut by columns too, so that every thread has some;
+     * by the shape alone, so the pieces are the same with any thread count. */
+    int64_t nb = elements(j.bdims, rbat);
+    j.cols = nb * j.blocks < 4 && N > 2 * COLS ? COLS : N > 0 ? N : 1;
+    j.cblocks = (N + j.cols - 1) / j.cols;
+    if (j.cblocks == 0) j.cblocks = 1;
   }
   mb.j = j;
   *bound = dup_job(&mb, sizeof mb);
@@ -182,7 +194,7 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   const MmJob *j = &mb->j;
   if (mb->fast) {
     if (j->M == 0 || j->N == 0) return true;
-    par_for(x->c, mb->nb * j->blocks, 1, matmul_task, (void *)(uintptr_t)j);
+    par_for(x->c, mb->nb * j->blocks * j->cblocks, 1, matmul_task, (void *)(uintptr_t)j);
     return true;
   }
   const Val *a = j->a, *b = j->b;

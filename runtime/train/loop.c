@@ -199,6 +199,7 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
     bwd_ms += c - b;
     loss_sum += loss;
     for (uint32_t p = 0; p < L->nparams; p++) train_grad_add(&L->params[p], L->pinfo[p].grad->data);
+    if (!loop_rows_add(L, d)) return false;
   }
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);

@@ -27,6 +27,13 @@ typedef struct LoopJoins {
   uint32_t n;
 } LoopJoins;
 
+/* A row gradient of the contract, bound: rows[j] of backward output `out`
+ * go to row ids[j] of param `param`, the ids being forward input `in`. */
+typedef struct LoopRows {
+  uint32_t param, out, in;
+  int64_t width; /* floats per row */
+} LoopRows;
+
 typedef struct Loop {
   Package pkg; /* the user's package, as read */
   const PkgTraining *contract;
@@ -48,6 +55,8 @@ typedef struct Loop {
   uint32_t nparams;
   bool lora;            /* the contract's Adapters train, bound as inputs (runtime/train/lora.c) */
   char **adapter_names; /* --lora: params[k].name, owned */
+  LoopRows *rows;
+  uint32_t nrows;
   TrainData *data, *eval;
   TrainOptimizer *opt;
   TrainLossScaler scaler;
@@ -56,6 +65,10 @@ typedef struct Loop {
 bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d);
 void loop_teardown(Loop *L);
 bool loop_copy_package(const Package *pkg, const char *work_dir, char **out, Diag *d);
+/* The contract's row gradients bound to the params and tensors (after the
+ * params are set up), and their rows added into the gradients after a backward. */
+bool loop_rows_setup(Loop *L, Diag *d);
+bool loop_rows_add(Loop *L, Diag *d);
 void loop_tensor_alloc(OrionTensor *t, const OrionTensorInfo *info);
 /* The buffer the output group `name` of the forward (or backward) is joined
  * into, registered to be joined after every run; NULL if it is no group. */

@@ -319,7 +319,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   L->nfwd_out = nout;
   L->scale_tensor = (OrionTensor){.dtype = MIL_DT_FP32, .rank = 0, .data = &L->scale_value};
   if (!bind_forward_inputs(L, o, d) || !bind_backward_inputs(L, d)) return false;
-  return L->lora ? loop_lora_init(L, o, d) : init_params(L, d);
+  return (L->lora ? loop_lora_init(L, o, d) : init_params(L, d)) && loop_rows_setup(L, d);
 }
 
 void loop_teardown(Loop *L) {
@@ -345,6 +345,7 @@ void loop_teardown(Loop *L) {
   free(L->pinfo);
   for (uint32_t k = 0; L->adapter_names && k < L->nparams; k++) free(L->adapter_names[k]);
   free(L->adapter_names);
+  free(L->rows);
   train_data_free(L->data);
   train_data_free(L->eval);
   train_optimizer_free(L->opt);

@@ -13,8 +13,11 @@
 #       fp16 tolerance, (1 + sqrt(s - 1)) * 2^-11 relative at step s.
 #
 #   train_torch.sh ORIONC ORION_RUN SOURCE_ROOT [MODELS_DIR]
-# (MODELS_DIR: fixtures written elsewhere by the script, as bench/train_torch does)
+# (MODELS_DIR: fixtures written elsewhere by the script, as bench/train_torch does;
+# TRAIN_FLAGS: more orionc options for every --train compile, as
+# --gather-grad=rows for the embeddings' gradients added by the loop)
 set -u
+read -r -a train_flags <<<"${TRAIN_FLAGS:-}"
 orionc=$(realpath "$1") run=$(realpath "$2") root=$(realpath "$3")
 models=$(realpath "${4:-$root/testsuite/train/models}")
 source "$(dirname "$0")/lib.sh"
@@ -50,7 +53,7 @@ for m in ${MODELS:-gpt2 llama}; do
   fi
   # No --allow: the backward is ANE-legal (split-concat takes the split's adjoint apart), and the
   # linter finds nothing in the package.
-  check "$m-compile" 0 "$orionc" -w --train "$models/$m.oir" -o $m.anepkg
+  check "$m-compile" 0 "$orionc" -w --train "${train_flags[@]}" "$models/$m.oir" -o $m.anepkg
   check "$m-lint" 0 "$lint" --fail-on=note $m.anepkg
   if [ $m = gpt2 ]; then # the fused qkv's weight gradient arrives as an output group the contract names
     check gpt2-grad-group 0 grep -qPz '<key>Name</key>\s*<string>grad\.h\.1\.attn\.c_attn\.weight</string>\s*<key>Axis' \
@@ -78,7 +81,7 @@ assert len(a) == 20 and a == b, (a, b)
   # (c) The fp16 copy reads the same fp32 start weights (rounded to fp16 by the compile).
   sed -e 's/fp32\[/fp16[/g' -e 's/loss: fp16\[\]/loss: fp32[]/' "$models/$m.oir" >fp16/$m.oir
   cp "$models/$m.safetensors" fp16/
-  check "$m-fp16-compile" 0 "$orionc" -w --train fp16/$m.oir -o ${m}16.anepkg
+  check "$m-fp16-compile" 0 "$orionc" -w --train "${train_flags[@]}" fp16/$m.oir -o ${m}16.anepkg
   check "$m-fp16-lint" 0 "$lint" --fail-on=note ${m}16.anepkg
   train_and_compare ${m}16.anepkg $m ane fp16 "${inputs16[@]}"
 done
@@ -91,7 +94,7 @@ if [ -z "${MODELS:-}" ]; then
   o1_less_split_concat+='lower-cross-entropy,lower-rms-norm,lower-layer-norm,lower-neg,lower-silu,gelu-tanh,lower-linear,'
   o1_less_split_concat+='split-conv-bias,(dce,identity-elim,cast-fusion,const-fold,fold-layout),io-legalize,'
   o1_less_split_concat+='fp16-range-guard,sram-annotate'
-  check slice-compile 0 "$orionc" -w --allow=ANE001 --train --passes="$o1_less_split_concat" \
+  check slice-compile 0 "$orionc" -w --allow=ANE001 --train "${train_flags[@]}" --passes="$o1_less_split_concat" \
     "$models/llama_slice.oir" -o llama_slice.anepkg
   slice_inputs=(--input "cos=$models/llama_cos.npy" --input "sin=$models/llama_sin.npy")
   check slice-grad-step 0 "$run" train llama_slice.anepkg --data "$data" --steps 1 --lr 1000 --optimizer sgd \

@@ -1,0 +1,184 @@
+/*
+ * CPU backend kernels a backward leans on, over two threads, against values
+ * computed here: the one-hot matrices and masks (runtime/cpu/k_elementwise.c:
+ * int32 add/sub with broadcasting, saturating; cast to bool and to fp32;
+ * select with a broadcast condition), exactly; and matmuls of few rows,
+ * as weight gradients are, which are cut into pieces by columns
+ * (runtime/cpu/k_linalg.c), with every transpose flag.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "orion/cpu.h"
+#include "orion/package.h"
+#include "orion/passes.h"
+
+enum { B = 4, T = 64, C = 300 }; /* [B, T, C] = 76,800 elements: several pieces */
+
+/* The one-hot of the cross-entropy gradient and a float mask, as the rules write them. */
+#define MASKS                                                                  \
+  "func main(t: int32[4,64], x: fp32[4,64,300], big: int32[4,64]) {\n"          \
+  "  const one: fp32[] = 1;\n"                                                 \
+  "  const zero: fp32[] = 0;\n"                                                \
+  "  tc = reshape(t, shape=[4,64,1]);\n"                                        \
+  "  d = sub(tc, classes);\n"                                                   \
+  "  other = cast(d, dtype=\"bool\");\n"                                       \
+  "  oh = select(other, zero, one);\n"                                          \
+  "  keep = cast(x, dtype=\"bool\");\n"                                        \
+  "  kept = select(keep, x, oh);\n"                                             \
+  "  back = cast(d, dtype=\"fp32\");\n"                                        \
+  "  s = add(big, big);\n"                                                      \
+  "  n = sub(tc, big3);\n"                                                      \
+  "  return oh, kept, back, s, n;\n"                                            \
+  "}\n"
+
+static char *program(void) {
+  StrBuf sb;
+  sb_init(&sb);
+  const char *at = strstr(MASKS, "  const one");
+  sb_putn(&sb, MASKS, (size_t)(at - MASKS));
+  sb_puts(&sb, "  const classes: int32[300] = [");
+  for (int i = 0; i < C; i++) sb_printf(&sb, "%s%d", i ? ", " : "", i);
+  sb_puts(&sb, "];\n  const big3: int32[4,64,1] = -2147483500;\n");
+  sb_puts(&sb, at);
+  return sb.data;
+}
+
+/* A compiled program on the CPU backend (FP32 numerics, 2 threads). */
+typedef struct Prog {
+  char dir[32];
+  SourceSet sources;
+  Diag d;
+  StrBuf msgs;
+  OrionProgram *p;
+  CpuProgram *c;
+} Prog;
+
+static void prog_open(Prog *g, const char *text) {
+  snprintf(g->dir, sizeof g->dir, "/tmp/orion-cpu-bwd-XXXXXX");
+  cr_assert_not_null(mkdtemp(g->dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/m.anepkg", g->dir);
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(p.m, path, &po, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+  srcset_init(&g->sources);
+  diag_init(&g->d, &g->sources);
+  sb_init(&g->msgs);
+  g->d.capture = &g->msgs;
+  g->p = orion_open(path, NULL, &g->d);
+  cr_assert_not_null(g->p, "%s", g->msgs.data);
+  CpuOptions opt = {.numerics = CPU_NUMERICS_FP32, .threads = 2};
+  g->c = cpu_prepare_with(g->p, 0, &opt, &g->d);
+  cr_assert_not_null(g->c, "%s", g->msgs.data);
+}
+
+static void prog_run(Prog *g, const CpuTensor *in, CpuTensor *out) {
+  cr_assert(cpu_run(g->c, in, out, &g->d), "%s", g->msgs.data);
+}
+
+static void prog_close(Prog *g) {
+  cpu_free(g->c);
+  orion_close(g->p);
+  srcset_free(&g->sources);
+  sb_free(&g->msgs);
+  remove_tree(g->dir);
+}
+
+Test(cpu_backward, one_hot_masks_and_saturation) {
+  char *text = program();
+  Prog g;
+  prog_open(&g, text);
+  static int32_t t[B * T], big[B * T];
+  static float x[B * T * C];
+  for (int i = 0; i < B * T; i++) {
+    t[i] = (i * 37) % (C + 20) - 10; /* some below 0 and at or past C: no class */
+    big[i] = i % 3 == 0 ? 2147483000 : i % 3 == 1 ? -2147483000 : i;
+  }
+  for (int i = 0; i < B * T * C; i++) x[i] = i % 5 == 0 ? 0.0f : i % 7 == 0 ? NAN : (float)i * 0.5f;
+  CpuTensor in[3] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {B, T}, .data = t},
+                     {.dtype = MIL_DT_FP32, .rank = 3, .dims = {B, T, C}, .data = x},
+                     {.dtype = MIL_DT_INT32, .rank = 2, .dims = {B, T}, .data = big}};
+  CpuTensor out[5] = {0};
+  prog_run(&g, in, out);
+  const float *oh = out[0].data, *kept = out[1].data, *back = out[2].data;
+  const int32_t *s = out[3].data, *n = out[4].data;
+  for (int r = 0; r < B * T; r++) {
+    for (int k = 0; k < C; k++) {
+      int i = r * C + k;
+      float want = t[r] == k ? 1.0f : 0.0f;
+      cr_assert_eq(oh[i], want, "one-hot [%d, %d]", r, k);
+      if (isnan(x[i])) cr_assert(isnan(kept[i]), "NaN is not 0: kept [%d]", i);
+      else cr_assert_eq(kept[i], x[i] != 0 ? x[i] : want, "kept [%d]", i);
+      cr_assert_eq(back[i], (float)(t[r] - k), "cast to fp32 [%d]", i);
+    }
+    int64_t twice = 2 * (int64_t)big[r], diff = (int64_t)t[r] + 2147483500;
+    cr_assert_eq(s[r], twice > INT32_MAX ? INT32_MAX : twice < INT32_MIN ? INT32_MIN : (int32_t)twice, "add [%d]", r);
+    cr_assert_eq(n[r], diff > INT32_MAX ? INT32_MAX : (int32_t)diff, "sub [%d]", r);
+  }
+  for (int o = 0; o < 5; o++) cpu_tensor_free(&out[o]);
+  prog_close(&g);
+  free(text);
+}
+
+/* dW = dy^T x and its kin: 96 rows (one row block) by 300 columns (three
+ * column pieces), K = 200; every transpose flag. */
+#define GRADS                                                                      \
+  "func main(dy: fp32[200,96], x: fp32[200,300], a: fp32[96,200], bt: fp32[300,200]) {\n" \
+  "  w1 = matmul(dy, x, transpose_x=true);\n"                                      \
+  "  w2 = matmul(a, bt, transpose_y=true);\n"                                      \
+  "  w3 = matmul(dy, bt, transpose_x=true, transpose_y=true);\n"                   \
+  "  w4 = matmul(a, x);\n"                                                          \
+  "  return w1, w2, w3, w4;\n"                                                      \
+  "}\n"
+
+enum { M = 96, N = 300, K = 200 };
+
+/* op(A)[m, k] of a row-major A, transposed or not. */
+static double at(const float *a, bool t, int64_t rows_of_op, int64_t cols_of_op, int64_t r, int64_t c) {
+  (void)rows_of_op;
+  return t ? (double)a[c * rows_of_op + r] : (double)a[r * cols_of_op + c];
+}
+
+Test(cpu_backward, matmuls_of_few_rows_are_cut_by_columns) {
+  Prog g;
+  prog_open(&g, GRADS);
+  static float dy[K * M], x[K * N], a[M * K], bt[N * K];
+  for (int i = 0; i < K * M; i++) dy[i] = a[i] = (float)sin(0.37 * i);
+  for (int i = 0; i < K * N; i++) x[i] = bt[i] = (float)cos(0.11 * i);
+  CpuTensor in[4] = {{.dtype = MIL_DT_FP32, .rank = 2, .dims = {K, M}, .data = dy},
+                     {.dtype = MIL_DT_FP32, .rank = 2, .dims = {K, N}, .data = x},
+                     {.dtype = MIL_DT_FP32, .rank = 2, .dims = {M, K}, .data = a},
+                     {.dtype = MIL_DT_FP32, .rank = 2, .dims = {N, K}, .data = bt}};
+  CpuTensor out[4] = {0};
+  prog_run(&g, in, out);
+  const float *A[4] = {dy, a, dy, a}, *Bm[4] = {x, bt, bt, x};
+  const bool ta[4] = {true, false, true, false}, tb[4] = {false, true, true, false};
+  for (int o = 0; o < 4; o++) {
+    cr_assert_eq(out[o].rank, 2);
+    cr_assert(out[o].dims[0] == M && out[o].dims[1] == N, "output %d is [%d, %d]", o, M, N);
+    const float *got = out[o].data;
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          double p = at(A[o], ta[o], M, K, m, k) * at(Bm[o], tb[o], K, N, k, n);
+          want += p, mag += fabs(p);
+        }
+        /* fp32 sums of K products: well within 1e-5 of their magnitude */
+        cr_assert_leq(fabs((double)got[m * N + n] - want), 1e-5 * mag, "output %d [%lld, %lld]: %.9g, want %.9g", o,
+                      (long long)m, (long long)n, (double)got[m * N + n], want);
+      }
+    cpu_tensor_free(&out[o]);
+  }
+  prog_close(&g);
+}
