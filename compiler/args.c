@@ -159,6 +159,7 @@ OrionArgStatus orion_compile_args_parse(OrionCompileArgs *a, const char *arg, ch
       return ORION_ARG_INVALID;
     }
     o->autodiff.gather_rows = rows;
+    a->gather_grad = arg;
   } else if (!strncmp(arg, "--trainable=", 12) || !strncmp(arg, "--frozen=", 9)) {
     bool trainable = arg[2] == 't';
     const char *glob = arg + (trainable ? 12 : 9);

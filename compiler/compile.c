@@ -22,6 +22,10 @@ void orion_compile_options_init(OrionCompileOptions *o) {
   *o = (OrionCompileOptions){.check_weights = true, .target = MIL_IOS18,
                              .cache_max_bytes = COMPILE_CACHE_DEFAULT_MAX_BYTES};
   o->passes.pipeline = PASSES_DEFAULT_PIPELINE;
+  /* An embedding's gradient by rows (docs/training.md, "The gradient of an
+   * embedding"): tokens x dim values instead of a vocabulary x tokens x dim
+   * one-hot matmul in the backward. */
+  o->autodiff.gather_rows = true;
 }
 
 void orion_compile_result_free(OrionCompileResult *r) {

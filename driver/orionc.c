@@ -155,9 +155,9 @@ static const CliOption orionc_options[] = {
      "a glob"},
     {OPT_GATHER_GRAD, 0, "gather-grad", CLI_VALUE, 0, "=onehot|rows",
      "with --train: an embedding's gradient (a gather of a param's\n"
-     "rows by an input) as a one-hot matmul in the backward (onehot,\n"
-     "the default) or as its rows, which orion-run train adds in\n"
-     "(rows: tokens x dim instead of vocabulary x tokens x dim)",
+     "rows by an input) as its rows, which orion-run train adds in\n"
+     "(rows, the default: tokens x dim values), or as a one-hot\n"
+     "matmul in the backward (onehot: vocabulary x tokens x dim)",
      "a form"},
     {OPT_TRAIN_CONTRACT, 0, "train-contract", CLI_VALUE, 0, "=FILE.json",
      "record this training contract in the package (Training in the\n"
@@ -346,7 +346,7 @@ static int parse_options(int argc, char **argv, Options *o) {
     return usage_error("%s", "--train makes the training contract; --train-contract gives one: use one of them");
   if (!c->train && (c->autodiff.ntrainable || c->autodiff.nfrozen))
     return usage_error("%s", "--trainable and --frozen go with --train");
-  if (!c->train && c->autodiff.gather_rows) return usage_error("%s", "--gather-grad=rows goes with --train");
+  if (!c->train && o->args.gather_grad) return usage_error("%s goes with --train", o->args.gather_grad);
   c->summary_json = o->json;
   if (!c->check_weights && (c->emit == ORION_EMIT_PACKAGE || c->emit == ORION_EMIT_MIL))
     return usage_error("%s", "--no-weight-check cannot be used when weights are written");

@@ -52,6 +52,9 @@ static Compiled compile_train(const char *oir, const char *text, const char *fun
   o.train_function = func;
   o.autodiff.frozen = frozen;
   o.autodiff.nfrozen = nfrozen;
+  /* The one-hot form: the backward program holds each param's whole gradient,
+   * which is what these tests compare (rows: test_train_rows.c). */
+  o.autodiff.gather_rows = false;
   Diag d;
   diag_init(&d, NULL);
   d.capture = &c.msgs;

@@ -181,6 +181,7 @@ typedef struct OrionCompileArgs {
   char *override_names[ORION_COMPILE_MAX_OVERRIDES];
   const char *trainable[ORION_COMPILE_MAX_GLOBS]; /* --trainable=GLOB */
   const char *frozen[ORION_COMPILE_MAX_GLOBS];    /* --frozen=GLOB */
+  const char *gather_grad;                        /* --gather-grad=FORM as given, or NULL */
 } OrionCompileArgs;
 
 typedef enum OrionArgStatus {

@@ -17,7 +17,7 @@ mkdir work && export TMPDIR=$tmp/work # where the working copies go
 check compile 0 "$orionc" -w --train "$tiny" -o tiny.anepkg
 check inspect 0 "$inspect" tiny.anepkg
 contains inspect "training: forward main.fwd, backward main.bwd, loss loss, vocabulary 16, 2560 saved bytes"
-contains inspect "    tokens               <- forward input tokens"
+contains inspect "    rows.wte             -> rows of param wte by input tokens" # the embedding by rows, the default
 contains inspect "    grad.head.weight     -> param head.weight"
 contains inspect "  trainable params: 6"
 
@@ -72,7 +72,7 @@ assert t == {"forward": "main.fwd", "backward": "main.bwd", "saved_values": 4, "
              "params_trained": 3, "params_frozen": 3, "vocabulary": 16}, t
 assert [f["name"] for f in d["functions"]] == ["main.fwd", "main.bwd"], d["functions"]
 bwd = d["functions"][1]
-assert [o["name"] for o in bwd["outputs"]] == ["grad.wte", "grad.fc.weight", "grad.head.weight"], bwd["outputs"]
+assert [o["name"] for o in bwd["outputs"]] == ["grad.wte", "grad.fc.weight", "grad.head.weight", "rows.wte"], bwd["outputs"]
 ' summary.json
 
 # (c) The refusals: exact messages, exit 1 (the input) or 2 (usage), nothing written.

@@ -15,7 +15,7 @@
 #   train_torch.sh ORIONC ORION_RUN SOURCE_ROOT [MODELS_DIR]
 # (MODELS_DIR: fixtures written elsewhere by the script, as bench/train_torch does;
 # TRAIN_FLAGS: more orionc options for every --train compile, as
-# --gather-grad=rows for the embeddings' gradients added by the loop)
+# --gather-grad=onehot for the embeddings' gradients as one-hot matmuls)
 set -u
 read -r -a train_flags <<<"${TRAIN_FLAGS:-}"
 orionc=$(realpath "$1") run=$(realpath "$2") root=$(realpath "$3")
