@@ -14,7 +14,7 @@
 # OUT (default build/fortunes, or build/fortunes-small) receives the data
 # (data/train.bin, data/eval.bin), the package, the checkpoints, the log
 # train.jsonl, loss.svg and summary.txt. --small: small.oir (dim 64, 2 layers,
-# 64 tokens a row), 200 steps stopped at 100: about a minute. BUILD=dir picks
+# 8 x 64 tokens a step), 400 steps stopped at 200: about a minute. BUILD=dir picks
 # the build tree (default build). Needs Debian's fortunes and python3-numpy
 # (scripts/setup.sh installs both).
 set -euo pipefail
@@ -31,8 +31,8 @@ for arg; do
   esac
 done
 if [ $small = 1 ]; then
-  model=$here/small.oir steps=200 stop=100 ckpt_every=50 eval_every=25 eval_bytes=4097 lr=3e-3 warmup=20
-  shape=(--dim 64 --layers 2 --heads 4 --hidden 192 --vocab 256 --seq 64 --batch 4 --dtype fp16)
+  model=$here/small.oir steps=400 stop=200 ckpt_every=100 eval_every=50 eval_bytes=4097 lr=3e-3 warmup=20
+  shape=(--dim 64 --layers 2 --heads 4 --hidden 192 --vocab 256 --seq 64 --batch 8 --dtype fp16)
   out=${out:-$build/fortunes-small}
 else
   model=$here/model.oir steps=1000 stop=500 ckpt_every=100 eval_every=50 eval_bytes=8193 lr=1e-3 warmup=50
