@@ -15,13 +15,13 @@
 # (data/train.bin, data/eval.bin), the package, the checkpoints, the log
 # train.jsonl, loss.svg and summary.txt. --small: small.oir (dim 64, 2 layers,
 # 8 x 64 tokens a step), 400 steps stopped at 200: about a minute. BUILD=dir picks
-# the build tree (default build). Needs Debian's fortunes and python3-numpy
-# (scripts/setup.sh installs both).
+# the build tree (default build). Needs Debian's fortunes (scripts/setup.sh
+# installs it) and python3's standard library.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 build=${BUILD:-$root/build}
-py=/usr/bin/python3 # Debian's numpy serves this interpreter
+py=/usr/bin/python3
 small=0 out=
 for arg; do
   case $arg in
