@@ -18,8 +18,8 @@
 enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
-  OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA, OPT_EVAL_EVERY,
-  OPT_HELP,
+  OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA,
+  OPT_EVAL_EVERY, OPT_HELP,
 };
 
 static const CliOption train_options[] = {
@@ -184,7 +184,8 @@ static int take_option(TrainArgs *a, int id, const char *v, const char *spelling
   case OPT_STEPS: case OPT_WARMUP: case OPT_ACCUM: case OPT_SEED: case OPT_CHECKPOINT_EVERY: case OPT_EVAL_EVERY:
   case OPT_STOP_AFTER:
     if (!parse_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
-    if ((id == OPT_STEPS || id == OPT_ACCUM || id == OPT_STOP_AFTER) && n == 0) return usage_error("%s must be at least 1", spelling);
+    if ((id == OPT_STEPS || id == OPT_ACCUM || id == OPT_STOP_AFTER) && n == 0)
+      return usage_error("%s must be at least 1", spelling);
     if (id == OPT_ACCUM && n > UINT32_MAX) return usage_error("%s is at most %u", spelling, UINT32_MAX);
     if (id == OPT_STEPS) o->steps = n, a->steps = true;
     else if (id == OPT_WARMUP) o->schedule.warmup = n;
