@@ -20,7 +20,7 @@ and the rotate-half step is a product with a fixed input `rot` ([head_dim,
 head_dim], a signed permutation), or with --rope-concat the slice/neg/concat
 form of examples/llama_block.oir (the same values; both compile with --train,
 docs/training.md, "ANE legality"). `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
-and DIR/rot.npy (numpy needed then).
+and DIR/rot.npy (the standard library's struct; no numpy needed).
 """
 import argparse
 import sys
@@ -148,21 +148,31 @@ def gpt2(a):
     return "\n".join(o) + "\n"
 
 
+def save_npy(path, shape, values, dtype):
+    """A .npy v1 file as numpy.save writes it (the header padded to 128 bytes), without numpy."""
+    import struct
+    descr, code = ("<f2", "e") if dtype == "fp16" else ("<f4", "f")
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    head = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}"
+    head += " " * (128 - 10 - len(head) - 1) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
+        f.write(struct.pack(f"<{len(values)}{code}", *values))
+
+
 def rope_tables(a, out_dir):
-    import numpy as np
-    hd = a.dim // a.heads
-    inv = 1.0 / (10000.0 ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
-    ang = np.outer(np.arange(a.seq, dtype=np.float64), inv)  # [T, hd/2]
-    ang = np.concatenate([ang, ang], axis=-1)  # rotate-half layout
-    dt = np.float16 if a.dtype == "fp16" else np.float32
-    np.save(f"{out_dir}/cos.npy", np.cos(ang).reshape(1, 1, a.seq, hd).astype(dt))
-    np.save(f"{out_dir}/sin.npy", np.sin(ang).reshape(1, 1, a.seq, hd).astype(dt))
-    half = hd // 2
-    rot = np.zeros((hd, hd))
+    import math
+    hd, half = a.dim // a.heads, a.dim // a.heads // 2
+    inv = [1.0 / (10000.0 ** (2 * i / hd)) for i in range(half)]
+    ang = [t * f for t in range(a.seq) for f in inv + inv]  # [T, hd], the rotate-half layout
+    shape = (1, 1, a.seq, hd)
+    save_npy(f"{out_dir}/cos.npy", shape, [math.cos(x) for x in ang], a.dtype)
+    save_npy(f"{out_dir}/sin.npy", shape, [math.sin(x) for x in ang], a.dtype)
+    rot = [0.0] * (hd * hd)
     for i in range(half):  # t @ rot = concat(-t[half:], t[:half])
-        rot[i + half, i] = -1
-        rot[i, i + half] = 1
-    np.save(f"{out_dir}/rot.npy", rot.astype(dt))
+        rot[(i + half) * hd + i] = -1.0
+        rot[i * hd + i + half] = 1.0
+    save_npy(f"{out_dir}/rot.npy", (hd, hd), rot, a.dtype)
 
 
 def main():

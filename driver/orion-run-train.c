@@ -18,8 +18,8 @@
 enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
-  OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA, OPT_EVAL_EVERY,
-  OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_HELP,
+  OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA,
+  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_HELP,
 };
 
 static const CliOption train_options[] = {
@@ -61,6 +61,10 @@ static const CliOption train_options[] = {
     {OPT_CHECKPOINT_EVERY, 0, "checkpoint-every", CLI_VALUE, 0, " K",
      "a checkpoint every K steps and at the end (default: 0, only\n"
      "at the end)",
+     "a number"},
+    {OPT_STOP_AFTER, 0, "stop-after", CLI_VALUE, 0, " K",
+     "stop after step K with a checkpoint, as an interrupted run\n"
+     "(the schedule stays that of --steps; --resume continues)",
      "a number"},
     {OPT_RESUME, 0, "resume", CLI_VALUE, 0, " DIR",
      "continue from a checkpoint (or a directory's latest one) of\n"
@@ -197,14 +201,17 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     else o->clip_grad = x;
     return -1;
   case OPT_STEPS: case OPT_WARMUP: case OPT_ACCUM: case OPT_SEED: case OPT_CHECKPOINT_EVERY: case OPT_EVAL_EVERY:
+  case OPT_STOP_AFTER:
     if (!parse_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
-    if ((id == OPT_STEPS || id == OPT_ACCUM) && n == 0) return usage_error("%s must be at least 1", spelling);
+    if ((id == OPT_STEPS || id == OPT_ACCUM || id == OPT_STOP_AFTER) && n == 0)
+      return usage_error("%s must be at least 1", spelling);
     if (id == OPT_ACCUM && n > UINT32_MAX) return usage_error("%s is at most %u", spelling, UINT32_MAX);
     if (id == OPT_STEPS) o->steps = n, a->steps = true;
     else if (id == OPT_WARMUP) o->schedule.warmup = n;
     else if (id == OPT_ACCUM) o->accum = (uint32_t)n;
     else if (id == OPT_SEED) o->seed = n;
     else if (id == OPT_CHECKPOINT_EVERY) o->checkpoint_every = n;
+    else if (id == OPT_STOP_AFTER) o->stop_after = n;
     else o->eval_every = n;
     return -1;
   default: return -1;
@@ -231,6 +238,7 @@ static int parse(int argc, char **argv, TrainArgs *a) {
     return usage_error("%s goes with --lora", a->o.adapter_init ? "--adapter" : "--export-adapter");
   if (a->o.lora && a->o.export_path)
     return usage_error("%s", "--export writes trained weights; with --lora the adapters leave through --export-adapter DIR");
+  if (a->o.stop_after && !a->o.checkpoint_dir) return usage_error("%s", "--stop-after goes with --checkpoint-dir");
   return -1;
 }
 

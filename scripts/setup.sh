@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc flex bison libxml2-dev libcjson-dev
       libcriterion-dev clang libclang-rt-dev python3 python3-jsonschema libopenblas-dev
-      libxxhash-dev nettle-dev)
+      libxxhash-dev nettle-dev fortunes)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -42,6 +42,7 @@ typedef struct OrionTrainOptions {
   const char *log;            /* JSONL log, or NULL */
   const char *checkpoint_dir; /* or NULL */
   uint64_t checkpoint_every;  /* 0: only at the end (with checkpoint_dir) */
+  uint64_t stop_after;        /* 0, or stop after this step with a checkpoint (an interruption to resume from) */
   const char *resume;         /* a checkpoint (or a directory of them), or NULL */
   const char *export_path;    /* FILE.safetensors of the trained fp32 weights, or NULL */
   /* LoRA (--lora): train the contract's adapter inputs instead of weights;

@@ -273,7 +273,14 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
   if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, d);
   r->first_step = next;
   if (ok && o->log) ok = (log = orion_train_log_open(o->log, o->resume != NULL, d)) != NULL;
-  for (uint64_t s = next; ok && s <= o->steps; s++) {
+  /* --stop-after: the run ends early, as if interrupted, at a checkpoint; the schedule is still the N steps'. */
+  uint64_t last = o->stop_after && o->stop_after < o->steps ? o->stop_after : o->steps;
+  if (ok && o->stop_after && last < next) {
+    diag_error(d, (SrcSpan){0}, "--stop-after %llu is before the resumed run's first step %llu",
+               (unsigned long long)last, (unsigned long long)next);
+    ok = false;
+  }
+  for (uint64_t s = next; ok && s <= last; s++) {
     StepResult st;
     ok = train_step(&L, o, s, r, &st, d);
     if (!ok) break;
@@ -286,7 +293,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
     }
     if (ok && log) ok = orion_train_log_write(log, &st.log, d);
     if (ok && o->on_step) o->on_step(o->ctx, &st.log, o->steps);
-    bool ckpt_now = o->checkpoint_dir && ((o->checkpoint_every && s % o->checkpoint_every == 0) || s == o->steps);
+    bool ckpt_now = o->checkpoint_dir && ((o->checkpoint_every && s % o->checkpoint_every == 0) || s == last);
     if (ok && ckpt_now) ok = save_checkpoint(&L, o, s, d);
   }
   if (ok && o->export_path) {
