@@ -9,8 +9,10 @@
  * BLOBFILE literal is resolved under the model directory with its path
  * confined there (`@model_path/` prefix, no `..`, no absolute or empty
  * components, no symlink leading out: opened through the directory's
- * descriptor, orion/pkg_paths.h), its weight file mapped read-only once,
- * and its record checked by the blob reader against the declared type.
+ * descriptor, orion/pkg_paths.h), its weight file mapped read-only once
+ * (shared and writable with OrionOpenOptions.writable_weights, for
+ * orion_write_weights), and its record checked by the blob reader against
+ * the declared type.
  *
  * The loader reports every problem it finds before failing, so one run shows
  * all of a broken package's faults.
@@ -76,6 +78,8 @@ struct OrionProgram {
   uint32_t nmaps, mapcap;
   Arena arena; /* copied names, I/O arrays */
   bool is_package;
+  bool writable;        /* weight files mapped shared and writable (OrionOpenOptions.writable_weights) */
+  bool weights_written; /* orion_write_weights changed the files since the manifest was last made to match */
   uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
   char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
   Package manifest;      /* as verified at open or at the last reload (packages) */
@@ -100,6 +104,13 @@ static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) {
   diag_vreport(L->d, DIAG_ERROR, at, fmt, ap);
   va_end(ap);
   L->failed = true;
+}
+
+/* A weight file's mapping: private and read-only, or (writable programs)
+ * shared, so that what orion_write_weights stores is the file's content. */
+static void *map_weights(const OrionProgram *p, int fd, size_t len) {
+  return mmap(NULL, len, p->writable ? PROT_READ | PROT_WRITE : PROT_READ, p->writable ? MAP_SHARED : MAP_PRIVATE, fd,
+              0);
 }
 
 /* ---- types ---------------------------------------------------------------- */
@@ -194,7 +205,7 @@ static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   bool outside;
   char why[4096 + 128];
   struct stat st;
-  int fd = pkg_open_file(&L->dir, rest, O_RDONLY, &outside, why, sizeof why);
+  int fd = pkg_open_file(&L->dir, rest, p->writable ? O_RDWR : O_RDONLY, &outside, why, sizeof why);
   if (fd < 0) {
     if (outside) lerr(L, at, "%s/%s: %s", p->path, rest, why);
     else if (!strcmp(why, "is a directory") || !strcmp(why, "is not a regular file"))
@@ -217,7 +228,7 @@ static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   size_t len = (size_t)st.st_size;
   /* mmap refuses length 0; an empty file is left to the header check. */
   if (len > 0) {
-    void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *addr = map_weights(p, fd, len);
     if (addr == MAP_FAILED) {
       lerr(L, at, "BLOBFILE path '%s': cannot map '%s': %s", path, full.data, strerror(errno));
       close(fd);
@@ -533,6 +544,7 @@ OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d)
   OrionProgram *p = xcalloc(1, sizeof *p);
   arena_init(&p->arena);
   p->path = xstrdup(path);
+  p->writable = opt->writable_weights;
   p->root = realpath(path, NULL);
   if (!p->root) {
     diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, strerror(errno));
@@ -601,6 +613,25 @@ const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn) {
   ice("orion: function %u has no MIL program", fn);
 }
 
+void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i) {
+  const LoadedFunc *lf = func_at(p, fn);
+  /* The loader's own mapping: writable when the program was opened so. */
+  return p->writable && i < lf->nweights ? (void *)(uintptr_t)lf->weights[i].data : NULL;
+}
+
+void orion_program_note_weights_written(OrionProgram *p) { p->weights_written = true; }
+bool orion_program_weights_written(const OrionProgram *p) { return p->weights_written; }
+
+void orion_program_weights_committed(OrionProgram *p, Package *manifest) {
+  if (p->is_package) {
+    package_free(&p->manifest);
+    p->manifest = *manifest;
+    p->generation = manifest->weights_generation;
+    memset(manifest, 0, sizeof *manifest);
+  }
+  p->weights_written = false;
+}
+
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len) {
   StrBuf full;
   sb_init(&full);
@@ -652,7 +683,7 @@ uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation;
 static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
   bool outside;
   char why[4096 + 128];
-  int fd = pkg_open_file(dir, m->rel, O_RDONLY, &outside, why, sizeof why);
+  int fd = pkg_open_file(dir, m->rel, p->writable ? O_RDWR : O_RDONLY, &outside, why, sizeof why);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     if (outside) diag_error(d, (SrcSpan){0}, "%s/%s: %s", p->path, m->rel, why);
@@ -666,7 +697,7 @@ static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
                m->real, m->len, (long long)st.st_size);
     return false;
   }
-  void *addr = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *addr = map_weights(p, fd, m->len);
   close(fd);
   if (addr == MAP_FAILED) {
     diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, strerror(errno));

@@ -16,4 +16,12 @@ const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn);
  * directory, if the loader mapped it; NULL otherwise. */
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len);
 
+/* For orion_write_weights (runtime/weight_write.c): the data of weight i of
+ * fn, writable, or NULL when the program was not opened writable_weights. */
+void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i);
+void orion_program_note_weights_written(OrionProgram *p);
+bool orion_program_weights_written(const OrionProgram *p);
+/* After the manifest was made to match: it becomes the program's (taken
+ * from *manifest, which is left empty), with its generation. */
+void orion_program_weights_committed(OrionProgram *p, Package *manifest);
 #endif

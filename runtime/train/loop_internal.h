@@ -9,7 +9,6 @@
 
 typedef struct ParamInfo {
   OrionDType dtype; /* of the program's weight: fp16 or fp32 */
-  void *staged;     /* the converted values written into the weight file */
   uint32_t grad_out; /* the backward output holding its gradient */
 } ParamInfo;
 
@@ -30,6 +29,7 @@ typedef struct Loop {
   float scale_value;
   TrainParam *params;
   ParamInfo *pinfo;
+  OrionWeightValues *writes; /* per param: its forward weight, written from its master each step */
   uint32_t nparams;
   TrainData *data, *eval;
   TrainOptimizer *opt;

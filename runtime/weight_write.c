@@ -1,0 +1,88 @@
+/*
+ * Weights written in place (orion_write_weights, orion_commit_weights in
+ * orion/runtime.h): a training step's fp32 masters converted straight into
+ * the program's shared, writable mapping of its weight file. The cost is one
+ * check and one conversion pass over the values; the manifest and the
+ * checksums are left to orion_commit_weights, which a run calls where the
+ * package must verify (a checkpoint, the end), not every step.
+ */
+#include "orion/runtime.h"
+#include "loader_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "orion/fp16.h"
+#include "orion/patch.h"
+
+/* Values at or beyond 65520 round to infinity in fp16 (65504 is the
+ * largest finite one, the next step would be 65536). */
+#define FP16_LIMIT 65520.0f
+
+/* How many of n values are NaN, infinite or (fp16) round to infinity. The
+ * loop has no branch and no ordered reduction, so it vectorizes. */
+static size_t count_bad(const float *x, size_t n, float limit) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += !(fabsf(x[i]) < limit);
+  return bad;
+}
+
+static const char *label_of(const OrionWeightValues *v, const OrionWeight *w) { return v->label ? v->label : w->name; }
+
+/* The weight a set names, or NULL after reporting why it cannot be written. */
+static const OrionWeight *target(OrionProgram *p, const OrionWeightValues *v, Diag *d) {
+  if (v->fn >= orion_function_count(p) || v->weight >= orion_weight_count(p, v->fn)) {
+    diag_error(d, (SrcSpan){0}, "orion_write_weights: function %u has no weight %u", v->fn, v->weight);
+    return NULL;
+  }
+  const OrionWeight *w = orion_weight(p, v->fn, v->weight);
+  if (w->dtype != MIL_DT_FP16 && w->dtype != MIL_DT_FP32) {
+    diag_error(d, (SrcSpan){0}, "weight '%s' is %s; only fp16 and fp32 weights are written from fp32 values",
+               label_of(v, w), mil_dtype_name(w->dtype));
+    return NULL;
+  }
+  return w;
+}
+
+bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d) {
+  if (n && !orion_weight_data_writable(p, v[0].fn, v[0].weight)) {
+    diag_error(d, (SrcSpan){0}, "'%s' was not opened with writable weights (OrionOpenOptions.writable_weights)",
+               orion_program_path(p));
+    return false;
+  }
+  /* Everything is checked before the first byte changes. */
+  for (uint32_t k = 0; k < n; k++) {
+    const OrionWeight *w = target(p, &v[k], d);
+    if (!w) return false;
+    bool fp16 = w->dtype == MIL_DT_FP16;
+    size_t count = (size_t)(w->size / (fp16 ? 2 : 4));
+    size_t bad = count_bad(v[k].values, count, fp16 ? FP16_LIMIT : INFINITY);
+    if (bad) {
+      size_t first = 0;
+      while (fabsf(v[k].values[first]) < (fp16 ? FP16_LIMIT : INFINITY)) first++;
+      diag_error(d, (SrcSpan){0}, "weight '%s': %zu of %zu values are not finite%s (element %zu is %g); the weights "
+                 "were not written", label_of(&v[k], w), bad, count, fp16 ? " in fp16" : "", first,
+                 (double)v[k].values[first]);
+      return false;
+    }
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    const OrionWeight *w = orion_weight(p, v[k].fn, v[k].weight);
+    void *dst = orion_weight_data_writable(p, v[k].fn, v[k].weight);
+    if (w->dtype == MIL_DT_FP16) fp16_from_float_array(dst, v[k].values, (size_t)(w->size / 2));
+    else memcpy(dst, v[k].values, (size_t)w->size);
+  }
+  if (n) orion_program_note_weights_written(p);
+  return true;
+}
+
+bool orion_commit_weights(OrionProgram *p, Diag *d) {
+  if (!orion_program_weights_written(p)) return true;
+  Package manifest = {0};
+  if (orion_program_manifest(p)) {
+    if (!package_refresh_checksums(orion_program_path(p), NULL, d)) return false;
+    if (!package_read(orion_program_path(p), &manifest, d)) return false;
+  }
+  orion_program_weights_committed(p, &manifest);
+  return true;
+}
