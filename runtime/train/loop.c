@@ -178,10 +178,10 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   }
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);
-  bool finite = train_grads_unscale(L->params, L->nparams, scale);
   double norm = 0;
+  bool finite = train_grads_unscale_norm(L->params, L->nparams, scale, &norm);
   if (finite) {
-    norm = train_grads_clip(L->params, L->nparams, o->clip_grad);
+    norm = train_grads_clip_measured(L->params, L->nparams, o->clip_grad, norm);
     train_optimizer_step(L->opt, L->params, L->nparams, lr);
   }
   if (scaled) train_loss_scaler_update(&L->scaler, !finite);
