@@ -10,7 +10,7 @@
  * confined there (`@model_path/` prefix, no `..`, no absolute or empty
  * components, no symlink leading out: opened through the directory's
  * descriptor, orion/pkg_paths.h), its weight file mapped read-only once
- * (shared and writable with OrionOpenOptions.writable_weights, for
+ * (privately writable with OrionOpenOptions.writable_weights, for
  * orion_write_weights), and its record checked by the blob reader against
  * the declared type.
  *
@@ -55,6 +55,9 @@ typedef struct Mapping {
    * to the new one (orion_release_retired_weights) or the reload is undone. */
   const uint8_t *retired;
   const uint8_t *fresh; /* during a reload: the new mapping, not yet committed */
+  /* Writable programs: the bytes orion_write_weights changed since they were
+   * last written back to the file, [dirty_lo, dirty_hi) (empty if equal). */
+  size_t dirty_lo, dirty_hi;
 } Mapping;
 
 typedef struct LoadedFunc {
@@ -106,11 +109,12 @@ static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) {
   L->failed = true;
 }
 
-/* A weight file's mapping: private and read-only, or (writable programs)
- * shared, so that what orion_write_weights stores is the file's content. */
+/* A weight file's mapping: private, read-only or (writable programs)
+ * writable. Private even then: the pages orion_write_weights changes become
+ * the process's own, so a training step costs no file I/O and no writeback;
+ * orion_program_write_back puts them into the file when asked. */
 static void *map_weights(const OrionProgram *p, int fd, size_t len) {
-  return mmap(NULL, len, p->writable ? PROT_READ | PROT_WRITE : PROT_READ, p->writable ? MAP_SHARED : MAP_PRIVATE, fd,
-              0);
+  return mmap(NULL, len, p->writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
 }
 
 /* ---- types ---------------------------------------------------------------- */
@@ -205,7 +209,7 @@ static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   bool outside;
   char why[4096 + 128];
   struct stat st;
-  int fd = pkg_open_file(&L->dir, rest, p->writable ? O_RDWR : O_RDONLY, &outside, why, sizeof why);
+  int fd = pkg_open_file(&L->dir, rest, O_RDONLY, &outside, why, sizeof why);
   if (fd < 0) {
     if (outside) lerr(L, at, "%s/%s: %s", p->path, rest, why);
     else if (!strcmp(why, "is a directory") || !strcmp(why, "is not a regular file"))
@@ -619,7 +623,51 @@ void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i) {
   return p->writable && i < lf->nweights ? (void *)(uintptr_t)lf->weights[i].data : NULL;
 }
 
-void orion_program_note_weights_written(OrionProgram *p) { p->weights_written = true; }
+void orion_program_note_weight_written(OrionProgram *p, const void *data, size_t len) {
+  const uint8_t *at = data;
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (at < m->base || at >= m->base + m->len) continue;
+    size_t lo = (size_t)(at - m->base), hi = lo + len;
+    if (m->dirty_lo == m->dirty_hi) m->dirty_lo = lo, m->dirty_hi = hi;
+    if (lo < m->dirty_lo) m->dirty_lo = lo;
+    if (hi > m->dirty_hi) m->dirty_hi = hi;
+  }
+  p->weights_written = true;
+}
+
+bool orion_program_write_back(OrionProgram *p, Diag *d) {
+  PkgDir dir;
+  const char *err;
+  if (!pkg_dir_open(&dir, p->root, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot write the weights of '%s': %s", p->path, err);
+    return false;
+  }
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (m->dirty_lo == m->dirty_hi) continue;
+    bool outside;
+    char why[4096 + 128];
+    int fd = pkg_open_file(&dir, m->rel, O_WRONLY, &outside, why, sizeof why);
+    const char *fail = fd < 0 ? why : NULL;
+    for (size_t at = m->dirty_lo; !fail && at < m->dirty_hi;) {
+      ssize_t w = pwrite(fd, m->base + at, m->dirty_hi - at, (off_t)at);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail = w < 0 ? strerror(errno) : "nothing written";
+      else at += (size_t)w;
+    }
+    if (fd >= 0 && close(fd) != 0 && !fail) fail = strerror(errno);
+    if (fail) {
+      diag_error(d, (SrcSpan){0}, "cannot write the weights into '%s': %s", m->real, fail);
+      ok = false;
+    } else {
+      m->dirty_lo = m->dirty_hi = 0;
+    }
+  }
+  pkg_dir_close(&dir);
+  return ok;
+}
 bool orion_program_weights_written(const OrionProgram *p) { return p->weights_written; }
 
 void orion_program_weights_committed(OrionProgram *p, Package *manifest) {
@@ -683,7 +731,7 @@ uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation;
 static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
   bool outside;
   char why[4096 + 128];
-  int fd = pkg_open_file(dir, m->rel, p->writable ? O_RDWR : O_RDONLY, &outside, why, sizeof why);
+  int fd = pkg_open_file(dir, m->rel, O_RDONLY, &outside, why, sizeof why);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
     if (outside) diag_error(d, (SrcSpan){0}, "%s/%s: %s", p->path, m->rel, why);

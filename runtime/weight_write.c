@@ -1,10 +1,10 @@
 /*
  * Weights written in place (orion_write_weights, orion_commit_weights in
  * orion/runtime.h): a training step's fp32 masters converted straight into
- * the program's shared, writable mapping of its weight file. The cost is one
- * check and one conversion pass over the values; the manifest and the
- * checksums are left to orion_commit_weights, which a run calls where the
- * package must verify (a checkpoint, the end), not every step.
+ * the program's writable (private) mapping of its weight file. The cost is
+ * one check and one conversion pass over the values; the file, the manifest
+ * and the checksums are left to orion_commit_weights, which a run calls
+ * where the package must verify (a checkpoint, the end), not every step.
  */
 #include "orion/runtime.h"
 #include "loader_internal.h"
@@ -71,14 +71,15 @@ bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n
     void *dst = orion_weight_data_writable(p, v[k].fn, v[k].weight);
     if (w->dtype == MIL_DT_FP16) fp16_from_float_array(dst, v[k].values, (size_t)(w->size / 2));
     else memcpy(dst, v[k].values, (size_t)w->size);
+    orion_program_note_weight_written(p, dst, (size_t)w->size);
   }
-  if (n) orion_program_note_weights_written(p);
   return true;
 }
 
 bool orion_commit_weights(OrionProgram *p, Diag *d) {
   if (!orion_program_weights_written(p)) return true;
   Package manifest = {0};
+  if (!orion_program_write_back(p, d)) return false;
   if (orion_program_manifest(p)) {
     if (!package_refresh_checksums(orion_program_path(p), NULL, d)) return false;
     if (!package_read(orion_program_path(p), &manifest, d)) return false;

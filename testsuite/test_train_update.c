@@ -137,11 +137,17 @@ Test(weight_write, values_are_converted_into_the_program_and_the_commit_verifies
   float after = loss_of(e, &f.d);
   cr_assert_neq(after, before, "the prepared function computes with the new weights");
 
-  /* The file changed under the manifest: it no longer verifies, until the commit. */
+  /* Until the commit, the package on disk keeps its old weights (and verifies). */
   Package pkg;
   cr_assert(package_read(f.pkg, &pkg, &f.d));
-  cr_assert_not(package_verify(&pkg, &f.d));
+  cr_assert(package_verify(&pkg, &f.d), "%s", text_of(&f.msgs));
   package_free(&pkg);
+  OrionProgram *old = orion_open(f.pkg, NULL, &f.d);
+  cr_assert_not_null(old, "%s", text_of(&f.msgs));
+  OrionExec *e_old = orion_backend_prepare(be, old, f.fwd, &po, &f.d);
+  cr_assert_eq(loss_of(e_old, &f.d), before);
+  orion_exec_release(e_old);
+  orion_close(old);
   uint64_t generation = orion_weights_generation(f.p);
   cr_assert(orion_commit_weights(f.p, &f.d), "%s", text_of(&f.msgs));
   cr_assert_eq(orion_weights_generation(f.p), generation + 1);

@@ -50,8 +50,7 @@ typedef struct PatchOptions {
 bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d);
 
 /* For a package whose weight file its owner changed in place (a training
- * run's working copy, written through the runtime's shared mapping,
- * orion_write_weights): every blob's checksum is computed again and, if any
+ * run's working copy, written back by orion_commit_weights): every blob's checksum is computed again and, if any
  * differs from the manifest's, the manifest is replaced (by rename) with the
  * new checksums and the next WeightsGeneration. Nothing is synced (as
  * PatchOptions.unsynced) and the data is not checked: the writer guarded it.

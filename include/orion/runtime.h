@@ -39,8 +39,9 @@ typedef struct OrionOpenOptions {
    * before loading. Ignored for bare directories, which have none. */
   bool verify_checksums;
   OrionReloadStrategy reload; /* what orion_reload_weights does (AUTO by default) */
-  /* Map the weight files shared and writable, so that orion_write_weights
-   * can store new values into them (a training run's working copy). */
+  /* Map the weight files writable (privately: the file changes only at
+   * orion_commit_weights), so that orion_write_weights can store new values
+   * into them (a training run's working copy). */
   bool writable_weights;
 } OrionOpenOptions;
 
@@ -141,11 +142,11 @@ bool orion_reload_weights_undo(OrionProgram *p);
 /* ---- weights written in place ----
  *
  * For a program opened with writable_weights: new fp32 values converted
- * straight into the program's weight data (the mapped weight file, which
- * every function naming the same blob reads), with no manifest read or
- * written and no checksum computed, as a training step needs. The backend
- * is then told (orion_backend_write_weights in orion/backend.h does both).
- * The package's manifest no longer vouches for the file until
+ * straight into the program's weight data (its mapping of the weight file,
+ * which every function naming the same blob reads), with no file written,
+ * no manifest read and no checksum computed, as a training step needs. The
+ * backend is then told (orion_backend_write_weights in orion/backend.h does
+ * both). The package on disk keeps its old weights until
  * orion_commit_weights. */
 typedef struct OrionWeightValues {
   uint32_t fn, weight;  /* orion_weight(p, fn, weight): an fp16 or fp32 weight */
@@ -158,9 +159,10 @@ typedef struct OrionWeightValues {
  * (fp16: round to nearest even, vectorised) into its weight's data. Fails
  * for a program not opened with writable_weights. */
 bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d);
-/* Makes a package's manifest match what orion_write_weights wrote (the
- * changed blobs' checksums, the next generation: package_refresh_checksums),
- * so that the package verifies; nothing to do when nothing was written. */
+/* Puts what orion_write_weights wrote into the weight file (not synced)
+ * and makes the manifest match (the changed blobs' checksums, the next
+ * generation: package_refresh_checksums), so that the package verifies with
+ * the new weights; nothing to do when nothing was written. */
 bool orion_commit_weights(OrionProgram *p, Diag *d);
 
 /* ---- resident programs ----
