@@ -10,9 +10,11 @@
 #include "loader_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "orion/fp16.h"
+#include "orion/parallel.h"
 #include "orion/patch.h"
 
 /* Values at or beyond 65520 round to infinity in fp16 (65504 is the
@@ -44,36 +46,90 @@ static const OrionWeight *target(OrionProgram *p, const OrionWeightValues *v, Di
   return w;
 }
 
+/* Work items of a write: each set cut into CHUNK-element pieces. */
+#define CHUNK ((size_t)1 << 20)
+
+typedef struct WriteJob {
+  OrionProgram *p;
+  const OrionWeightValues *v;
+  uint32_t n;
+  size_t *first; /* per set, its first item; first[n] is the number of items */
+  size_t *bad;   /* per item: values that do not fit */
+} WriteJob;
+
+static size_t elements(const OrionWeight *w) { return (size_t)(w->size / (w->dtype == MIL_DT_FP16 ? 2 : 4)); }
+
+/* The set of item `item` and the piece's start and length. */
+static uint32_t item_at(const WriteJob *j, size_t item, size_t *at, size_t *len) {
+  uint32_t k = 0;
+  while (j->first[k + 1] <= item) k++;
+  size_t count = elements(orion_weight(j->p, j->v[k].fn, j->v[k].weight));
+  *at = (item - j->first[k]) * CHUNK;
+  *len = count - *at < CHUNK ? count - *at : CHUNK;
+  return k;
+}
+
+static void check_item(void *ctx, size_t item) {
+  WriteJob *j = ctx;
+  size_t at, len;
+  uint32_t k = item_at(j, item, &at, &len);
+  bool fp16 = orion_weight(j->p, j->v[k].fn, j->v[k].weight)->dtype == MIL_DT_FP16;
+  j->bad[item] = count_bad(j->v[k].values + at, len, fp16 ? FP16_LIMIT : INFINITY);
+}
+
+static void convert_item(void *ctx, size_t item) {
+  WriteJob *j = ctx;
+  size_t at, len;
+  uint32_t k = item_at(j, item, &at, &len);
+  const OrionWeight *w = orion_weight(j->p, j->v[k].fn, j->v[k].weight);
+  uint8_t *dst = orion_weight_data_writable(j->p, j->v[k].fn, j->v[k].weight);
+  if (w->dtype == MIL_DT_FP16) fp16_from_float_array((uint16_t *)(void *)dst + at, j->v[k].values + at, len);
+  else memcpy(dst + at * sizeof(float), j->v[k].values + at, len * sizeof(float));
+}
+
 bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d) {
   if (n && !orion_weight_data_writable(p, v[0].fn, v[0].weight)) {
     diag_error(d, (SrcSpan){0}, "'%s' was not opened with writable weights (OrionOpenOptions.writable_weights)",
                orion_program_path(p));
     return false;
   }
-  /* Everything is checked before the first byte changes. */
+  WriteJob j = {.p = p, .v = v, .n = n, .first = xcalloc(n + 1, sizeof *j.first)};
   for (uint32_t k = 0; k < n; k++) {
     const OrionWeight *w = target(p, &v[k], d);
-    if (!w) return false;
-    bool fp16 = w->dtype == MIL_DT_FP16;
-    size_t count = (size_t)(w->size / (fp16 ? 2 : 4));
-    size_t bad = count_bad(v[k].values, count, fp16 ? FP16_LIMIT : INFINITY);
-    if (bad) {
-      size_t first = 0;
-      while (fabsf(v[k].values[first]) < (fp16 ? FP16_LIMIT : INFINITY)) first++;
-      diag_error(d, (SrcSpan){0}, "weight '%s': %zu of %zu values are not finite%s (element %zu is %g); the weights "
-                 "were not written", label_of(&v[k], w), bad, count, fp16 ? " in fp16" : "", first,
-                 (double)v[k].values[first]);
+    if (!w) {
+      free(j.first);
       return false;
     }
+    j.first[k + 1] = j.first[k] + (elements(w) + CHUNK - 1) / CHUNK;
   }
-  for (uint32_t k = 0; k < n; k++) {
+  /* Everything is checked before the first byte changes; both passes are
+   * memory-bound, so they run on two cores. */
+  j.bad = xcalloc(j.first[n] + 1, sizeof *j.bad);
+  parallel_for_two(j.first[n], check_item, &j);
+  bool ok = true;
+  for (uint32_t k = 0; ok && k < n; k++) {
+    size_t bad = 0;
+    for (size_t i = j.first[k]; i < j.first[k + 1]; i++) bad += j.bad[i];
+    if (!bad) continue;
     const OrionWeight *w = orion_weight(p, v[k].fn, v[k].weight);
-    void *dst = orion_weight_data_writable(p, v[k].fn, v[k].weight);
-    if (w->dtype == MIL_DT_FP16) fp16_from_float_array(dst, v[k].values, (size_t)(w->size / 2));
-    else memcpy(dst, v[k].values, (size_t)w->size);
-    orion_program_note_weight_written(p, dst, (size_t)w->size);
+    bool fp16 = w->dtype == MIL_DT_FP16;
+    size_t first = 0;
+    while (fabsf(v[k].values[first]) < (fp16 ? FP16_LIMIT : INFINITY)) first++;
+    diag_error(d, (SrcSpan){0}, "weight '%s': %zu of %zu values are not finite%s (element %zu is %g); the weights "
+               "were not written", label_of(&v[k], w), bad, elements(w), fp16 ? " in fp16" : "", first,
+               (double)v[k].values[first]);
+    ok = false;
   }
-  return true;
+  if (ok) {
+    parallel_for_two(j.first[n], convert_item, &j);
+    for (uint32_t k = 0; k < n; k++) {
+      const OrionWeight *w = orion_weight(p, v[k].fn, v[k].weight);
+      orion_program_note_weight_written(p, orion_weight_data_writable(p, v[k].fn, v[k].weight), (size_t)w->size);
+    }
+  }
+  free(j.bad);
+  free(j.first);
+  return ok;
 }
 
 bool orion_commit_weights(OrionProgram *p, Diag *d) {

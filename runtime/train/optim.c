@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "optim_kernels.h"
+#include "orion/parallel.h"
 
 struct TrainOptimizer {
   TrainOptimizerConfig cfg;
@@ -101,7 +102,7 @@ bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double 
   size_t items = j.c.first[n];
   j.sq = xcalloc(items + 1, sizeof *j.sq);
   j.finite = xcalloc(items + 1, sizeof *j.finite);
-  train_parallel_for(items, unscale_item, &j);
+  parallel_for_two(items, unscale_item, &j);
   bool finite = true;
   double total = 0;
   for (size_t i = 0; i < n; i++) {
@@ -233,7 +234,7 @@ static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double
   double bc1 = 1.0 - pow(c->beta1, t), bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));
   AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars)};
   for (size_t i = 0; i < n; i++) j.scalars[i] = adamw_scalars(c, &params[i], lr, bc1, bc2_sqrt);
-  train_parallel_for(j.c.first[n], adamw_item, &j);
+  parallel_for_two(j.c.first[n], adamw_item, &j);
   free(j.scalars);
   free(j.c.first);
 }

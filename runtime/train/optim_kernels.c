@@ -6,13 +6,10 @@
  * -std=c11, which contracts nothing into FMAs, and the target has no FMA),
  * eight lanes at a time.
  */
-#define _GNU_SOURCE /* sysconf's _SC_NPROCESSORS_ONLN */
 #include "optim_kernels.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -139,34 +136,4 @@ void train_kernel_unscale_sq(float *g, size_t n, float inv, double *sq, bool *fi
   }
 #endif
   unscale_sq_scalar(g, n, inv, sq, finite);
-}
-
-typedef struct ParallelJob {
-  size_t n, next;
-  pthread_mutex_t lock;
-  void (*fn)(void *ctx, size_t i);
-  void *ctx;
-} ParallelJob;
-
-static void *parallel_worker(void *arg) {
-  ParallelJob *j = arg;
-  for (;;) {
-    pthread_mutex_lock(&j->lock);
-    size_t i = j->next < j->n ? j->next++ : j->n;
-    pthread_mutex_unlock(&j->lock);
-    if (i == j->n) return NULL;
-    j->fn(j->ctx, i);
-  }
-}
-
-void train_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx) {
-  ParallelJob j = {.n = n, .fn = fn, .ctx = ctx};
-  pthread_mutex_init(&j.lock, NULL);
-  pthread_t helper;
-  /* The passes are memory-bound: a second core adds bandwidth, more add
-   * little (and the CPU backend's pool is idle during the optimizer). */
-  bool two = n > 1 && sysconf(_SC_NPROCESSORS_ONLN) > 1 && pthread_create(&helper, NULL, parallel_worker, &j) == 0;
-  parallel_worker(&j);
-  if (two) pthread_join(helper, NULL);
-  pthread_mutex_destroy(&j.lock);
 }

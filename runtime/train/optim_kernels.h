@@ -24,12 +24,8 @@ void train_kernel_adamw(float *w, float *m, float *v, const float *g, size_t n, 
  * infinite. */
 void train_kernel_unscale_sq(float *g, size_t n, float inv, double *sq, bool *finite);
 
-/* Elements per work item: the split is fixed, so sums do not depend on
- * the number of threads. */
+/* Elements per work item (parallel_for_two, orion/parallel.h): the split is
+ * fixed, so sums do not depend on the number of threads. */
 #define TRAIN_CHUNK ((size_t)1 << 20)
-
-/* Calls fn(ctx, i) for i in [0, n) on up to two threads (the caller and
- * one more), each i exactly once. */
-void train_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 #endif
