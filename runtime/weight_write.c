@@ -21,13 +21,36 @@
  * largest finite one, the next step would be 65536). */
 #define FP16_LIMIT 65520.0f
 
-/* How many of n values are NaN, infinite or (fp16) round to infinity. The
- * loop has no branch and no ordered reduction, so it vectorizes. */
-static size_t count_bad(const float *x, size_t n, float limit) {
+/* How many of n values are NaN, infinite or (fp16) round to infinity. */
+static size_t count_bad_scalar(const float *x, size_t n, float limit) {
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += !(fabsf(x[i]) < limit);
   return bad;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* Eight at a time: |x| by clearing the sign, "not less than" (true for NaN)
+ * as a lane mask, counted by popcount. GCC leaves the scalar loop scalar
+ * (the size_t count of a float compare), at a third of memory's speed. */
+__attribute__((target("avx,popcnt"))) static size_t count_bad_avx(const float *x, size_t n, float limit) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), lim = _mm256_set1_ps(limit);
+  size_t bad = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), magnitude);
+    bad += (size_t)_mm_popcnt_u32((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, lim, _CMP_NLT_UQ)));
+  }
+  return bad + count_bad_scalar(x + i, n - i, limit);
+}
+
+static size_t count_bad(const float *x, size_t n, float limit) {
+  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("popcnt")) return count_bad_avx(x, n, limit);
+  return count_bad_scalar(x, n, limit);
+}
+#else
+static size_t count_bad(const float *x, size_t n, float limit) { return count_bad_scalar(x, n, limit); }
+#endif
 
 static const char *label_of(const OrionWeightValues *v, const OrionWeight *w) { return v->label ? v->label : w->name; }
 
