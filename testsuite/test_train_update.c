@@ -361,3 +361,31 @@ Test(optim_passes, unscale_measures_and_finds_every_non_finite_value) {
   }
   free(p.grad);
 }
+
+TestSuite(conversion);
+
+/* The vectorised fp32 -> fp16 conversion (F16C when the CPU has it) gives
+ * fp16_from_float's bits: every 65537th bit pattern (all exponents, both
+ * signs, NaN payloads), each fp16 rounding boundary and its neighbours, in
+ * arrays whose length is no multiple of 8. */
+Test(conversion, the_array_conversion_is_the_scalar_one) {
+  enum { N = 65536 + 3 * 2048 * 2 + 5 };
+  float *src = malloc(N * sizeof *src);
+  uint16_t *out = malloc(N * sizeof *out);
+  size_t n = 0;
+  for (uint64_t u = 0; u < (1ull << 32); u += 65537) {
+    uint32_t bits = (uint32_t)u;
+    memcpy(&src[n++], &bits, sizeof bits);
+  }
+  for (uint32_t h = 0; h < 0x7C00; h += 8) { /* halfway between fp16 neighbours, and one float step either side */
+    float mid = (fp16_to_float((uint16_t)h) + fp16_to_float((uint16_t)(h + 1))) / 2;
+    src[n++] = mid;
+    src[n++] = -nextafterf(mid, 0);
+    src[n++] = nextafterf(mid, INFINITY);
+  }
+  cr_assert_leq(n, N);
+  fp16_from_float_array(out, src, n);
+  for (size_t i = 0; i < n; i++) cr_assert_eq(out[i], fp16_from_float(src[i]), "element %zu (%a)", i, (double)src[i]);
+  free(src);
+  free(out);
+}
