@@ -15,7 +15,6 @@
 #define _GNU_SOURCE
 #include "orion/patch.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libxml/parser.h>
@@ -738,10 +737,6 @@ static bool validate(const Package *pkg, const BlobFile *bf, const PatchTensor *
 
 static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err);
 
-static bool map_file(const char *path, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err) {
-  return map_fd(open(path, O_RDONLY | O_CLOEXEC), flags, base, len, fd_out, err);
-}
-
 /* Maps what `fd` (or -1 with errno, from the open) holds; the descriptor is kept in *fd_out. */
 static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, const char **err) {
   struct stat st;
@@ -915,95 +910,59 @@ out:
   return ok;
 }
 
-/* ---- reading patch tensors from files ------------------------------------------------ */
+/* ---- checksums after an in-place write ----------------------------------------------- */
 
-typedef struct PatchMapping {
-  void *base;
-  size_t len;
-} PatchMapping;
-
-static bool map_input(PatchSet *s, const char *file, const uint8_t **data, size_t *len, Diag *d) {
+bool package_refresh_checksums(const char *path, uint32_t *nchanged, Diag *d) {
+  static const PatchOptions no_options = {0};
+  if (nchanged) *nchanged = 0;
+  fault_init();
+  int lock = lock_package(path, d);
+  if (lock < 0) return false;
+  Package pkg;
+  if (!recover_locked(path, NULL, NULL, d) || !package_read(path, &pkg, d)) {
+    close(lock);
+    return false;
+  }
+  char *mtext = NULL;
+  size_t mlen = 0, size = 0;
   const char *err = NULL;
-  uint8_t *base;
-  int fd;
-  if (!map_file(file, 0, &base, len, &fd, &err)) {
-    diag_error(d, (SrcSpan){0}, "cannot read '%s': %s", file, err);
-    return false;
-  }
-  close(fd);
-  s->maps = xrealloc(s->maps, (s->nmaps + 1) * sizeof *s->maps);
-  s->maps[s->nmaps++] = (PatchMapping){base, *len};
-  *data = base;
-  return true;
-}
-
-static void add_tensor(PatchSet *s, const char *name, const char *origin, const WeightInfo *wi, const uint8_t *base) {
-  xgrow((void **)&s->tensors, sizeof *s->tensors, &s->cap, s->n + 1);
-  PatchTensor *t = &s->tensors[s->n++];
-  *t = (PatchTensor){.name = xstrdup(name), .origin = xstrdup(origin), .dtype = wi->dtype, .rank = wi->rank,
-                     .data = base + wi->data_offset, .nbytes = wi->nbytes};
-  memcpy(t->dims, wi->dims, sizeof t->dims);
-}
-
-bool patch_set_add_safetensors(PatchSet *s, const char *file, Diag *d) {
-  const uint8_t *data;
-  size_t len;
-  if (!map_input(s, file, &data, &len, d)) return false;
-  char err[512];
-  uint64_t hlen = len >= 8 ? get_u64(data) : 0;
-  if (len < 8 || hlen > len - 8) {
-    diag_error(d, (SrcSpan){0}, "%s: not a safetensors file (its header length is out of range)", file);
-    return false;
-  }
-  cJSON *h = cJSON_ParseWithLength((const char *)data + 8, (size_t)hlen);
-  if (!cJSON_IsObject(h)) {
-    diag_error(d, (SrcSpan){0}, "%s: not a safetensors file (its header is not a JSON object)", file);
-    cJSON_Delete(h);
-    return false;
-  }
-  bool ok = true;
-  uint32_t count = 0;
-  for (const cJSON *e = h->child; e; e = e->next) {
-    if (!e->string || !strcmp(e->string, "__metadata__")) continue;
-    WeightInfo wi;
-    if (!weights_parse_safetensors(data, len, e->string, &wi, err, sizeof err)) {
-      diag_error(d, (SrcSpan){0}, "%s: %s", file, err);
-      ok = false;
-      continue;
+  uint8_t *image = NULL;
+  int fd = -1;
+  Target *targets = NULL;
+  uint32_t nt = 0, changed = 0;
+  bool ok = false;
+  BlobFile bf;
+  char berr[256];
+  if (!read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
+      !map_fd(open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot update the checksums of '%s': %s", path, err);
+  } else if (size != pkg.weights_size || !blob_file_open(&bf, image, size, berr, sizeof berr)) {
+    diag_error(d, (SrcSpan){0}, "%s/%s: %s", path, PACKAGE_WEIGHTS,
+               size != pkg.weights_size ? "its size differs from the manifest's" : berr);
+  } else if (validate(&pkg, &bf, NULL, 0, &no_options, &targets, &nt, d)) {
+    /* A blob whose checksum still matches keeps its entry (bytes NULL). */
+    for (uint32_t j = 0; j < nt; j++) {
+      char hex[17];
+      const uint8_t *data = image + targets[j].data_offset;
+      hash64_hex(package_weight_checksum(pkg.format_version, data, (size_t)targets[j].w->bytes), hex);
+      if (strcmp(hex, targets[j].w->checksum)) targets[j].bytes = data, changed++;
     }
-    add_tensor(s, e->string, file, &wi, data);
-    count++;
+    ok = true;
+    if (changed) {
+      size_t new_mlen;
+      char *manifest = updated_manifest(mtext, mlen, &pkg, targets, nt, pkg.weights_generation + 1, &new_mlen);
+      /* The data is in the file already: only the manifest changes, by rename. */
+      ok = apply_unsynced(path, NULL, 0, manifest, new_mlen, &err);
+      if (!ok) diag_error(d, (SrcSpan){0}, "cannot update the checksums of '%s': %s", path, err);
+      free(manifest);
+    }
   }
-  cJSON_Delete(h);
-  if (ok && !count) {
-    diag_error(d, (SrcSpan){0}, "%s: the file holds no tensors", file);
-    ok = false;
-  }
+  if (ok && nchanged) *nchanged = changed;
+  free(targets);
+  if (image) munmap(image, size);
+  if (fd >= 0) close(fd);
+  free(mtext);
+  package_free(&pkg);
+  close(lock);
   return ok;
-}
-
-bool patch_set_add_npy(PatchSet *s, const char *name, const char *file, Diag *d) {
-  const uint8_t *data;
-  size_t len;
-  if (!map_input(s, file, &data, &len, d)) return false;
-  char err[512];
-  WeightInfo wi;
-  if (!weights_parse_npy(data, len, &wi, err, sizeof err)) {
-    diag_error(d, (SrcSpan){0}, "%s: %s", file, err);
-    return false;
-  }
-  add_tensor(s, name, file, &wi, data);
-  return true;
-}
-
-void patch_set_free(PatchSet *s) {
-  for (uint32_t i = 0; i < s->n; i++) {
-    free((void *)(uintptr_t)s->tensors[i].name); /* allocated by add_tensor */
-    free((void *)(uintptr_t)s->tensors[i].origin);
-  }
-  free(s->tensors);
-  for (uint32_t i = 0; i < s->nmaps; i++)
-    if (s->maps[i].len) munmap(s->maps[i].base, s->maps[i].len);
-  free(s->maps);
-  memset(s, 0, sizeof *s);
 }

@@ -209,3 +209,15 @@ bool orion_backend_update_weights(OrionBackend *b, OrionProgram *p, const OrionO
   if (changed) *changed = true;
   return true;
 }
+
+bool orion_backend_write_weights(OrionBackend *b, OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d) {
+  if (!orion_write_weights(p, v, n, d)) return false;
+  bool ok = true;
+  for (OrionExec *e = b->execs; e; e = e->next)
+    if (e->prog == p && !b->vt->weights_changed(e->impl, d)) {
+      diag_note(d, (SrcSpan){0}, "the %s backend could not take up the new weights of '%s'", b->vt->name,
+                orion_function_name(p, e->fn));
+      ok = false;
+    }
+  return ok;
+}

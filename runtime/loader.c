@@ -9,8 +9,10 @@
  * BLOBFILE literal is resolved under the model directory with its path
  * confined there (`@model_path/` prefix, no `..`, no absolute or empty
  * components, no symlink leading out: opened through the directory's
- * descriptor, orion/pkg_paths.h), its weight file mapped read-only once,
- * and its record checked by the blob reader against the declared type.
+ * descriptor, orion/pkg_paths.h), its weight file mapped read-only once
+ * (privately writable with OrionOpenOptions.writable_weights, for
+ * orion_write_weights), and its record checked by the blob reader against
+ * the declared type.
  *
  * The loader reports every problem it finds before failing, so one run shows
  * all of a broken package's faults.
@@ -53,6 +55,9 @@ typedef struct Mapping {
    * to the new one (orion_release_retired_weights) or the reload is undone. */
   const uint8_t *retired;
   const uint8_t *fresh; /* during a reload: the new mapping, not yet committed */
+  /* Writable programs: the bytes orion_write_weights changed since they were
+   * last written back to the file, [dirty_lo, dirty_hi) (empty if equal). */
+  size_t dirty_lo, dirty_hi;
 } Mapping;
 
 typedef struct LoadedFunc {
@@ -76,6 +81,8 @@ struct OrionProgram {
   uint32_t nmaps, mapcap;
   Arena arena; /* copied names, I/O arrays */
   bool is_package;
+  bool writable;        /* weight files mapped shared and writable (OrionOpenOptions.writable_weights) */
+  bool weights_written; /* orion_write_weights changed the files since the manifest was last made to match */
   uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
   char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
   Package manifest;      /* as verified at open or at the last reload (packages) */
@@ -100,6 +107,14 @@ static void lerr(Loader *L, SrcSpan at, const char *fmt, ...) {
   diag_vreport(L->d, DIAG_ERROR, at, fmt, ap);
   va_end(ap);
   L->failed = true;
+}
+
+/* A weight file's mapping: private, read-only or (writable programs)
+ * writable. Private even then: the pages orion_write_weights changes become
+ * the process's own, so a training step costs no file I/O and no writeback;
+ * orion_program_write_back puts them into the file when asked. */
+static void *map_weights(const OrionProgram *p, int fd, size_t len) {
+  return mmap(NULL, len, p->writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
 }
 
 /* ---- types ---------------------------------------------------------------- */
@@ -217,7 +232,7 @@ static Mapping *weight_file(Loader *L, SrcSpan at, const char *path) {
   size_t len = (size_t)st.st_size;
   /* mmap refuses length 0; an empty file is left to the header check. */
   if (len > 0) {
-    void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *addr = map_weights(p, fd, len);
     if (addr == MAP_FAILED) {
       lerr(L, at, "BLOBFILE path '%s': cannot map '%s': %s", path, full.data, strerror(errno));
       close(fd);
@@ -533,6 +548,7 @@ OrionProgram *orion_open(const char *path, const OrionOpenOptions *opt, Diag *d)
   OrionProgram *p = xcalloc(1, sizeof *p);
   arena_init(&p->arena);
   p->path = xstrdup(path);
+  p->writable = opt->writable_weights;
   p->root = realpath(path, NULL);
   if (!p->root) {
     diag_error(d, (SrcSpan){0}, "cannot open '%s': %s", path, strerror(errno));
@@ -601,6 +617,69 @@ const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn) {
   ice("orion: function %u has no MIL program", fn);
 }
 
+void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i) {
+  const LoadedFunc *lf = func_at(p, fn);
+  /* The loader's own mapping: writable when the program was opened so. */
+  return p->writable && i < lf->nweights ? (void *)(uintptr_t)lf->weights[i].data : NULL;
+}
+
+void orion_program_note_weight_written(OrionProgram *p, const void *data, size_t len) {
+  const uint8_t *at = data;
+  for (uint32_t i = 0; i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (at < m->base || at >= m->base + m->len) continue;
+    size_t lo = (size_t)(at - m->base), hi = lo + len;
+    if (m->dirty_lo == m->dirty_hi) m->dirty_lo = lo, m->dirty_hi = hi;
+    if (lo < m->dirty_lo) m->dirty_lo = lo;
+    if (hi > m->dirty_hi) m->dirty_hi = hi;
+  }
+  p->weights_written = true;
+}
+
+bool orion_program_write_back(OrionProgram *p, Diag *d) {
+  PkgDir dir;
+  const char *err;
+  if (!pkg_dir_open(&dir, p->root, &err)) {
+    diag_error(d, (SrcSpan){0}, "cannot write the weights of '%s': %s", p->path, err);
+    return false;
+  }
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < p->nmaps; i++) {
+    Mapping *m = &p->maps[i];
+    if (m->dirty_lo == m->dirty_hi) continue;
+    bool outside;
+    char why[4096 + 128];
+    int fd = pkg_open_file(&dir, m->rel, O_WRONLY, &outside, why, sizeof why);
+    const char *fail = fd < 0 ? why : NULL;
+    for (size_t at = m->dirty_lo; !fail && at < m->dirty_hi;) {
+      ssize_t w = pwrite(fd, m->base + at, m->dirty_hi - at, (off_t)at);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail = w < 0 ? strerror(errno) : "nothing written";
+      else at += (size_t)w;
+    }
+    if (fd >= 0 && close(fd) != 0 && !fail) fail = strerror(errno);
+    if (fail) {
+      diag_error(d, (SrcSpan){0}, "cannot write the weights into '%s': %s", m->real, fail);
+      ok = false;
+    } else {
+      m->dirty_lo = m->dirty_hi = 0;
+    }
+  }
+  pkg_dir_close(&dir);
+  return ok;
+}
+bool orion_program_weights_written(const OrionProgram *p) { return p->weights_written; }
+
+void orion_program_weights_committed(OrionProgram *p, Package *manifest) {
+  if (p->is_package) {
+    package_free(&p->manifest);
+    p->manifest = *manifest;
+    p->generation = manifest->weights_generation;
+    memset(manifest, 0, sizeof *manifest);
+  }
+  p->weights_written = false;
+}
+
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len) {
   StrBuf full;
   sb_init(&full);
@@ -666,7 +745,7 @@ static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
                m->real, m->len, (long long)st.st_size);
     return false;
   }
-  void *addr = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *addr = map_weights(p, fd, m->len);
   close(fd);
   if (addr == MAP_FAILED) {
     diag_error(d, (SrcSpan){0}, "cannot reload '%s': %s", m->real, strerror(errno));

@@ -16,4 +16,15 @@ const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn);
  * directory, if the loader mapped it; NULL otherwise. */
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len);
 
+/* For orion_write_weights (runtime/weight_write.c): the data of weight i of
+ * fn, writable, or NULL when the program was not opened writable_weights. */
+void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i);
+/* Records that [data, data + len) of a weight file's mapping was written. */
+void orion_program_note_weight_written(OrionProgram *p, const void *data, size_t len);
+/* Writes the written bytes of each weight file's mapping into the file (not synced). */
+bool orion_program_write_back(OrionProgram *p, Diag *d);
+bool orion_program_weights_written(const OrionProgram *p);
+/* After the manifest was made to match: it becomes the program's (taken
+ * from *manifest, which is left empty), with its generation. */
+void orion_program_weights_committed(OrionProgram *p, Package *manifest);
 #endif

@@ -13,6 +13,7 @@
 #include "orion/fp16.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include <string.h>
 
@@ -141,7 +142,34 @@ uint16_t bf16_from_float(float f) {
   return (uint16_t)(u >> 16);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* F16C's conversion with round-to-nearest-even given in the instruction
+ * (not MXCSR's mode) is IEEE's, as float_to_fp16_fast: the same bits for
+ * every finite value, infinity and NaN (quieted, payload truncated, sign
+ * kept). Eight at a time; the tail by the scalar path. Unaligned loads and
+ * stores: the callers' buffers are any float and uint16_t arrays. */
+__attribute__((target("avx,f16c"))) static void fp16_from_float_f16c(uint16_t *dst, const float *src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
+  }
+  for (; i < n; i++) dst[i] = float_to_fp16_fast(src[i]);
+}
+
+/* libgcc reads cpuid once at start-up; this only reads its result. */
+static bool have_f16c(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
+#endif
+
 void fp16_from_float_array(uint16_t *dst, const float *src, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_f16c()) {
+    fp16_from_float_f16c(dst, src, n);
+    return;
+  }
+#endif
   for (size_t i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
 }
 

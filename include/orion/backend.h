@@ -163,6 +163,17 @@ void orion_exec_release(OrionExec *e);
 bool orion_backend_update_weights(OrionBackend *b, OrionProgram *p, const OrionOpenOptions *opt, bool *changed,
                                   Diag *d);
 
+/* Writes new fp32 values into the weights of program p (opened with
+ * writable_weights) and tells every function of p prepared on b, as one
+ * call: orion_write_weights (every value checked first: nothing is written
+ * unless all are finite and fit the weight's dtype; then converted into the
+ * program's weight data), then each prepared function's weights_changed.
+ * No file is remapped, no manifest read, no checksum computed: a training
+ * step's update. orion_commit_weights makes the package verify again. A
+ * backend that fails to take the values up leaves that function unusable
+ * (the old values are gone): the error says so. */
+bool orion_backend_write_weights(OrionBackend *b, OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d);
+
 /* Bytes of one element of a dtype at the boundary (fp16, fp32, int32,
  * bool); 0 otherwise. */
 size_t orion_tensor_dtype_size(MilDType t);

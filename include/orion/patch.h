@@ -49,6 +49,14 @@ typedef struct PatchOptions {
  * Finishes an interrupted earlier patch first. Nothing is written on error. */
 bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d);
 
+/* For a package whose weight file its owner changed in place (a training
+ * run's working copy, written back by orion_commit_weights): every blob's checksum is computed again and, if any
+ * differs from the manifest's, the manifest is replaced (by rename) with the
+ * new checksums and the next WeightsGeneration. Nothing is synced (as
+ * PatchOptions.unsynced) and the data is not checked: the writer guarded it.
+ * *nchanged (may be NULL) gets the number of blobs whose checksum changed. */
+bool package_refresh_checksums(const char *path, uint32_t *nchanged, Diag *d);
+
 /* Completes a patch that was interrupted after it committed (rolls it
  * forward), or removes the leftovers of one that had not. *did_recover (may
  * be NULL) tells whether a committed patch was completed. */

@@ -39,6 +39,10 @@ typedef struct OrionOpenOptions {
    * before loading. Ignored for bare directories, which have none. */
   bool verify_checksums;
   OrionReloadStrategy reload; /* what orion_reload_weights does (AUTO by default) */
+  /* Map the weight files writable (privately: the file changes only at
+   * orion_commit_weights), so that orion_write_weights can store new values
+   * into them (a training run's working copy). */
+  bool writable_weights;
 } OrionOpenOptions;
 
 /* The defaults orion_open() uses when given NULL options. */
@@ -134,6 +138,32 @@ void orion_release_retired_weights(OrionProgram *p);
 /* Puts back the weights (and the manifest) the last reload replaced, if
  * they are still held; false when there is nothing to undo. */
 bool orion_reload_weights_undo(OrionProgram *p);
+
+/* ---- weights written in place ----
+ *
+ * For a program opened with writable_weights: new fp32 values converted
+ * straight into the program's weight data (its mapping of the weight file,
+ * which every function naming the same blob reads), with no file written,
+ * no manifest read and no checksum computed, as a training step needs. The
+ * backend is then told (orion_backend_write_weights in orion/backend.h does
+ * both). The package on disk keeps its old weights until
+ * orion_commit_weights. */
+typedef struct OrionWeightValues {
+  uint32_t fn, weight;  /* orion_weight(p, fn, weight): an fp16 or fp32 weight */
+  const float *values;  /* as many as the weight has elements */
+  const char *label;    /* for messages (NULL: the weight's MIL name) */
+} OrionWeightValues;
+
+/* Checks every value first (finite; for fp16 weights, within fp16's range,
+ * |x| < 65520) and writes nothing unless all pass; then converts each set
+ * (fp16: round to nearest even, vectorised) into its weight's data. Fails
+ * for a program not opened with writable_weights. */
+bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d);
+/* Puts what orion_write_weights wrote into the weight file (not synced)
+ * and makes the manifest match (the changed blobs' checksums, the next
+ * generation: package_refresh_checksums), so that the package verifies with
+ * the new weights; nothing to do when nothing was written. */
+bool orion_commit_weights(OrionProgram *p, Diag *d);
 
 /* ---- resident programs ----
  *

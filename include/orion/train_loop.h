@@ -5,9 +5,11 @@
  * optimizer step: batches from the token data feeder, the forward, the
  * backward with the current loss scale, accumulation, unscaling and the
  * finiteness check (a non-finite step is skipped and counted), clipping, the
- * optimizer on fp32 master weights, the checked conversion to the program's
- * weight dtype, and the weights written into the working copy's weight file
- * and taken up through orion_backend_update_weights: no compile. Checkpoints,
+ * optimizer on fp32 master weights, and the masters checked and converted
+ * straight into the program's weight data (orion_backend_write_weights): no
+ * compile, no file written; at checkpoints and at the end the working copy's
+ * weight file and manifest are brought up to date (orion_commit_weights), so
+ * the working copy verifies. Checkpoints,
  * the JSONL log, evaluation and the export are the training runtime's
  * (train_checkpoint.h, train_log.h). docs/training.md, "orion-run train".
  */
@@ -67,7 +69,7 @@ typedef struct OrionTrainReport {
   uint64_t steps_run;      /* optimizer steps of this run */
   uint64_t skipped;        /* steps skipped for non-finite gradients (with the resumed run's) */
   uint64_t compiles;       /* programs compiled after the start: always 0 */
-  uint64_t weight_updates; /* orion_backend_update_weights calls that changed weights */
+  uint64_t weight_updates; /* steps that wrote the weights (orion_backend_write_weights) */
   uint64_t tokens;         /* training tokens processed */
   double forward_ms, backward_ms, optimizer_ms, update_ms, total_ms; /* sums over the steps */
   double last_loss;

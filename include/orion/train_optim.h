@@ -124,6 +124,8 @@ void train_grads_mean(TrainParam *params, size_t n, uint32_t accum);
  * Returns the norm before clipping. max_norm <= 0 only measures. */
 double train_grads_global_norm(const TrainParam *params, size_t n);
 double train_grads_clip(TrainParam *params, size_t n, double max_norm);
+/* train_grads_clip with the norm already measured (train_grads_unscale_norm). */
+double train_grads_clip_measured(TrainParam *params, size_t n, double max_norm, double norm);
 
 /* ---- optimizers (runtime/train/optim.c) --------------------------------- */
 
@@ -210,6 +212,10 @@ bool train_loss_scaler_init(TrainLossScaler *s, const TrainLossScaleConfig *cfg,
 /* Unscales every gradient (grad *= 1 / scale in fp32) and looks for
  * non-finite values in the same pass. Returns true when all are finite. */
 bool train_grads_unscale(TrainParam *params, size_t n, float scale);
+/* The same pass measuring the global norm of the unscaled gradients too
+ * (train_grads_global_norm's value; *norm may be NULL): one read of every
+ * gradient instead of two. */
+bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double *norm);
 
 /* After a step: found_nonfinite halves (backoff) the scale, resets the
  * tracker and counts a skipped step; otherwise growth_interval finite steps

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "loop_internal.h"
-#include "orion/patch.h"
 #include "orion/train_checkpoint.h"
 
 void orion_train_options_init(OrionTrainOptions *o) {
@@ -33,41 +32,21 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* The masters, converted with the guard (fp16) or checked finite (fp32),
- * into the working copy's weight file in place, then taken up by the backend
- * (remapped, no compile). Nothing is written unless every value fits. */
+/* The masters, checked (finite; within fp16's range for fp16 weights) and
+ * converted straight into the working copy's mapped weight data, then taken
+ * up by the backend: no compile, no manifest, no checksum (the working copy
+ * is made to verify at checkpoints and at the end, commit_weights). Nothing
+ * is written unless every value fits. */
 static bool write_weights(Loop *L, OrionTrainReport *r, Diag *d) {
   if (L->lora) return loop_lora_write(L, d); /* the adapters are inputs: no weight changes */
-  PatchTensor *pt = xcalloc(L->nparams, sizeof *pt);
-  bool ok = true;
-  for (uint32_t k = 0; ok && k < L->nparams; k++) {
-    TrainParam *p = &L->params[k];
-    ParamInfo *pi = &L->pinfo[k];
-    if (pi->dtype == ORION_DT_FP16) {
-      ok = train_fp16_convert_checked(p->name, p->value, p->count, pi->staged, NULL, d);
-    } else {
-      for (size_t i = 0; ok && i < p->count; i++)
-        if (!isfinite(p->value[i])) {
-          diag_error(d, (SrcSpan){0}, "param '%s': element %zu is %g; the weights were not written", p->name, i,
-                     (double)p->value[i]);
-          ok = false;
-        }
-      if (ok) memcpy(pi->staged, p->value, p->count * sizeof(float));
-    }
-    pt[k] = (PatchTensor){.name = p->name, .origin = "the training step", .dtype = pi->dtype, .rank = p->rank,
-                          .data = pi->staged, .nbytes = p->count * orion_dtype_size(pi->dtype)};
-    memcpy(pt[k].dims, p->dims, sizeof p->dims);
-  }
-  PatchOptions po = {.unsynced = true};
-  ok = ok && package_patch(L->work, pt, L->nparams, &po, d);
-  free(pt);
-  if (!ok) return false;
-  OrionOpenOptions oo = {.verify_checksums = false, .reload = ORION_RELOAD_AUTO};
-  bool changed = false;
-  if (!orion_backend_update_weights(L->backend, L->prog, &oo, &changed, d)) return false;
-  if (changed) r->weight_updates++;
+  if (!orion_backend_write_weights(L->backend, L->prog, L->writes, L->nparams, d)) return false;
+  if (L->nparams) r->weight_updates++;
   return true;
 }
+
+/* The working copy verifies again: the written blobs' checksums and a new
+ * generation in its manifest. */
+static bool commit_weights(Loop *L, Diag *d) { return orion_commit_weights(L->prog, d); }
 
 static bool run_forward(Loop *L, double *loss, Diag *d) {
   if (!orion_exec_run(L->fwd_exec, L->fwd_in, L->fwd_out, d)) return false;
@@ -203,10 +182,10 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   }
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);
-  bool finite = train_grads_unscale(L->params, L->nparams, scale);
   double norm = 0;
+  bool finite = train_grads_unscale_norm(L->params, L->nparams, scale, &norm);
   if (finite) {
-    norm = train_grads_clip(L->params, L->nparams, o->clip_grad);
+    norm = train_grads_clip_measured(L->params, L->nparams, o->clip_grad, norm);
     train_optimizer_step(L->opt, L->params, L->nparams, lr);
   }
   if (scaled) train_loss_scaler_update(&L->scaler, !finite);
@@ -294,7 +273,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
     if (ok && log) ok = orion_train_log_write(log, &st.log, d);
     if (ok && o->on_step) o->on_step(o->ctx, &st.log, o->steps);
     bool ckpt_now = o->checkpoint_dir && ((o->checkpoint_every && s % o->checkpoint_every == 0) || s == last);
-    if (ok && ckpt_now) ok = save_checkpoint(&L, o, s, d);
+    if (ok && ckpt_now) ok = save_checkpoint(&L, o, s, d) && commit_weights(&L, d);
   }
   if (ok && o->export_path) {
     OrionCkptTensor *t = xcalloc(L.nparams, sizeof *t);
@@ -306,6 +285,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
     free(t);
   }
   if (ok && o->export_adapter) ok = loop_lora_export(&L, o->export_adapter, d);
+  if (ok) ok = commit_weights(&L, d);
   r->skipped = L.scaler.skipped;
   r->loss_scale = o->numerics == ORION_NUMERICS_ANE ? L.scaler.scale : 1.0f;
   if (log && !orion_train_log_close(log, d)) ok = false;

@@ -10,7 +10,6 @@
 
 typedef struct ParamInfo {
   OrionDType dtype; /* of the program's weight: fp16 or fp32 */
-  void *staged;     /* the converted values written into the weight file */
   const OrionTensor *grad; /* the backward output (or joined output group) holding its gradient */
   uint32_t input;          /* --lora: the forward input the adapter is bound as */
 } ParamInfo;
@@ -52,6 +51,7 @@ typedef struct Loop {
   float scale_value;
   TrainParam *params; /* the trained tensors: params, or with --lora the adapter inputs */
   ParamInfo *pinfo;
+  OrionWeightValues *writes; /* per param: its forward weight, written from its master each step */
   uint32_t nparams;
   bool lora;            /* the contract's Adapters train, bound as inputs (runtime/train/lora.c) */
   char **adapter_names; /* --lora: params[k].name, owned */

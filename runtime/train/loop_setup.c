@@ -225,6 +225,24 @@ static const PkgTensor *manifest_weight(const PkgFunction *f, const char *name) 
   return NULL;
 }
 
+/* Each step writes a param's values into its blob: a blob that another
+ * weight of the forward reads too (weights compiled from one source tensor
+ * are stored once) would change that weight as well. */
+static bool params_own_their_storage(const Loop *L, Diag *d) {
+  for (uint32_t k = 0; k < L->nparams; k++) {
+    const OrionWeight *mine = orion_weight(L->prog, L->fwd, L->writes[k].weight);
+    for (uint32_t i = 0; i < orion_weight_count(L->prog, L->fwd); i++) {
+      const OrionWeight *w = orion_weight(L->prog, L->fwd, i);
+      if (i == L->writes[k].weight || w->data != mine->data) continue;
+      diag_error(d, (SrcSpan){0}, "the trainable param '%s' shares its storage with the weight '%s' (they were "
+                 "compiled from one source tensor), so training it would change both; compile with --no-dedup",
+                 L->params[k].name, w->name);
+      return false;
+    }
+  }
+  return true;
+}
+
 /* The fp32 masters start as the package's weights (widened exactly). */
 static bool init_params(Loop *L, Diag *d) {
   const PkgTraining *t = L->contract;
@@ -232,6 +250,7 @@ static bool init_params(Loop *L, Diag *d) {
   L->nparams = t->nparams;
   L->params = xcalloc(t->nparams, sizeof *L->params);
   L->pinfo = xcalloc(t->nparams, sizeof *L->pinfo);
+  L->writes = xcalloc(t->nparams, sizeof *L->writes);
   for (uint32_t k = 0; k < t->nparams; k++) {
     const PkgTensor *w = manifest_weight(f, t->params[k]);
     if (!w || (w->dtype != ORION_DT_FP16 && w->dtype != ORION_DT_FP32)) {
@@ -239,8 +258,12 @@ static bool init_params(Loop *L, Diag *d) {
       return false;
     }
     const OrionWeight *ow = NULL;
-    for (uint32_t i = 0; i < orion_weight_count(L->prog, L->fwd) && !ow; i++)
-      if (!strcmp(orion_weight(L->prog, L->fwd, i)->name, w->mil_name)) ow = orion_weight(L->prog, L->fwd, i);
+    uint32_t wi = 0;
+    for (; wi < orion_weight_count(L->prog, L->fwd); wi++)
+      if (!strcmp(orion_weight(L->prog, L->fwd, wi)->name, w->mil_name)) {
+        ow = orion_weight(L->prog, L->fwd, wi);
+        break;
+      }
     if (!ow) {
       diag_error(d, (SrcSpan){0}, "the trainable param '%s' (MIL '%s') has no BLOBFILE weight in the forward program",
                  t->params[k], w->mil_name);
@@ -255,7 +278,7 @@ static bool init_params(Loop *L, Diag *d) {
     p->value = xcalloc(p->count ? p->count : 1, sizeof(float));
     p->grad = xcalloc(p->count ? p->count : 1, sizeof(float));
     pi->dtype = w->dtype;
-    pi->staged = xcalloc(p->count ? p->count : 1, orion_dtype_size(w->dtype));
+    L->writes[k] = (OrionWeightValues){.fn = L->fwd, .weight = wi, .values = p->value, .label = p->name};
     weights_convert_floats(ow->data, w->dtype, p->count, ORION_DT_FP32, p->value);
     for (uint32_t g = 0; g < t->ngradients; g++)
       if (!strcmp(t->gradients[g].param, p->name)) {
@@ -264,7 +287,7 @@ static bool init_params(Loop *L, Diag *d) {
         if (!pi->grad) ice("the contract was checked against the manifest");
       }
   }
-  return true;
+  return params_own_their_storage(L, d);
 }
 
 bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
@@ -298,6 +321,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   orion_train_package_id(&L->pkg, L->package_id);
   if (!loop_copy_package(&L->pkg, o->work_dir, &L->work, d)) return false;
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true; /* the working copy: each step's weights are written into its mapping */
   L->prog = orion_open(L->work, &oo, d);
   if (!L->prog) return false;
   L->fwd = orion_function_find(L->prog, L->contract->forward);
@@ -339,13 +363,13 @@ void loop_teardown(Loop *L) {
   for (uint32_t k = 0; k < L->nparams; k++) {
     free(L->params[k].value);
     free(L->params[k].grad);
-    free(L->pinfo[k].staged);
   }
   free(L->params);
   free(L->pinfo);
   for (uint32_t k = 0; L->adapter_names && k < L->nparams; k++) free(L->adapter_names[k]);
   free(L->adapter_names);
   free(L->rows);
+  free(L->writes);
   train_data_free(L->data);
   train_data_free(L->eval);
   train_optimizer_free(L->opt);

@@ -37,22 +37,7 @@ bool train_loss_scaler_init(TrainLossScaler *s, const TrainLossScaleConfig *cfg,
 }
 
 bool train_grads_unscale(TrainParam *params, size_t n, float scale) {
-  /* GradScaler multiplies by the fp32 reciprocal (exact for the powers of
-   * two the defaults produce). */
-  float inv = (float)(1.0 / (double)scale);
-  bool finite = true;
-  for (size_t i = 0; i < n; i++) {
-    float *g = params[i].grad;
-    /* A sum of inf - inf or nan stays non-finite, so one flag per tensor
-     * suffices and the loop stays branch-free for the vectorizer. */
-    float probe = 0.0f;
-    for (size_t e = 0; e < params[i].count; e++) {
-      g[e] *= inv;
-      probe += g[e] * 0.0f;
-    }
-    if (probe != 0.0f) finite = false; /* 0 * inf and 0 * nan are nan */
-  }
-  return finite;
+  return train_grads_unscale_norm(params, n, scale, NULL);
 }
 
 void train_loss_scaler_update(TrainLossScaler *s, bool found_nonfinite) {

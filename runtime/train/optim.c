@@ -12,8 +12,12 @@
 #include "orion/train_optim.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "optim_kernels.h"
+#include "orion/parallel.h"
 
 struct TrainOptimizer {
   TrainOptimizerConfig cfg;
@@ -49,22 +53,88 @@ void train_grads_mean(TrainParam *params, size_t n, uint32_t accum) {
   }
 }
 
-double train_grads_global_norm(const TrainParam *params, size_t n) {
+/* Work items: each param cut into TRAIN_CHUNK-element pieces, in order. */
+typedef struct Chunks {
+  TrainParam *params;
+  size_t *first; /* per param, its first item; first[n] is the number of items */
+  size_t n;
+} Chunks;
+
+static Chunks chunks_of(TrainParam *params, size_t n) {
+  Chunks c = {.params = params, .first = xcalloc(n + 1, sizeof *c.first), .n = n};
+  for (size_t i = 0; i < n; i++) c.first[i + 1] = c.first[i] + (params[i].count + TRAIN_CHUNK - 1) / TRAIN_CHUNK;
+  return c;
+}
+
+/* The param of item `item` and the piece's start and length. */
+static TrainParam *chunk_at(const Chunks *c, size_t item, size_t *at, size_t *len) {
+  size_t lo = 0, hi = c->n;
+  while (hi - lo > 1) { /* the last param whose first item is <= item */
+    size_t mid = (lo + hi) / 2;
+    if (c->first[mid] <= item) lo = mid;
+    else hi = mid;
+  }
+  while (c->first[lo + 1] <= item) lo++; /* past params of no elements */
+  TrainParam *p = &c->params[lo];
+  *at = (item - c->first[lo]) * TRAIN_CHUNK;
+  *len = p->count - *at < TRAIN_CHUNK ? p->count - *at : TRAIN_CHUNK;
+  return p;
+}
+
+typedef struct UnscaleJob {
+  Chunks c;
+  float inv;
+  double *sq;
+  bool *finite;
+} UnscaleJob;
+
+static void unscale_item(void *ctx, size_t item) {
+  UnscaleJob *j = ctx;
+  size_t at, len;
+  TrainParam *p = chunk_at(&j->c, item, &at, &len);
+  train_kernel_unscale_sq(p->grad + at, len, j->inv, &j->sq[item], &j->finite[item]);
+}
+
+bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double *norm) {
+  /* GradScaler multiplies by the fp32 reciprocal (exact for the powers of
+   * two the defaults produce). */
+  UnscaleJob j = {.c = chunks_of(params, n), .inv = (float)(1.0 / (double)scale)};
+  size_t items = j.c.first[n];
+  j.sq = xcalloc(items + 1, sizeof *j.sq);
+  j.finite = xcalloc(items + 1, sizeof *j.finite);
+  parallel_for_two(items, unscale_item, &j);
+  bool finite = true;
   double total = 0;
   for (size_t i = 0; i < n; i++) {
     double sq = 0;
-    const float *g = params[i].grad;
-    for (size_t e = 0; e < params[i].count; e++) sq += (double)g[e] * (double)g[e];
+    for (size_t k = j.c.first[i]; k < j.c.first[i + 1]; k++) {
+      sq += j.sq[k];
+      finite = finite && j.finite[k];
+    }
     /* clip_grad_norm_ takes each tensor's norm as an fp32 value, then the
      * norm of those. */
-    double norm = (double)(float)sqrt(sq);
-    total += norm * norm;
+    double tn = (double)(float)sqrt(sq);
+    total += tn * tn;
   }
-  return sqrt(total);
+  if (norm) *norm = sqrt(total);
+  free(j.sq);
+  free(j.finite);
+  free(j.c.first);
+  return finite;
+}
+
+double train_grads_global_norm(const TrainParam *params, size_t n) {
+  double norm;
+  /* With inv 1 the pass only reads the gradients. */
+  train_grads_unscale_norm((TrainParam *)(uintptr_t)params, n, 1.0f, &norm);
+  return norm;
 }
 
 double train_grads_clip(TrainParam *params, size_t n, double max_norm) {
-  double norm = train_grads_global_norm(params, n);
+  return train_grads_clip_measured(params, n, max_norm, train_grads_global_norm(params, n));
+}
+
+double train_grads_clip_measured(TrainParam *params, size_t n, double max_norm, double norm) {
   if (max_norm <= 0) return norm;
   /* PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on an fp32 tensor,
    * which Python evaluates as reciprocal(total_norm + 1e-6) * max_norm, then
@@ -131,24 +201,42 @@ void train_optimizer_free(TrainOptimizer *opt) {
 
 /* torch.optim.AdamW (_single_tensor_adamw):
  *   p *= 1 - lr*wd;  m = m*b1 + (1-b1)*g;  v = v*b2 + (1-b2)*g*g;
- *   p += (-lr/bc1 * m) / (sqrt(v)/sqrt(bc2) + eps),  bc_i = 1 - b_i^t. */
-static void adamw_param(const TrainOptimizerConfig *c, TrainParam *p, float *m, float *v, double lr, double bc1,
-                        double bc2_sqrt) {
-  float decay = (float)(1.0 - lr * (train_param_decays(p) ? c->weight_decay : 0.0));
-  float b1 = (float)c->beta1, one_minus_b1 = (float)(1.0 - c->beta1);
-  float b2 = (float)c->beta2, one_minus_b2 = (float)(1.0 - c->beta2);
-  float neg_step = (float)-(lr / bc1), bc2s = (float)bc2_sqrt, eps = (float)c->eps;
-  float *w = p->value;
-  const float *g = p->grad;
-  for (size_t e = 0; e < p->count; e++) {
-    float pe = w[e] * decay;
-    float me = m[e] * b1 + one_minus_b1 * g[e];
-    float ve = v[e] * b2 + one_minus_b2 * g[e] * g[e];
-    float denom = sqrtf(ve) / bc2s + eps;
-    m[e] = me;
-    v[e] = ve;
-    w[e] = pe + (neg_step * me) / denom;
-  }
+ *   p += (-lr/bc1 * m) / (sqrt(v)/sqrt(bc2) + eps),  bc_i = 1 - b_i^t.
+ * The scalars of one param, rounded to fp32 as PyTorch passes them. */
+static AdamwScalars adamw_scalars(const TrainOptimizerConfig *c, const TrainParam *p, double lr, double bc1,
+                                  double bc2_sqrt) {
+  return (AdamwScalars){.decay = (float)(1.0 - lr * (train_param_decays(p) ? c->weight_decay : 0.0)),
+                        .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1), .b2 = (float)c->beta2,
+                        .one_minus_b2 = (float)(1.0 - c->beta2), .neg_step = (float)-(lr / bc1),
+                        .bc2_sqrt = (float)bc2_sqrt, .eps = (float)c->eps};
+}
+
+typedef struct AdamwJob {
+  Chunks c;
+  TrainOptimizer *opt;
+  AdamwScalars *scalars; /* per param */
+} AdamwJob;
+
+static void adamw_item(void *ctx, size_t item) {
+  AdamwJob *j = ctx;
+  size_t at, len;
+  TrainParam *p = chunk_at(&j->c, item, &at, &len);
+  size_t i = (size_t)(p - j->c.params);
+  train_kernel_adamw(p->value + at, j->opt->state[i * 2] + at, j->opt->state[i * 2 + 1] + at, p->grad + at, len,
+                     &j->scalars[i]);
+}
+
+/* One pass over every param's four arrays, in chunks over up to two threads
+ * (each element's arithmetic is the same whoever does it). */
+static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr) {
+  const TrainOptimizerConfig *c = &opt->cfg;
+  double t = (double)opt->steps;
+  double bc1 = 1.0 - pow(c->beta1, t), bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));
+  AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars)};
+  for (size_t i = 0; i < n; i++) j.scalars[i] = adamw_scalars(c, &params[i], lr, bc1, bc2_sqrt);
+  parallel_for_two(j.c.first[n], adamw_item, &j);
+  free(j.scalars);
+  free(j.c.first);
 }
 
 /* torch.optim.SGD (_single_tensor_sgd): g += wd*p; buf = g on the first step,
@@ -174,10 +262,7 @@ void train_optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, dou
   opt->steps++;
   const TrainOptimizerConfig *c = &opt->cfg;
   if (c->kind == TRAIN_OPT_ADAMW) {
-    double t = (double)opt->steps;
-    double bc1 = 1.0 - pow(c->beta1, t), bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));
-    for (size_t i = 0; i < n && i < opt->nparams; i++)
-      adamw_param(c, &params[i], opt->state[i * 2], opt->state[i * 2 + 1], lr, bc1, bc2_sqrt);
+    adamw_step(opt, params, n < opt->nparams ? n : opt->nparams, lr);
   } else {
     for (size_t i = 0; i < n && i < opt->nparams; i++)
       sgd_param(c, &params[i], opt->slots ? opt->state[i] : NULL, !opt->has_state, lr);
