@@ -138,19 +138,19 @@ static PkgTraining *contract_of(IrModule *m, const AdContract *ac, const LoraLay
   t->params = xcalloc(ac->ngrads + 1, sizeof *t->params);
   for (uint32_t i = 0; i < ac->ngrads; i++) {
     const AdGradOutput *g = &ac->grads[i];
-    t->gradients[t->ngradients++] = (PkgTrainGradient){xstrdup(g->output), xstrdup(g->param), g->input};
+    t->gradients[t->ngradients++] = (PkgTrainGradient){.output = xstrdup(g->output), .param = xstrdup(g->param), .input = g->input};
     if (!g->input) t->params[t->nparams++] = xstrdup(g->param);
   }
   if (lora) {
     t->adapters = xcalloc(lora->n + 1, sizeof *t->adapters);
     for (uint32_t i = 0; i < lora->n; i++)
-      t->adapters[t->nadapters++] = (PkgTrainAdapter){xstrdup(lora->layers[i].module), lora->layers[i].rank,
-                                                      lora->layers[i].alpha};
+      t->adapters[t->nadapters++] = (PkgTrainAdapter){
+          .module = xstrdup(lora->layers[i].module), .rank = lora->layers[i].rank, .alpha = lora->layers[i].alpha};;
   }
   t->rows = xcalloc(ac->nrows + 1, sizeof *t->rows);
   for (uint32_t i = 0; i < ac->nrows; i++)
-    t->rows[t->nrows++] = (PkgTrainRows){xstrdup(ac->rows[i].output), xstrdup(ac->rows[i].param),
-                                         xstrdup(ac->rows[i].indices)};
+    t->rows[t->nrows++] = (PkgTrainRows){.output = xstrdup(ac->rows[i].output), .param = xstrdup(ac->rows[i].param),
+                                         .indices = xstrdup(ac->rows[i].indices)};
   return t;
 }
 

@@ -52,6 +52,14 @@ static uint32_t column_of(const Reader *r, xmlNodePtr at, long line) {
   return 0;
 }
 
+/* Where element `at` is, for the training contract's messages; 0, 0 when
+ * the manifest is not a file. */
+static PkgPos pos_of(const Reader *r, xmlNodePtr at) {
+  long line = at && r->where ? xmlGetLineNo(at) : -1;
+  if (line <= 0 || line > (long)UINT32_MAX) return (PkgPos){0};
+  return (PkgPos){(uint32_t)line, column_of(r, at, line)};
+}
+
 /* Reports the manifest's first problem, at element `at` (NULL: the whole
  * manifest): "PATH:LINE:COL: error: ..." for a file on disk. */
 static void fail(Reader *r, xmlNodePtr at, const char *fmt, ...) ORION_PRINTF(3, 4);
@@ -395,6 +403,7 @@ static void read_adapters(Reader *r, xmlNodePtr td, PkgTraining *t) {
       break;
     }
     PkgTrainAdapter *a = &t->adapters[t->nadapters++];
+    a->at = pos_of(r, c);
     a->module = get_string(r, c, "Module", "an adapter");
     a->rank = (uint32_t)get_uint(r, c, "Rank", "an adapter", 4096);
     if (r->ok && a->rank == 0) fail(r, c, "manifest: 'Rank' of the adapter '%s' must be at least 1", a->module);
@@ -412,6 +421,11 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
   }
   PkgTraining *t = xcalloc(1, sizeof *t);
   pkg->training = t;
+  t->at = pos_of(r, td);
+  t->forward_at = pos_of(r, plist_dict_get(td, "Forward"));
+  t->backward_at = pos_of(r, plist_dict_get(td, "Backward"));
+  t->loss_at = pos_of(r, plist_dict_get(td, "Loss"));
+  t->saved_bytes_at = pos_of(r, plist_dict_get(td, "SavedBytes"));
   t->forward = get_string(r, td, "Forward", "'Training'");
   t->backward = get_string(r, td, "Backward", "'Training'");
   t->loss = get_string(r, td, "Loss", "'Training'");
@@ -428,6 +442,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
       break;
     }
     PkgTrainInput *in = &t->inputs[t->ninputs++];
+    in->at = pos_of(r, c);
     in->input = get_string(r, c, "Input", "a backward input");
     char *from = get_string(r, c, "From", "a backward input");
     if (!strcmp(from, "output")) in->from = PKG_TRAIN_FROM_OUTPUT;
@@ -445,6 +460,7 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
       break;
     }
     PkgTrainGradient *g = &t->gradients[t->ngradients++];
+    g->at = pos_of(r, c);
     g->output = get_string(r, c, "Output", "a gradient");
     g->input = plist_dict_get(c, "Input") != NULL; /* a LoRA adapter's gradient names the input */
     g->param = get_string(r, c, g->input ? "Input" : "Param", "a gradient");
@@ -457,17 +473,20 @@ static void read_training(Reader *r, xmlNodePtr dict, Package *pkg) {
       break;
     }
     PkgTrainRows *g = &t->rows[t->nrows++];
+    g->at = pos_of(r, c);
     g->output = get_string(r, c, "Output", "a row gradient");
     g->param = get_string(r, c, "Param", "a row gradient");
     g->indices = get_string(r, c, "Indices", "a row gradient");
   }
   t->params = xcalloc(count_elems(params) + 1, sizeof *t->params);
+  t->params_at = xcalloc(count_elems(params) + 1, sizeof *t->params_at);
   for (xmlNodePtr c = plist_next_elem(params->children); c && r->ok; c = plist_next_elem(c->next)) {
     xmlChar *s = plist_is_elem(c, "string") ? xmlNodeGetContent(c) : NULL;
     if (!s) {
       fail(r, c, "manifest: entries of 'TrainableParams' must be <string>");
       break;
     }
+    t->params_at[t->nparams] = pos_of(r, c);
     t->params[t->nparams++] = xstrdup((const char *)s);
     xmlFree(s);
   }

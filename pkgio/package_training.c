@@ -3,6 +3,7 @@
  * checks that tie it to the functions' signatures, shared by the manifest
  * reader and, through it, by the compiler before it writes a package.
  */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,26 @@ const PkgFunction *package_function(const Package *pkg, const char *name) {
     if (!strcmp(pkg->functions[i].name, name)) return &pkg->functions[i];
   return NULL;
 }
+
+/* A refusal of the contract: at the entry's element of the manifest when it
+ * was read from a file ("PATH:LINE:COL: error: manifest: Training: ..."),
+ * else "WHERE: manifest: Training: ..." (a contract being written, or
+ * manifest text). */
+static void refuse(Diag *d, const char *where, PkgPos at, const char *fmt, ...) ORION_PRINTF(4, 5);
+static void refuse(Diag *d, const char *where, PkgPos at, const char *fmt, ...) {
+  StrBuf sb;
+  sb_init(&sb);
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(&sb, fmt, ap);
+  va_end(ap);
+  if (at.line) diag_report_line(d, DIAG_ERROR, where, at.line, at.col, "manifest: Training: %s", sb.data);
+  else diag_error(d, (SrcSpan){0}, "%s: manifest: Training: %s", where, sb.data);
+  sb_free(&sb);
+}
+
+/* A trainable param's position (params_at is only there when read from a file). */
+#define PARAM_AT(t, p) ((t)->params_at ? (t)->params_at[p] : (PkgPos){0})
 
 static const PkgTensor *find(const PkgTensor *t, uint32_t n, const char *name) {
   for (uint32_t i = 0; i < n; i++)
@@ -67,10 +88,10 @@ static const PkgTensor *output_or_group(const PkgFunction *f, const char *name, 
   return NULL;
 }
 
-static bool group_refused(const PkgFunction *f, const char *name, const char *where, Diag *d) {
+static bool group_refused(const PkgFunction *f, const char *name, PkgPos at, const char *where, Diag *d) {
   const PkgGroup *g = package_output_group(f, name);
-  diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the output group '%s' of the function '%s' has parts that do "
-             "not join along axis %u", where, name, f->name, g->axis);
+  refuse(d, where, at, "the output group '%s' of the function '%s' has parts that do "
+             "not join along axis %u", name, f->name, g->axis);
   return false;
 }
 
@@ -88,21 +109,21 @@ static bool check_inputs(const PkgFunction *fwd, const PkgFunction *bwd, const P
     const PkgTrainInput *in = &t->inputs[i];
     const PkgTensor *to = find(bwd->inputs, bwd->ninputs, in->input);
     if (!to) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: '%s' is not an input of the backward function '%s'", where,
+      refuse(d, where, in->at, "'%s' is not an input of the backward function '%s'",
                  in->input, bwd->name);
       return false;
     }
     for (uint32_t k = 0; k < i; k++)
       if (!strcmp(t->inputs[k].input, in->input)) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' has two sources", where, in->input);
+        refuse(d, where, in->at, "the backward input '%s' has two sources", in->input);
         return false;
       }
     const PkgTensor *from = NULL;
     if (in->from == PKG_TRAIN_FROM_LOSS_SCALE) {
       if (to->dtype != ORION_DT_FP32 || to->rank != 0) {
         type_text(a, sizeof a, to);
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' takes the loss scale, an fp32[] "
-                   "scalar, but is %s", where, in->input, a);
+        refuse(d, where, in->at, "the backward input '%s' takes the loss scale, an fp32[] "
+                   "scalar, but is %s", in->input, a);
         return false;
       }
       continue;
@@ -110,17 +131,17 @@ static bool check_inputs(const PkgFunction *fwd, const PkgFunction *bwd, const P
     bool out = in->from == PKG_TRAIN_FROM_OUTPUT, bad = false;
     PkgTensor whole;
     from = out ? output_or_group(fwd, in->name, &whole, &bad) : find(fwd->inputs, fwd->ninputs, in->name);
-    if (bad) return group_refused(fwd, in->name, where, d);
+    if (bad) return group_refused(fwd, in->name, in->at, where, d);
     if (!from) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' comes from '%s', which is not an %s "
-                 "of the forward function '%s'", where, in->input, in->name, out ? "output" : "input", fwd->name);
+      refuse(d, where, in->at, "the backward input '%s' comes from '%s', which is not an %s "
+                 "of the forward function '%s'", in->input, in->name, out ? "output" : "input", fwd->name);
       return false;
     }
     if (!same_type(from, to)) {
       type_text(a, sizeof a, to);
       type_text(b, sizeof b, from);
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' is %s but the forward %s '%s' it "
-                 "comes from is %s", where, in->input, a, out ? "output" : "input", in->name, b);
+      refuse(d, where, in->at, "the backward input '%s' is %s but the forward %s '%s' it "
+                 "comes from is %s", in->input, a, out ? "output" : "input", in->name, b);
       return false;
     }
   }
@@ -128,7 +149,7 @@ static bool check_inputs(const PkgFunction *fwd, const PkgFunction *bwd, const P
     bool fed = false;
     for (uint32_t i = 0; i < t->ninputs && !fed; i++) fed = !strcmp(t->inputs[i].input, bwd->inputs[k].name);
     if (!fed) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the backward input '%s' has no source", where,
+      refuse(d, where, t->at, "the backward input '%s' has no source",
                  bwd->inputs[k].name);
       return false;
     }
@@ -145,8 +166,8 @@ static const PkgTensor *gradient_target(const PkgFunction *fwd, const PkgTrainin
     bool trainable = false;
     for (uint32_t p = 0; p < t->nparams && !trainable; p++) trainable = !strcmp(t->params[p], gr->param);
     if (!trainable) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' belongs to '%s', which is not a trainable "
-                 "param", where, gr->output, gr->param);
+      refuse(d, where, gr->at, "the gradient '%s' belongs to '%s', which is not a trainable "
+                 "param", gr->output, gr->param);
       return NULL;
     }
     return find(fwd->weights, fwd->nweights, gr->param); /* every trainable param is a weight: checked before */
@@ -160,8 +181,8 @@ static const PkgTensor *gradient_target(const PkgFunction *fwd, const PkgTrainin
   }
   const PkgTensor *in = adapter ? find(fwd->inputs, fwd->ninputs, gr->param) : NULL;
   if (!in)
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' belongs to '%s', which is not the lora_A or "
-               "lora_B input of an adapter in Adapters", where, gr->output, gr->param);
+    refuse(d, where, gr->at, "the gradient '%s' belongs to '%s', which is not the lora_A or "
+               "lora_B input of an adapter in Adapters", gr->output, gr->param);
   return in;
 }
 
@@ -174,20 +195,20 @@ static bool check_adapters(const PkgFunction *fwd, const PkgTraining *t, const c
       snprintf(name, sizeof name, "%s.lora_%c", ad->module, which ? 'B' : 'A');
       const PkgTensor *in = find(fwd->inputs, fwd->ninputs, name);
       if (!in || in->rank != 2 || in->dims[which ? 1 : 0] != (int64_t)ad->rank) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter '%s' of rank %u needs the forward input '%s' "
-                   "[%s]", where, ad->module, ad->rank, name, which ? "out, rank" : "rank, in");
+        refuse(d, where, ad->at, "the adapter '%s' of rank %u needs the forward input '%s' "
+                   "[%s]", ad->module, ad->rank, name, which ? "out, rank" : "rank, in");
         return false;
       }
       bool has = false;
       for (uint32_t g = 0; g < t->ngradients && !has; g++) has = t->gradients[g].input && !strcmp(t->gradients[g].param, name);
       if (!has) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter input '%s' has no gradient", where, name);
+        refuse(d, where, ad->at, "the adapter input '%s' has no gradient", name);
         return false;
       }
     }
     for (uint32_t k = 0; k < a; k++)
       if (!strcmp(t->adapters[k].module, ad->module)) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the adapter '%s' is listed twice", where, ad->module);
+        refuse(d, where, ad->at, "the adapter '%s' is listed twice", ad->module);
         return false;
       }
   }
@@ -199,13 +220,13 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
   char a[96], b[96];
   for (uint32_t p = 0; p < t->nparams; p++) {
     if (!find(fwd->weights, fwd->nweights, t->params[p])) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the trainable param '%s' is not a weight of the forward "
-                 "function '%s'", where, t->params[p], fwd->name);
+      refuse(d, where, PARAM_AT(t, p), "the trainable param '%s' is not a weight of the forward "
+                 "function '%s'", t->params[p], fwd->name);
       return false;
     }
     for (uint32_t k = 0; k < p; k++)
       if (!strcmp(t->params[k], t->params[p])) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the trainable param '%s' is listed twice", where, t->params[p]);
+        refuse(d, where, PARAM_AT(t, p), "the trainable param '%s' is listed twice", t->params[p]);
         return false;
       }
   }
@@ -214,17 +235,17 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
     PkgTensor whole;
     bool bad;
     const PkgTensor *out = output_or_group(bwd, gr->output, &whole, &bad);
-    if (bad) return group_refused(bwd, gr->output, where, d);
+    if (bad) return group_refused(bwd, gr->output, gr->at, where, d);
     if (!out) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' is not an output of the backward function "
-                 "'%s'", where, gr->output, bwd->name);
+      refuse(d, where, gr->at, "the gradient '%s' is not an output of the backward function "
+                 "'%s'", gr->output, bwd->name);
       return false;
     }
     const PkgTensor *w = gradient_target(fwd, t, gr, where, d);
     if (!w) return false;
     for (uint32_t k = 0; k < g; k++)
       if (!strcmp(t->gradients[k].param, gr->param)) {
-        diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the %s '%s' has two gradients, '%s' and '%s'", where,
+        refuse(d, where, gr->at, "the %s '%s' has two gradients, '%s' and '%s'",
                    gr->input ? "adapter input" : "param", gr->param, t->gradients[k].output, gr->output);
         return false;
       }
@@ -233,7 +254,7 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
     if (!same_type(out, &want)) {
       type_text(a, sizeof a, out);
       type_text(b, sizeof b, &want);
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the gradient '%s' is %s but the %s '%s' needs %s", where,
+      refuse(d, where, gr->at, "the gradient '%s' is %s but the %s '%s' needs %s",
                  gr->output, a, gr->input ? "adapter input" : "param", gr->param, b);
       return false;
     }
@@ -242,7 +263,7 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
     bool has = false;
     for (uint32_t g = 0; g < t->ngradients && !has; g++) has = !t->gradients[g].input && !strcmp(t->gradients[g].param, t->params[p]);
     if (!has) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the trainable param '%s' has no gradient", where, t->params[p]);
+      refuse(d, where, PARAM_AT(t, p), "the trainable param '%s' has no gradient", t->params[p]);
       return false;
     }
   }
@@ -269,7 +290,7 @@ static bool check_rows(const PkgFunction *fwd, const PkgFunction *bwd, const Pkg
                       : !idx || idx->dtype != ORION_DT_INT32 ? "is indexed by no int32 input of the forward function"
                                                             : NULL;
     if (bad) {
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the row gradient '%s' (rows of '%s' by '%s') %s", where,
+      refuse(d, where, r->at, "the row gradient '%s' (rows of '%s' by '%s') %s",
                  r->output, r->param, r->indices, bad);
       return false;
     }
@@ -282,8 +303,7 @@ static bool check_rows(const PkgFunction *fwd, const PkgFunction *bwd, const Pkg
       type_text(a, sizeof a, out);
       if (fits) type_text(b, sizeof b, &want);
       else snprintf(b, sizeof b, "more than %d dimensions", ORION_MAX_RANK);
-      diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the row gradient '%s' is %s but rows of '%s' by '%s' are %s",
-                 where, r->output, a, r->param, r->indices, b);
+      refuse(d, where, r->at, "the row gradient '%s' is %s but rows of '%s' by '%s' are %s", r->output, a, r->param, r->indices, b);
       return false;
     }
   }
@@ -310,49 +330,48 @@ bool package_training_check(const Package *pkg, const PkgTraining *t, const char
   const PkgFunction *fwd = package_function(pkg, t->forward), *bwd = package_function(pkg, t->backward);
   const char *missing = !fwd ? t->forward : !bwd ? t->backward : NULL;
   if (missing) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the %s function '%s' is not a function of the package", where,
+    refuse(d, where, !fwd ? t->forward_at : t->backward_at, "the %s function '%s' is not a function of the package",
                !fwd ? "forward" : "backward", missing);
     return false;
   }
   if (fwd == bwd) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the forward and backward functions are both '%s'", where,
+    refuse(d, where, t->backward_at, "the forward and backward functions are both '%s'",
                fwd->name);
     return false;
   }
   const PkgTensor *loss = find(fwd->outputs, fwd->noutputs, t->loss);
   if (!loss) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the loss '%s' is not an output of the forward function '%s'",
-               where, t->loss, fwd->name);
+    refuse(d, where, t->loss_at, "the loss '%s' is not an output of the forward function '%s'", t->loss, fwd->name);
     return false;
   }
   if (loss->dtype != ORION_DT_FP32 || loss->rank != 0) {
     char a[96];
     type_text(a, sizeof a, loss);
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the loss '%s' is %s; it must be an fp32[] scalar", where,
+    refuse(d, where, t->loss_at, "the loss '%s' is %s; it must be an fp32[] scalar",
                t->loss, a);
     return false;
   }
   if (t->nparams == 0 && t->nadapters == 0) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: there are no trainable params", where);
+    refuse(d, where, t->at, "there are no trainable params");
     return false;
   }
   if (t->nparams && t->nadapters) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: LoRA training (Adapters) freezes every param, but "
-               "TrainableParams lists %u", where, t->nparams);
+    refuse(d, where, t->at, "LoRA training (Adapters) freezes every param, but "
+               "TrainableParams lists %u", t->nparams);
     return false;
   }
   if (!check_inputs(fwd, bwd, t, where, d) || !check_gradients(fwd, bwd, t, where, d) || !check_rows(fwd, bwd, t, where, d))
     return false;
   bool has_tokens = find(fwd->inputs, fwd->ninputs, "tokens") != NULL;
   if (has_tokens && t->vocabulary == 0) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: the forward function has a 'tokens' input but the contract "
-               "has no Vocabulary", where);
+    refuse(d, where, t->at, "the forward function has a 'tokens' input but the contract "
+               "has no Vocabulary");
     return false;
   }
   uint64_t saved = package_training_saved_bytes(pkg, t);
   if (saved != t->saved_bytes) {
-    diag_error(d, (SrcSpan){0}, "%s: manifest: Training: SavedBytes is %llu but the forward outputs the backward reads "
-               "hold %llu bytes", where, (unsigned long long)t->saved_bytes, (unsigned long long)saved);
+    refuse(d, where, t->saved_bytes_at, "SavedBytes is %llu but the forward outputs the backward reads "
+               "hold %llu bytes", (unsigned long long)t->saved_bytes, (unsigned long long)saved);
     return false;
   }
   return true;
@@ -371,6 +390,7 @@ void package_training_free(PkgTraining *t) {
   free(t->rows);
   for (uint32_t i = 0; i < t->nparams; i++) free(t->params[i]);
   free(t->params);
+  free(t->params_at);
   for (uint32_t i = 0; i < t->nadapters; i++) free(t->adapters[i].module);
   free(t->adapters);
   free(t);

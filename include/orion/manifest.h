@@ -58,16 +58,25 @@ typedef enum PkgTrainSource {
   PKG_TRAIN_FROM_LOSS_SCALE, /* the runtime's loss scale, an fp32 scalar */
 } PkgTrainSource;
 
+/* Where an entry of the training contract is in the manifest's text, for
+ * messages: its element's line and column; 0, 0 when the manifest was not read
+ * from a file (package_parse_manifest, or a contract being written). */
+typedef struct PkgPos {
+  uint32_t line, col;
+} PkgPos;
+
 typedef struct PkgTrainInput {
   char *input; /* a backward input */
   PkgTrainSource from;
   char *name; /* the forward output or input; NULL for the loss scale */
+  PkgPos at;  /* its <dict> */
 } PkgTrainInput;
 
 typedef struct PkgTrainGradient {
   char *output; /* a backward output (fp32, the param's shape) */
   char *param;  /* the trainable param it is the gradient of, or the adapter input (`input`) */
   bool input;   /* param names a forward input, a LoRA adapter ("Input" instead of "Param") */
+  PkgPos at;    /* its <dict> */
 } PkgTrainGradient;
 
 /* A LoRA-adapted layer whose adapter inputs MODULE.lora_A [rank, in] and
@@ -76,6 +85,7 @@ typedef struct PkgTrainAdapter {
   char *module;
   uint32_t rank;
   double alpha; /* the layer computes y + alpha/rank * (x A^T) B^T */
+  PkgPos at;
 } PkgTrainAdapter;
 /* Rows of a param's gradient that the training loop adds in (optional key
  * RowGradients): the backward output holds, for every position j of the
@@ -85,6 +95,7 @@ typedef struct PkgTrainRows {
   char *output;  /* a backward output: fp32, indices' shape + the param's row shape */
   char *param;   /* a trainable param (rank >= 1) */
   char *indices; /* a forward input, int32 */
+  PkgPos at;
 } PkgTrainRows;
 
 typedef struct PkgTraining {
@@ -103,6 +114,10 @@ typedef struct PkgTraining {
    * per adapter input instead. */
   PkgTrainAdapter *adapters;
   uint32_t nadapters;
+  /* Positions: the Training <dict>, the values of Forward, Backward, Loss and
+   * SavedBytes, and each TrainableParams string (params_at: NULL, or nparams). */
+  PkgPos at, forward_at, backward_at, loss_at, saved_bytes_at;
+  PkgPos *params_at;
 } PkgTraining;
 
 typedef struct Package {

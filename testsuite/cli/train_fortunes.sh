@@ -63,7 +63,7 @@ done
 # A tiny byte-level llama through the whole pipeline.
 check generate-tiny 0 "$py" "$root/bench/make_train_models.py" llama tiny.oir --dim 32 --layers 1 --heads 2 --hidden 64 \
   --vocab 256 --seq 32 --batch 2 --dtype fp16 --rope .
-check compile-tiny 0 "$orionc" --train --allow=ANE001 -w -o tiny.anepkg tiny.oir
+check compile-tiny 0 "$orionc" --train -w -o tiny.anepkg tiny.oir
 train=("$run" train tiny.anepkg --data data/train.bin --input cos=cos.npy --input sin=sin.npy --input rot=rot.npy
   --steps 20 --lr 3e-3 --warmup 5 --schedule cosine --min-lr 3e-4 --clip-grad 1 --numerics ane
   --eval-data data/eval.bin --eval-every 5)
