@@ -2,13 +2,35 @@
  * Weight updates without re-planning: cpu_reload_weights, cpu_set_weight.
  */
 #include "cpu_internal.h"
+#include "orion/parallel.h"
 
+/* One piece of the fp16 -> fp32 conversions of a reload. */
+typedef struct H2fPiece {
+  float *dst;
+  const void *src;
+  int64_t n;
+} H2fPiece;
+
+static void h2f_piece(void *ctx, size_t i) {
+  const H2fPiece *p = (const H2fPiece *)ctx + i;
+  h2f(p->dst, p->src, p->n);
+}
+
+/* Pieces of at most this many elements, so both threads get a share of one
+ * large table (a 50,257-word embedding is 39M of GPT-2's 124M). */
+#define H2F_PIECE (1 << 20)
+
+/* An fp16 weight the plan keeps as fp32 (for sgemm) is converted again; the
+ * conversions, most of a training step's weight take-up in ane numerics,
+ * run in pieces on two threads. The rest is re-pointed or copied in place. */
 bool cpu_reload_weights(CpuProgram *c, Diag *d) {
   bool ok = true;
+  H2fPiece *pieces = NULL;
+  size_t npieces = 0, cap = 0;
   for (uint32_t s = 0; s < c->nslots; s++) {
     if (c->slots[s].kind != SK_CONST || c->slots[s].weight < 0) continue;
     const OrionWeight *w = orion_weight(c->prog, c->fn, (uint32_t)c->slots[s].weight);
-    const Val *v = &c->vals[s];
+    Val *v = &c->vals[s];
     size_t es = w->dtype == MIL_DT_FP16 ? 2 : w->dtype == MIL_DT_INT8 || w->dtype == MIL_DT_UINT8 ? 1 : 4;
     if (w->size != (uint64_t)v->n * es || (v->st == ST_H16 && w->dtype != MIL_DT_FP16)) {
       diag_error(d, c->f->stmts[w->stmt].loc, "weight '%s' changed its size or type; reloading needs a new plan",
@@ -16,8 +38,22 @@ bool cpu_reload_weights(CpuProgram *c, Diag *d) {
       ok = false;
       continue;
     }
-    const_from_weight(c, s, w);
+    if (v->st != ST_F32 || w->dtype != MIL_DT_FP16) {
+      const_from_weight(c, s, w);
+      continue;
+    }
+    float *dst = const_owned(c, s, 4);
+    for (int64_t at = 0; at < v->n; at += H2F_PIECE) {
+      if (npieces == cap) {
+        cap = cap ? 2 * cap : 64;
+        pieces = xrealloc(pieces, cap * sizeof *pieces);
+      }
+      int64_t n = v->n - at < H2F_PIECE ? v->n - at : H2F_PIECE;
+      pieces[npieces++] = (H2fPiece){dst + at, (const unsigned char *)w->data + 2 * at, n};
+    }
   }
+  parallel_for_two(npieces, h2f_piece, pieces);
+  free(pieces);
   return ok && eval_constexprs(c, d) && bind_all(c, d); /* a setting may have changed */
 }
 
