@@ -13,6 +13,7 @@
 
 #include "orion/compile.h"
 #include "orion/manifest.h"
+#include "contract_check.h"
 
 #define MODEL ORION_SOURCE_ROOT "/testsuite/train/model"
 
@@ -98,29 +99,7 @@ Test(train_contract, absent_in_other_packages) {
 /* The manifest with the first `from` after the Training key replaced by `to`
  * must be refused with exactly `want` (after "P/Manifest.plist: manifest: "). */
 static void refused(const char *from, const char *to, const char *want) {
-  const char *t = strstr(manifest, "<key>Training</key>");
-  cr_assert_not_null(t);
-  const char *at = strstr(t, from);
-  cr_assert_not_null(at, "'%s' is not in the Training dictionary", from);
-  StrBuf text;
-  sb_init(&text);
-  sb_putn(&text, manifest, (size_t)(at - manifest));
-  sb_puts(&text, to);
-  sb_puts(&text, at + strlen(from));
-  StrBuf msgs;
-  sb_init(&msgs);
-  Diag d;
-  diag_init(&d, NULL);
-  d.capture = &msgs;
-  Package p;
-  cr_assert_not(package_parse_manifest(text.data, text.len, "P/Manifest.plist", &p, &d), "accepted: %s -> %s", from, to);
-  StrBuf expect;
-  sb_init(&expect);
-  sb_printf(&expect, "error: P/Manifest.plist: manifest: %s\n", want);
-  cr_assert(strstr(msgs.data, expect.data), "expected\n  %s\ngot\n  %s", expect.data, msgs.data);
-  sb_free(&expect);
-  sb_free(&msgs);
-  sb_free(&text);
+  contract_refused(manifest, "<key>Training</key>", from, to, want);
 }
 
 Test(train_contract, functions_and_loss) {
