@@ -147,6 +147,12 @@ static PkgTraining *contract_of(IrModule *m, const AdContract *ac, const LoraLay
       t->adapters[t->nadapters++] = (PkgTrainAdapter){
           .module = xstrdup(lora->layers[i].module), .rank = lora->layers[i].rank, .alpha = lora->layers[i].alpha};;
   }
+  t->params = xrealloc(t->params, (t->nparams + ac->nrows + 1) * sizeof *t->params);
+  for (uint32_t i = 0; i < ac->nrows; i++) { /* a param whose gradient is its rows alone trains too */
+    bool listed = false;
+    for (uint32_t k = 0; k < t->nparams && !listed; k++) listed = !strcmp(t->params[k], ac->rows[i].param);
+    if (!listed) t->params[t->nparams++] = xstrdup(ac->rows[i].param);
+  }
   t->rows = xcalloc(ac->nrows + 1, sizeof *t->rows);
   for (uint32_t i = 0; i < ac->nrows; i++)
     t->rows[t->nrows++] = (PkgTrainRows){.output = xstrdup(ac->rows[i].output), .param = xstrdup(ac->rows[i].param),

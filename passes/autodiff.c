@@ -387,6 +387,11 @@ static void finish(AdCtx *c, IrValueId loss, const AutodiffOptions *o, AdContrac
     c->base = arena_printf(&m->arena, "grad.%s", pname);
     IrValueId g = c->adj[p.id];
     t.dtype = DT_FP32;
+    bool by_rows = false;
+    for (uint32_t k = 0; k < c->nrows && !by_rows; k++) by_rows = ir_id_eq(c->rows[k].param, p);
+    /* Read only by gathers whose adjoints go out by rows (an untied
+     * embedding): its gradient is those rows alone, no [rows, dim] zeros. */
+    if (ir_id_is_none(g) && by_rows) continue;
     if (ir_id_is_none(g)) g = ad_zeros(c, &t); /* a trainable param the loss does not read */
     else if (ad_type(c, g).dtype != DT_FP32) g = ad_cast(c, g, DT_FP32);
     const char *name = arena_printf(&m->arena, "grad.%s", pname);

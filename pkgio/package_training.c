@@ -262,6 +262,7 @@ static bool check_gradients(const PkgFunction *fwd, const PkgFunction *bwd, cons
   for (uint32_t p = 0; p < t->nparams; p++) {
     bool has = false;
     for (uint32_t g = 0; g < t->ngradients && !has; g++) has = !t->gradients[g].input && !strcmp(t->gradients[g].param, t->params[p]);
+    for (uint32_t r = 0; r < t->nrows && !has; r++) has = !strcmp(t->rows[r].param, t->params[p]); /* rows alone */
     if (!has) {
       refuse(d, where, PARAM_AT(t, p), "the trainable param '%s' has no gradient", t->params[p]);
       return false;

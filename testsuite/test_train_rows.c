@@ -108,8 +108,13 @@ Test(train_rows, the_contract_has_the_rows_of_both_tables) {
   cr_assert(package_read(path, &pkg, &d));
   const PkgTraining *t = pkg.training;
   cr_assert_not_null(t);
-  /* every param keeps its gradient output (the tied classifier's part of wte's, zeros for wpe) */
-  cr_assert_eq(t->ngradients, 4);
+  /* wte keeps a gradient output (the tied classifier's part); wpe, read only by
+   * its gather, has its rows alone, no [8, 8] of zeros */
+  cr_assert_eq(t->ngradients, 3);
+  for (uint32_t i = 0; i < t->ngradients; i++) cr_assert_str_neq(t->gradients[i].param, "wpe");
+  bool wpe_trains = false;
+  for (uint32_t i = 0; i < t->nparams; i++) wpe_trains = wpe_trains || !strcmp(t->params[i], "wpe");
+  cr_assert(wpe_trains, "wpe is a trainable param all the same");
   cr_assert_str_eq(t->gradients[0].output, "grad.wte");
   cr_assert_eq(t->nrows, 2);
   cr_assert_str_eq(t->rows[0].param, "wpe", "the sweep meets the later gather first");
@@ -152,14 +157,17 @@ Test(train_rows, a_row_gradient_that_does_not_fit_is_refused) {
   cr_assert(read_file(mp.data, 1u << 20, &manifest, &len, &err), "%s", err);
   refused(manifest, "<string>rows.wpe</string>", "<string>rows.wtf</string>",
           "the row gradient 'rows.wtf' (rows of 'wpe' by 'pos') is not an output of the backward function");
-  refused(manifest, "<string>rows.wpe</string>", "<string>grad.wpe</string>",
-          "the row gradient 'grad.wpe' (rows of 'wpe' by 'pos') is the output of another gradient too");
-  refused(manifest, "<string>wpe</string>", "<string>wxe</string>",
-          "the row gradient 'rows.wpe' (rows of 'wxe' by 'pos') belongs to no trainable param of rank 1 or more");
+  refused(manifest, "<string>rows.wpe</string>", "<string>grad.wte</string>",
+          "the row gradient 'grad.wte' (rows of 'wpe' by 'pos') is the output of another gradient too");
+  /* (wte's rows: wpe without its rows would be a trainable param with no gradient at all) */
+  refused(manifest, "<string>wte</string>", "<string>wxe</string>",
+          "the row gradient 'rows.wte' (rows of 'wxe' by 'tokens') belongs to no trainable param of rank 1 or more");
   refused(manifest, "<string>pos</string>", "<string>x</string>",
           "the row gradient 'rows.wpe' (rows of 'wpe' by 'x') is indexed by no int32 input of the forward function");
-  refused(manifest, "<string>wpe</string>", "<string>fc2.weight</string>",
-          "the row gradient 'rows.wpe' is fp32[2,8,8] but rows of 'fc2.weight' by 'pos' are fp32[2,8,12]");
+  refused(manifest, "<string>wte</string>", "<string>fc2.weight</string>",
+          "the row gradient 'rows.wte' is fp32[2,8,8] but rows of 'fc2.weight' by 'tokens' are fp32[2,8,12]");
+  refused(manifest, "<string>wpe</string>", "<string>wte</string>",
+          "the trainable param 'wpe' has no gradient");
   free(manifest);
   sb_free(&mp);
   free(path);

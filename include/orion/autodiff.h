@@ -83,7 +83,8 @@ typedef struct AdGradOutput {
 } AdGradOutput;
 
 /* One output of F.bwd that holds rows of a param's gradient: the param's
- * gradient is its AdGradOutput plus, for every position j of F's input
+ * gradient is its AdGradOutput (none when only such gathers read it) plus,
+ * for every position j of F's input
  * `indices`, row j of this output added into row indices[j]. */
 typedef struct AdRowGradOutput {
   const char *output;  /* "rows.PARAM" ("rows.PARAM.1", ... for later gathers of the same param) */

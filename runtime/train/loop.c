@@ -177,7 +177,8 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
     fwd_ms += b - a;
     bwd_ms += c - b;
     loss_sum += loss;
-    for (uint32_t p = 0; p < L->nparams; p++) train_grad_add(&L->params[p], L->pinfo[p].grad->data);
+    for (uint32_t p = 0; p < L->nparams; p++) /* no gradient output: its rows alone (loop_rows_add) */
+      if (L->pinfo[p].grad) train_grad_add(&L->params[p], L->pinfo[p].grad->data);
     if (!loop_rows_add(L, d)) return false;
   }
   double t1 = now_ms();
