@@ -194,6 +194,8 @@ static bool pipeline_has(const char *spec, const char *pass) {
 }
 
 static void emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, bool unfixable,
+                 const char *fmt, va_list ap) ORION_PRINTF(7, 0);
+static void emit(LintCtx *c, int level, SrcSpan span, const char *path, const char *function, bool unfixable,
                  const char *fmt, va_list ap) {
   const Constraint *rule = c->rule;
   if (allowed(c->opt, rule)) return;

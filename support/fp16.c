@@ -143,6 +143,7 @@ uint16_t bf16_from_float(float f) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* F16C's conversion with round-to-nearest-even given in the instruction
@@ -159,8 +160,13 @@ __attribute__((target("avx,f16c"))) static void fp16_from_float_f16c(uint16_t *d
   for (; i < n; i++) dst[i] = float_to_fp16_fast(src[i]);
 }
 
-/* libgcc reads cpuid once at start-up; this only reads its result. */
-static bool have_f16c(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
+/* F16C is CPUID leaf 1, ECX bit 29, asked directly: clang before 15 does not
+ * know "f16c" as a __builtin_cpu_supports feature (runtime/cpu/features.c
+ * does the same). */
+static bool have_f16c(void) {
+  unsigned a, b, c, d;
+  return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
 #endif
 
 void fp16_from_float_array(uint16_t *dst, const float *src, size_t n) {

@@ -85,7 +85,7 @@ static double value(const CpuTensor *t, uint64_t i) {
   case MIL_DT_FP32: return (double)((const float *)t->data)[i];
   case MIL_DT_INT32: return (double)((const int32_t *)t->data)[i];
   case MIL_DT_BOOL: return ((const bool *)t->data)[i] ? 1.0 : 0.0;
-  default: return NAN;
+  default: return (double)NAN;
   }
 }
 
@@ -139,7 +139,7 @@ static bool fill_input(const OrionTensorInfo *info, const char *file, CpuTensor 
 
 static void summarize(const OrionTensorInfo *info, const CpuTensor *t) {
   uint64_t n = elements(info);
-  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  double lo = (double)INFINITY, hi = -(double)INFINITY, sum = 0;
   for (uint64_t i = 0; i < n; i++) {
     double v = value(t, i);
     lo = v < lo ? v : lo;

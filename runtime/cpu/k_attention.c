@@ -45,7 +45,7 @@ static void sdpa_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       nan |= isnan(t);
       mx = t > mx ? t : mx;
     }
-    if (nan || mx == -HUGE_VAL || mx == HUGE_VAL) mx = NAN; /* the whole row is NaN */
+    if (nan || mx == -HUGE_VAL || mx == HUGE_VAL) mx = (double)NAN; /* the whole row is NaN */
     double sum = 0;
     for (int64_t s = 0; s < S; s++) sum += sc[s] = sc[s] == -HUGE_VAL && mx == mx ? 0 : exp_d(sc[s] - mx);
     for (int64_t ev = 0; ev < EV; ev++) {

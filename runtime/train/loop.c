@@ -51,7 +51,7 @@ static bool commit_weights(Loop *L, Diag *d) { return orion_commit_weights(L->pr
 static bool run_forward(Loop *L, double *loss, Diag *d) {
   if (!orion_exec_run(L->fwd_exec, L->fwd_in, L->fwd_out, d)) return false;
   loop_join_groups(&L->fwd_joins, L->fwd_out);
-  *loss = *(const float *)L->fwd_out[L->loss_out].data;
+  *loss = (double)*(const float *)L->fwd_out[L->loss_out].data;
   return true;
 }
 
@@ -84,8 +84,8 @@ static bool save_checkpoint(Loop *L, const OrionTrainOptions *o, uint64_t step, 
   train_data_position_encode(&dp, pos);
   c.data_position = pos;
   c.data_position_len = sizeof pos;
-  c.loss_scale = (OrionCkptLossScale){L->scaler.scale, L->scaler.growth_tracker, L->scaler.skipped};
-  c.hyper[c.nhyper++] = (OrionCkptHyper){"lr", o->schedule.lr};
+  c.loss_scale = (OrionCkptLossScale){(double)L->scaler.scale, L->scaler.growth_tracker, L->scaler.skipped};
+  c.hyper[c.nhyper++] = (OrionCkptHyper){"lr", (double)o->schedule.lr};
   c.hyper[c.nhyper++] = (OrionCkptHyper){"steps", (double)train_optimizer_steps(L->opt)};
   c.hyper[c.nhyper++] = (OrionCkptHyper){"has_state", train_optimizer_has_state(L->opt) ? 1.0 : 0.0};
   c.weights = xcalloc(L->nparams, sizeof *c.weights);
@@ -198,7 +198,7 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   double tokens = (double)(L->batch * L->seq) * o->accum;
   out->log = (OrionTrainLogEntry){.step = s, .loss = loss_sum / o->accum, .lr = lr,
                                   .tokens_per_s = out->ms > 0 ? tokens / (out->ms / 1e3) : 0, .skipped = !finite,
-                                  .loss_scale = scale, .has_grad_norm = finite, .grad_norm = norm, .has_times = true,
+                                  .loss_scale = (double)scale, .has_grad_norm = finite, .grad_norm = norm, .has_times = true,
                                   .forward_ms = fwd_ms, .backward_ms = bwd_ms, .optimizer_ms = t2 - t1,
                                   .update_ms = t3 - t2};
   r->forward_ms += fwd_ms;
