@@ -35,14 +35,27 @@ typedef struct Reader {
   bool where;       /* a file on disk: messages say PATH:LINE:COL: */
   const char *text; /* the manifest's text, for columns */
   size_t len;
+  /* Where each line of the text starts, made when the first column is asked:
+   * the training contract asks for one per entry, and a scan from the top
+   * for each would be quadratic in a large manifest. */
+  size_t *line_start;
+  size_t nlines;
 } Reader;
 
 /* The column of element `at`'s start tag on line `line` of the text (libxml2
  * gives the line only), 0 when it is not found there. */
-static uint32_t column_of(const Reader *r, xmlNodePtr at, long line) {
-  size_t i = 0;
-  for (long l = 1; l < line && i < r->len; i++)
-    if (r->text[i] == '\n') l++;
+static uint32_t column_of(Reader *r, xmlNodePtr at, long line) {
+  if (!r->line_start) {
+    size_t n = 1;
+    for (size_t i = 0; i < r->len; i++) n += r->text[i] == '\n';
+    r->line_start = xmalloc(n * sizeof *r->line_start);
+    r->line_start[0] = 0;
+    r->nlines = 1;
+    for (size_t i = 0; i < r->len; i++)
+      if (r->text[i] == '\n') r->line_start[r->nlines++] = i + 1;
+  }
+  if (line < 1 || (size_t)line > r->nlines) return 0;
+  size_t i = r->line_start[line - 1];
   size_t n = strlen((const char *)at->name);
   for (size_t c = i; c < r->len && r->text[c] != '\n'; c++) {
     if (r->text[c] != '<' || c + 1 + n >= r->len || memcmp(r->text + c + 1, at->name, n)) continue;
@@ -54,7 +67,7 @@ static uint32_t column_of(const Reader *r, xmlNodePtr at, long line) {
 
 /* Where element `at` is, for the training contract's messages; 0, 0 when
  * the manifest is not a file. */
-static PkgPos pos_of(const Reader *r, xmlNodePtr at) {
+static PkgPos pos_of(Reader *r, xmlNodePtr at) {
   long line = at && r->where ? xmlGetLineNo(at) : -1;
   if (line <= 0 || line > (long)UINT32_MAX) return (PkgPos){0};
   return (PkgPos){(uint32_t)line, column_of(r, at, line)};
@@ -601,6 +614,7 @@ static bool parse_manifest(const char *text, size_t len, const char *name, Packa
     read_training(&r, dict, pkg);
   }
   xmlFreeDoc(doc);
+  free(r.line_start);
   if (!r.ok) package_free(pkg);
   return r.ok;
 }
