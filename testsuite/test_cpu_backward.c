@@ -182,3 +182,53 @@ Test(cpu_backward, matmuls_of_few_rows_are_cut_by_columns) {
   }
   prog_close(&g);
 }
+
+/* softmax over contiguous rows (the cross entropy's, and the backward's
+ * recomputed one), the path whose row max is taken eight lanes at a time and
+ * the tail one by one: against the formula in double, with the max and a NaN
+ * at every position of rows of 37 (four vectors and a tail of 5), a huge max,
+ * zeros of either sign as the max, and a row of -inf. (A max that is off
+ * changes no value here: the sum of exps is in double, whose range takes any
+ * fp32 difference; what is checked is the result.) */
+enum { SR = 3 * 37 + 4, SL = 37 };
+
+Test(cpu_backward, softmax_rows_max_and_nan_at_every_position) {
+  Prog g;
+  prog_open(&g, "func main(x: fp32[115,37]) {\n  y = softmax(x, axis=-1);\n  return y;\n}\n");
+  static float x[SR * SL];
+  for (int r = 0; r < SR; r++)
+    for (int k = 0; k < SL; k++) x[r * SL + k] = (float)sin(0.7 * (r * SL + k)) - 3.0f;
+  for (int r = 0; r < SL; r++) x[r * SL + r] = 2.5f;               /* rows 0-36: the max at position r */
+  for (int r = SL; r < 2 * SL; r++) x[r * SL + r - SL] = NAN;       /* rows 37-73: a NaN at position r - 37 */
+  for (int r = 2 * SL; r < 3 * SL; r++) x[r * SL + r - 2 * SL] = 9e37f; /* rows 74-110: a huge max */
+  for (int k = 0; k < SL; k++) {
+    x[111 * SL + k] = k % 2 ? 0.0f : -0.0f; /* the max is a zero of either sign */
+    x[112 * SL + k] = k % 2 ? -0.0f : 0.0f;
+    x[113 * SL + k] = -INFINITY;            /* all -inf: -inf - -inf is NaN */
+    x[114 * SL + k] = (float)k;
+  }
+  CpuTensor in[1] = {{.dtype = MIL_DT_FP32, .rank = 2, .dims = {SR, SL}, .data = x}};
+  CpuTensor out[1] = {0};
+  prog_run(&g, in, out);
+  const float *y = out[0].data;
+  for (int r = 0; r < SR; r++) {
+    const float *row = x + r * SL;
+    bool nan = false;
+    double mx = -(double)INFINITY, sum = 0;
+    for (int k = 0; k < SL; k++) nan |= isnan(row[k]), mx = (double)row[k] > mx ? (double)row[k] : mx;
+    for (int k = 0; k < SL; k++) sum += exp((double)row[k] - mx);
+    for (int k = 0; k < SL; k++) {
+      float got = y[r * SL + k];
+      if (nan || r == 113) {
+        cr_assert(isnan(got), "row %d [%d] is %g, not NaN", r, k, (double)got);
+        continue;
+      }
+      double want = exp((double)row[k] - mx) / sum;
+      cr_assert_leq(fabs((double)got - want), 0x1p-23 * want + 0x1p-149, "row %d [%d]: %.9g, want %.9g", r, k,
+                    (double)got, want);
+    }
+  }
+  for (int k = 0; k < SL; k++) cr_assert_eq(y[111 * SL + k], y[112 * SL + k], "the zeros' signs change nothing [%d]", k);
+  cpu_tensor_free(&out[0]);
+  prog_close(&g);
+}

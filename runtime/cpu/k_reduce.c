@@ -39,6 +39,32 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
   }
   for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) / sum);
 }
+
+/* The max of a contiguous row as the scalar loop finds it (`v > mx ? v : mx`
+ * from -inf, NaNs skipped) and whether it holds a NaN. MAXPS(v, acc) returns
+ * acc unless v > acc, NaN or equal: the scalar step, lane by lane; lanes may
+ * differ from the scalar pick only between -0 and +0, which the caller's
+ * in - mx turns into the same exp. */
+AVX2 static float row_max_avx2(const float *in, int64_t len, bool *nan) {
+  __m256 acc = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    __m256 v = _mm256_loadu_ps(in + k);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    acc = _mm256_max_ps(v, acc);
+  }
+  float lane[8];
+  _mm256_storeu_ps(lane, acc);
+  float mx = -INFINITY;
+  for (int i = 0; i < 8; i++) mx = lane[i] > mx ? lane[i] : mx;
+  bool any = _mm256_movemask_ps(bad) != 0;
+  for (; k < len; k++) {
+    any |= in[k] != in[k];
+    mx = in[k] > mx ? in[k] : mx;
+  }
+  *nan = any;
+  return mx;
+}
 #endif
 
 /* softmax over lines of `len` elements `post` apart; a line is one item. */
@@ -64,18 +90,20 @@ static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       float *o = fp(j->o) + base;
       float mx = -INFINITY;
       bool nan = false;
+#if HAVE_X86
+      if (j->avx2 && post == 1) {
+        mx = row_max_avx2(in, len, &nan);
+        if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
+        softmax_row_avx2(in, o, len, (double)mx);
+        continue;
+      }
+#endif
       for (int64_t k = 0; k < len; k++) {
         float v = in[k * post];
         nan |= v != v;
         mx = v > mx ? v : mx;
       }
       if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
-#if HAVE_X86
-      if (j->avx2 && post == 1) {
-        softmax_row_avx2(in, o, len, (double)mx);
-        continue;
-      }
-#endif
       double sum = 0;
       for (int64_t k = 0; k < len; k++) sum += exp_d((double)in[k * post] - (double)mx);
       /* Each exp again rather than kept: the result is the double quotient rounded once. */
