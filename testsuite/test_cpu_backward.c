@@ -16,6 +16,7 @@
 #include "helpers.h"
 #include "orion/cpu.h"
 #include "orion/package.h"
+#include "orion/op_semantics.h"
 #include "orion/passes.h"
 
 enum { B = 4, T = 64, C = 300 }; /* [B, T, C] = 76,800 elements: several pieces */
@@ -230,5 +231,46 @@ Test(cpu_backward, softmax_rows_max_and_nan_at_every_position) {
   }
   for (int k = 0; k < SL; k++) cr_assert_eq(y[111 * SL + k], y[112 * SL + k], "the zeros' signs change nothing [%d]", k);
   cpu_tensor_free(&out[0]);
+  prog_close(&g);
+}
+
+/* sigmoid (and silu, which passes/lower_silu.c makes x * sigmoid(x), the
+ * sigmoid an fp32 value) four at a time: each value as op_sem_sigmoid gives
+ * it, to the float (the vector exp differs from the scalar one in a double's
+ * last bits only), and the edge cases exactly: NaN, the infinities (silu(-inf)
+ * is -inf * 0, NaN), zeros, the clamp of exp's argument, a tail after the last
+ * whole vector. */
+enum { SN = 4099 };
+
+Test(cpu_backward, silu_and_sigmoid_by_vectors) {
+  Prog g;
+  prog_open(&g, "func main(x: fp32[4099]) {\n  s = silu(x);\n  g = sigmoid(x);\n  return s, g;\n}\n");
+  static float x[SN];
+  for (int i = 0; i < SN; i++) x[i] = (float)(40.0 * sin(0.013 * i * i));
+  static const float edge[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 800.0f, -800.0f, 1e-30f, -1e-30f, 88.0f, -88.0f};
+  for (size_t i = 0; i < sizeof edge / sizeof *edge; i++) x[i * 13] = edge[i], x[SN - 1 - i] = edge[i];
+  CpuTensor in[1] = {{.dtype = MIL_DT_FP32, .rank = 1, .dims = {SN}, .data = x}};
+  CpuTensor out[2] = {0};
+  prog_run(&g, in, out);
+  for (int o = 0; o < 2; o++) {
+    const float *y = out[o].data;
+    for (int i = 0; i < SN; i++) {
+      double v = (double)x[i];
+      float sig = (float)op_sem_sigmoid(v);
+      float want = o == 0 ? x[i] * sig : sig;
+      if (isnan(want)) {
+        cr_assert(isnan(y[i]), "%s(%g) is %g, not NaN", o ? "sigmoid" : "silu", v, (double)y[i]);
+        continue;
+      }
+      bool edge_case = isinf(x[i]) || x[i] == 0 || fabsf(x[i]) >= 88.0f || fabsf(x[i]) < 1e-20f;
+      if (edge_case)
+        cr_assert(y[i] == want && signbit(y[i]) == signbit(want), "%s(%g) [%d]: %g, want %g", o ? "sigmoid" : "silu", v, i,
+                  (double)y[i], (double)want);
+      else
+        cr_assert_leq(fabs((double)y[i] - (double)want), fabs((double)want) * 0x1p-23, "%s(%g): %.9g, want %.9g",
+                      o ? "sigmoid" : "silu", v, (double)y[i], (double)want);
+    }
+    cpu_tensor_free(&out[o]);
+  }
   prog_close(&g);
 }

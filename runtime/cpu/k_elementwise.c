@@ -10,7 +10,7 @@
 #include "cpu_math.h"
 
 #if HAVE_X86
-enum { V_TANH, V_EXP, V_GELU_TANH };
+enum { V_TANH, V_EXP, V_GELU_TANH, V_SIGMOID, V_SILU };
 
 /* o[i] = f(a[i]) for i < n - n % 4; returns how many were done. */
 AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n) {
@@ -19,6 +19,11 @@ AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n) {
     __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(a + i)), r;
     if (f == V_TANH) r = tanh4(v);
     else if (f == V_EXP) r = exp4(v);
+    else if (f == V_SIGMOID || f == V_SILU) { /* op_sem_sigmoid, op_sem_silu: v / (1 + e^-v) */
+      __m256d one = _mm256_set1_pd(1.0);
+      r = _mm256_div_pd(one, _mm256_add_pd(one, exp4(_mm256_sub_pd(_mm256_setzero_pd(), v))));
+      if (f == V_SILU) r = _mm256_mul_pd(v, r);
+    }
     else {
       __m256d v3 = _mm256_mul_pd(_mm256_mul_pd(v, v), v);
       __m256d in = _mm256_mul_pd(_mm256_set1_pd(0.7978845608028654), _mm256_fmadd_pd(v3, _mm256_set1_pd(0.044715), v));
@@ -71,6 +76,8 @@ void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, in
     int64_t i = 0;
 #if HAVE_X86
     if (j->avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a, o, n);
+    else if (j->avx2 && (j->code == U_SILU || j->code == U_SIGMOID))
+      i += unary_avx2(j->code == U_SILU ? V_SILU : V_SIGMOID, a, o, n);
 #endif
     for (; i < n; i++) o[i] = (float)unary_one(j, (double)a[i]);
     return;
