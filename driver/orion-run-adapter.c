@@ -4,7 +4,7 @@
  * "base_model.model.<module>.lora_A.weight" [r, in] and "...lora_B.weight"
  * [out, r]; the program's inputs are "<module>.lora_A" and "<module>.lora_B"
  * in the same layout, so binding is a lookup (exact, or by the module name's
- * tail: see find_lora_input) and a conversion to fp16 (or to fp32, for the
+ * tail: orion_lora_match) and a conversion to fp16 (or to fp32, for the
  * fp32 adapters of a model trained with orionc --train --lora).
  * LoRA inputs the adapter does not cover get zeros: the base model.
  */
@@ -14,26 +14,7 @@
 
 #include "orion-run.h"
 #include "orion/fp16.h"
-
-bool orion_run_is_lora_input(const char *name) {
-  size_t n = strlen(name);
-  return n > 7 && (!strcmp(name + n - 7, ".lora_A") || !strcmp(name + n - 7, ".lora_B"));
-}
-
-/* "base_model.model.h.0.attn.c_attn.lora_A.default.weight" -> "h.0.attn.c_attn.lora_A". */
-static char *input_name_of(const char *key) {
-  static const char *const prefixes[] = {"base_model.model.", "base_model."};
-  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-    if (!strncmp(key, prefixes[i], strlen(prefixes[i]))) {
-      key += strlen(prefixes[i]);
-      break;
-    }
-  char *s = xstrdup(key);
-  size_t n = strlen(s);
-  if (n > 7 && !strcmp(s + n - 7, ".weight")) s[n -= 7] = 0;
-  if (n > 8 && !strcmp(s + n - 8, ".default")) s[n -= 8] = 0;
-  return s;
-}
+#include "orion/lora_names.h"
 
 static bool to_fp16(const PatchTensor *t, uint16_t *out, uint64_t n, Diag *d) {
   for (uint64_t i = 0; i < n; i++) {
@@ -74,25 +55,14 @@ static bool to_fp16(const PatchTensor *t, uint16_t *out, uint64_t n, Diag *d) {
   return true;
 }
 
-/* The input an adapter's module name is for: the same name, or else — since
- * a Hugging Face model nests its modules one level deeper than the program
- * may ("model.layers.0.self_attn.q_proj" for "layers.0.self_attn.q_proj") —
- * the LoRA input with the longest name that ends the key at a dot (two such
- * names of one length would be equal). nin when none. */
-static uint32_t find_lora_input(OrionProgram *p, uint32_t fn, const char *key) {
-  uint32_t nin = orion_input_count(p, fn), found = nin;
-  size_t klen = strlen(key), best = 0;
-  for (uint32_t i = 0; i < nin; i++) {
-    const char *name = orion_input(p, fn, i)->name;
-    size_t n = strlen(name);
-    if (n == klen && !strcmp(name, key)) return i;
-    if (!orion_run_is_lora_input(name) || n >= klen || key[klen - n - 1] != '.' || strcmp(key + klen - n, name)) continue;
-    if (n > best) {
-      best = n;
-      found = i;
-    }
-  }
-  return found;
+/* The input a key's name is for (orion_lora_match over the function's inputs); nin when none. */
+static uint32_t find_lora_input(OrionProgram *p, uint32_t fn, const char *name) {
+  uint32_t nin = orion_input_count(p, fn);
+  const char **names = xcalloc(nin + 1, sizeof *names);
+  for (uint32_t i = 0; i < nin; i++) names[i] = orion_input(p, fn, i)->name;
+  uint32_t i = orion_lora_match(name, names, nin);
+  free(names);
+  return i;
 }
 
 bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d) {
@@ -101,9 +71,9 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
   uint32_t nin = orion_input_count(p, fn);
   for (uint32_t k = 0; ok && k < set.n; k++) {
     const PatchTensor *t = &set.tensors[k];
-    char *name = input_name_of(t->name);
+    char *name = orion_lora_key_name(t->name);
     uint32_t i = find_lora_input(p, fn, name);
-    if (i == nin || !orion_run_is_lora_input(orion_input(p, fn, i)->name)) {
+    if (i == nin || !orion_lora_is_input(orion_input(p, fn, i)->name)) {
       diag_error(d, (SrcSpan){0}, "%s: adapter tensor '%s' has no LoRA input '%s' in the program (compile with "
                  "orionc --lora=PATTERN:RANK for the layers it adapts)", file, t->name, name);
       ok = false;
@@ -166,7 +136,7 @@ bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuT
 void orion_run_zero_lora_inputs(OrionProgram *p, uint32_t fn, CpuTensor *inputs, bool *bound) {
   for (uint32_t i = 0; i < orion_input_count(p, fn); i++) {
     const OrionTensorInfo *info = orion_input(p, fn, i);
-    if (bound[i] || !orion_run_is_lora_input(info->name)) continue;
+    if (bound[i] || !orion_lora_is_input(info->name)) continue;
     inputs[i] = (CpuTensor){.dtype = info->dtype, .rank = info->rank, .data = xcalloc(info->bytes ? info->bytes : 1, 1)};
     memcpy(inputs[i].dims, info->dims, sizeof(int64_t) * info->rank);
     bound[i] = true;

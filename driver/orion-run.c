@@ -19,6 +19,7 @@
 #include "orion-run.h"
 #include "orion/ane_check.h"
 #include "orion/backend.h"
+#include "orion/lora_names.h"
 #include "orion/npy.h"
 #include "orion/pkg_paths.h"
 #include "orion/runtime.h"
@@ -480,7 +481,7 @@ int main(int argc, char **argv) {
     }
     for (uint32_t k = 0; k < o.ninputs; k++)
       if (!strcmp(o.input_names[k], info->name)) file = o.input_files[k];
-    if (!file && orion_run_is_lora_input(info->name)) continue; /* zeros below */
+    if (!file && orion_lora_is_input(info->name)) continue; /* zeros below */
     if (!file) {
       StrBuf shape;
       sb_init(&shape);

@@ -25,10 +25,8 @@ int orion_run_train(int argc, char **argv);
 bool orion_run_verify_patch(const char *package, const char *shown, const char *source, const char *const *files,
                             const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d);
 
-/* LoRA adapters as inputs (orion-run --adapter). An input named
- * "<module>.lora_A" or "<module>.lora_B" is one that orionc --lora made. */
-bool orion_run_is_lora_input(const char *name);
-/* Binds the tensors of a PEFT-style safetensors adapter to function fn's LoRA
+/* LoRA adapters as inputs (orion-run --adapter; the names' rules in
+ * orion/lora_names.h). Binds the tensors of a PEFT-style safetensors adapter to function fn's LoRA
  * inputs (allocating inputs[i].data, marking bound[i]); every tensor must find
  * its input with the same shape. */
 bool orion_run_bind_adapter(OrionProgram *p, uint32_t fn, const char *file, CpuTensor *inputs, bool *bound, Diag *d);

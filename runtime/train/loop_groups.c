@@ -11,12 +11,6 @@
 
 #include "loop_internal.h"
 
-static uint32_t output_index(const OrionProgram *p, uint32_t fn, const char *name) {
-  for (uint32_t i = 0; i < orion_output_count(p, fn); i++)
-    if (!strcmp(orion_output(p, fn, i)->name, name)) return i;
-  return UINT32_MAX;
-}
-
 /* The join of `name` in js, made on first use (the contract may name a
  * group twice); js has room for every group of the function. */
 static LoopJoin *join_for(Loop *L, uint32_t fn, const PkgGroup *g, LoopJoins *js) {
@@ -27,7 +21,7 @@ static LoopJoin *join_for(Loop *L, uint32_t fn, const PkgGroup *g, LoopJoins *js
   j->parts = xcalloc(g->nparts, sizeof *j->parts);
   int64_t extent = 0;
   for (uint32_t k = 0; k < g->nparts; k++) {
-    j->parts[k] = output_index(L->prog, fn, g->parts[k]);
+    j->parts[k] = loop_output_index(L->prog, fn, g->parts[k]);
     if (j->parts[k] == UINT32_MAX) ice("the manifest reader checked the group's parts");
     extent += orion_output(L->prog, fn, j->parts[k])->dims[g->axis];
   }
@@ -37,7 +31,9 @@ static LoopJoin *join_for(Loop *L, uint32_t fn, const PkgGroup *g, LoopJoins *js
   return j;
 }
 
-const OrionTensor *loop_group_tensor(Loop *L, bool backward, const char *name) {
+const OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name) {
+  uint32_t o = loop_output_index(L->prog, backward ? L->bwd : L->fwd, name);
+  if (o != UINT32_MAX) return backward ? &L->bwd_out[o] : &L->fwd_out[o];
   const PkgFunction *f = package_function(&L->pkg, backward ? L->contract->backward : L->contract->forward);
   const PkgGroup *g = f ? package_output_group(f, name) : NULL;
   if (!g) return NULL;

@@ -70,9 +70,13 @@ bool loop_copy_package(const Package *pkg, const char *work_dir, char **out, Dia
 bool loop_rows_setup(Loop *L, Diag *d);
 bool loop_rows_add(Loop *L, Diag *d);
 void loop_tensor_alloc(OrionTensor *t, const OrionTensorInfo *info);
-/* The buffer the output group `name` of the forward (or backward) is joined
- * into, registered to be joined after every run; NULL if it is no group. */
-const OrionTensor *loop_group_tensor(Loop *L, bool backward, const char *name);
+/* Function fn's input or output by name; UINT32_MAX when it has none. */
+uint32_t loop_input_index(const OrionProgram *p, uint32_t fn, const char *name);
+uint32_t loop_output_index(const OrionProgram *p, uint32_t fn, const char *name);
+/* The buffer of the forward's (or backward's) output `name`, or of its
+ * output group `name`, joined into (registered to be joined after every
+ * run); NULL if it is neither. */
+const OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name);
 /* Joins every registered group of one function from its outputs. */
 void loop_join_groups(const LoopJoins *js, const OrionTensor *outputs);
 void loop_joins_free(LoopJoins *js);

@@ -105,13 +105,13 @@ static bool is_int_batch(const OrionTensorInfo *t, int64_t *b, int64_t *s) {
   return true;
 }
 
-static uint32_t input_index(const OrionProgram *p, uint32_t fn, const char *name) {
+uint32_t loop_input_index(const OrionProgram *p, uint32_t fn, const char *name) {
   for (uint32_t i = 0; i < orion_input_count(p, fn); i++)
     if (!strcmp(orion_input(p, fn, i)->name, name)) return i;
   return UINT32_MAX;
 }
 
-static uint32_t output_index(const OrionProgram *p, uint32_t fn, const char *name) {
+uint32_t loop_output_index(const OrionProgram *p, uint32_t fn, const char *name) {
   for (uint32_t i = 0; i < orion_output_count(p, fn); i++)
     if (!strcmp(orion_output(p, fn, i)->name, name)) return i;
   return UINT32_MAX;
@@ -137,8 +137,8 @@ static bool bind_forward_inputs(Loop *L, const OrionTrainOptions *o, Diag *d) {
   uint32_t n = orion_input_count(p, L->fwd);
   L->fwd_in = xcalloc(n + 1, sizeof *L->fwd_in);
   L->nfwd_in = n;
-  L->tokens_in = input_index(p, L->fwd, "tokens");
-  L->targets_in = input_index(p, L->fwd, "targets");
+  L->tokens_in = loop_input_index(p, L->fwd, "tokens");
+  L->targets_in = loop_input_index(p, L->fwd, "targets");
   if (L->tokens_in == UINT32_MAX || L->targets_in == UINT32_MAX ||
       !is_int_batch(orion_input(p, L->fwd, L->tokens_in), &L->batch, &L->seq)) {
     diag_error(d, (SrcSpan){0}, "'%s': the forward function '%s' needs the inputs 'tokens' and 'targets', int32 [B, T] "
@@ -152,7 +152,7 @@ static bool bind_forward_inputs(Loop *L, const OrionTrainOptions *o, Diag *d) {
     return false;
   }
   for (uint32_t k = 0; k < o->ninputs; k++) {
-    uint32_t i = input_index(p, L->fwd, o->inputs[k].name);
+    uint32_t i = loop_input_index(p, L->fwd, o->inputs[k].name);
     bool adapter = i != UINT32_MAX && is_adapter_input(L, orion_input(p, L->fwd, i)->name);
     if (i == UINT32_MAX || i == L->tokens_in || i == L->targets_in || adapter) {
       diag_error(d, (SrcSpan){0}, "--input %s: %s", o->inputs[k].name,
@@ -200,14 +200,13 @@ static bool bind_backward_inputs(Loop *L, Diag *d) {
   L->nbwd_in = n;
   const PkgTraining *t = L->contract;
   for (uint32_t k = 0; k < t->ninputs; k++) {
-    uint32_t i = input_index(p, L->bwd, t->inputs[k].input);
+    uint32_t i = loop_input_index(p, L->bwd, t->inputs[k].input);
     const OrionTensor *src = &L->scale_tensor;
     if (t->inputs[k].from == PKG_TRAIN_FROM_OUTPUT) {
-      uint32_t o = output_index(p, L->fwd, t->inputs[k].name);
-      src = o != UINT32_MAX ? &L->fwd_out[o] : loop_group_tensor(L, false, t->inputs[k].name);
+      src = loop_output_tensor(L, false, t->inputs[k].name);
       if (!src) ice("the contract was checked against the manifest");
     }
-    else if (t->inputs[k].from == PKG_TRAIN_FROM_INPUT) src = &L->fwd_in[input_index(p, L->fwd, t->inputs[k].name)];
+    else if (t->inputs[k].from == PKG_TRAIN_FROM_INPUT) src = &L->fwd_in[loop_input_index(p, L->fwd, t->inputs[k].name)];
     if (i == UINT32_MAX) ice("the contract was checked against the manifest");
     L->bwd_in[i] = *src;
   }
@@ -282,8 +281,7 @@ static bool init_params(Loop *L, Diag *d) {
     weights_convert_floats(ow->data, w->dtype, p->count, ORION_DT_FP32, p->value);
     for (uint32_t g = 0; g < t->ngradients; g++)
       if (!strcmp(t->gradients[g].param, p->name)) {
-        uint32_t o = output_index(L->prog, L->bwd, t->gradients[g].output);
-        pi->grad = o != UINT32_MAX ? &L->bwd_out[o] : loop_group_tensor(L, true, t->gradients[g].output);
+        pi->grad = loop_output_tensor(L, true, t->gradients[g].output);
         if (!pi->grad) ice("the contract was checked against the manifest");
       }
   }
@@ -335,7 +333,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   uint32_t nout = orion_output_count(L->prog, L->fwd);
   L->fwd_out = xcalloc(nout, sizeof *L->fwd_out);
   for (uint32_t i = 0; i < nout; i++) loop_tensor_alloc(&L->fwd_out[i], orion_output(L->prog, L->fwd, i));
-  L->loss_out = output_index(L->prog, L->fwd, L->contract->loss);
+  L->loss_out = loop_output_index(L->prog, L->fwd, L->contract->loss);
   uint32_t nbo = orion_output_count(L->prog, L->bwd);
   L->bwd_out = xcalloc(nbo, sizeof *L->bwd_out);
   L->nbwd_out = nbo;

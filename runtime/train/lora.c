@@ -12,19 +12,8 @@
 #include <string.h>
 
 #include "loop_internal.h"
+#include "orion/lora_names.h"
 #include "orion/patch.h"
-
-static uint32_t input_index(const OrionProgram *p, uint32_t fn, const char *name) {
-  for (uint32_t i = 0; i < orion_input_count(p, fn); i++)
-    if (!strcmp(orion_input(p, fn, i)->name, name)) return i;
-  return UINT32_MAX;
-}
-
-static uint32_t output_index(const OrionProgram *p, uint32_t fn, const char *name) {
-  for (uint32_t i = 0; i < orion_output_count(p, fn); i++)
-    if (!strcmp(orion_output(p, fn, i)->name, name)) return i;
-  return UINT32_MAX;
-}
 
 /* splitmix64: a small generator whose stream depends only on its seed. */
 static uint64_t next_random(uint64_t *state) {
@@ -53,24 +42,9 @@ static void peft_init(TrainParam *p, bool is_a, uint64_t seed) {
   }
 }
 
-/* "base_model.model.M.lora_A.weight" (or without the prefix, the
- * ".weight", with PEFT's ".default" adapter name) -> "M.lora_A". */
-static char *input_name_of(const char *key) {
-  static const char *const prefixes[] = {"base_model.model.", "base_model."};
-  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-    if (!strncmp(key, prefixes[i], strlen(prefixes[i]))) {
-      key += strlen(prefixes[i]);
-      break;
-    }
-  char *s = xstrdup(key);
-  size_t n = strlen(s);
-  if (n > 7 && !strcmp(s + n - 7, ".weight")) s[n -= 7] = 0;
-  if (n > 8 && !strcmp(s + n - 8, ".default")) s[n -= 8] = 0;
-  return s;
-}
-
-/* --adapter FILE: every adapter input's start values, by name (F16, BF16,
- * F32 or F64, widened or rounded to fp32); every tensor must be one of them
+/* --adapter FILE: every adapter input's start values, by name as orion-run
+ * --adapter binds them (orion_lora_match; F16, BF16, F32 or F64, widened or
+ * rounded to fp32); every tensor must be one of them
  * and every adapter input must be given. */
 static bool load_adapter_file(Loop *L, const char *file, Diag *d) {
   PatchSet set = {0};
@@ -78,9 +52,8 @@ static bool load_adapter_file(Loop *L, const char *file, Diag *d) {
   bool *given = xcalloc(L->nparams + 1, sizeof *given);
   for (uint32_t k = 0; ok && k < set.n; k++) {
     const PatchTensor *t = &set.tensors[k];
-    char *name = input_name_of(t->name);
-    uint32_t p = 0;
-    while (p < L->nparams && strcmp(L->params[p].name, name)) p++;
+    char *name = orion_lora_key_name(t->name);
+    uint32_t p = orion_lora_match(name, (const char *const *)L->adapter_names, L->nparams);
     TrainParam *tp = p < L->nparams ? &L->params[p] : NULL;
     bool same = tp && t->rank == tp->rank && orion_dtype_is_float(t->dtype);
     for (uint32_t r = 0; same && r < t->rank; r++) same = t->dims[r] == tp->dims[r];
@@ -131,7 +104,7 @@ bool loop_lora_init(Loop *L, const OrionTrainOptions *o, Diag *d) {
     sb_init(&name);
     sb_printf(&name, "%s.lora_%c", a->module, is_a ? 'A' : 'B');
     L->adapter_names[k] = name.data;
-    uint32_t in = input_index(L->prog, L->fwd, name.data);
+    uint32_t in = loop_input_index(L->prog, L->fwd, name.data);
     const OrionTensorInfo *info = in == UINT32_MAX ? NULL : orion_input(L->prog, L->fwd, in);
     if (!info || (info->dtype != MIL_DT_FP16 && info->dtype != MIL_DT_FP32) || info->rank != 2) {
       diag_error(d, (SrcSpan){0}, "the adapter input '%s' is not an fp16 or fp32 matrix input of '%s'", name.data,
@@ -152,8 +125,7 @@ bool loop_lora_init(Loop *L, const OrionTrainOptions *o, Diag *d) {
     pi->grad = NULL;
     for (uint32_t g = 0; g < t->ngradients; g++)
       if (t->gradients[g].input && !strcmp(t->gradients[g].param, p->name)) {
-        uint32_t out = output_index(L->prog, L->bwd, t->gradients[g].output);
-        pi->grad = out != UINT32_MAX ? &L->bwd_out[out] : loop_group_tensor(L, true, t->gradients[g].output);
+        pi->grad = loop_output_tensor(L, true, t->gradients[g].output);
       }
     if (!pi->grad) ice("the contract was checked: every adapter input has a gradient");
     if (!o->adapter_init) peft_init(p, is_a, o->seed);

@@ -136,6 +136,28 @@ b = [json.loads(l) for l in open("again.jsonl")][-1]["eval_loss"]
 assert a == b, (a, b)
 '
 
+# The start values take keys as orion-run --adapter does (orion_lora_match): a Hugging Face model's modules
+# one level deeper ("model.layers.0..." for the program's "layers.0...") name the same inputs.
+check nested-keys 0 py '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h = {(k.replace("base_model.model.", "base_model.model.model.", 1) if k != "__metadata__" else k): v for k, v in h.items()}
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open("nested.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+' "$init"
+for f in "$init" nested.safetensors; do
+  check "nested-run-$(basename "$f")" 0 "$run" train l.anepkg --lora --adapter "$f" --data "$data" --steps 1 --lr 0 \
+    --numerics fp32 "${inputs[@]}" --log "nested-$(basename "$f").jsonl"
+done
+check nested-same 0 py '
+import json, sys
+a, b = (json.loads(open(f).readline())["loss"] for f in sys.argv[1:])
+assert a == b, (a, b)
+' "nested-$(basename "$init").jsonl" nested-nested.safetensors.jsonl
+
 # fp16 (ane numerics): an fp16 copy of the model gets fp16 adapters; AdamW's losses within the fp16
 # tolerance of docs/training.md, (s + 1) 2^-11 at step s, of the same fixtures.
 mkdir fp16
