@@ -145,6 +145,7 @@ uint16_t bf16_from_float(float f) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <pthread.h>
 
 /* F16C's conversion with round-to-nearest-even given in the instruction
  * (not MXCSR's mode) is IEEE's, as float_to_fp16_fast: the same bits for
@@ -163,9 +164,20 @@ __attribute__((target("avx,f16c"))) static void fp16_from_float_f16c(uint16_t *d
 /* F16C is CPUID leaf 1, ECX bit 29, asked directly: clang before 15 does not
  * know "f16c" as a __builtin_cpu_supports feature (runtime/cpu/features.c
  * does the same). */
-static bool have_f16c(void) {
+static bool f16c_found;
+static pthread_once_t f16c_once = PTHREAD_ONCE_INIT;
+
+/* Asked once: CPUID can cost a trip to the hypervisor, and the callers
+ * convert in chunks. */
+static void find_f16c(void) {
   unsigned a, b, c, d;
-  return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  __builtin_cpu_init();
+  f16c_found = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+
+static bool have_f16c(void) {
+  pthread_once(&f16c_once, find_f16c);
+  return f16c_found;
 }
 #endif
 
