@@ -11,13 +11,6 @@
 #include "loop_internal.h"
 #include "orion/train_rows.h"
 
-static uint32_t io_index(const OrionProgram *p, uint32_t fn, bool output, const char *name) {
-  uint32_t n = output ? orion_output_count(p, fn) : orion_input_count(p, fn);
-  for (uint32_t i = 0; i < n; i++)
-    if (!strcmp((output ? orion_output(p, fn, i) : orion_input(p, fn, i))->name, name)) return i;
-  return UINT32_MAX;
-}
-
 bool loop_rows_setup(Loop *L, Diag *d) {
   const PkgTraining *t = L->contract;
   L->rows = xcalloc(t->nrows + 1, sizeof *L->rows);
@@ -27,8 +20,8 @@ bool loop_rows_setup(Loop *L, Diag *d) {
     r->param = UINT32_MAX;
     for (uint32_t k = 0; k < L->nparams; k++)
       if (!strcmp(L->params[k].name, t->rows[i].param)) r->param = k;
-    r->out = io_index(L->prog, L->bwd, true, t->rows[i].output);
-    r->in = io_index(L->prog, L->fwd, false, t->rows[i].indices);
+    r->out = loop_output_index(L->prog, L->bwd, t->rows[i].output);
+    r->in = loop_input_index(L->prog, L->fwd, t->rows[i].indices);
     if (r->param == UINT32_MAX || r->out == UINT32_MAX || r->in == UINT32_MAX) {
       diag_error(d, (SrcSpan){0}, "the row gradient '%s' does not fit the programs (the contract was checked against "
                  "the manifest)", t->rows[i].output);
