@@ -1,0 +1,320 @@
+/*
+ * The decode loop (runtime/generate/) on testsuite/generate/tiny_gen.oir,
+ * a 2-layer model in the generation contract: greedy prefill + decode
+ * against a prefill over the whole sequence at every position (fp32
+ * numerics, logits within 1e-4 of their scale), the bucket choice, reset,
+ * the cache never copied (a recording backend sees the same buffers bound
+ * on every decode run), the errors of a full cache and a long prompt, and
+ * the contract checker's messages on small packages that break it.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/compile.h"
+#include "orion/generate.h"
+
+#define TINY ORION_SOURCE_ROOT "/testsuite/generate/tiny_gen.oir"
+#define V 61
+#define C 16
+
+static char dir[] = "/tmp/orion-generate-XXXXXX";
+static SourceSet sources;
+static StrBuf msgs;
+static Diag d;
+
+static void setup(void) {
+  cr_assert_not_null(mkdtemp(dir));
+  srcset_init(&sources);
+  sb_init(&msgs);
+  diag_init(&d, &sources);
+  d.capture = &msgs;
+  d.suppress_warnings = true;
+}
+static void teardown(void) {
+  remove_tree(dir);
+  sb_free(&msgs);
+  srcset_free(&sources);
+}
+
+TestSuite(generate, .init = setup, .fini = teardown);
+
+static const char *text_of(const StrBuf *sb) { return sb->data ? sb->data : ""; }
+
+static char *path_in(const char *name) {
+  StrBuf sb;
+  sb_init(&sb);
+  sb_printf(&sb, "%s/%s", dir, name);
+  return sb.data;
+}
+
+static char *compile(const char *oir, const char *name) {
+  char *out = path_in(name);
+  OrionCompileOptions o;
+  orion_compile_options_init(&o);
+  OrionCompileResult r;
+  cr_assert(orion_compile_file(oir, &o, out, &r, &d), "%s", text_of(&msgs));
+  orion_compile_result_free(&r);
+  sb_free(&msgs); /* the compiler's notes */
+  sb_init(&msgs);
+  return out;
+}
+
+static char *compile_text(const char *text, const char *name) {
+  char *oir = path_in("src.oir");
+  FILE *f = fopen(oir, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  char *pkg = compile(oir, name);
+  free(oir);
+  return pkg;
+}
+
+static int32_t argmax(const float *x, uint32_t n) {
+  uint32_t b = 0;
+  for (uint32_t i = 1; i < n; i++)
+    if (x[i] > x[b]) b = i;
+  return (int32_t)b;
+}
+
+/* Every row of prefill_16's logits over the 16 tokens. */
+static float *prefill_all(OrionProgram *p, int32_t *seq) {
+  OrionBackend *b = orion_backend_open("cpu", NULL, &d);
+  cr_assert_not_null(b, "%s", text_of(&msgs));
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_FP32};
+  OrionExec *e = orion_backend_prepare(b, p, orion_function_find(p, "prefill_16"), &po, &d);
+  cr_assert_not_null(e, "%s", text_of(&msgs));
+  OrionTensor in = {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, C}, .data = seq};
+  OrionTensor out[5];
+  cr_assert(orion_exec_run_alloc(e, &in, out, &d), "%s", text_of(&msgs));
+  float *logits = xmalloc(sizeof(float) * C * V);
+  memcpy(logits, out[0].data, sizeof(float) * C * V);
+  for (int i = 0; i < 5; i++) orion_tensor_free(&out[i]);
+  orion_exec_release(e);
+  orion_backend_close(b);
+  return logits;
+}
+
+static float scale_of(const float *x, uint32_t n) {
+  float m = 0;
+  for (uint32_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i]));
+  return m;
+}
+
+/* Greedy from a prompt of n tokens until the cache is full: the
+ * generated ids are the whole-sequence prefill's argmax at each position,
+ * and each step's logits are that prefill's row. */
+static void check_greedy(uint32_t n, uint32_t want_bucket) {
+  char *pkg = compile(TINY, "tiny.anepkg");
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", text_of(&msgs));
+  OrionGenOptions o = {.numerics = ORION_NUMERICS_FP32};
+  OrionGen *g = orion_gen_open_program(p, &o, &d);
+  cr_assert_not_null(g, "%s", text_of(&msgs));
+  int32_t seq[C] = {3, 17, 42, 5, 9, 60, 1, 0};
+  float rows[C][V];
+  cr_assert(orion_gen_prefill(g, seq, n, &d), "%s", text_of(&msgs));
+  cr_assert_eq(orion_gen_timings(g).prefill_bucket, want_bucket);
+  cr_assert_eq(orion_gen_position(g), n);
+  for (uint32_t pos = n;; pos++) {
+    memcpy(rows[pos - 1], orion_gen_logits(g), sizeof rows[0]);
+    if (pos == C) break;
+    seq[pos] = argmax(orion_gen_logits(g), V);
+    cr_assert(orion_gen_step(g, seq[pos], &d), "%s", text_of(&msgs));
+  }
+  cr_assert_eq(orion_gen_timings(g).decode_steps, C - n);
+  float *all = prefill_all(p, seq);
+  for (uint32_t t = n - 1; t < C; t++) {
+    const float *want = all + (size_t)t * V;
+    float tol = 1e-4f * scale_of(want, V);
+    for (uint32_t i = 0; i < V; i++)
+      cr_assert(fabsf(rows[t][i] - want[i]) <= tol, "position %u logit %u: decode %g, prefill %g", t, i,
+                (double)rows[t][i], (double)want[i]);
+    if (t + 1 < C) cr_assert_eq(seq[t + 1], argmax(want, V), "position %u", t + 1);
+  }
+  /* past the cache */
+  cr_assert_not(orion_gen_step(g, seq[C - 1], &d));
+  cr_assert_str_eq(text_of(&msgs),
+                   "orionc: error: the KV cache is full: all 16 positions hold tokens (the package's context length)\n");
+  free(all);
+  orion_gen_close(g);
+  orion_close(p);
+  free(pkg);
+}
+
+Test(generate, greedy_decode_equals_prefill_bucket_16) { check_greedy(5, 16); }
+Test(generate, greedy_decode_equals_prefill_bucket_4) { check_greedy(3, 4); }
+Test(generate, greedy_decode_from_a_full_bucket) { check_greedy(4, 4); }
+
+Test(generate, reset_gives_the_same_logits) {
+  char *pkg = compile(TINY, "tiny.anepkg");
+  OrionGen *g = orion_gen_open(pkg, NULL, &d);
+  cr_assert_not_null(g, "%s", text_of(&msgs));
+  int32_t prompt[3] = {8, 9, 10};
+  float first[V];
+  cr_assert(orion_gen_prefill(g, prompt, 3, &d));
+  cr_assert(orion_gen_step(g, 11, &d));
+  memcpy(first, orion_gen_logits(g), sizeof first);
+  cr_assert(orion_gen_step(g, 12, &d));
+  orion_gen_reset(g);
+  cr_assert_eq(orion_gen_position(g), 0);
+  cr_assert(orion_gen_prefill(g, prompt, 3, &d));
+  cr_assert(orion_gen_step(g, 11, &d));
+  cr_assert_arr_eq(orion_gen_logits(g), first, sizeof first);
+  orion_gen_close(g);
+  free(pkg);
+}
+
+Test(generate, prompt_errors) {
+  char *pkg = compile(TINY, "tiny.anepkg");
+  OrionGen *g = orion_gen_open(pkg, NULL, &d);
+  cr_assert_not_null(g, "%s", text_of(&msgs));
+  int32_t ids[17] = {0};
+  cr_assert_not(orion_gen_prefill(g, ids, 17, &d));
+  cr_assert_not(orion_gen_prefill(g, ids, 0, &d));
+  ids[2] = 61;
+  cr_assert_not(orion_gen_prefill(g, ids, 3, &d));
+  cr_assert_not(orion_gen_step(g, 1, &d));
+  cr_assert_str_eq(text_of(&msgs),
+                   "orionc: error: the prompt has 17 tokens, more than the largest prefill bucket (prefill_16)\n"
+                   "orionc: error: the prompt is empty (prefill needs at least one token)\n"
+                   "orionc: error: prompt token 2 is id 61, outside the vocabulary (0 to 60)\n"
+                   "orionc: error: a decode step before the prefill\n");
+  orion_gen_close(g);
+  free(pkg);
+}
+
+/* ---- the cache is bound in place: a backend that records decode's inputs ---- */
+
+typedef struct Recorder {
+  void *decode_exec;
+  uint32_t runs;
+  const void *data[8];
+  bool same;
+} Recorder;
+static Recorder rec;
+
+static void *rec_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *dg) {
+  void *e = orion_backend_cpu.prepare(impl, p, fn, opt, dg);
+  if (fn == orion_function_find(p, "decode")) rec.decode_exec = e;
+  return e;
+}
+
+static bool rec_run(void *exec, const OrionTensor *in, const OrionTensor *out, Diag *dg) {
+  if (exec == rec.decode_exec) {
+    for (int i = 0; i < 7; i++) {
+      if (rec.runs && rec.data[i] != in[i].data) rec.same = false;
+      rec.data[i] = in[i].data;
+    }
+    rec.runs++;
+  }
+  return orion_backend_cpu.run(exec, in, out, dg);
+}
+
+Test(generate, cache_is_never_copied) {
+  char *pkg = compile(TINY, "tiny.anepkg");
+  OrionBackendVtable vt = orion_backend_cpu;
+  vt.name = "recorder", vt.prepare = rec_prepare, vt.run = rec_run;
+  rec = (Recorder){.same = true};
+  OrionBackend *b = orion_backend_open_vtable(&vt, NULL, &d);
+  cr_assert_not_null(b, "%s", text_of(&msgs));
+  OrionGenOptions o = {.backend = b};
+  OrionGen *g = orion_gen_open(pkg, &o, &d);
+  cr_assert_not_null(g, "%s", text_of(&msgs));
+  int32_t prompt[2] = {1, 2};
+  cr_assert(orion_gen_prefill(g, prompt, 2, &d));
+  for (int i = 0; i < 6; i++) cr_assert(orion_gen_step(g, argmax(orion_gen_logits(g), V), &d));
+  cr_assert_eq(rec.runs, 6);
+  cr_assert(rec.same, "decode ran on other buffers than at its first run");
+  uint32_t n;
+  const OrionTensor *in = orion_gen_decode_inputs(g, &n);
+  cr_assert_eq(n, 7);
+  for (uint32_t i = 0; i < n; i++) cr_assert_eq(in[i].data, rec.data[i]);
+  orion_gen_close(g);
+  orion_backend_close(b);
+  free(pkg);
+}
+
+/* ---- the contract checker ---- */
+
+/* A small package in (or out of) the contract: cache.1.k has `slots` slots;
+ * without decode when `with_decode` is false. The graphs are trivial. */
+static char *contract_package(int slots, bool with_decode, bool with_prefill) {
+  StrBuf sb;
+  sb_init(&sb);
+  if (with_decode)
+    sb_printf(&sb,
+              "func decode(token: int32[1,1], pos: int32[1], mask: fp32[1,1,1,16], cache.0.k: fp32[1,2,16,16],\n"
+              "            cache.0.v: fp32[1,2,16,16], cache.1.k: fp32[1,2,%d,16], cache.1.v: fp32[1,2,16,16]) {\n"
+              "  param wte: fp32[61,32] = normal(seed=1);\n"
+              "  te: fp32[1,1,32] = gather(wte, token, axis=0);\n"
+              "  logits = linear(te, wte);\n"
+              "  r = reshape(te, shape=[1, 2, 1, 16]);\n"
+              "  return logits, new.0.k = r, new.0.v = r, new.1.k = r, new.1.v = r;\n"
+              "}\n",
+              slots);
+  if (with_prefill)
+    sb_printf(&sb, "func prefill_4(tokens: int32[1,4]) {\n"
+                   "  param wte: fp32[61,32] = normal(seed=1);\n"
+                   "  te: fp32[1,4,32] = gather(wte, tokens, axis=0);\n"
+                   "  logits = linear(te, wte);\n"
+                   "  r4 = reshape(te, shape=[1, 4, 2, 16]);\n"
+                   "  r = transpose(r4, perm=[0, 2, 1, 3]);\n"
+                   "  return logits, kv.0.k = r, kv.0.v = r, kv.1.k = r, kv.1.v = r;\n"
+                   "}\n");
+  char *pkg = compile_text(sb.data, "contract.anepkg");
+  sb_free(&sb);
+  return pkg;
+}
+
+static void expect_contract_error(char *pkg, const char *want) {
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", text_of(&msgs));
+  sb_free(&msgs);
+  sb_init(&msgs);
+  OrionGenShape s;
+  if (!want) {
+    cr_assert(orion_gen_check_contract(p, &s, &d), "%s", text_of(&msgs));
+    cr_assert_eq(s.layers, 2);
+    cr_assert_eq(s.kv_heads, 2);
+    cr_assert_eq(s.head_dim, 16);
+    cr_assert_eq(s.context, 16);
+    cr_assert_eq(s.vocab, 61);
+    cr_assert_eq(s.nbuckets, 1);
+    cr_assert_eq(s.buckets[0], 4);
+  } else {
+    cr_assert_not(orion_gen_check_contract(p, &s, &d));
+    cr_assert_str_eq(text_of(&msgs), want);
+  }
+  orion_close(p);
+  free(pkg);
+}
+
+Test(generate, contract_accepts_a_small_package) { expect_contract_error(contract_package(16, true, true), NULL); }
+
+Test(generate, contract_missing_decode) {
+  expect_contract_error(contract_package(16, false, true),
+                        "orionc: error: the package has no 'decode' entry (the generation contract, "
+                        "docs/generation.md)\n");
+}
+
+Test(generate, contract_missing_prefill) {
+  expect_contract_error(contract_package(16, true, false),
+                        "orionc: error: the package has no 'prefill_T' entry (the generation contract, "
+                        "docs/generation.md)\n");
+}
+
+Test(generate, contract_mismatched_cache_shape) {
+  expect_contract_error(contract_package(8, true, true),
+                        "orionc: error: 'decode' input 'cache.1.k' is fp32[1,2,8,16], the contract wants "
+                        "fp32[1,2,16,16]\n");
+}
+
+Test(generate, open_reports_the_contract) {
+  char *pkg = contract_package(16, false, true);
+  cr_assert_null(orion_gen_open(pkg, NULL, &d));
+  cr_assert(strstr(text_of(&msgs), "no 'decode' entry"), "%s", text_of(&msgs));
+  free(pkg);
+}
