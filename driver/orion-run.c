@@ -111,7 +111,8 @@ static const CliSpec run_spec = {
     .usage = "usage: orion-run [options] PROGRAM --input NAME=FILE.npy ...\n"
              "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n"
              "       orion-run plot LOG.jsonl -o FILE.svg  (see orion-run plot --help)\n"
-             "       orion-run train PACKAGE --data FILE --steps N --lr LR ...  (see orion-run train --help)\n",
+             "       orion-run train PACKAGE --data FILE --steps N --lr LR ...  (see orion-run train --help)\n"
+             "       orion-run generate PACKAGE --tokenizer PATH --prompt TEXT ...  (see orion-run generate --help)\n",
     .description = "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
                    "model.mil and its weights) on a backend (by default the CPU reference backend).\n",
     .options = run_options,
@@ -396,6 +397,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "patch")) return orion_run_patch(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "plot")) return orion_run_plot(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "train")) return orion_run_train(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "generate")) return orion_run_generate(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) return rc;

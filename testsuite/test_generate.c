@@ -318,3 +318,62 @@ Test(generate, open_reports_the_contract) {
   cr_assert(strstr(text_of(&msgs), "no 'decode' entry"), "%s", text_of(&msgs));
   free(pkg);
 }
+
+/* ---- stop strings over streamed pieces ---- */
+
+static void push_all(OrionStopMatcher *m, const char *const *pieces, int n, StrBuf *out, int *stopped_at) {
+  *stopped_at = -1;
+  for (int i = 0; i < n; i++)
+    if (orion_stop_push(m, pieces[i], strlen(pieces[i]), out) && *stopped_at < 0) *stopped_at = i;
+  if (*stopped_at < 0) orion_stop_finish(m, out);
+}
+
+Test(generate, stop_string_spanning_pieces) {
+  const char *stops[] = {"<end>", "xyz"};
+  const char *pieces[] = {"hello <", "e", "nd> never"};
+  OrionStopMatcher m;
+  orion_stop_init(&m, stops, 2);
+  StrBuf out;
+  sb_init(&out);
+  int at;
+  push_all(&m, pieces, 3, &out, &at);
+  cr_assert_eq(at, 2);
+  cr_assert_eq(m.found, 0);
+  sb_putc(&out, '\0');
+  cr_assert_str_eq(out.data, "hello ");
+  orion_stop_free(&m);
+  sb_free(&out);
+}
+
+Test(generate, stop_prefix_that_does_not_complete_is_released) {
+  const char *stops[] = {"<end>"};
+  const char *pieces[] = {"a <e", "x> b <en"};
+  OrionStopMatcher m;
+  orion_stop_init(&m, stops, 1);
+  StrBuf out;
+  sb_init(&out);
+  cr_assert_not(orion_stop_push(&m, pieces[0], strlen(pieces[0]), &out));
+  cr_assert_eq(out.len, 2); /* "a " shown, "<e" held back */
+  int at;
+  push_all(&m, pieces + 1, 1, &out, &at);
+  cr_assert_eq(at, -1);
+  sb_putc(&out, '\0');
+  cr_assert_str_eq(out.data, "a <ex> b <en");
+  orion_stop_free(&m);
+  sb_free(&out);
+}
+
+Test(generate, earliest_stop_string_wins) {
+  const char *stops[] = {"cd", "bc"};
+  OrionStopMatcher m;
+  orion_stop_init(&m, stops, 2);
+  StrBuf out;
+  sb_init(&out);
+  cr_assert(orion_stop_push(&m, "abcd", 4, &out));
+  cr_assert_eq(m.found, 1);
+  cr_assert_eq(out.len, 1);
+  cr_assert(orion_stop_push(&m, "more", 4, &out)); /* ignored after the stop */
+  cr_assert_eq(out.len, 1);
+  orion_stop_free(&m);
+  sb_free(&out);
+}

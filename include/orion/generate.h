@@ -79,4 +79,26 @@ OrionGenTimings orion_gen_timings(const OrionGen *g);
  * stay the same for the OrionGen's life. */
 const OrionTensor *orion_gen_decode_inputs(const OrionGen *g, uint32_t *n);
 
+/* ---- stop strings ----
+ *
+ * Text arrives piece by piece; a stop string may span pieces. The matcher
+ * passes on every byte that can no longer be the start of a stop string and
+ * holds back the rest, so that the stop string itself (and anything after
+ * it) is never passed on. */
+typedef struct OrionStopMatcher {
+  const char *const *stops;
+  size_t nstops;
+  StrBuf held;     /* bytes that may begin a stop string */
+  int found;       /* index of the stop string found, -1 before */
+} OrionStopMatcher;
+void orion_stop_init(OrionStopMatcher *m, const char *const *stops, size_t nstops);
+void orion_stop_free(OrionStopMatcher *m);
+/* Appends len bytes of text; appends to out what is now safe to show.
+ * True once a stop string has been found (its index in m->found): what
+ * precedes it has been passed on, the rest is dropped; further text is
+ * ignored. */
+bool orion_stop_push(OrionStopMatcher *m, const char *text, size_t len, StrBuf *out);
+/* The end of the text: passes on what is held back. */
+void orion_stop_finish(OrionStopMatcher *m, StrBuf *out);
+
 #endif
