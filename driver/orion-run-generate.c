@@ -396,6 +396,11 @@ int orion_run_generate(int argc, char **argv) {
   if (!prompt_ids(&a, tx, &r, &d)) goto done;
   OrionGenOptions go = {.backend_name = a.backend, .numerics = a.numerics};
   if (!(g = orion_gen_open(a.package, &go, &d))) goto done;
+  if (tx && gen_text_vocab(tx) > orion_gen_shape(g)->vocab) { /* a model may pad its vocabulary, never lack ids */
+    diag_error(&d, (SrcSpan){0}, "the tokenizer has %u ids, more than the model's vocabulary of %u",
+               gen_text_vocab(tx), orion_gen_shape(g)->vocab);
+    goto done;
+  }
   int32_t eos = a.eos >= 0 ? (int32_t)a.eos : tx ? gen_text_eos(tx) : -1;
   if (!generate(&a, g, tx, eos, &r, &d)) goto done;
   if (a.json) print_json(&a, &r, tx && !a.print_ids);

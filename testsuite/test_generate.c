@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "orion/compile.h"
+#include "orion/fp16.h"
 #include "orion/generate.h"
 
 #define TINY ORION_SOURCE_ROOT "/testsuite/generate/tiny_gen.oir"
@@ -183,6 +184,91 @@ Test(generate, prompt_errors) {
                    "orionc: error: prompt token 2 is id 61, outside the vocabulary (0 to 60)\n"
                    "orionc: error: a decode step before the prefill\n");
   orion_gen_close(g);
+  free(pkg);
+}
+
+/* tiny_gen.oir with fp16 activations (D = fp16): every fp32 made fp16,
+ * and the logits cast back to fp32 as the contract wants. */
+static char *fp16_variant(void) {
+  char *text;
+  size_t len;
+  const char *why;
+  cr_assert(read_file(TINY, 1 << 20, &text, &len, &why), "%s", why);
+  StrBuf sb;
+  sb_init(&sb);
+  for (const char *p = text; *p;) {
+    const char *lg = strstr(p, "logits: fp32["), *f32 = strstr(p, "fp32");
+    if (lg && lg == f32 - 8) { /* "logits: fp32[DIMS] = linear(f, wte);" */
+      const char *dims = lg + 13, *end = strchr(dims, ']'), *semi = strchr(end, ';');
+      sb_putn(&sb, p, (size_t)(lg - p));
+      sb_printf(&sb, "lg16 = linear(f, wte);\n  logits: fp32[%.*s] = cast(lg16, dtype=\"fp32\")", (int)(end - dims),
+                dims);
+      p = semi;
+    } else if (f32) {
+      sb_putn(&sb, p, (size_t)(f32 - p));
+      sb_puts(&sb, "fp16");
+      p = f32 + 4;
+    } else {
+      sb_puts(&sb, p);
+      break;
+    }
+  }
+  free(text);
+  char *pkg = compile_text(sb.data, "tiny16.anepkg");
+  sb_free(&sb);
+  return pkg;
+}
+
+/* D = fp16 in ane numerics: the mask holds fp16 bits, the cache fp16 rows,
+ * and decode's logits follow prefill's within fp16 rounding (the two
+ * compute attention differently: measured 1.7e-3 of the scale; the bound
+ * is 1e-2). */
+Test(generate, fp16_cache_and_mask) {
+  char *pkg = fp16_variant();
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", text_of(&msgs));
+  OrionGen *g = orion_gen_open_program(p, NULL, &d);
+  cr_assert_not_null(g, "%s", text_of(&msgs));
+  cr_assert_eq(orion_gen_shape(g)->dtype, MIL_DT_FP16);
+  int32_t seq[C] = {3, 17, 42, 5, 9};
+  float rows[C][V];
+  cr_assert(orion_gen_prefill(g, seq, 5, &d), "%s", text_of(&msgs));
+  uint32_t n;
+  const OrionTensor *in = orion_gen_decode_inputs(g, &n);
+  const OrionTensor *mask = NULL;
+  for (uint32_t i = 0; i < n; i++)
+    if (in[i].rank == 4 && in[i].dims[2] == 1) mask = &in[i];
+  cr_assert_not_null(mask);
+  cr_assert_eq(mask->dtype, MIL_DT_FP16);
+  const uint16_t *m = mask->data;
+  cr_assert(fp16_to_float(fp16_from_float(-30000.0f)) == -30000.0f);
+  for (uint32_t j = 0; j < C; j++) cr_assert_eq(m[j], j < 5 ? 0 : fp16_from_float(-30000.0f), "mask[%u]", j);
+  for (uint32_t pos = 5;; pos++) {
+    memcpy(rows[pos - 1], orion_gen_logits(g), sizeof rows[0]);
+    if (pos == C) break;
+    seq[pos] = argmax(orion_gen_logits(g), V);
+    cr_assert(orion_gen_step(g, seq[pos], &d), "%s", text_of(&msgs));
+  }
+  for (uint32_t j = 0; j < C; j++) cr_assert_eq(m[j], 0, "mask[%u]", j);
+  OrionBackend *b = orion_backend_open("cpu", NULL, &d);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, orion_function_find(p, "prefill_16"), &po, &d);
+  cr_assert_not_null(e, "%s", text_of(&msgs));
+  OrionTensor tin = {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, C}, .data = seq};
+  OrionTensor out[5];
+  cr_assert(orion_exec_run_alloc(e, &tin, out, &d), "%s", text_of(&msgs));
+  float worst = 0;
+  for (uint32_t t = 4; t < C; t++) {
+    const float *want = (const float *)out[0].data + (size_t)t * V;
+    float scale = scale_of(want, V);
+    for (uint32_t i = 0; i < V; i++) worst = fmaxf(worst, fabsf(rows[t][i] - want[i]) / scale);
+  }
+  cr_assert_lt(worst, 1e-2f, "decode's fp16 logits are %g of the scale from prefill's", (double)worst);
+  for (int i = 0; i < 5; i++) orion_tensor_free(&out[i]);
+  orion_exec_release(e);
+  orion_backend_close(b);
+  orion_gen_close(g);
+  orion_close(p);
   free(pkg);
 }
 

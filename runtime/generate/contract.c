@@ -14,10 +14,12 @@
 #define NO_SPAN ((SrcSpan){0})
 #define CONTRACT "docs/generation.md"
 
+/* "fp32[1,2,?,16]": a negative (free) dimension shown as '?'. */
 static void type_text(char *buf, size_t cap, MilDType t, uint32_t rank, const int64_t *dims) {
   int k = snprintf(buf, cap, "%s[", mil_dtype_name(t));
   for (uint32_t i = 0; i < rank && k > 0 && (size_t)k < cap; i++)
-    k += snprintf(buf + k, cap - (size_t)k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    k += dims[i] < 0 ? snprintf(buf + k, cap - (size_t)k, "%s?", i ? "," : "")
+                     : snprintf(buf + k, cap - (size_t)k, "%s%lld", i ? "," : "", (long long)dims[i]);
   if (k > 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, "]");
 }
 
@@ -46,8 +48,6 @@ static const OrionTensorInfo *expect(const OrionProgram *p, uint32_t fn, bool in
     char got[96], want[96];
     type_text(got, sizeof got, info->dtype, info->rank, info->dims);
     type_text(want, sizeof want, t, rank, dims);
-    for (char *c = want; *c; c++)
-      if (*c == '-') *c = '?', memmove(c + 1, c + 2, strlen(c + 2) + 1); /* "-1" shown as "?" */
     diag_error(d, NO_SPAN, "'%s' %s '%s' is %s, the contract wants %s", entry, kind, name, got, want);
     return NULL;
   }

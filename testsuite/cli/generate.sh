@@ -143,4 +143,9 @@ jcheck prompt-file 0 sgen --prompt-file prompt.txt --temperature 0 --max-tokens 
 py prompt-file 'assert j["prompt_ids"] == [58, 59, 2, 0, 19], j["prompt_ids"]'
 check stub-unknown-byte 1 sgen --prompt "the cat?"
 contains stub-unknown-byte "the stub tokenizer has no piece for byte 0x3f"
+# A model with fewer ids than the tokenizer.
+sed 's/61/40/g' "$root/testsuite/generate/tiny_gen.oir" >small.oir
+check small-compile 0 "$orionc" -w -o small.anepkg small.oir
+check small-vocab 1 "$stubtok" generate small.anepkg --tokenizer stub-bytes --prompt "the cat"
+same_text small-vocab "orion-run generate: error: the tokenizer has 61 ids, more than the model's vocabulary of 40"
 finish
