@@ -141,7 +141,7 @@ void orion_sampler_distribution(OrionSampler *s, const float *logits, const int3
     memset(s->stamp, 0, v * sizeof *s->stamp);
     s->call = 2;
   }
-  for (uint32_t i = 0; i < v; i++) s->key[i] = logits[i];
+  for (uint32_t i = 0; i < v; i++) s->key[i] = (double)logits[i];
   if (s->o.repeat_penalty != 1.0 && nhistory) penalize(s, history, nhistory);
   *ids = s->ids, *probs = s->probs;
   if (s->o.temperature <= 0) {
@@ -151,7 +151,7 @@ void orion_sampler_distribution(OrionSampler *s, const float *logits, const int3
     s->ids[0] = (int32_t)best, s->probs[0] = 1.0, *count = 1;
     return;
   }
-  double max = -INFINITY;
+  double max = -(double)INFINITY;
   for (uint32_t i = 0; i < v; i++) {
     s->key[i] /= s->o.temperature;
     s->cand[i] = (int32_t)i;
