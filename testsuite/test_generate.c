@@ -112,7 +112,7 @@ static void check_greedy(uint32_t n, uint32_t want_bucket) {
   OrionProgram *p = orion_open(pkg, NULL, &d);
   cr_assert_not_null(p, "%s", text_of(&msgs));
   OrionGenOptions o = {.numerics = ORION_NUMERICS_FP32};
-  OrionGen *g = orion_gen_open_program(p, &o, &d);
+  OrionGen *g = orion_gen_open_program(p, pkg, &o, &d);
   cr_assert_not_null(g, "%s", text_of(&msgs));
   int32_t seq[C] = {3, 17, 42, 5, 9, 60, 1, 0};
   float rows[C][V];
@@ -187,9 +187,11 @@ Test(generate, prompt_errors) {
   free(pkg);
 }
 
-/* tiny_gen.oir with fp16 activations (D = fp16): every fp32 made fp16,
- * and the logits cast back to fp32 as the contract wants. */
-static char *fp16_variant(void) {
+/* tiny_gen.oir rewritten: with fp16 activations (D = fp16: every fp32
+ * made fp16, the logits cast back to fp32 as the contract wants), or with
+ * its classifier tiled in two (a concat, which split-concat turns into the
+ * output group `logits` of two parts). */
+static char *variant(bool fp16, const char *name) {
   char *text;
   size_t len;
   const char *why;
@@ -201,22 +203,62 @@ static char *fp16_variant(void) {
     if (lg && lg == f32 - 8) { /* "logits: fp32[DIMS] = linear(f, wte);" */
       const char *dims = lg + 13, *end = strchr(dims, ']'), *semi = strchr(end, ';');
       sb_putn(&sb, p, (size_t)(lg - p));
-      sb_printf(&sb, "lg16 = linear(f, wte);\n  logits: fp32[%.*s] = cast(lg16, dtype=\"fp32\")", (int)(end - dims),
-                dims);
+      if (fp16)
+        sb_printf(&sb, "lg16 = linear(f, wte);\n  logits: fp32[%.*s] = cast(lg16, dtype=\"fp32\")", (int)(end - dims),
+                  dims);
+      else
+        sb_printf(&sb, "w_lo = slice(wte, begin=[0, 0], end=[30, 32]);\n  w_hi = slice(wte, begin=[30, 0], end=[61, 32]);\n"
+                       "  l_lo = linear(f, w_lo);\n  l_hi = linear(f, w_hi);\n"
+                       "  logits: fp32[%.*s] = concat(l_lo, l_hi, axis=-1)", (int)(end - dims), dims);
       p = semi;
-    } else if (f32) {
+    } else if (f32 && fp16) {
       sb_putn(&sb, p, (size_t)(f32 - p));
       sb_puts(&sb, "fp16");
       p = f32 + 4;
+    } else if (lg) {
+      sb_putn(&sb, p, (size_t)(lg - p));
+      p = lg;
     } else {
       sb_puts(&sb, p);
       break;
     }
   }
   free(text);
-  char *pkg = compile_text(sb.data, "tiny16.anepkg");
+  char *pkg = compile_text(sb.data, name);
   sb_free(&sb);
   return pkg;
+}
+
+static char *fp16_variant(void) { return variant(true, "tiny16.anepkg"); }
+
+/* The logits in two parts (an output group): the same ids and logits as
+ * tiny_gen's one output, the parts bound into one buffer. */
+Test(generate, logits_in_an_output_group) {
+  char *plain = compile(TINY, "tiny.anepkg"), *tiled = variant(false, "tiled.anepkg");
+  OrionGenOptions o = {.numerics = ORION_NUMERICS_FP32};
+  OrionGen *a = orion_gen_open(plain, &o, &d), *b = orion_gen_open(tiled, &o, &d);
+  cr_assert(a && b, "%s", text_of(&msgs));
+  cr_assert_eq(orion_gen_shape(a)->decode_logits.nparts, 1);
+  const OrionGenLogits *dl = &orion_gen_shape(b)->decode_logits;
+  cr_assert_eq(dl->nparts, 2);
+  cr_assert_eq(dl->width[0], 30);
+  cr_assert_eq(dl->width[1], 31);
+  cr_assert_eq(orion_gen_shape(b)->bucket_logits[1].nparts, 2);
+  int32_t prompt[5] = {3, 17, 42, 5, 9};
+  cr_assert(orion_gen_prefill(a, prompt, 5, &d) && orion_gen_prefill(b, prompt, 5, &d), "%s", text_of(&msgs));
+  const float *first = NULL;
+  for (int step = 0; step < 8; step++) {
+    const float *x = orion_gen_logits(a), *y = orion_gen_logits(b);
+    float tol = 1e-5f * scale_of(x, V);
+    for (uint32_t i = 0; i < V; i++) cr_assert(fabsf(x[i] - y[i]) <= tol, "step %d logit %u", step, i);
+    int32_t next = argmax(x, V);
+    cr_assert_eq(next, argmax(y, V));
+    cr_assert(orion_gen_step(a, next, &d) && orion_gen_step(b, next, &d), "%s", text_of(&msgs));
+    if (!first) first = orion_gen_logits(b);
+    cr_assert_eq(orion_gen_logits(b), first); /* the one buffer, every step */
+  }
+  orion_gen_close(a), orion_gen_close(b);
+  free(plain), free(tiled);
 }
 
 /* D = fp16 in ane numerics: the mask holds fp16 bits, the cache fp16 rows,
@@ -227,7 +269,7 @@ Test(generate, fp16_cache_and_mask) {
   char *pkg = fp16_variant();
   OrionProgram *p = orion_open(pkg, NULL, &d);
   cr_assert_not_null(p, "%s", text_of(&msgs));
-  OrionGen *g = orion_gen_open_program(p, NULL, &d);
+  OrionGen *g = orion_gen_open_program(p, pkg, NULL, &d);
   cr_assert_not_null(g, "%s", text_of(&msgs));
   cr_assert_eq(orion_gen_shape(g)->dtype, MIL_DT_FP16);
   int32_t seq[C] = {3, 17, 42, 5, 9};
@@ -362,7 +404,7 @@ static void expect_contract_error(char *pkg, const char *want) {
   sb_init(&msgs);
   OrionGenShape s;
   if (!want) {
-    cr_assert(orion_gen_check_contract(p, &s, &d), "%s", text_of(&msgs));
+    cr_assert(orion_gen_check_contract(p, NULL, &s, &d), "%s", text_of(&msgs));
     cr_assert_eq(s.layers, 2);
     cr_assert_eq(s.kv_heads, 2);
     cr_assert_eq(s.head_dim, 16);
@@ -371,7 +413,7 @@ static void expect_contract_error(char *pkg, const char *want) {
     cr_assert_eq(s.nbuckets, 1);
     cr_assert_eq(s.buckets[0], 4);
   } else {
-    cr_assert_not(orion_gen_check_contract(p, &s, &d));
+    cr_assert_not(orion_gen_check_contract(p, NULL, &s, &d));
     cr_assert_str_eq(text_of(&msgs), want);
   }
   orion_close(p);

@@ -18,6 +18,7 @@
 #define ORION_GENERATE_H
 
 #include "orion/backend.h"
+#include "orion/manifest.h"
 
 typedef struct OrionGen OrionGen;
 
@@ -28,25 +29,43 @@ typedef struct OrionGenOptions {
   OrionNumerics numerics;   /* ORION_NUMERICS_ANE by default (zero) */
 } OrionGenOptions;
 
+/* Where an entry's logits are: its output `logits`, or the parts of the
+ * output group `logits` (the compiler's split-concat splits a classifier
+ * tiled with concat into parts along the vocabulary; the manifest's
+ * OutputGroups say so), in the group's order. */
+#define ORION_GEN_MAX_LOGIT_PARTS 64
+typedef struct OrionGenLogits {
+  uint32_t nparts;
+  uint32_t output[ORION_GEN_MAX_LOGIT_PARTS]; /* output indices */
+  uint32_t width[ORION_GEN_MAX_LOGIT_PARTS];  /* vocabulary columns of each */
+} OrionGenLogits;
+
+#define ORION_GEN_MAX_BUCKETS 16
+
 /* The shape the contract check found. */
 typedef struct OrionGenShape {
   uint32_t layers, kv_heads, head_dim, context, vocab;
-  MilDType dtype;           /* D: the cache's, the mask's and kv's dtype */
+  MilDType dtype;                                /* D: the cache's, the mask's and kv's dtype */
   uint32_t nbuckets;
-  uint32_t buckets[16];     /* the prefill lengths T, ascending */
-  uint32_t bucket_fn[16];   /* and their functions */
+  uint32_t buckets[ORION_GEN_MAX_BUCKETS];       /* the prefill lengths T, ascending */
+  uint32_t bucket_fn[ORION_GEN_MAX_BUCKETS];     /* and their functions */
+  OrionGenLogits bucket_logits[ORION_GEN_MAX_BUCKETS];
   uint32_t decode_fn;
+  OrionGenLogits decode_logits;
 } OrionGenShape;
 
 /* Checks that p follows the contract (every name, dtype and shape, and that
  * the entries agree with each other); the first problem is an error that
- * names what is missing or wrong. */
-bool orion_gen_check_contract(const OrionProgram *p, OrionGenShape *shape, Diag *d);
+ * names what is missing or wrong. manifest (NULL: none, a bare directory)
+ * is the package's, for its output groups. */
+bool orion_gen_check_contract(const OrionProgram *p, const Package *manifest, OrionGenShape *shape, Diag *d);
 
 /* Opens the package at path (its checksums verified) and prepares it. */
 OrionGen *orion_gen_open(const char *path, const OrionGenOptions *opt, Diag *d);
-/* The same on a program the caller opened (and closes after the OrionGen). */
-OrionGen *orion_gen_open_program(OrionProgram *p, const OrionGenOptions *opt, Diag *d);
+/* The same on a program the caller opened (and closes after the OrionGen);
+ * package is the path it was opened from, whose manifest tells the output
+ * groups (NULL: none). */
+OrionGen *orion_gen_open_program(OrionProgram *p, const char *package, const OrionGenOptions *opt, Diag *d);
 void orion_gen_close(OrionGen *g);
 
 const OrionGenShape *orion_gen_shape(const OrionGen *g);

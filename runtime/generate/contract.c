@@ -55,6 +55,49 @@ static const OrionTensorInfo *expect(const OrionProgram *p, uint32_t fn, bool in
   return info;
 }
 
+static uint32_t output_index(const OrionProgram *p, uint32_t fn, const char *name) {
+  for (uint32_t i = 0; i < orion_output_count(p, fn); i++)
+    if (!strcmp(orion_output(p, fn, i)->name, name)) return i;
+  return UINT32_MAX;
+}
+
+/* Entry fn's logits, fp32[1,T,V], as one output or as the output group
+ * `logits` along its last axis. *vocab < 0: any V (set here). */
+static bool check_logits(const OrionProgram *p, const Package *manifest, uint32_t fn, int64_t t, int64_t *vocab,
+                         OrionGenLogits *l, Diag *d) {
+  const char *entry = orion_function_name(p, fn);
+  const PkgGroup *g = NULL;
+  if (!find_tensor(p, fn, false, "logits") && manifest) {
+    const PkgFunction *f = package_function(manifest, entry);
+    if (f) g = package_output_group(f, "logits");
+  }
+  if (!g) {
+    int64_t dims[3] = {1, t, *vocab};
+    if (!expect(p, fn, false, "logits", MIL_DT_FP32, 3, dims, d)) return false;
+    l->nparts = 1, l->output[0] = output_index(p, fn, "logits"), l->width[0] = (uint32_t)dims[2];
+    *vocab = dims[2];
+    return true;
+  }
+  if (g->axis != 2)
+    return diag_error(d, NO_SPAN, "'%s' output group 'logits' joins its parts along axis %u; the contract wants the "
+                      "vocabulary axis (2)", entry, g->axis), false;
+  if (g->nparts > ORION_GEN_MAX_LOGIT_PARTS)
+    return diag_error(d, NO_SPAN, "'%s' output group 'logits' has %u parts (at most %u)", entry, g->nparts,
+                      ORION_GEN_MAX_LOGIT_PARTS), false;
+  int64_t total = 0;
+  for (uint32_t k = 0; k < g->nparts; k++) {
+    int64_t dims[3] = {1, t, -1};
+    if (!expect(p, fn, false, g->parts[k], MIL_DT_FP32, 3, dims, d)) return false;
+    l->output[k] = output_index(p, fn, g->parts[k]), l->width[k] = (uint32_t)dims[2];
+    total += dims[2];
+  }
+  if (*vocab >= 0 && total != *vocab)
+    return diag_error(d, NO_SPAN, "'%s' output group 'logits' has %lld columns; decode's vocabulary is %lld", entry,
+                      (long long)total, (long long)*vocab), false;
+  l->nparts = g->nparts, *vocab = total;
+  return true;
+}
+
 /* The bucket length of "prefill_T", 0 when the name is not one. */
 static uint32_t bucket_length(const char *name) {
   if (strncmp(name, "prefill_", 8)) return 0;
@@ -66,7 +109,7 @@ static uint32_t bucket_length(const char *name) {
 }
 
 /* decode's shape; the layers are cache.0.k, cache.1.k, ... up to the first missing. */
-static bool check_decode(const OrionProgram *p, uint32_t fn, OrionGenShape *s, Diag *d) {
+static bool check_decode(const OrionProgram *p, const Package *manifest, uint32_t fn, OrionGenShape *s, Diag *d) {
   int64_t tok[2] = {1, 1}, pos[1] = {1};
   if (!expect(p, fn, true, "token", MIL_DT_INT32, 2, tok, d) || !expect(p, fn, true, "pos", MIL_DT_INT32, 1, pos, d))
     return false;
@@ -78,9 +121,9 @@ static bool check_decode(const OrionProgram *p, uint32_t fn, OrionGenShape *s, D
   int64_t mask[4] = {1, 1, 1, -1};
   if (!expect(p, fn, true, "mask", m->dtype, 4, mask, d)) return false;
   s->dtype = m->dtype, s->context = (uint32_t)mask[3];
-  int64_t logits[3] = {1, 1, -1};
-  if (!expect(p, fn, false, "logits", MIL_DT_FP32, 3, logits, d)) return false;
-  s->vocab = (uint32_t)logits[2];
+  int64_t vocab = -1;
+  if (!check_logits(p, manifest, fn, 1, &vocab, &s->decode_logits, d)) return false;
+  s->vocab = (uint32_t)vocab;
   if (!find_tensor(p, fn, true, "cache.0.k"))
     return diag_error(d, NO_SPAN, "'decode' has no input 'cache.0.k' (the generation contract, " CONTRACT ")"), false;
   int64_t cache[4] = {1, -1, mask[3], -1};
@@ -97,7 +140,7 @@ static bool check_decode(const OrionProgram *p, uint32_t fn, OrionGenShape *s, D
     }
   }
   s->kv_heads = (uint32_t)cache[1], s->head_dim = (uint32_t)cache[3];
-  uint32_t want_in = 3 + 2 * s->layers, want_out = 1 + 2 * s->layers;
+  uint32_t want_in = 3 + 2 * s->layers, want_out = s->decode_logits.nparts + 2 * s->layers;
   if (orion_input_count(p, fn) != want_in || orion_output_count(p, fn) != want_out)
     return diag_error(d, NO_SPAN,
                       "'decode' has %u inputs and %u outputs; for %u layers the contract has %u and %u "
@@ -106,13 +149,13 @@ static bool check_decode(const OrionProgram *p, uint32_t fn, OrionGenShape *s, D
   return true;
 }
 
-static bool check_prefill(const OrionProgram *p, uint32_t fn, uint32_t t, const OrionGenShape *s, Diag *d) {
+static bool check_prefill(const OrionProgram *p, const Package *manifest, uint32_t fn, uint32_t t,
+                          const OrionGenShape *s, OrionGenLogits *logits, Diag *d) {
   const char *entry = orion_function_name(p, fn);
   if (t > s->context)
     return diag_error(d, NO_SPAN, "'%s' is longer than decode's cache (%u slots)", entry, s->context), false;
-  int64_t tokens[2] = {1, t}, logits[3] = {1, t, s->vocab};
-  if (!expect(p, fn, true, "tokens", MIL_DT_INT32, 2, tokens, d) ||
-      !expect(p, fn, false, "logits", MIL_DT_FP32, 3, logits, d))
+  int64_t tokens[2] = {1, t}, vocab = s->vocab;
+  if (!expect(p, fn, true, "tokens", MIL_DT_INT32, 2, tokens, d) || !check_logits(p, manifest, fn, t, &vocab, logits, d))
     return false;
   char name[64];
   for (uint32_t l = 0; l < s->layers; l++)
@@ -121,29 +164,34 @@ static bool check_prefill(const OrionProgram *p, uint32_t fn, uint32_t t, const 
       snprintf(name, sizeof name, "kv.%u.%c", l, "kv"[kv]);
       if (!expect(p, fn, false, name, s->dtype, 4, dims, d)) return false;
     }
-  if (orion_input_count(p, fn) != 1 || orion_output_count(p, fn) != 1 + 2 * s->layers)
+  uint32_t want_out = logits->nparts + 2 * s->layers;
+  if (orion_input_count(p, fn) != 1 || orion_output_count(p, fn) != want_out)
     return diag_error(d, NO_SPAN, "'%s' has %u inputs and %u outputs; for %u layers the contract has 1 and %u "
                       "(tokens; logits, kv.L.k/v)",
-                      entry, orion_input_count(p, fn), orion_output_count(p, fn), s->layers, 1 + 2 * s->layers), false;
+                      entry, orion_input_count(p, fn), orion_output_count(p, fn), s->layers, want_out), false;
   return true;
 }
 
-bool orion_gen_check_contract(const OrionProgram *p, OrionGenShape *shape, Diag *d) {
+bool orion_gen_check_contract(const OrionProgram *p, const Package *manifest, OrionGenShape *shape, Diag *d) {
   OrionGenShape s = {0};
   s.decode_fn = orion_function_find(p, "decode");
   if (s.decode_fn == UINT32_MAX)
     return diag_error(d, NO_SPAN, "the package has no 'decode' entry (the generation contract, " CONTRACT ")"), false;
-  if (!check_decode(p, s.decode_fn, &s, d)) return false;
-  const uint32_t max_buckets = sizeof s.buckets / sizeof *s.buckets;
+  if (!check_decode(p, manifest, s.decode_fn, &s, d)) return false;
+  const uint32_t max_buckets = ORION_GEN_MAX_BUCKETS;
   for (uint32_t fn = 0; fn < orion_function_count(p); fn++) {
     uint32_t t = bucket_length(orion_function_name(p, fn));
     if (!t) continue;
     if (s.nbuckets == max_buckets)
       return diag_error(d, NO_SPAN, "more than %u prefill buckets", max_buckets), false;
-    if (!check_prefill(p, fn, t, &s, d)) return false;
+    OrionGenLogits l;
+    if (!check_prefill(p, manifest, fn, t, &s, &l, d)) return false;
     uint32_t i = s.nbuckets++;
-    for (; i > 0 && s.buckets[i - 1] > t; i--) s.buckets[i] = s.buckets[i - 1], s.bucket_fn[i] = s.bucket_fn[i - 1];
-    s.buckets[i] = t, s.bucket_fn[i] = fn;
+    for (; i > 0 && s.buckets[i - 1] > t; i--) {
+      s.buckets[i] = s.buckets[i - 1], s.bucket_fn[i] = s.bucket_fn[i - 1];
+      s.bucket_logits[i] = s.bucket_logits[i - 1];
+    }
+    s.buckets[i] = t, s.bucket_fn[i] = fn, s.bucket_logits[i] = l;
   }
   if (!s.nbuckets)
     return diag_error(d, NO_SPAN, "the package has no 'prefill_T' entry (the generation contract, " CONTRACT ")"),

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/stat.h>
+
 #include "orion/fp16.h"
 #include "orion/generate.h"
 
@@ -19,7 +21,7 @@
 typedef struct GenBucket {
   OrionExec *exec;
   OrionTensor *out; /* logits, kv.L.k/v in the entry's output order (allocated at first use) */
-  uint32_t logits, *kv; /* output indices: logits, kv.L.k = kv[2L], kv.L.v = kv[2L+1] */
+  uint32_t *kv;     /* output indices: kv.L.k = kv[2L], kv.L.v = kv[2L+1] */
 } GenBucket;
 
 struct OrionGen {
@@ -33,7 +35,9 @@ struct OrionGen {
   OrionTensor *din, *dout;  /* decode's inputs and outputs, in its order */
   uint32_t nin, nout;
   uint32_t in_token, in_pos, in_mask, *in_cache;  /* cache.L.k = in_cache[2L] */
-  uint32_t out_logits, *out_new;                  /* new.L.k = out_new[2L] */
+  uint32_t *out_new;                              /* new.L.k = out_new[2L] */
+  float *decode_logits;     /* with logits in parts: one buffer the parts are bound into */
+  float *row;               /* with logits in parts: prefill's last row, joined */
   int32_t *tokens;          /* the prefill input, largest bucket long */
   const float *logits;      /* the next token's */
   uint32_t position;
@@ -90,7 +94,6 @@ static bool prepare_all(OrionGen *g, const OrionPrepareOptions *po, Diag *d) {
   for (uint32_t b = 0; b < s->nbuckets; b++) {
     GenBucket *k = &g->buckets[b];
     if (!(k->exec = orion_backend_prepare(g->backend, p, s->bucket_fn[b], po, d))) return false;
-    k->logits = index_of(p, s->bucket_fn[b], false, "logits");
     k->kv = xcalloc(2 * s->layers, sizeof *k->kv);
   }
   if (!(g->decode = orion_backend_prepare(g->backend, p, s->decode_fn, po, d))) return false;
@@ -99,7 +102,15 @@ static bool prepare_all(OrionGen *g, const OrionPrepareOptions *po, Diag *d) {
   g->in_token = index_of(p, s->decode_fn, true, "token");
   g->in_pos = index_of(p, s->decode_fn, true, "pos");
   g->in_mask = index_of(p, s->decode_fn, true, "mask");
-  g->out_logits = index_of(p, s->decode_fn, false, "logits");
+  const OrionGenLogits *dl = &s->decode_logits;
+  if (dl->nparts > 1) { /* the parts [1,1,V_i] are consecutive slices of one [V] buffer: no join per step */
+    g->decode_logits = xcalloc(s->vocab, sizeof *g->decode_logits);
+    for (uint32_t k = 0, at = 0; k < dl->nparts; at += dl->width[k++]) {
+      free(g->dout[dl->output[k]].data);
+      g->dout[dl->output[k]].data = g->decode_logits + at;
+    }
+  }
+  g->row = xcalloc(s->vocab, sizeof *g->row);
   g->in_cache = xcalloc(2 * s->layers, sizeof *g->in_cache);
   g->out_new = xcalloc(2 * s->layers, sizeof *g->out_new);
   char name[64];
@@ -117,12 +128,30 @@ static bool prepare_all(OrionGen *g, const OrionPrepareOptions *po, Diag *d) {
   return true;
 }
 
-OrionGen *orion_gen_open_program(OrionProgram *p, const OrionGenOptions *opt, Diag *d) {
+/* The manifest of a package (false after reporting); a bare directory has none. */
+static bool read_manifest(const char *path, Package *pkg, bool *have, Diag *d) {
+  *have = false;
+  if (!path) return true;
+  char *manifest = xmalloc(strlen(path) + sizeof PACKAGE_MANIFEST + 1);
+  sprintf(manifest, "%s/%s", path, PACKAGE_MANIFEST);
+  struct stat st;
+  bool exists = stat(manifest, &st) == 0;
+  free(manifest);
+  if (!exists) return true;
+  return *have = package_read(path, pkg, d);
+}
+
+OrionGen *orion_gen_open_program(OrionProgram *p, const char *package, const OrionGenOptions *opt, Diag *d) {
   OrionGenOptions none = {0};
   if (!opt) opt = &none;
+  Package pkg;
+  bool have;
+  if (!read_manifest(package, &pkg, &have, d)) return NULL;
   OrionGen *g = xcalloc(1, sizeof *g);
   g->prog = p;
-  if (!orion_gen_check_contract(p, &g->shape, d)) goto fail;
+  bool fits = orion_gen_check_contract(p, have ? &pkg : NULL, &g->shape, d);
+  if (have) package_free(&pkg);
+  if (!fits) goto fail;
   g->elem = orion_tensor_dtype_size(g->shape.dtype);
   g->backend = opt->backend;
   if (!g->backend) {
@@ -142,7 +171,7 @@ fail:
 OrionGen *orion_gen_open(const char *path, const OrionGenOptions *opt, Diag *d) {
   OrionProgram *p = orion_open(path, NULL, d);
   if (!p) return NULL;
-  OrionGen *g = orion_gen_open_program(p, opt, d);
+  OrionGen *g = orion_gen_open_program(p, path, opt, d);
   if (!g) {
     orion_close(p);
     return NULL;
@@ -160,6 +189,9 @@ void orion_gen_close(OrionGen *g) {
     free(k->kv);
   }
   orion_exec_release(g->decode);
+  if (g->decode_logits) /* the parts point into it */
+    for (uint32_t k = 0; k < g->shape.decode_logits.nparts; k++) g->dout[g->shape.decode_logits.output[k]].data = NULL;
+  free(g->decode_logits), free(g->row);
   free_tensors(g->din, g->nin);
   free_tensors(g->dout, g->nout);
   free(g->in_cache), free(g->out_new), free(g->tokens);
@@ -212,7 +244,14 @@ bool orion_gen_prefill(OrionGen *g, const int32_t *ids, uint32_t n, Diag *d) {
     copy_rows(g, g->din[g->in_cache[l]].data, k->out[k->kv[l]].data, t, n);
   for (uint32_t j = 0; j < n; j++) set_mask(g, j, 0.0f);
   g->position = n;
-  g->logits = (const float *)k->out[k->logits].data + (size_t)(n - 1) * s->vocab;
+  const OrionGenLogits *l = &s->bucket_logits[b];
+  if (l->nparts == 1) g->logits = (const float *)k->out[l->output[0]].data + (size_t)(n - 1) * s->vocab;
+  else {
+    for (uint32_t j = 0, at = 0; j < l->nparts; at += l->width[j++])
+      memcpy(g->row + at, (const float *)k->out[l->output[j]].data + (size_t)(n - 1) * l->width[j],
+             l->width[j] * sizeof *g->row);
+    g->logits = g->row;
+  }
   g->timings = (OrionGenTimings){.prompt_tokens = n, .prefill_bucket = t, .prefill_ms = now_ms() - t0};
   return true;
 }
@@ -238,7 +277,7 @@ bool orion_gen_step(OrionGen *g, int32_t token, Diag *d) {
   }
   set_mask(g, g->position, 0.0f);
   g->position++;
-  g->logits = g->dout[g->out_logits].data;
+  g->logits = g->decode_logits ? g->decode_logits : g->dout[s->decode_logits.output[0]].data;
   g->timings.decode_steps++;
   g->timings.decode_ms += now_ms() - t0;
   return true;
