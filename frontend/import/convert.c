@@ -2,7 +2,8 @@
  * orion-convert's library side: config.json and the tensors checked, the
  * buckets and cache length settled, then the family's .oir written with a
  * header saying what it is. Weight files are named relative to the .oir's
- * directory (as .oir paths are), so the two may move together.
+ * directory (as .oir paths are), so the two may move together; when the two
+ * directories share nothing but the root, by their absolute path.
  */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "hf_import.h"
@@ -177,6 +178,15 @@ static char *weights_dir(const char *model_dir, const char *output, char *err, s
   if (!ok) hf_fail(err, errlen, "the directory of '%s' does not exist", output);
   free(out);
   if (!ok) return NULL;
+  /* Directories with nothing in common but the root: the absolute path
+   * says more than a climb of ../ to it. */
+  size_t first = component(out_real + 1);
+  if (first == 0 || strncmp(out_real, model_real, first + 1) || (model_real[first + 1] && model_real[first + 1] != '/')) {
+    StrBuf sb;
+    sb_init(&sb);
+    sb_printf(&sb, "%s/", strcmp(model_real, "/") ? model_real : "");
+    return sb.data;
+  }
   return relative_dir(out_real, model_real);
 }
 
