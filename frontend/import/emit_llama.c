@@ -45,6 +45,7 @@ static void put_attention_input(StrBuf *sb, const HfPlan *p, int64_t T) {
             "  kh: %s[1,%lld,%lld,%lld] = transpose(k4, perm=[0, 2, 1, 3]);\n"
             "  vh = transpose(v4, perm=[0, 2, 1, 3]);\n",
             t, H, HD, t, KVH, HD, t, KVH, HD, p->dtype, H, t, HD, p->dtype, KVH, t, HD);
+  sb_puts(sb, "  // RoPE: x * cos + rotate_half(x) * sin, rotate_half = [-x_hi, x_lo] as a quarter turn of the halves.\n");
   put_rope(sb, p, "qh", "qr", m->heads, T);
   put_rope(sb, p, "kh", "kr", m->kv_heads, T);
 }
