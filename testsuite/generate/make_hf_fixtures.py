@@ -91,13 +91,13 @@ def gpt2_weights(cfg, seed):
         w[p + "ln_1.bias"] = fp16(rng, (E,), 0.05)
         w[p + "attn.c_attn.weight"] = fp16(rng, (E, 3 * E), 0.15)  # Conv1D: [in, out]
         w[p + "attn.c_attn.bias"] = fp16(rng, (3 * E,), 0.05)
-        w[p + "attn.c_proj.weight"] = fp16(rng, (E, E), 0.1)
+        w[p + "attn.c_proj.weight"] = fp16(rng, (E, E), 0.5)
         w[p + "attn.c_proj.bias"] = fp16(rng, (E,), 0.05)
         w[p + "ln_2.weight"] = fp16(rng, (E,), 0.1, 1.0)
         w[p + "ln_2.bias"] = fp16(rng, (E,), 0.05)
         w[p + "mlp.c_fc.weight"] = fp16(rng, (E, 4 * E), 0.12)
         w[p + "mlp.c_fc.bias"] = fp16(rng, (4 * E,), 0.05)
-        w[p + "mlp.c_proj.weight"] = fp16(rng, (4 * E, E), 0.06)
+        w[p + "mlp.c_proj.weight"] = fp16(rng, (4 * E, E), 0.3)
         w[p + "mlp.c_proj.bias"] = fp16(rng, (E,), 0.05)
     return w
 
@@ -286,7 +286,7 @@ def main():
     w = gpt2_weights(gpt2_cfg, 1)
     write_config(os.path.join(d, "config.json"), gpt2_cfg)
     write_safetensors(os.path.join(d, "model.safetensors"), {"transformer." + k: v for k, v in w.items()})
-    save_outputs(d, outputs(Gpt2(gpt2_cfg, w), gpt2_cfg["vocab_size"], 11))
+    save_outputs(d, outputs(Gpt2(gpt2_cfg, w), gpt2_cfg["vocab_size"], 21))
 
     d = os.path.join(OUT, "llama_tied")
     os.makedirs(d, exist_ok=True)
