@@ -17,7 +17,8 @@ enum { OPT_OUTPUT = 1, OPT_SEQ, OPT_CTX, OPT_DTYPE, OPT_HELP, OPT_VERSION };
 
 static const CliOption convert_options[] = {
     {OPT_OUTPUT, 'o', NULL, CLI_VALUE, 0, " FILE", "the .oir to write (required); the weight files are named\n"
-                                                    "relative to its directory",
+                                                    "relative to its directory ('-': standard output,\n"
+                                                    "relative to the current directory)",
      "a file name"},
     {OPT_SEQ, 0, "seq", CLI_VALUE, 0, "=N[,N...]",
      "prefill bucket lengths, one entry prefill_N each (repeatable;\n"
@@ -115,8 +116,9 @@ int main(int argc, char **argv) {
     sb_free(&text);
     return 1;
   }
-  const char *why;
-  bool ok = write_file_atomic(a.opt.output, text.data, text.len, &why);
+  const char *why = "write error";
+  bool ok = !strcmp(a.opt.output, "-") ? fwrite(text.data, 1, text.len, stdout) == text.len && fflush(stdout) == 0
+                                       : write_file_atomic(a.opt.output, text.data, text.len, &why);
   if (!ok) fprintf(stderr, "orion-convert: error: cannot write '%s': %s\n", a.opt.output, why);
   sb_free(&text);
   return ok ? 0 : 1;

@@ -192,6 +192,27 @@ Test(convert_errors, defaults_clamp_to_the_positions) {
   sb_free(&text);
 }
 
+/* The keys that change the program's text rather than its shapes. */
+Test(convert_errors, activations_and_head_dim) {
+  char out[512];
+  snprintf(out, sizeof out, "%s/model.oir", dir);
+  ConvertOptions opt = {.model_dir = dir, .output = out, .seqs = {8}, .nseqs = 1};
+  StrBuf text;
+  sb_init(&text);
+  char err[512];
+  model_dir(GPT2("{\"activation_function\": \"gelu\"}"), "gpt2");
+  cr_assert(convert_model(&opt, &text, err, sizeof err), "%s", err);
+  cr_assert_not_null(strstr(text.data, "  act = gelu(fc, mode=\"exact\");\n"));
+  text.len = 0;
+  model_dir(LLAMA("{\"hidden_act\": \"relu\"}"), "llama_tied");
+  cr_assert(convert_model(&opt, &text, err, sizeof err), "%s", err);
+  cr_assert_not_null(strstr(text.data, "  gate_act = relu(gate);\n"));
+  sb_free(&text);
+  model_dir(LLAMA("{\"head_dim\": 32}"), "llama_tied");
+  cr_assert_str_eq(refusal(NULL), "the tensor 'model.layers.0.self_attn.q_proj.weight' in model.safetensors has the "
+                                  "shape [64,64], but config.json makes it [128,64]");
+}
+
 Test(convert_errors, check_config_entry) {
   char err[256];
   const char *good = GPT2("{}");
