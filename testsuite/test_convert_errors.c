@@ -147,6 +147,8 @@ Test(convert_errors, missing_tensor) {
   cr_assert_str_eq(refusal(NULL), "the tensor 'transformer.h.2.ln_1.weight' is missing from model.safetensors");
   model_dir(LLAMA("{\"tie_word_embeddings\": false}"), "llama_tied");
   cr_assert_str_eq(refusal(NULL), "the tensor 'lm_head.weight' is missing from model.safetensors");
+  model_dir(GPT2("{\"tie_word_embeddings\": false}"), "gpt2");
+  cr_assert_str_eq(refusal(NULL), "the tensor 'lm_head.weight' is missing from model.safetensors");
 }
 
 Test(convert_errors, shape_mismatch_names_the_tensor) {

@@ -66,9 +66,9 @@ static void plan_roles(HfPlan *p, const char **globals, uint32_t *nglobals, uint
 /* Finds every tensor and groups the layers by the files they read. */
 static bool plan_tensors(HfPlan *p, HfTensors *t, char *err, size_t errlen) {
   const HfModel *m = p->m;
-  const char *globals[4];
-  uint32_t nglobals = 0, ranks[4];
-  int64_t dims[4][2];
+  const char *globals[HF_MAX_ROLES];
+  uint32_t nglobals = 0, ranks[HF_MAX_ROLES];
+  int64_t dims[HF_MAX_ROLES][2];
   plan_roles(p, globals, &nglobals, ranks, dims);
   /* Hugging Face writes the base model's keys with or without its prefix. */
   const char *prefixed = m->family == HF_GPT2 ? "transformer." : "model.";

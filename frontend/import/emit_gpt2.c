@@ -10,7 +10,7 @@
 /* Layer norm, the q/k/v projection and the heads, for T tokens (1: decode). */
 static void put_attention_input(StrBuf *sb, const HfPlan *p, int64_t T) {
   const HfModel *m = p->m;
-  long long E = m->dim, H = m->heads, HD = m->head_dim, t = T;
+  long long H = m->heads, HD = m->head_dim, t = T;
   sb_printf(sb,
             "  // Attention: one [in, out] projection (Conv1D) gives q, k and v, split into %lld heads.\n"
             "  n1 = layer_norm(x, ln_1.weight, ln_1.bias, epsilon=",
@@ -28,7 +28,6 @@ static void put_attention_input(StrBuf *sb, const HfPlan *p, int64_t T) {
             "  kh = transpose(k4, perm=[0, 2, 1, 3]);\n"
             "  vh = transpose(v4, perm=[0, 2, 1, 3]);\n",
             t, H, HD, t, H, HD, t, H, HD, p->dtype, H, t, HD);
-  (void)E;
 }
 
 /* The attention's output projection, the residual and the MLP. */
@@ -55,8 +54,7 @@ static void put_block_tail(StrBuf *sb, const HfPlan *p) {
 }
 
 static void put_prefill_block(StrBuf *sb, const HfPlan *p, int64_t T, uint32_t v) {
-  const HfModel *m = p->m;
-  long long E = m->dim, H = m->heads, HD = m->head_dim, t = T;
+  long long E = p->m->dim, t = T;
   sb_printf(sb, "// One GPT-2 layer over %lld tokens: pre-norm causal attention and MLP, each with a residual.\n", t);
   sb_puts(sb, "// Returns the hidden state and the layer's keys and values (the KV cache rows).\nfunc ");
   hf_block_name(sb, p, "gpt2", T, v);
@@ -71,8 +69,6 @@ static void put_prefill_block(StrBuf *sb, const HfPlan *p, int64_t T, uint32_t v
             t, E);
   put_block_tail(sb, p);
   sb_puts(sb, "  return y, kh, vh;\n}\n\n");
-  (void)H;
-  (void)HD;
 }
 
 static void put_decode_block(StrBuf *sb, const HfPlan *p, uint32_t v) {

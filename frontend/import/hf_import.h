@@ -85,8 +85,8 @@ void hf_put_block_params(StrBuf *sb, const HfPlan *p, uint32_t v);
  * against the cache ck/cv [1,KVH,C,HD] under mask [1,1,1,C] and this
  * token's k/v [1,KVH,1,HD], in two softmax parts; defines `att_m` [1,1,H*HD]. */
 void hf_put_decode_attention(StrBuf *sb, const HfPlan *p, const char *q, const char *k, const char *v);
-/* The entries' shared tail: the calls of the layers, with the family's
- * block arguments, are the caller's. Logits `logits` [1,T,V] fp32 from `hidden`. */
+/* The vocabulary projection of `hidden` by `head` ([V, dim]) into the
+ * output `logits` [1,T,V], cast to fp32 when the activations are fp16. */
 void hf_put_logits(StrBuf *sb, const HfPlan *p, const char *hidden, const char *head, int64_t T);
 
 void hf_write_gpt2(StrBuf *sb, const HfPlan *p);
