@@ -215,6 +215,74 @@ Test(convert_errors, activations_and_head_dim) {
                                   "shape [64,64], but config.json makes it [128,64]");
 }
 
+/* A file of dir (static path). */
+static const char *in_dir(const char *name) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return path;
+}
+
+/* GPT2Model's keys (no "transformer."): the fixture's file with its header's keys renamed
+ * (the data offsets are relative to the data, so they stay). */
+Test(convert_errors, keys_without_the_prefix) {
+  char *data;
+  size_t len;
+  const char *why;
+  cr_assert(read_file(MODELS "/gpt2/model.safetensors", 1 << 24, &data, &len, &why), "%s", why);
+  uint64_t hlen;
+  memcpy(&hlen, data, 8);
+  cJSON *h = cJSON_ParseWithLength(data + 8, (size_t)hlen);
+  cr_assert_not_null(h);
+  for (cJSON *t = h->child; t; t = t->next)
+    if (!strncmp(t->string, "transformer.", 12)) memmove(t->string, t->string + 12, strlen(t->string + 12) + 1);
+  char *header = cJSON_PrintUnformatted(h);
+  StrBuf file;
+  sb_init(&file);
+  uint64_t n = strlen(header);
+  sb_putn(&file, (const char *)&n, 8);
+  sb_puts(&file, header);
+  sb_putn(&file, data + 8 + hlen, len - 8 - (size_t)hlen);
+  model_dir(GPT2("{}"), NULL);
+  cr_assert(write_file_atomic(in_dir("model.safetensors"), file.data, file.len, &why), "%s", why);
+  ConvertOptions opt = {.model_dir = dir, .output = in_dir("model.oir"), .seqs = {8}, .nseqs = 1};
+  StrBuf text;
+  sb_init(&text);
+  char err[512];
+  cr_assert(convert_model(&opt, &text, err, sizeof err), "%s", err);
+  cr_assert_not_null(strstr(text.data, "safetensors(\"model.safetensors\", \"{scope}.attn.c_attn.weight\")"));
+  cr_assert_not_null(strstr(text.data, "safetensors(\"model.safetensors\", \"wte.weight\")"));
+  sb_free(&text);
+  sb_free(&file);
+  cJSON_free(header);
+  cJSON_Delete(h);
+  free(data);
+}
+
+/* A shard index that lists no file for a tensor. */
+Test(convert_errors, index_without_a_tensor) {
+  char *data;
+  size_t len;
+  const char *why;
+  cr_assert(read_file(MODELS "/llama_sharded/model.safetensors.index.json", 1 << 20, &data, &len, &why), "%s", why);
+  cJSON *index = cJSON_ParseWithLength(data, len);
+  free(data);
+  cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(index, "weight_map"),
+                                          "model.layers.1.mlp.up_proj.weight");
+  char *text = cJSON_Print(index);
+  model_dir(config_of("llama_sharded", "{}"), NULL);
+  cr_assert(write_file_atomic(in_dir("model.safetensors.index.json"), text, strlen(text), &why), "%s", why);
+  cJSON_free(text);
+  cJSON_Delete(index);
+  for (int i = 1; i <= 2; i++) {
+    char shard[64], target[512];
+    snprintf(shard, sizeof shard, "model-0000%d-of-00002.safetensors", i);
+    snprintf(target, sizeof target, "%s/llama_sharded/%s", MODELS, shard);
+    cr_assert_eq(symlink(target, in_dir(shard)), 0);
+  }
+  cr_assert_str_eq(refusal(NULL), "the tensor 'model.layers.1.mlp.up_proj.weight' is missing "
+                                  "(model.safetensors.index.json names no file for it)");
+}
+
 Test(convert_errors, check_config_entry) {
   char err[256];
   const char *good = GPT2("{}");
