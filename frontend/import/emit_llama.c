@@ -148,10 +148,11 @@ static void put_globals(StrBuf *sb, const HfPlan *p) {
     hf_put_param(sb, p, names[i], ranks[i], dims[i], p->global_files[i], key.data);
     sb_free(&key);
   }
-  sb_printf(sb, "  param rope.cos: %s[%lld,%lld] = rope_cos(theta=", p->dtype, (long long)m->positions,
+  /* One row per cache slot: no position at or beyond the cache's length is ever run. */
+  sb_printf(sb, "  param rope.cos: %s[%lld,%lld] = rope_cos(theta=", p->dtype, (long long)p->ctx,
             (long long)m->head_dim);
   sb_put_double(sb, m->rope_theta);
-  sb_printf(sb, ");\n  param rope.sin: %s[%lld,%lld] = rope_sin(theta=", p->dtype, (long long)m->positions,
+  sb_printf(sb, ");\n  param rope.sin: %s[%lld,%lld] = rope_sin(theta=", p->dtype, (long long)p->ctx,
             (long long)m->head_dim);
   sb_put_double(sb, m->rope_theta);
   sb_puts(sb, ");\n");
