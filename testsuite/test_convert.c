@@ -10,7 +10,8 @@
  * relative to the logits' scale (max|d| / max|ref|) in fp32 numerics; the
  * same in ane numerics of an fp16 package within ANE_TOLERANCE (see
  * docs/generation.md, "Correctness"); decode's logits at t equal prefill's
- * at t; the greedy 32-token continuation identical in fp32 numerics; each
+ * at t, and from an empty cache at 0; the greedy 32-token continuation
+ * identical in fp32 numerics; each
  * weight stored once for all entries.
  */
 #include <criterion/criterion.h>
@@ -314,6 +315,11 @@ static void check_model(const char *model, bool fp32) {
   cr_assert(worst <= tol, "%s %s: decode logits off by %g (tolerance %g)", model, fp32 ? "fp32" : "ane", worst, tol);
   cr_assert(worst_vs_prefill <= tol, "%s %s: decode and prefill logits differ by %g (tolerance %g)", model,
             fp32 ? "fp32" : "ane", worst_vs_prefill, tol);
+
+  /* Decode alone from an empty cache (every slot masked) gives prefill's first row. */
+  fill_cache(&s, &s.prefill_short, 0);
+  err = relative_error(decode_step(&s, ((const int32_t *)seq.data)[0], 0), all, (size_t)V);
+  cr_assert(err <= tol, "%s %s: decode at position 0 differs from prefill by %g", model, fp32 ? "fp32" : "ane", err);
 
   if (fp32) { /* greedy: the prompt's prefill, then 31 decode steps */
     int64_t n = prompt.dims[0];
