@@ -11,8 +11,7 @@
  * same in ane numerics of an fp16 package within ANE_TOLERANCE (see
  * docs/generation.md, "Correctness"); decode's logits at t equal prefill's
  * at t, and from an empty cache at 0; the greedy 32-token continuation
- * identical in fp32 numerics; each
- * weight stored once for all entries.
+ * identical in fp32 numerics; each weight stored once for all entries.
  */
 #include <criterion/criterion.h>
 #include <math.h>
