@@ -35,6 +35,14 @@ want="gpt2_block_8 gpt2_block_16 gpt2_block_32 gpt2_block_decode prefill_8 prefi
 if [ "$names" = "$want" ]; then pass; else fail "buckets: functions '$names', expected '$want'"; fi
 if grep -q "mask: fp32\[1,1,1,64\]" buckets.oir; then pass; else fail "buckets: the cache is not 64 fp32 slots"; fi
 
+# Both spellings of a value give the same text; -o - writes it to standard output.
+check spelling-eq 0 "$convert" "$models/gpt2" -o eq.oir --seq=8 --ctx=16 --dtype=fp32
+check spelling-sep 0 "$convert" "$models/gpt2" -o sep.oir --seq 8 --ctx 16 --dtype fp32
+same_bytes spellings eq.oir sep.oir
+check stdout 0 "$convert" "$models/gpt2" -o - --seq 8 --ctx 16 --dtype fp32
+same_bytes stdout out eq.oir
+check switch-value 2 "$convert" --help=yes
+
 # A refusal names the directory and exits 1; nothing is written.
 mkdir bert
 echo '{"model_type": "bert"}' >bert/config.json
