@@ -131,6 +131,12 @@ static void describe_source(StrBuf *sb, const IrParamSource *src) {
     break;
   case SRC_SAFETENSORS: sb_printf(sb, "'%s' ('%s')", src->path, src->key); break;
   case SRC_NPY: sb_printf(sb, "'%s'", src->path); break;
+  case SRC_ROPE_COS:
+  case SRC_ROPE_SIN:
+    sb_puts(sb, src->kind == SRC_ROPE_COS ? "rope_cos(theta=" : "rope_sin(theta=");
+    put_number(sb, src->a, false);
+    sb_putc(sb, ')');
+    break;
   }
 }
 
@@ -838,6 +844,10 @@ static bool materialize_init(Out *o) {
     return true;
   case SRC_ONES: return fill_value(o, 1.0);
   case SRC_FILL: return fill_value(o, src->a);
+  case SRC_ROPE_COS:
+  case SRC_ROPE_SIN:
+    weights_rope_table(src->kind == SRC_ROPE_SIN, src->a, &o->param->type, o->data);
+    return true;
   default: break;
   }
   if (o->dtype != DT_FP16 && o->dtype != DT_FP32) {

@@ -20,4 +20,11 @@ bool weights_check_openable(Diag *d, const IrValue *param, const char *resolved)
  * dtype loadable into the param's. Reports each disagreement at the param. */
 bool weights_check_fits(Diag *d, const IrValue *param, const WeightInfo *info);
 
+/* The table of a rope_cos or rope_sin param (docs/language.md section 5):
+ * element [p, i] of a [P, HD] fp16 or fp32 param is cos or sin of
+ * p * theta^(-2 (i mod HD/2) / HD), computed in double and rounded once to
+ * the dtype (Hugging Face's rotate_half layout: both halves of a row hold the
+ * same angles). The builder has checked rank, even HD, dtype and theta. */
+void weights_rope_table(bool sine, double theta, const IrType *type, void *dst);
+
 #endif

@@ -419,6 +419,28 @@ static bool build_source(Builder *b, const AstStmt *s, const IrType *t, IrParamS
     }
     return string_arg(b, path, "the file name", &src->path);
   }
+  if (!strcmp(name, "rope_cos") || !strcmp(name, "rope_sin")) {
+    static const char *const allowed[] = {"theta", NULL};
+    src->kind = name[5] == 'c' ? SRC_ROPE_COS : SRC_ROPE_SIN;
+    if (!check_source_args(b, s, allowed, 1, &pos)) return false;
+    src->a = 10000.0;
+    l = pos.npositional ? pos.positional[0]->lit : (source_attr(b, s, "theta", &l), l);
+    if (l && !number_arg(b, l, "theta", &src->a)) return false;
+    if (!(src->a > 1.0)) {
+      diag_error(b->d, l ? l->loc : s->source_loc, "theta must be greater than 1");
+      return false;
+    }
+    if (!ir_dtype_is_float(t->dtype) || t->rank != 2 || t->dims[1] % 2 != 0) {
+      StrBuf ty;
+      sb_init(&ty);
+      ir_type_print(&ty, t);
+      diag_error(b->d, s->source_loc, "'%s' makes a float table [positions, head_dim] with an even head_dim, not %s",
+                 name, ty.data);
+      sb_free(&ty);
+      return false;
+    }
+    return true;
+  }
   diag_error(b->d, s->source_loc,
              "unknown weight source '%s' (expected zeros, ones, fill, normal, uniform, safetensors or npy)", name);
   return false;

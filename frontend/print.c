@@ -86,6 +86,12 @@ static void put_source(StrBuf *sb, const IrParamSource *s) {
     put_string(sb, s->path);
     sb_putc(sb, ')');
     break;
+  case SRC_ROPE_COS:
+  case SRC_ROPE_SIN:
+    sb_puts(sb, s->kind == SRC_ROPE_COS ? "rope_cos(theta=" : "rope_sin(theta=");
+    sb_put_double(sb, s->a);
+    sb_putc(sb, ')');
+    break;
   }
 }
 

@@ -22,6 +22,7 @@ fuzz_targets() {
   echo fuzz_pkg_paths testsuite/fuzz/corpus_pkg_paths
   echo fuzz_patch_set testsuite/fuzz/corpus_patch_set
   echo fuzz_train_log testsuite/fuzz/corpus_train_log testsuite/train
+  echo fuzz_convert_config testsuite/fuzz/corpus_convert_config
 }
 
 # Configures (once) and builds every target with clang, ASan and UBSan.

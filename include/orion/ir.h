@@ -164,7 +164,9 @@ typedef enum IrParamSourceKind {
   SRC_NORMAL,      /* a = mean, b = std, seed */
   SRC_UNIFORM,     /* a = low, b = high, seed */
   SRC_SAFETENSORS, /* path, key */
-  SRC_NPY          /* path */
+  SRC_NPY,         /* path */
+  SRC_ROPE_COS,    /* a = theta: rotary position table, [positions, head_dim] */
+  SRC_ROPE_SIN     /* a = theta */
 } IrParamSourceKind;
 
 typedef struct IrParamSource {

@@ -5,11 +5,12 @@
 # installed, each page must also format without a warning.
 #
 #   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
-#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1
+#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1 orion-convert.1 ORION_CONVERT
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
 pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")"
-       "$(realpath "${11}")" "$(realpath "${12}")")
+       "$(realpath "${11}")" "$(realpath "${12}")" "$(realpath "${13}")")
+convert=$(realpath "${14}")
 source "$(dirname "$0")/lib.sh"
 
 agree() { # agree NAME PAGE TOOL [SUBCOMMAND]
@@ -81,6 +82,7 @@ agree orion-run-train "${pages[4]}" "$run" train
 agree orion-inspect "${pages[5]}" "$inspect"
 agree orion-lint "${pages[6]}" "$lint"
 agree orion-run-generate "${pages[7]}" "$run" generate
+agree orion-convert "${pages[8]}" "$convert"
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish

@@ -1,0 +1,84 @@
+/*
+ * The pieces of a converted .oir that both families write the same way: a
+ * param line, the block functions' names and params, decode's attention over
+ * the KV cache, and the logits.
+ */
+#include "hf_import.h"
+
+#include <math.h>
+#include <string.h>
+
+static void put_dims(StrBuf *sb, uint32_t rank, const int64_t *dims) {
+  sb_putc(sb, '[');
+  for (uint32_t i = 0; i < rank; i++) sb_printf(sb, "%s%lld", i ? "," : "", (long long)dims[i]);
+  sb_putc(sb, ']');
+}
+
+void hf_put_param(StrBuf *sb, const HfPlan *p, const char *name, uint32_t rank, const int64_t *dims,
+                  const char *file, const char *key) {
+  sb_printf(sb, "  param %s: %s", name, p->dtype);
+  put_dims(sb, rank, dims);
+  sb_printf(sb, " = safetensors(\"%s%s\", \"%s\");\n", p->weights_dir, file, key);
+}
+
+void hf_block_name(StrBuf *sb, const HfPlan *p, const char *family, int64_t T, uint32_t v) {
+  if (T > 0) sb_printf(sb, "%s_block_%lld", family, (long long)T);
+  else sb_printf(sb, "%s_block_decode", family);
+  /* Shard copies: _b, _c, ... (a model in one file has one copy). */
+  if (v > 0) sb_printf(sb, "_%c", (char)('a' + v % 26));
+  if (v >= 26) sb_printf(sb, "%u", v / 26);
+}
+
+void hf_put_block_params(StrBuf *sb, const HfPlan *p, uint32_t v) {
+  uint32_t layer = 0;
+  while (p->variant[layer] != v) layer++;
+  for (uint32_t r = 0; r < p->nroles; r++) {
+    StrBuf key;
+    sb_init(&key);
+    sb_printf(&key, "%s{scope}.%s", p->prefix, p->roles[r].name);
+    hf_put_param(sb, p, p->roles[r].name, p->roles[r].rank, p->roles[r].dims, p->layer_files[layer * p->nroles + r],
+                 key.data);
+    sb_free(&key);
+  }
+}
+
+void hf_put_decode_attention(StrBuf *sb, const HfPlan *p, const char *q, const char *k, const char *v) {
+  const HfModel *m = p->m;
+  StrBuf scale;
+  sb_init(&scale);
+  sb_put_double(&scale, 1.0 / sqrt((double)m->head_dim));
+  sb_printf(sb,
+            "  // Attention over the cache (slots masked by `mask`) and over this token's own key and value:\n"
+            "  // one softmax in two parts (the maximum of both, the sum of both), so the cache is only read\n"
+            "  // and nothing is concatenated. The caller writes new k/v into slot `pos` after the run.\n"
+            "  const scale: %s[] = %s;\n"
+            "  s_cache_raw = matmul(%s, ck, transpose_y=true);\n"
+            "  s_cache_scaled = mul(s_cache_raw, scale);\n"
+            "  s_cache = add(s_cache_scaled, mask);\n"
+            "  s_self_raw = matmul(%s, %s, transpose_y=true);\n"
+            "  s_self = mul(s_self_raw, scale);\n"
+            "  s_cache_max = reduce_max(s_cache, axes=[-1], keep_dims=true);\n"
+            "  s_max = maximum(s_cache_max, s_self);\n"
+            "  s_cache_c = sub(s_cache, s_max);\n"
+            "  p_cache = exp(s_cache_c);\n"
+            "  s_self_c = sub(s_self, s_max);\n"
+            "  p_self = exp(s_self_c);\n"
+            "  z_cache = reduce_sum(p_cache, axes=[-1], keep_dims=true);\n"
+            "  z = add(z_cache, p_self);\n"
+            "  o_cache = matmul(p_cache, cv);\n"
+            "  o_self = mul(p_self, %s);\n"
+            "  o_sum = add(o_cache, o_self);\n"
+            "  o = div(o_sum, z);\n"
+            "  att_m = reshape(o, shape=[1, 1, %lld]);\n",
+            p->dtype, scale.data, q, q, k, v, (long long)(m->heads * m->head_dim));
+  sb_free(&scale);
+}
+
+void hf_put_logits(StrBuf *sb, const HfPlan *p, const char *hidden, const char *head, int64_t T) {
+  const HfModel *m = p->m;
+  bool cast = strcmp(p->dtype, "fp32") != 0;
+  sb_printf(sb, "  // The vocabulary projection%s.\n", cast ? ", cast to fp32 for the caller" : "");
+  sb_printf(sb, "  %s: %s[1,%lld,%lld] = linear(%s, %s);\n", cast ? "logits_d" : "logits", p->dtype, (long long)T,
+            (long long)m->vocab, hidden, head);
+  if (cast) sb_puts(sb, "  logits = cast(logits_d, dtype=\"fp32\");\n");
+}
