@@ -5,11 +5,12 @@
 # installed, each page must also format without a warning.
 #
 #   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
-#     orion-run-train.1 orion-inspect.1 orion-lint.1
+#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-tokenize.1 ORION_TOKENIZE
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
 pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")"
-       "$(realpath "${11}")")
+       "$(realpath "${11}")" "$(realpath "${12}")")
+tokenize=$(realpath "${13}")
 source "$(dirname "$0")/lib.sh"
 
 agree() { # agree NAME PAGE TOOL [SUBCOMMAND]
@@ -80,6 +81,7 @@ agree orion-run-plot "${pages[3]}" "$run" plot
 agree orion-run-train "${pages[4]}" "$run" train
 agree orion-inspect "${pages[5]}" "$inspect"
 agree orion-lint "${pages[6]}" "$lint"
+agree orion-tokenize "${pages[7]}" "$tokenize"
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish
