@@ -203,6 +203,8 @@ Test(tokenizer, malformed_vocab_json) {
                     "orionc: error: vocab.json: the id of token \"a\" is not an integer in 0..16777215\n");
   EXPECT_OPEN_ERROR("{\"a\": 16777216}", "",
                     "orionc: error: vocab.json: the id of token \"a\" is not an integer in 0..16777215\n");
+  EXPECT_OPEN_ERROR("{\"a\": 1e300}", "",
+                    "orionc: error: vocab.json: the id of token \"a\" is not an integer in 0..16777215\n");
   EXPECT_OPEN_ERROR("{}", "", "orionc: error: vocab.json: the vocabulary is empty\n");
   EXPECT_OPEN_ERROR("{\"a\": 0, \"b\": 0}", "",
                     "orionc: error: vocab.json: id 0 is given to two tokens (\"b\" and another before it)\n");

@@ -145,7 +145,8 @@ static bool load_vocab(Bpe *b, const char *name, const char *json, size_t len, D
   int32_t max_id = -1;
   for (const cJSON *e = ok ? root->child : NULL; e; e = e->next) {
     double v = e->valuedouble;
-    if (!cJSON_IsNumber(e) || v != (double)(int64_t)v || v < 0 || v >= (double)BPE_MAX_IDS) {
+    /* the range first: converting a double out of range (1e300, NaN) to an integer is undefined */
+    if (!cJSON_IsNumber(e) || !(v >= 0 && v < (double)BPE_MAX_IDS) || v != (double)(uint32_t)v) {
       diag_error(d, (SrcSpan){0}, "%s: the id of token \"%s\" is not an integer in 0..%u", name, e->string,
                  BPE_MAX_IDS - 1);
       ok = false;
