@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # orion-tokenize agrees exactly with the npm package gpt-3-encoder (the GPT-2
-# ids) on testsuite/text/corpus: encode and decode, file by file.
+# ids) on testsuite/text/corpus and on seeded random mixes of its hard cases
+# (gpt2_random.js): encode and decode, text by text.
 #   gpt2_agree.sh ORION_TOKENIZE CORPUS_DIR
 # The package is fetched with npm into a cache outside the repository
 # (${XDG_CACHE_HOME:-$HOME/.cache}/orion/npm, or ORION_NPM_CACHE). Skips
@@ -40,7 +41,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 nfiles=0
-for f in "$corpus"/*.txt; do
+# The committed corpus, then seeded random mixes of its hard cases.
+inputs=("$corpus"/*.txt)
+for seed in 1 2 3; do
+  node "$here/gpt2_random.js" "$seed" "$work/random$seed.txt"
+  inputs+=("$work/random$seed.txt")
+done
+for f in "${inputs[@]}"; do
   name=$(basename "$f" .txt)
   nfiles=$((nfiles + 1))
   node "$here/gpt2_reference.js" "$pkg" "$f" "$work/$name"
@@ -73,5 +80,5 @@ for f in "$corpus"/*.txt; do
   fi
 done
 [ "$nfiles" -gt 0 ] || { echo "FAIL: no corpus files in $corpus"; exit 1; }
-[ "$fail" -eq 0 ] && echo "gpt2-agree: $nfiles corpus files agree with gpt-3-encoder@$version"
+[ "$fail" -eq 0 ] && echo "gpt2-agree: $nfiles texts agree with gpt-3-encoder@$version"
 exit "$fail"
