@@ -244,6 +244,25 @@ Test(tokenizer, a_good_minimal_tokenizer_from_memory) {
   orion_tokenizer_free(t);
 }
 
+Test(tokenizer, a_word_over_the_limit_is_an_error) {
+  Fixture f;
+  setup(&f);
+  size_t len = (16u << 20) + 1; /* BPE_MAX_WORD_BYTES + 1 letters: one word */
+  char *text = malloc(len);
+  memset(text, 'x', len);
+  int32_t *ids;
+  size_t n;
+  cr_assert(!orion_tokenizer_encode(f.t, text, len, &ids, &n, &f.d));
+  cr_assert_str_eq(f.out.data, "orionc: error: a word of 16777217 bytes is over the tokenizer's limit of 16777216 bytes\n");
+  f.out.len = 0;
+  text[len - 2] = ' '; /* two words, each within it */
+  cr_assert(orion_tokenizer_encode(f.t, text, len, &ids, &n, &f.d));
+  cr_assert_eq(n, len);
+  free(ids);
+  free(text);
+  teardown(&f);
+}
+
 /* ---- opening by path ---------------------------------------------------------- */
 
 static char *open_path_error(const char *path) {

@@ -79,6 +79,11 @@ for f in "${inputs[@]}"; do
     fail=1
   fi
 done
+# <|endoftext|> is text for the package; --special makes it GPT-2's id 50256.
+if [ "$("$tok" --tokenizer "$pkg" --special encode 'a<|endoftext|>b')" != "64 50256 65" ]; then
+  echo "FAIL: --special does not give <|endoftext|> its id 50256"
+  fail=1
+fi
 [ "$nfiles" -gt 0 ] || { echo "FAIL: no corpus files in $corpus"; exit 1; }
 [ "$fail" -eq 0 ] && echo "gpt2-agree: $nfiles texts agree with gpt-3-encoder@$version"
 exit "$fail"
