@@ -23,6 +23,8 @@ fuzz_targets() {
   echo fuzz_patch_set testsuite/fuzz/corpus_patch_set
   echo fuzz_train_log testsuite/fuzz/corpus_train_log testsuite/train
   echo fuzz_convert_config testsuite/fuzz/corpus_convert_config
+  # Texts (even first byte) and vocab.json/merges.txt pairs (odd) for the tokenizers; the tiny BPE's files are seeds too.
+  echo fuzz_tokenize testsuite/fuzz/corpus_tokenize
 }
 
 # Configures (once) and builds every target with clang, ASan and UBSan.

@@ -43,11 +43,22 @@ int32_t orion_tokenizer_eos(const OrionTokenizer *t);
 bool orion_tokenizer_adds_bos(const OrionTokenizer *t);
 
 /* Encodes len bytes of text (any bytes: invalid UTF-8 is encoded as its
- * bytes, as the reference encoders do) into a malloc'd array *ids of *n
- * ids. Never drops input: decode(encode(x)) == x for valid UTF-8. */
+ * raw bytes, never replaced or dropped; docs/tokenizers.md) into a malloc'd
+ * array *ids of *n ids. decode(encode(x)) == x for valid UTF-8 (for BPE,
+ * for any bytes). */
 bool orion_tokenizer_encode(const OrionTokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, Diag *d);
 
-/* Appends the bytes of ids[0..n) to a malloc'd *text of *len bytes (NUL
+/* Flags of orion_tokenizer_encode_flags. */
+enum {
+  /* Special tokens written in the text (GPT-2's "<|endoftext|>") become
+   * their ids. Without it (orion_tokenizer_encode) they are ordinary text,
+   * as in the npm package gpt-3-encoder. */
+  ORION_ENCODE_SPECIAL = 1,
+};
+bool orion_tokenizer_encode_flags(const OrionTokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                                  size_t *n, Diag *d);
+
+/* Writes the bytes of ids[0..n) into a malloc'd *text of *len bytes (NUL
  * terminated). An id out of range is an error naming it. */
 bool orion_tokenizer_decode(const OrionTokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len, Diag *d);
 

@@ -19,14 +19,14 @@ dest=$tmp/dest
 check install 0 "$meson" install -C "$build" --destdir "$dest" --no-rebuild --quiet
 prefix=$(sed -n 's/^prefix=//p' "$build"/meson-private/orion-runtime.pc)
 root=$dest$prefix
-for f in bin/orionc bin/orion-run bin/orion-inspect bin/orion-lint \
+for f in bin/orionc bin/orion-run bin/orion-inspect bin/orion-lint bin/orion-tokenize \
   share/man/man1/orionc.1 share/man/man1/orion-run.1 share/man/man1/orion-run-patch.1 share/man/man1/orion-run-plot.1 \
-  share/man/man1/orion-inspect.1 share/man/man1/orion-lint.1 share/man/man1/orion-run-generate.1 \
-  include/orion/runtime.h include/orion/backend.h include/orion/cpu.h include/orion/npy.h include/orion/compile.h \
+  share/man/man1/orion-inspect.1 share/man/man1/orion-lint.1 share/man/man1/orion-run-generate.1 share/man/man1/orion-tokenize.1 \
+  include/orion/tokenizer.h include/orion/runtime.h include/orion/backend.h include/orion/cpu.h include/orion/npy.h include/orion/compile.h \
   include/orion/generate.h include/orion/sample.h; do
   if [ -s "$root/$f" ]; then pass; else fail "not installed: $f"; fi
 done
-for t in orionc orion-run orion-inspect orion-lint; do
+for t in orionc orion-run orion-inspect orion-lint orion-tokenize; do
   check "installed-$t" 0 "$root/bin/$t" --version
   contains "installed-$t" "$t 0.1.0"
 done

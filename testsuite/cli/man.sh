@@ -5,12 +5,13 @@
 # installed, each page must also format without a warning.
 #
 #   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
-#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1 orion-convert.1 ORION_CONVERT
+#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1 orion-convert.1 orion-tokenize.1 ...
+# (the tools first: ORIONC ORION_RUN ORION_INSPECT ORION_LINT ORION_CONVERT ORION_TOKENIZE, then the pages)
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
-pages=("$(realpath "$5")" "$(realpath "$6")" "$(realpath "$7")" "$(realpath "$8")" "$(realpath "$9")" "$(realpath "${10}")"
-       "$(realpath "${11}")" "$(realpath "${12}")" "$(realpath "${13}")")
-convert=$(realpath "${14}")
+convert=$(realpath "$5") tokenize=$(realpath "$6")
+pages=()
+for page in "${@:7}"; do pages+=("$(realpath "$page")"); done
 source "$(dirname "$0")/lib.sh"
 
 agree() { # agree NAME PAGE TOOL [SUBCOMMAND]
@@ -83,6 +84,7 @@ agree orion-inspect "${pages[5]}" "$inspect"
 agree orion-lint "${pages[6]}" "$lint"
 agree orion-run-generate "${pages[7]}" "$run" generate
 agree orion-convert "${pages[8]}" "$convert"
+agree orion-tokenize "${pages[9]}" "$tokenize"
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish

@@ -1,0 +1,58 @@
+/*
+ * What the tokenizer kinds share (runtime/text/): the handle every kind
+ * fills in, and each kind's open function. tokenizer.c owns the handle and
+ * the public accessors; a kind owns its impl and the operations below.
+ */
+#ifndef ORION_TEXT_INTERNAL_H
+#define ORION_TEXT_INTERNAL_H
+
+#include "orion/tokenizer.h"
+
+/* A growable array of ids, the output of a kind's encode. */
+typedef struct TokIds {
+  int32_t *data;
+  size_t len, cap;
+} TokIds;
+void tok_ids_push(TokIds *v, int32_t id);
+void tok_ids_append(TokIds *v, const int32_t *ids, size_t n);
+
+typedef struct TokOps {
+  /* Appends the ids of text to out; false after reporting through d. */
+  bool (*encode)(const OrionTokenizer *t, const char *text, size_t len, unsigned flags, TokIds *out, Diag *d);
+  /* The bytes of one id (NULL when it has none), see orion_tokenizer_piece. */
+  const char *(*piece)(const OrionTokenizer *t, int32_t id, size_t *len);
+  /* Optional: a decode that is not the concatenation of the pieces
+   * (SentencePiece drops the leading space of a text). NULL: concatenate. */
+  bool (*decode)(const OrionTokenizer *t, const int32_t *ids, size_t n, StrBuf *out, Diag *d);
+  void (*free_impl)(void *impl);
+} TokOps;
+
+struct OrionTokenizer {
+  OrionTokenizerKind kind;
+  const TokOps *ops;
+  void *impl;
+  uint32_t vocab_size;
+  int32_t bos, eos;
+  bool adds_bos;
+  size_t longest_piece; /* bytes, for OrionTextStream's buffer size */
+};
+
+/* Fills t (ops, impl, sizes, specials) from a BPE's files; false after
+ * reporting. vocab is vocab.json or encoder.json, merges merges.txt or vocab.bpe. */
+bool tok_bpe_open(OrionTokenizer *t, const char *vocab_path, const char *merges_path, Diag *d);
+
+/* The same from the files' contents in memory (the fuzz target and the
+ * tests; the names are what messages say). */
+bool tok_bpe_open_memory(OrionTokenizer *t, const char *vocab_name, const char *vocab, size_t vocab_len,
+                         const char *merges_name, const char *merges, size_t merges_len, Diag *d);
+
+/* SentencePiece (runtime/text/sentencepiece*.cc), built only with
+ * ORION_HAVE_SENTENCEPIECE. */
+bool tok_sentencepiece_open(OrionTokenizer *t, const char *model_path, Diag *d);
+
+/* Opens a BPE from files in memory: the fuzz target's and the tests' way in. */
+OrionTokenizer *orion_tokenizer_open_bpe_memory(const char *vocab_name, const char *vocab, size_t vocab_len,
+                                                const char *merges_name, const char *merges, size_t merges_len,
+                                                Diag *d);
+
+#endif
