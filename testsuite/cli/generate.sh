@@ -111,8 +111,8 @@ check top-p-range 2 gen --ids 1 --top-p 2
 contains top-p-range "--top-p is between 0 and 1 (not '2')"
 check bad-ids 1 gen --ids 1,x
 contains bad-ids "--ids: '1,x' is not a list of token ids (whole numbers, e.g. 1,2,3)"
-check no-tokenizer-lib 1 gen --ids 1 --tokenizer stub-bytes
-contains no-tokenizer-lib "this orion-run is built without the tokenizer library"
+check missing-tokenizer 1 gen --ids 1 --tokenizer stub-bytes
+contains missing-tokenizer "orion-run generate: error: cannot open tokenizer stub-bytes: No such file or directory"
 printf 'func main(x: fp32[1,4]) {\n  y = relu(x);\n  return y;\n}\n' >plain.oir
 check plain-compile 0 "$orionc" -w -o plain.anepkg plain.oir
 check not-contract 1 "$run" generate plain.anepkg --ids 1
