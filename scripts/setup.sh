@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc flex bison libxml2-dev libcjson-dev
       libcriterion-dev clang libclang-rt-dev python3 python3-jsonschema libopenblas-dev
-      libxxhash-dev nettle-dev fortunes)
+      libxxhash-dev nettle-dev fortunes g++ libsentencepiece-dev python3-sentencepiece libpcre2-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

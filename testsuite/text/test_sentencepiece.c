@@ -1,0 +1,239 @@
+/*
+ * Tests of the SentencePiece kind (runtime/text/sentencepiece_kind.h) against
+ * what Debian's python3-sentencepiece gives on the same models and texts
+ * (testsuite/text/fixtures/sp_expected.json, made with the two committed
+ * models by testsuite/text/make_sp_fixture.py): every case's ids and decode
+ * exactly, every id's streaming bytes, the special ids; then how the pieces
+ * concatenate to decode's text, and each error's exact message.
+ *
+ * Needs ORION_SOURCE_ROOT (meson sets it).
+ */
+#include "sentencepiece_kind.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orion/support.h"
+
+static char *fixture_path(const char *name) {
+  const char *root = getenv("ORION_SOURCE_ROOT");
+  cr_assert_not_null(root, "ORION_SOURCE_ROOT is not set");
+  StrBuf sb = {0};
+  sb_printf(&sb, "%s/testsuite/text/fixtures/%s", root, name);
+  return sb.data;
+}
+
+static cJSON *load_expected(void) {
+  char *path = fixture_path("sp_expected.json");
+  char *text;
+  size_t len;
+  const char *err;
+  cr_assert(read_file(path, 64u << 20, &text, &len, &err), "cannot read %s: %s", path, err);
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  cr_assert_not_null(root, "%s is not JSON", path);
+  free(text);
+  free(path);
+  return root;
+}
+
+/* Bytes of a hex string (malloc'd, NUL terminated for printing). */
+static char *unhex(const char *hex, size_t *len) {
+  size_t n = strlen(hex) / 2;
+  char *out = xmalloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    unsigned v;
+    cr_assert_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+    out[i] = (char)v;
+  }
+  out[n] = '\0';
+  *len = n;
+  return out;
+}
+
+static SpModel *open_model(const cJSON *model) {
+  char *path = fixture_path(cJSON_GetObjectItem(model, "model")->valuestring);
+  char err[512] = "";
+  SpModel *m = sp_model_open(path, err, sizeof err);
+  cr_assert_not_null(m, "%s", err);
+  free(path);
+  return m;
+}
+
+static int json_int(const cJSON *obj, const char *key) { return cJSON_GetObjectItem(obj, key)->valueint; }
+
+static bool valid_utf8(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (k == 0 || i + k > n) return false;
+    for (size_t j = 1; j < k; j++)
+      if (((unsigned char)s[i + j] & 0xC0) != 0x80) return false;
+    if (k == 2 && c < 0xC2) return false; /* overlong */
+    i += k;
+  }
+  return true;
+}
+
+Test(sentencepiece, special_ids_and_pieces_agree_with_python) {
+  cJSON *root = load_expected();
+  const cJSON *model;
+  int nmodels = 0;
+  cJSON_ArrayForEach(model, cJSON_GetObjectItem(root, "models")) {
+    SpModel *m = open_model(model);
+    const char *name = cJSON_GetObjectItem(model, "name")->valuestring;
+    cr_assert_eq(sp_model_vocab_size(m), (uint32_t)json_int(model, "vocab_size"), "%s", name);
+    cr_assert_eq(sp_model_bos(m), json_int(model, "bos"), "%s", name);
+    cr_assert_eq(sp_model_eos(m), json_int(model, "eos"), "%s", name);
+    cr_assert_eq(sp_model_unk(m), json_int(model, "unk"), "%s", name);
+    cr_assert_eq(sp_model_adds_dummy_prefix(m), cJSON_IsTrue(cJSON_GetObjectItem(model, "adds_dummy_prefix")), "%s",
+                 name);
+    int id = 0;
+    const cJSON *hex;
+    cJSON_ArrayForEach(hex, cJSON_GetObjectItem(model, "pieces_hex")) {
+      size_t want_len, len = 99;
+      char *want = unhex(hex->valuestring, &want_len);
+      const char *got = sp_model_piece(m, id, &len);
+      cr_assert_not_null(got, "%s id %d", name, id);
+      cr_assert(len == want_len && memcmp(got, want, len) == 0, "%s id %d: piece '%.*s', python's rule gives '%s'",
+                name, id, (int)len, got, want);
+      free(want);
+      id++;
+    }
+    cr_assert_eq((uint32_t)id, sp_model_vocab_size(m));
+    size_t len;
+    cr_assert_null(sp_model_piece(m, -1, &len));
+    cr_assert_null(sp_model_piece(m, id, &len));
+    sp_model_free(m);
+    nmodels++;
+  }
+  cr_assert_eq(nmodels, 2);
+  cJSON_Delete(root);
+}
+
+Test(sentencepiece, encode_and_decode_agree_with_python) {
+  cJSON *root = load_expected();
+  const cJSON *model;
+  int ncases = 0;
+  cJSON_ArrayForEach(model, cJSON_GetObjectItem(root, "models")) {
+    SpModel *m = open_model(model);
+    const char *name = cJSON_GetObjectItem(model, "name")->valuestring;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(model, "cases")) {
+      const char *label = cJSON_GetObjectItem(c, "label")->valuestring;
+      size_t text_len, want_text_len;
+      char *text = unhex(cJSON_GetObjectItem(c, "text_hex")->valuestring, &text_len);
+      char *want_text = unhex(cJSON_GetObjectItem(c, "decoded_hex")->valuestring, &want_text_len);
+      const cJSON *want_ids = cJSON_GetObjectItem(c, "ids");
+      char err[512] = "";
+      int32_t *ids;
+      size_t n;
+      cr_assert(sp_model_encode(m, text, text_len, &ids, &n, err, sizeof err), "%s %s: %s", name, label, err);
+      cr_assert_eq(n, (size_t)cJSON_GetArraySize(want_ids), "%s %s: %zu ids, python gives %d", name, label, n,
+                   cJSON_GetArraySize(want_ids));
+      for (size_t i = 0; i < n; i++)
+        cr_assert_eq(ids[i], cJSON_GetArrayItem(want_ids, (int)i)->valueint, "%s %s: id %zu is %d, python gives %d",
+                     name, label, i, ids[i], cJSON_GetArrayItem(want_ids, (int)i)->valueint);
+      char *got;
+      size_t got_len;
+      cr_assert(sp_model_decode(m, ids, n, &got, &got_len, err, sizeof err), "%s %s: %s", name, label, err);
+      cr_assert(got_len == want_text_len && memcmp(got, want_text, got_len) == 0, "%s %s: decode '%s', python '%s'",
+                name, label, got, want_text);
+      cr_assert_eq(got[got_len], '\0');
+
+      /* The streaming pieces concatenate to decode's text, less the
+       * leading space the normalizer put in front, when their bytes are
+       * UTF-8 (decode writes U+FFFD for byte pieces that are not). */
+      StrBuf joined = {0};
+      for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *piece = sp_model_piece(m, ids[i], &len);
+        sb_putn(&joined, piece, len);
+      }
+      size_t skip = sp_model_adds_dummy_prefix(m) && joined.len > 0 && joined.data[0] == ' ' ? 1 : 0;
+      if (valid_utf8(joined.data ? joined.data : "", joined.len))
+        cr_assert(joined.len - skip == got_len && memcmp(joined.data + skip, got, got_len) == 0,
+                  "%s %s: pieces join to '%.*s', decode gives '%s'", name, label, (int)joined.len,
+                  joined.data ? joined.data : "", got);
+      free(joined.data);
+      free(got);
+      free(ids);
+      free(text);
+      free(want_text);
+      ncases++;
+    }
+    sp_model_free(m);
+  }
+  cr_assert_gt(ncases, 60);
+  cJSON_Delete(root);
+}
+
+Test(sentencepiece, round_trip_of_valid_text_with_an_identity_normalizer) {
+  cJSON *root = load_expected();
+  SpModel *m = open_model(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "models"), 0)); /* sp_bpe */
+  static const char text[] = "Größe 😀  two  spaces\tand 12345 \xe2\x82\xac";
+  char err[256] = "";
+  int32_t *ids;
+  size_t n;
+  cr_assert(sp_model_encode(m, text, strlen(text), &ids, &n, err, sizeof err), "%s", err);
+  char *back;
+  size_t len;
+  cr_assert(sp_model_decode(m, ids, n, &back, &len, err, sizeof err), "%s", err);
+  cr_assert_str_eq(back, text);
+  free(back);
+  free(ids);
+  sp_model_free(m);
+  cJSON_Delete(root);
+}
+
+Test(sentencepiece, empty_text_has_no_ids) {
+  cJSON *root = load_expected();
+  SpModel *m = open_model(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "models"), 0));
+  char err[256] = "";
+  int32_t *ids = (int32_t *)&err; /* must be reset */
+  size_t n = 7;
+  cr_assert(sp_model_encode(m, "", 0, &ids, &n, err, sizeof err));
+  cr_assert_eq(n, 0);
+  cr_assert_null(ids);
+  char *text;
+  size_t len;
+  cr_assert(sp_model_decode(m, NULL, 0, &text, &len, err, sizeof err));
+  cr_assert_str_eq(text, "");
+  cr_assert_eq(len, 0);
+  free(text);
+  sp_model_free(m);
+  cJSON_Delete(root);
+}
+
+Test(sentencepiece, decode_names_an_id_out_of_range) {
+  cJSON *root = load_expected();
+  SpModel *m = open_model(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "models"), 0));
+  char err[256] = "";
+  int32_t ids[] = {5, 600, 6};
+  char *text;
+  size_t len;
+  cr_assert_not(sp_model_decode(m, ids, 3, &text, &len, err, sizeof err));
+  cr_assert_str_eq(err, "token id 600 is out of range (vocabulary of 600)");
+  cr_assert_null(text);
+  ids[1] = -3;
+  cr_assert_not(sp_model_decode(m, ids, 3, &text, &len, err, sizeof err));
+  cr_assert_str_eq(err, "token id -3 is out of range (vocabulary of 600)");
+  sp_model_free(m);
+  cJSON_Delete(root);
+}
+
+Test(sentencepiece, open_reports_a_missing_or_malformed_file) {
+  char err[512] = "";
+  cr_assert_null(sp_model_open("/nonexistent/tokenizer.model", err, sizeof err));
+  cr_assert(strncmp(err, "cannot load SentencePiece model '/nonexistent/tokenizer.model': ", 63) == 0, "%s", err);
+  /* Not a model: the JSON fixture itself. */
+  char *path = fixture_path("sp_expected.json");
+  cr_assert_null(sp_model_open(path, err, sizeof err));
+  StrBuf want = {0};
+  sb_printf(&want, "cannot load SentencePiece model '%s': ", path);
+  cr_assert(strncmp(err, want.data, want.len) == 0, "%s", err);
+  free(want.data);
+  free(path);
+}
