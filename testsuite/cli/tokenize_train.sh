@@ -10,7 +10,7 @@ tool=$(realpath "$1") root=$(realpath "$2")
 source "$(dirname "$0")/lib.sh"
 corpus=$root/testsuite/text/corpus
 want=$root/testsuite/text/fixtures/sp_bpe_train
-files=("$corpus/sp_code.txt" "$corpus/sp_invalid.txt" "$corpus/sp_mixed.txt" "$corpus/sp_prose.txt")
+files=("$corpus/sp_code.txt" "$corpus/sp_edges.txt" "$corpus/sp_invalid.txt" "$corpus/sp_mixed.txt" "$corpus/sp_prose.txt")
 
 check files 0 "$tool" train --vocab-size 500 "${files[@]}" -o tok
 same_bytes files-vocab tok/vocab.json "$want/vocab.json"
@@ -19,7 +19,7 @@ if [ ! -s out ]; then pass; else fail "files: printed something"; cat out; fi
 
 # Standard input as one of the texts, '=' spellings, the default min frequency spelt out.
 check stdin 0 "$tool" train --vocab-size=500 --min-frequency=2 "${files[0]}" "${files[1]}" - "${files[3]}" \
-  --output=tok2 <"${files[2]}"
+  "${files[4]}" --output=tok2 <"${files[2]}"
 same_bytes stdin-merges tok2/merges.txt "$want/merges.txt"
 
 check progress 0 "$tool" train --vocab-size 300 --progress "${files[@]}" -o tok3

@@ -12,8 +12,8 @@ The algorithm (docs/tokenizers-sentencepiece-and-training.md):
   1. Each text is split into maximal runs of valid UTF-8 and of the bytes that
      are not (a run of invalid bytes is one word). Each valid run is split into
      words by GPT-2's pre-tokenizer regex, matched here by hand with
-     unicodedata's categories (\\p{L}: L*, \\p{N}: N*, \\s: Z* or \\t\\n\\v\\f\\r,
-     PCRE2's \\s with UCP), independently of the PCRE2 matcher the C trainer uses.
+     unicodedata's categories (\\p{L}: L*, \\p{N}: N*, \\s: Z* or \\t\\n\\v\\f\\r, U+0085,
+     U+180E: PCRE2's \\s with UCP), independently of the PCRE2 matcher the C trainer uses.
   2. A word is the sequence of its bytes; words are counted.
   3. Until the vocabulary (256 bytes, then every new token, <|endoftext|> last)
      holds vocab_size ids: count adjacent symbol pairs over all words (weighted
@@ -54,7 +54,9 @@ def is_number(c):
 
 
 def is_space(c):
-    return unicodedata.category(c).startswith('Z') or c in '\t\n\x0b\x0c\r'
+    """PCRE2's \\s with UCP: the Z categories and its horizontal and vertical
+    spaces (\\t \\n \\v \\f \\r, U+0085 NEXT LINE, U+180E MONGOLIAN VOWEL SEPARATOR)."""
+    return unicodedata.category(c).startswith('Z') or c in '\t\n\x0b\x0c\r\x85\u180e'
 
 
 def is_other(c):
