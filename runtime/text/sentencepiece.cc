@@ -21,7 +21,10 @@ struct SpModel {
   // pieces[offsets[i] .. offsets[i + 1]).
   std::string pieces;
   std::vector<size_t> offsets;
-  bool adds_dummy_prefix = true;
+  // Decode drops the leading space of a normal piece that comes first in a
+  // text (after control pieces only): when the normalizer adds a space in
+  // front or removes extra whitespace.
+  bool strips_first_space = true;
 };
 
 namespace {
@@ -89,8 +92,10 @@ struct WireReader {
 };
 
 // ModelProto: trainer_spec = 2 (its unk_surface = 44), normalizer_spec = 3
-// (its add_dummy_prefix = 3). A later occurrence wins, as in protobuf.
-void read_model_settings(const std::string &proto, bool *adds_dummy_prefix, std::string *unk_surface) {
+// (its add_dummy_prefix = 3, remove_extra_whitespaces = 4, both true by
+// default). A later occurrence wins, as in protobuf.
+void read_model_settings(const std::string &proto, bool *strips_first_space, std::string *unk_surface) {
+  bool add_dummy_prefix = true, remove_extra_whitespaces = true;
   WireReader r{(const unsigned char *)proto.data(), (const unsigned char *)proto.data() + proto.size()};
   uint32_t field, type, sub_field, sub_type;
   uint64_t value, sub_value;
@@ -100,10 +105,12 @@ void read_model_settings(const std::string &proto, bool *adds_dummy_prefix, std:
     if (type != 2 || (field != 2 && field != 3)) continue;
     WireReader sub{data, data + len};
     while (sub.next(&sub_field, &sub_type, &sub_value, &sub_data, &sub_len)) {
-      if (field == 3 && sub_field == 3 && sub_type == 0) *adds_dummy_prefix = sub_value != 0;
+      if (field == 3 && sub_field == 3 && sub_type == 0) add_dummy_prefix = sub_value != 0;
+      if (field == 3 && sub_field == 4 && sub_type == 0) remove_extra_whitespaces = sub_value != 0;
       if (field == 2 && sub_field == 44 && sub_type == 2) unk_surface->assign((const char *)sub_data, sub_len);
     }
   }
+  *strips_first_space = add_dummy_prefix || remove_extra_whitespaces;
 }
 
 int hex_digit(char c) {
@@ -146,7 +153,7 @@ extern "C" SpModel *sp_model_open(const char *path, char *err, size_t errlen) {
       return nullptr;
     }
     std::string unk_surface = " \xE2\x81\x87 "; // TrainerSpec's default
-    read_model_settings(m->processor.serialized_model_proto(), &m->adds_dummy_prefix, &unk_surface);
+    read_model_settings(m->processor.serialized_model_proto(), &m->strips_first_space, &unk_surface);
     int n = m->processor.GetPieceSize();
     m->offsets.reserve((size_t)n + 1);
     for (int id = 0; id < n; id++) {
@@ -233,10 +240,24 @@ extern "C" const char *sp_model_piece(const SpModel *m, int32_t id, size_t *len)
   return m->pieces.data() + m->offsets[(size_t)id];
 }
 
+extern "C" const char *sp_model_piece_at_start(const SpModel *m, int32_t id, size_t *len) {
+  const char *piece = sp_model_piece(m, id, len);
+  if (!piece || !m->strips_first_space || *len == 0 || piece[0] != ' ') return piece;
+  // Only normal and user-defined pieces: the unknown piece's surface and a
+  // byte piece <0x20> keep their space.
+  const sentencepiece::SentencePieceProcessor &sp = m->processor;
+  if (sp.IsUnknown(id) || sp.IsByte(id)) return piece;
+  (*len)--;
+  return piece + 1;
+}
+
+extern "C" bool sp_model_is_control(const SpModel *m, int32_t id) {
+  return id >= 0 && (size_t)id + 1 < m->offsets.size() && m->processor.IsControl(id);
+}
+
 extern "C" uint32_t sp_model_vocab_size(const SpModel *m) { return (uint32_t)(m->offsets.size() - 1); }
 
 // libsentencepiece's ids are -1 when the model has none, as ours are.
 extern "C" int32_t sp_model_bos(const SpModel *m) { return m->processor.bos_id(); }
 extern "C" int32_t sp_model_eos(const SpModel *m) { return m->processor.eos_id(); }
 extern "C" int32_t sp_model_unk(const SpModel *m) { return m->processor.unk_id(); }
-extern "C" bool sp_model_adds_dummy_prefix(const SpModel *m) { return m->adds_dummy_prefix; }

@@ -42,21 +42,26 @@ bool sp_model_decode(const SpModel *m, const int32_t *ids, size_t n, char **text
 /* The bytes of one id for streaming, valid until sp_model_free; NULL for an
  * id out of range. '▁' (U+2581) is a space; a byte-fallback piece <0xAB> is
  * that one byte; control pieces (bos, eos, pad) are empty; the unknown piece
- * is the model's unk surface (" \u2047 " by default), as decode writes it.
- * Concatenated, the pieces of ids are decode(ids), less a leading space
- * when sp_model_adds_dummy_prefix (decode drops it at the start of a text)
- * and apart from byte pieces that do not form UTF-8 (decode writes U+FFFD). */
+ * is the model's unk surface (" \u2047 " by default), as decode writes them.
+ * Use sp_model_piece_at_start for the first piece of a text that is not a
+ * control piece: with both, the pieces of ids concatenate to decode(ids),
+ * apart from byte pieces that do not form UTF-8 (decode writes U+FFFD). */
 const char *sp_model_piece(const SpModel *m, int32_t id, size_t *len);
+/* The same for the first piece of a text that is not a control piece (only
+ * control pieces before it): a normal piece loses its leading space when the
+ * model's normalizer adds one in front or removes extra whitespace
+ * (add_dummy_prefix or remove_extra_whitespaces, which decode undoes there);
+ * the unknown piece and byte pieces are as sp_model_piece gives them. */
+const char *sp_model_piece_at_start(const SpModel *m, int32_t id, size_t *len);
+/* Whether id is a control piece (bos, eos, pad): empty, and a text is still
+ * at its start after it. False for an id out of range. */
+bool sp_model_is_control(const SpModel *m, int32_t id);
 
 uint32_t sp_model_vocab_size(const SpModel *m);
 /* Special ids, -1 when the model has none. */
 int32_t sp_model_bos(const SpModel *m);
 int32_t sp_model_eos(const SpModel *m);
 int32_t sp_model_unk(const SpModel *m);
-/* The model's normalizer puts a space in front of the text
- * (add_dummy_prefix): the first piece's leading space is not the text's. */
-bool sp_model_adds_dummy_prefix(const SpModel *m);
-
 #ifdef __cplusplus
 }
 #endif

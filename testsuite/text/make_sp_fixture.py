@@ -97,7 +97,6 @@ def expectations():
             'bos': sp.bos_id(),
             'eos': sp.eos_id(),
             'unk': sp.unk_id(),
-            'adds_dummy_prefix': MODELS[name].get('add_dummy_prefix', True),
             'pieces_hex': [streaming_bytes(sp, i).hex() for i in range(sp.get_piece_size())],
             'cases': [],
         }

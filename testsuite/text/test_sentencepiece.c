@@ -77,6 +77,19 @@ static bool valid_utf8(const char *s, size_t n) {
   return true;
 }
 
+/* What a streamer writes for ids: sp_model_piece_at_start until the first
+ * piece that is not a control piece, sp_model_piece after it. */
+static void join_pieces(const SpModel *m, const int32_t *ids, size_t n, StrBuf *out) {
+  bool at_start = true;
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    const char *piece = at_start ? sp_model_piece_at_start(m, ids[i], &len) : sp_model_piece(m, ids[i], &len);
+    cr_assert_not_null(piece);
+    sb_putn(out, piece, len);
+    if (!sp_model_is_control(m, ids[i])) at_start = false;
+  }
+}
+
 Test(sentencepiece, special_ids_and_pieces_agree_with_python) {
   cJSON *root = load_expected();
   const cJSON *model;
@@ -88,8 +101,6 @@ Test(sentencepiece, special_ids_and_pieces_agree_with_python) {
     cr_assert_eq(sp_model_bos(m), json_int(model, "bos"), "%s", name);
     cr_assert_eq(sp_model_eos(m), json_int(model, "eos"), "%s", name);
     cr_assert_eq(sp_model_unk(m), json_int(model, "unk"), "%s", name);
-    cr_assert_eq(sp_model_adds_dummy_prefix(m), cJSON_IsTrue(cJSON_GetObjectItem(model, "adds_dummy_prefix")), "%s",
-                 name);
     int id = 0;
     const cJSON *hex;
     cJSON_ArrayForEach(hex, cJSON_GetObjectItem(model, "pieces_hex")) {
@@ -143,18 +154,12 @@ Test(sentencepiece, encode_and_decode_agree_with_python) {
                 name, label, got, want_text);
       cr_assert_eq(got[got_len], '\0');
 
-      /* The streaming pieces concatenate to decode's text, less the
-       * leading space the normalizer put in front, when their bytes are
-       * UTF-8 (decode writes U+FFFD for byte pieces that are not). */
+      /* The streaming pieces concatenate to decode's text when their
+       * bytes are UTF-8 (decode writes U+FFFD for byte pieces that are not). */
       StrBuf joined = {0};
-      for (size_t i = 0; i < n; i++) {
-        size_t len;
-        const char *piece = sp_model_piece(m, ids[i], &len);
-        sb_putn(&joined, piece, len);
-      }
-      size_t skip = sp_model_adds_dummy_prefix(m) && joined.len > 0 && joined.data[0] == ' ' ? 1 : 0;
+      join_pieces(m, ids, n, &joined);
       if (valid_utf8(joined.data ? joined.data : "", joined.len))
-        cr_assert(joined.len - skip == got_len && memcmp(joined.data + skip, got, got_len) == 0,
+        cr_assert(joined.len == got_len && memcmp(joined.data ? joined.data : "", got, got_len) == 0,
                   "%s %s: pieces join to '%.*s', decode gives '%s'", name, label, (int)joined.len,
                   joined.data ? joined.data : "", got);
       free(joined.data);
@@ -167,6 +172,57 @@ Test(sentencepiece, encode_and_decode_agree_with_python) {
     sp_model_free(m);
   }
   cr_assert_gt(ncases, 60);
+  cJSON_Delete(root);
+}
+
+/* The streaming rule against libsentencepiece's decode itself, on seeded
+ * random id sequences: control, unknown, normal and ASCII byte pieces in
+ * every order (bos first, the unknown piece first, a lone '▁' first, a byte
+ * <0x20> first, ...). */
+Test(sentencepiece, streaming_pieces_join_to_decode_for_any_ids) {
+  cJSON *root = load_expected();
+  const cJSON *model;
+  cJSON_ArrayForEach(model, cJSON_GetObjectItem(root, "models")) {
+    SpModel *m = open_model(model);
+    uint32_t vocab = sp_model_vocab_size(m);
+    uint64_t state = 14;
+    int32_t pool[16];
+    size_t npool = 0;
+    pool[npool++] = sp_model_bos(m);
+    pool[npool++] = sp_model_eos(m);
+    pool[npool++] = sp_model_unk(m);
+    /* Byte pieces of ASCII bytes, <0x20> and <0x41> (byte pieces come first in the vocabulary). */
+    for (int32_t id = 0; id < (int32_t)vocab && npool < 5; id++) {
+      size_t len;
+      const char *piece = sp_model_piece(m, id, &len);
+      if (len == 1 && (piece[0] == ' ' || piece[0] == 'A') && !sp_model_is_control(m, id)) pool[npool++] = id;
+    }
+    int checked = 0;
+    for (int trial = 0; trial < 3000; trial++) {
+      int32_t ids[6];
+      size_t n = 1 + trial % 6;
+      for (size_t i = 0; i < n; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t r = (uint32_t)(state >> 33);
+        ids[i] = r % 3 == 0 ? pool[r / 3 % npool] : (int32_t)(r / 3 % vocab);
+      }
+      StrBuf joined = {0};
+      join_pieces(m, ids, n, &joined);
+      char err[256] = "", *got;
+      size_t got_len;
+      cr_assert(sp_model_decode(m, ids, n, &got, &got_len, err, sizeof err), "%s", err);
+      if (valid_utf8(joined.data ? joined.data : "", joined.len)) {
+        cr_assert(joined.len == got_len && memcmp(joined.data ? joined.data : "", got, got_len) == 0,
+                  "trial %d: pieces join to '%.*s', decode gives '%s'", trial, (int)joined.len,
+                  joined.data ? joined.data : "", got);
+        checked++;
+      }
+      free(joined.data);
+      free(got);
+    }
+    cr_assert_gt(checked, 1000);
+    sp_model_free(m);
+  }
   cJSON_Delete(root);
 }
 
