@@ -383,20 +383,17 @@ static void count_pairs_of_word(Merger *m, uint32_t w, int64_t delta) {
 }
 
 /* Replaces left,right by merged in the word, left to right without overlap. */
-static bool merge_in_word(Word *word, uint32_t left, uint32_t right, uint32_t merged) {
+static void merge_in_word(Word *word, uint32_t left, uint32_t right, uint32_t merged) {
   uint32_t out = 0;
-  bool changed = false;
   for (uint32_t i = 0; i < word->len; i++) {
     if (i + 1 < word->len && word->symbols[i] == left && word->symbols[i + 1] == right) {
       word->symbols[out++] = merged;
       i++;
-      changed = true;
     } else {
       word->symbols[out++] = word->symbols[i];
     }
   }
   word->len = out;
-  return changed;
 }
 
 static void merger_free(Merger *m) {
