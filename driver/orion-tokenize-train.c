@@ -44,7 +44,7 @@ static const CliSpec train_spec = {
                    "pair whose bytes sort first). The same texts give the same files.\n",
     .options = train_options,
     .noptions = sizeof train_options / sizeof *train_options,
-    .epilogue = "exit status: 0 success, 1 errors (unreadable text, unwritable directory), 2 usage error\n",
+    .epilogue = "exit status: 0 success, 1 unreadable text or unwritable output, 2 usage error\n",
     .help_column = 25,
 };
 
