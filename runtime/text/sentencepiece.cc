@@ -36,6 +36,9 @@ void set_error(char *err, size_t errlen, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
   va_end(ap);
+  // libsentencepiece's status texts may end in a space.
+  size_t n = strlen(err);
+  while (n > 0 && (err[n - 1] == ' ' || err[n - 1] == '\n')) err[--n] = '\0';
 }
 
 // ---- the two model settings the C++ API does not expose ----

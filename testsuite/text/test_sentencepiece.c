@@ -292,4 +292,27 @@ Test(sentencepiece, open_reports_a_missing_or_malformed_file) {
   cr_assert(strncmp(err, want.data, want.len) == 0, "%s", err);
   free(want.data);
   free(path);
+  /* A directory, and a model cut short: errors, never an exception. */
+  cr_assert_null(sp_model_open("/tmp", err, sizeof err));
+  cr_assert(strncmp(err, "cannot load SentencePiece model '/tmp': ", 40) == 0, "%s", err);
+  char dir[] = "/tmp/orion-sp-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char *model = fixture_path("sp_bpe.model");
+  char *data;
+  size_t len;
+  const char *rerr;
+  cr_assert(read_file(model, 1u << 20, &data, &len, &rerr));
+  StrBuf cut = {0};
+  sb_printf(&cut, "%s/cut.model", dir);
+  cr_assert(write_file_atomic(cut.data, data, 100, &rerr));
+  cr_assert_null(sp_model_open(cut.data, err, sizeof err));
+  cr_assert(err[strlen(err) - 1] != ' ', "'%s'", err);
+  StrBuf want_cut = {0};
+  sb_printf(&want_cut, "cannot load SentencePiece model '%s': ", cut.data);
+  cr_assert(strncmp(err, want_cut.data, want_cut.len) == 0, "%s", err);
+  remove_tree(dir);
+  free(want_cut.data);
+  free(cut.data);
+  free(data);
+  free(model);
 }
