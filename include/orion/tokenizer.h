@@ -75,6 +75,7 @@ const char *orion_tokenizer_piece(const OrionTokenizer *t, int32_t id, size_t *l
 typedef struct OrionTextStream {
   const OrionTokenizer *tok;
   size_t emitted;   /* ids fed so far */
+  bool started;     /* an id that is text has been fed (not only control ids) */
   char pending[8];  /* bytes of an unfinished UTF-8 character */
   size_t npending;
 } OrionTextStream;

@@ -21,6 +21,13 @@ typedef struct TokOps {
   bool (*encode)(const OrionTokenizer *t, const char *text, size_t len, unsigned flags, TokIds *out, Diag *d);
   /* The bytes of one id (NULL when it has none), see orion_tokenizer_piece. */
   const char *(*piece)(const OrionTokenizer *t, int32_t id, size_t *len);
+  /* Optional (NULL: piece): the bytes of id as the first text of a
+   * stream, after nothing but control ids (SentencePiece drops the space
+   * its normalizer put in front of the text). */
+  const char *(*piece_at_start)(const OrionTokenizer *t, int32_t id, size_t *len);
+  /* Optional (NULL: never): an id that stands for no text, after which a
+   * stream is still at its start (SentencePiece's bos, eos, pad). */
+  bool (*is_control)(const OrionTokenizer *t, int32_t id);
   /* Optional: a decode that is not the concatenation of the pieces
    * (SentencePiece drops the leading space of a text). NULL: concatenate. */
   bool (*decode)(const OrionTokenizer *t, const int32_t *ids, size_t n, StrBuf *out, Diag *d);

@@ -228,14 +228,14 @@ static size_t stream_emit(OrionTextStream *s, const char *piece, size_t plen, ch
 }
 
 size_t orion_text_stream_push(OrionTextStream *s, int32_t id, char *out, size_t cap) {
+  const TokOps *ops = s->tok->ops;
   size_t plen;
-  const char *piece = s->tok->ops->piece(s->tok, id, &plen);
+  /* Until the first id that is text, a kind may spell a piece differently
+   * (SentencePiece: no word-start space at the very start). */
+  const char *piece = !s->started && ops->piece_at_start ? ops->piece_at_start(s->tok, id, &plen)
+                                                         : ops->piece(s->tok, id, &plen);
   if (!piece) return (size_t)-1;
-  /* SentencePiece's marker of a word start is no text at the very start. */
-  if (s->emitted == 0 && s->tok->kind == ORION_TOKENIZER_SENTENCEPIECE && plen && piece[0] == ' ') {
-    piece++;
-    plen--;
-  }
+  if (!(ops->is_control && ops->is_control(s->tok, id))) s->started = true;
   s->emitted++;
   return stream_emit(s, piece, plen, out, cap);
 }

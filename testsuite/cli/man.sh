@@ -85,6 +85,7 @@ agree orion-lint "${pages[6]}" "$lint"
 agree orion-run-generate "${pages[7]}" "$run" generate
 agree orion-convert "${pages[8]}" "$convert"
 agree orion-tokenize "${pages[9]}" "$tokenize"
+agree orion-tokenize-train "${pages[10]}" "$tokenize" train
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish

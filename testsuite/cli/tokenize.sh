@@ -85,6 +85,10 @@ check typo 2 "$tok" --tokeniser "$tiny" info
 contains typo "note: did you mean '--tokenizer'?"
 check train-later 2 "$tok" --tokenizer "$tiny" train
 contains train-later "orion-tokenize: error: train comes first: orion-tokenize train ..."
-check train 2 "$tok" train --vocab-size 300 x -o y
-contains train "orion-tokenize: error: train is not built yet"
+# A BPE learned by train encodes and decodes a text of its corpus back exactly.
+printf 'the cat sat on the mat; the cat sat on the hat.\nthe mat, the hat, the cat.\n' >learn.txt
+check train 0 "$tok" train --vocab-size 280 learn.txt -o learned
+check train-encode 0 "$tok" --tokenizer learned encode --file learn.txt
+check train-roundtrip 0 bash -c "\"$tok\" --tokenizer learned decode \$(\"$tok\" --tokenizer learned encode --file learn.txt) | cmp - learn.txt"
+check train-merged 0 bash -c "[ \$(\"$tok\" --tokenizer learned encode --file learn.txt | wc -w) -lt \$(wc -c <learn.txt) ]"
 finish
