@@ -326,3 +326,64 @@ Test(tokenizer, paths) {
   sb_free(&p);
   sb_free(&want);
 }
+
+#ifdef ORION_HAVE_SENTENCEPIECE
+/* A SentencePiece model through the handle: the text stream's pieces add up
+ * to decode for every id sequence of a text (the start's space is dropped
+ * once, after bos), and the handle's specials are the model's. */
+Test(tokenizer, sentencepiece_stream_equals_decode) {
+  const char *root = getenv("ORION_SOURCE_ROOT");
+  cr_assert(root, "ORION_SOURCE_ROOT is not set");
+  StrBuf path, err;
+  sb_init(&path);
+  sb_init(&err);
+  sb_printf(&path, "%s/testsuite/text/fixtures/sp_bpe.model", root);
+  Diag d;
+  diag_init(&d, NULL);
+  d.capture = &err;
+  OrionTokenizer *t = orion_tokenizer_open(path.data, &d);
+  cr_assert(t, "%s", err.data ? err.data : "");
+  cr_assert_eq(orion_tokenizer_kind(t), ORION_TOKENIZER_SENTENCEPIECE);
+  cr_assert_eq(orion_tokenizer_bos(t), 1);
+  cr_assert_eq(orion_tokenizer_eos(t), 2);
+  cr_assert(orion_tokenizer_adds_bos(t));
+  const char *texts[] = {"Hello world, this is a test.", "  two leading spaces", "caf\xc3\xa9 na\xc3\xafve \xe2\x9c\x93",
+                         "x", "line one\nline two\n"};
+  for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cr_assert(orion_tokenizer_encode(t, texts[k], strlen(texts[k]), &ids, &n, &d));
+    for (int with_bos = 0; with_bos < 2; with_bos++) {
+      int32_t *seq = malloc((n + 1) * sizeof *seq);
+      size_t m = 0;
+      if (with_bos) seq[m++] = orion_tokenizer_bos(t);
+      memcpy(seq + m, ids, n * sizeof *ids);
+      m += n;
+      char *decoded = NULL;
+      size_t dlen = 0;
+      cr_assert(orion_tokenizer_decode(t, seq, m, &decoded, &dlen, &d));
+      OrionTextStream s;
+      orion_text_stream_init(&s, t);
+      StrBuf streamed;
+      sb_init(&streamed);
+      char buf[4096];
+      for (size_t i = 0; i < m; i++) {
+        size_t got = orion_text_stream_push(&s, seq[i], buf, sizeof buf);
+        cr_assert_neq(got, (size_t)-1);
+        sb_putn(&streamed, buf, got);
+      }
+      sb_putn(&streamed, buf, orion_text_stream_finish(&s, buf, sizeof buf));
+      cr_assert_eq(streamed.len, dlen, "text %zu (bos %d): streamed %zu bytes, decode %zu", k, with_bos,
+                   streamed.len, dlen);
+      cr_assert(memcmp(streamed.data ? streamed.data : "", decoded, dlen) == 0, "text %zu (bos %d)", k, with_bos);
+      sb_free(&streamed);
+      free(decoded);
+      free(seq);
+    }
+    free(ids);
+  }
+  orion_tokenizer_free(t);
+  sb_free(&path);
+  sb_free(&err);
+}
+#endif
