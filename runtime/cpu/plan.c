@@ -1,5 +1,5 @@
 /*
- * The buffer planner: which fp16 weights stay in place, and the one arena
+ * The buffer planner: which fp16 weights and inputs stay in place, and the one arena
  * every intermediate value gets a slice of, laid out from the lifetimes.
  */
 #include "cpu_internal.h"
@@ -66,7 +66,7 @@ size_t plan_buffers(CpuProgram *c) {
       }
       const Val *v = &c->vals[s];
       bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
-                   (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
+                   (c->slots[s].kind == SK_PARAM && v->st != ST_H16 && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
       if (!needs) continue;
       int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
       uint32_t at = 0;
@@ -119,4 +119,38 @@ void choose_fp16_weights(CpuProgram *c) {
     if (panel_ld(row) * PANEL > c->scratch_floats) c->scratch_floats = panel_ld(row) * PANEL;
   }
   free(use);
+}
+
+/* Which fp16 inputs are read in place (ST_H16, the caller's buffer) rather
+ * than converted into the arena on every run: those whose every use is an
+ * operand of a matmul that streams it as fp16 (matmul_reads_fp16: decode's
+ * q k^T and p v against a KV cache), so a run converts no cache. */
+void choose_fp16_inputs(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  bool *ok = xcalloc(c->nslots + 1, sizeof *ok);
+  for (uint32_t s = 0; s < f->nparams; s++)
+    ok[s] = c->slots[s].kind == SK_PARAM && c->vals[s].dt == MIL_DT_FP16 && c->vals[s].st == ST_F32;
+  for (uint32_t i = 0; i < c->nout; i++) ok[c->out_slot[i]] = false;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    if (!c->ops[si]) continue; /* an elided statement counts: a fused linear reads what it read */
+    bool mm = c->ops[si]->family == OF_MATMUL;
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      uint32_t s = c->opslot[i];
+      if (s < f->nparams && ok[s] && !(mm && matmul_reads_fp16(c, si, s))) ok[s] = false;
+    }
+  }
+  /* One at a time: a matmul reads at most one operand in place (the other must be float). */
+  for (uint32_t s = 0; s < f->nparams; s++) {
+    if (!ok[s]) continue;
+    bool still = true;
+    for (uint32_t si = 0; still && si < f->nstmts; si++) {
+      if (!c->ops[si]) continue;
+      uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+      for (uint32_t i = c->argstart[a0]; still && i < c->argstart[a1]; i++)
+        if (c->opslot[i] == s) still = matmul_reads_fp16(c, si, s);
+    }
+    if (still) c->vals[s].st = ST_H16;
+  }
+  free(ok);
 }
