@@ -57,45 +57,79 @@ AVX512 static inline __m512 strided16(const float *s, int64_t sk, __mmask16 m) {
   return _mm512_loadu_ps(t);
 }
 
-/* JB rows of h against IB rows of s: IB x JB float accumulators of 16 lanes. */
-#define DOT_BLOCK(IB, JB)                                                                                          \
-  AVX512 static void dot_##IB##x##JB(const float *s, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh, int64_t K, \
-                                     float *out, int64_t oi, int64_t oj) {                                         \
-    __m512 acc[IB][JB];                                                                                            \
-    for (int a = 0; a < IB; a++)                                                                                   \
-      for (int b = 0; b < JB; b++) acc[a][b] = _mm512_setzero_ps();                                                \
-    for (int64_t k = 0; k < K; k += 16) {                                                                          \
-      __mmask16 m = mask_of(K - k);                                                                                \
-      __m512 hv[JB];                                                                                               \
-      for (int b = 0; b < JB; b++) hv[b] = load16(h, h16, b * ldh + k, m);                                         \
-      for (int a = 0; a < IB; a++) {                                                                               \
-        __m512 sv = sk == 1 ? _mm512_maskz_loadu_ps(m, s + a * lds + k) : strided16(s + a * lds + k * sk, sk, m);  \
-        for (int b = 0; b < JB; b++) acc[a][b] = _mm512_fmadd_ps(sv, hv[b], acc[a][b]);                            \
-      }                                                                                                            \
-    }                                                                                                              \
-    for (int a = 0; a < IB; a++)                                                                                   \
-      for (int b = 0; b < JB; b++) out[a * oi + b * oj] = _mm512_reduce_add_ps(acc[a][b]);                         \
-  }
-DOT_BLOCK(1, 4)
-DOT_BLOCK(1, 1)
-DOT_BLOCK(2, 4)
-DOT_BLOCK(2, 1)
+/* The loads of one k step, as macros so that each kernel below is compiled
+ * for one storage of h and one layout of s (no test in the inner loop). */
+#define LD_H16(p, m) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((m), (p)))
+#define LD_F32(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define LD_S1(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define LD_SK(p, m) strided16((p), sk, (m))
 
-AVX512 static void dot_avx512(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh,
-                              int64_t L, int64_t K, float *out, int64_t oi, int64_t oj) {
-  int64_t j = 0;
-  const unsigned char *hb = h;
-  int64_t es = h16 ? 2 : 4;
-  for (; j + 4 <= L; j += 4) {
-    int64_t i = 0;
-    for (; i + 2 <= S; i += 2) dot_2x4(s + i * lds, lds, sk, hb + j * ldh * es, h16, ldh, K, out + i * oi + j * oj, oi, oj);
-    if (i < S) dot_1x4(s + i * lds, lds, sk, hb + j * ldh * es, h16, ldh, K, out + i * oi + j * oj, oi, oj);
+/* The same k of the next four rows of h (read next): rows are short (a
+ * 768-wide row is 24 cache lines), too short for the hardware prefetcher
+ * to reach full speed on each. */
+#define PREFETCH_NEXT(p, ld)                                                                                    \
+  do {                                                                                                          \
+    _mm_prefetch((const char *)(p), _MM_HINT_T0), _mm_prefetch((const char *)((p) + (ld)), _MM_HINT_T0);        \
+    _mm_prefetch((const char *)((p) + 2 * (ld)), _MM_HINT_T0);                                                  \
+    _mm_prefetch((const char *)((p) + 3 * (ld)), _MM_HINT_T0);                                                  \
+  } while (0)
+
+/* IB (1 or 2) rows of s against JB (1 or 4) rows of h: IB x JB accumulators
+ * of 16 lanes, k in steps of 16 (the last one masked), lanes summed at the
+ * end. Every output gets the same operations in the same order whichever
+ * kernel computes it, so the blocking never changes a bit. */
+#define DOT_KERNEL(NAME, HT, LDH, LDS, SK)                                                                      \
+  AVX512 static void NAME(const float *s, int64_t S, int64_t lds, int64_t sk, const HT *h, int64_t ldh,         \
+                          int64_t L, int64_t K, float *out, int64_t oi, int64_t oj) {                           \
+    (void)sk;                                                                                                   \
+    for (int64_t j = 0; j < L;) {                                                                               \
+      int64_t jb = L - j >= 4 ? 4 : 1;                                                                          \
+      const HT *h0 = h + j * ldh, *h1 = h0 + (jb > 1 ? ldh : 0), *h2 = h1 + (jb > 1 ? ldh : 0),                 \
+               *h3 = h2 + (jb > 1 ? ldh : 0);                                                                   \
+      for (int64_t i = 0; i < S;) {                                                                             \
+        int64_t ib = S - i >= 2 ? 2 : 1;                                                                        \
+        const float *s0 = s + i * lds, *s1 = s0 + (ib > 1 ? lds : 0);                                           \
+        __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00,     \
+               a13 = a00;                                                                                       \
+        for (int64_t k = 0; k < K; k += 16) {                                                                   \
+          __mmask16 m = mask_of(K - k);                                                                         \
+          PREFETCH_NEXT(h3 + ldh + k, ldh);                                                                     \
+          __m512 v0 = LDH(h0 + k, m), v1 = LDH(h1 + k, m), v2 = LDH(h2 + k, m), v3 = LDH(h3 + k, m);            \
+          __m512 x0 = LDS(s0 + k * (SK), m), x1 = LDS(s1 + k * (SK), m);                                        \
+          a00 = _mm512_fmadd_ps(x0, v0, a00), a01 = _mm512_fmadd_ps(x0, v1, a01);                               \
+          a02 = _mm512_fmadd_ps(x0, v2, a02), a03 = _mm512_fmadd_ps(x0, v3, a03);                               \
+          a10 = _mm512_fmadd_ps(x1, v0, a10), a11 = _mm512_fmadd_ps(x1, v1, a11);                               \
+          a12 = _mm512_fmadd_ps(x1, v2, a12), a13 = _mm512_fmadd_ps(x1, v3, a13);                               \
+        }                                                                                                       \
+        float *o = out + i * oi + j * oj;                                                                       \
+        o[0] = _mm512_reduce_add_ps(a00);                                                                       \
+        if (jb > 1) {                                                                                           \
+          o[oj] = _mm512_reduce_add_ps(a01), o[2 * oj] = _mm512_reduce_add_ps(a02);                             \
+          o[3 * oj] = _mm512_reduce_add_ps(a03);                                                                \
+        }                                                                                                       \
+        if (ib > 1) {                                                                                           \
+          o[oi] = _mm512_reduce_add_ps(a10);                                                                    \
+          if (jb > 1) {                                                                                         \
+            o[oi + oj] = _mm512_reduce_add_ps(a11), o[oi + 2 * oj] = _mm512_reduce_add_ps(a12);                 \
+            o[oi + 3 * oj] = _mm512_reduce_add_ps(a13);                                                         \
+          }                                                                                                     \
+        }                                                                                                       \
+        i += ib;                                                                                                \
+      }                                                                                                         \
+      j += jb;                                                                                                  \
+    }                                                                                                           \
   }
-  for (; j < L; j++) {
-    int64_t i = 0;
-    for (; i + 2 <= S; i += 2) dot_2x1(s + i * lds, lds, sk, hb + j * ldh * es, h16, ldh, K, out + i * oi + j * oj, oi, oj);
-    if (i < S) dot_1x1(s + i * lds, lds, sk, hb + j * ldh * es, h16, ldh, K, out + i * oi + j * oj, oi, oj);
-  }
+DOT_KERNEL(dot_h16, uint16_t, LD_H16, LD_S1, 1)
+DOT_KERNEL(dot_f32, float, LD_F32, LD_S1, 1)
+DOT_KERNEL(dot_h16_strided, uint16_t, LD_H16, LD_SK, sk)
+DOT_KERNEL(dot_f32_strided, float, LD_F32, LD_SK, sk)
+
+AVX512 static void dot_avx512(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16,
+                              int64_t ldh, int64_t L, int64_t K, float *out, int64_t oi, int64_t oj) {
+  if (h16 && sk == 1) dot_h16(s, S, lds, sk, h, ldh, L, K, out, oi, oj);
+  else if (h16) dot_h16_strided(s, S, lds, sk, h, ldh, L, K, out, oi, oj);
+  else if (sk == 1) dot_f32(s, S, lds, sk, h, ldh, L, K, out, oi, oj);
+  else dot_f32_strided(s, S, lds, sk, h, ldh, L, K, out, oi, oj);
 }
 
 /* Up to 4 rows of s against 64 columns of h, k by k; columns past n masked. */

@@ -91,7 +91,8 @@ size_t plan_buffers(CpuProgram *c) {
 
 /* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
  * use, through views, is the weight operand of linear or conv (which
- * converts panels as it goes). Small ones are converted (no gain). */
+ * convert as they go) or the table of a gather (which converts the rows it
+ * takes). Small ones are converted (no gain). */
 void choose_fp16_weights(CpuProgram *c) {
   const MilFunc *f = c->f;
   uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise */
@@ -101,6 +102,8 @@ void choose_fp16_weights(CpuProgram *c) {
     if (!c->ops[si]) continue;
     bool wop = c->ops[si]->family == OF_LINEAR || c->ops[si]->family == OF_CONV;
     const MilArg *weight = wop ? stmt_arg(c, si, SHARED_weight) : NULL;
+    /* gather reads its table's rows as fp16 too: a tied embedding (GPT-2's wte, also the classifier) stays fp16. */
+    if (c->ops[si]->op == MIL_OP_GATHER) weight = stmt_arg(c, si, MIL_ARG_GATHER_x);
     for (uint32_t k = 0; k < s->nargs; k++)
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
