@@ -106,20 +106,34 @@ Test(cpu_gemv, axpy_within_the_fp32_bound_and_layouts_agree) {
   }
 }
 
-/* A linear with an fp16 weight from the weight file (read in place) and 1 or
- * 3 rows (the gemv path), with a bias and without, in both numerics (the
+/* A linear with an fp16 weight from the weight file (read in place: its
+ * other use is a gather, as a tied embedding's) and 1 or 3 rows (the gemv
+ * path), with a bias and without, in both numerics (the
  * results cast to fp32, so fp32 numerics is checked to fp32's precision). */
 Test(cpu_gemv, linear_with_few_rows_against_ir_eval) {
-  const char *text = "func main(x: fp32[1,3,96], y: fp32[1,1,96]) {\n"
+  const char *text = "func main(x: fp32[1,3,96], y: fp32[1,1,96], t: int32[1,2]) {\n"
                      "  param w: fp16[300,96] = normal(seed=1, std=0.5);\n"
                      "  param b: fp16[300] = normal(seed=2, std=0.5);\n"
                      "  xh = cast(x, dtype=\"fp16\");\n  yh = cast(y, dtype=\"fp16\");\n"
-                     "  a = linear(xh, w, b);\n  c = linear(yh, w);\n"
+                     "  a = linear(xh, w, b);\n  c = linear(yh, w);\n  e = gather(w, t, axis=0);\n"
                      "  af = cast(a, dtype=\"fp32\");\n  cf = cast(c, dtype=\"fp32\");\n"
-                     "  return af, cf;\n"
+                     "  return af, cf, e;\n"
                      "}\n";
-  check("linear rows 3 and 1", text, CPU_NUMERICS_FP32, 1e-5, NULL, 5);
-  check("linear rows 3 and 1", text, CPU_NUMERICS_ANE, 2e-3, NULL, 5);
+  IntRange rows[] = {{"t", 0, 300}, {NULL, 0, 0}};
+  check("linear rows 3 and 1", text, CPU_NUMERICS_FP32, 1e-5, rows, 5);
+  check("linear rows 3 and 1", text, CPU_NUMERICS_ANE, 2e-3, rows, 5);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  uint32_t in_place = 0;
+  for (uint32_t s = 0; s < l.c->nslots; s++)
+    in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 300 * 96 && l.c->slots[s].kind == SK_CONST;
+  cr_assert_eq(in_place, 1, "the weight read by linear and gather is not fp16 in place");
+  unload(&l);
   cleanup();
 }
 
