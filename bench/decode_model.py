@@ -65,6 +65,10 @@ def weights(model):
         ang = np.outer(np.arange(C), inv)  # [C, HD/2]; each half of a head rotates by the same angles
         t["rope.cos"] = np.concatenate([np.cos(ang), np.cos(ang)], axis=1).astype(np.float32)
         t["rope.sin"] = np.concatenate([np.sin(ang), np.sin(ang)], axis=1).astype(np.float32)
+        rot = np.zeros((HD, HD), dtype=np.float32)  # x @ rot = concat(-x[HD/2:], x[:HD/2])
+        for j in range(HD // 2):
+            rot[j + HD // 2, j], rot[j, j + HD // 2] = -1, 1
+        t["rope.rot"] = rot
     return {k: v.astype(np.float16).astype(np.float32) for k, v in t.items()}
 
 
@@ -171,16 +175,15 @@ def oir(model):
         P = lambda name, shape: f"  param {name}: fp16[{shape}] = {st('{scope}.' + name, shape)};"
         rope = f"fp16[1,1,1,{HD}]"
         lines += [f"func block(x: fp16[1,1,{D}], mask: fp16[1,1,1,{C}], ck: {cache}, cv: {cache}, cos: {rope}, "
-                  f"sin: {rope}) {{"]
+                  f"sin: {rope}, rot: fp16[{HD},{HD}]) {{"]
         lines += [P("input_layernorm.weight", D)] + [P(f"self_attn.{k}_proj.weight", f"{D},{D}") for k in "qkvo"]
         lines += [P("post_attention_layernorm.weight", D), P("mlp.gate_proj.weight", f"{s['ff']},{D}"),
                   P("mlp.up_proj.weight", f"{s['ff']},{D}"), P("mlp.down_proj.weight", f"{D},{s['ff']}")]
+        # rotate_half as a product with a signed permutation (rot): a concat of the halves would make the
+        # compiler's split-concat cut the q.k^T product, and with it the cache, in two.
         rot = ""
         for n in "qk":
-            rot += f"""  {n}_lo: fp16[1,{H},1,{HD // 2}] = slice({n}h, begin=[0, 0, 0, 0], end=[1, {H}, 1, {HD // 2}]);
-  {n}_hi: fp16[1,{H},1,{HD // 2}] = slice({n}h, begin=[0, 0, 0, {HD // 2}], end=[1, {H}, 1, {HD}]);
-  {n}_hn = neg({n}_hi);
-  {n}_rot: fp16[1,{H},1,{HD}] = concat({n}_hn, {n}_lo, axis=-1);
+            rot += f"""  {n}_rot: fp16[1,{H},1,{HD}] = matmul({n}h, rot);
   {n}_c = mul({n}h, cos);
   {n}_s = mul({n}_rot, sin);
   {n}r = add({n}_c, {n}_s);
@@ -208,13 +211,14 @@ def oir(model):
         lines.append(f"  param lm_head.weight: fp16[{s['vocab']},{D}] = {st('lm_head.weight', 0)};")
         lines.append(f"  param rope.cos: fp16[{C},{HD}] = {st('rope.cos', 0)};")
         lines.append(f"  param rope.sin: fp16[{C},{HD}] = {st('rope.sin', 0)};")
+        lines.append(f"  param rope.rot: fp16[{HD},{HD}] = {st('rope.rot', 0)};")
         lines.append(f"  x0: fp16[1,1,{D}] = gather(embed_tokens.weight, token, axis=0);")
         lines.append(f"  cr: fp16[1,{HD}] = gather(rope.cos, pos, axis=0);")
         lines.append(f"  sr: fp16[1,{HD}] = gather(rope.sin, pos, axis=0);")
         lines.append(f"  cos: {rope} = reshape(cr, shape=[1, 1, 1, {HD}]);")
         lines.append(f"  sin: {rope} = reshape(sr, shape=[1, 1, 1, {HD}]);")
         for i in range(L):
-            lines.append(f"  x{i + 1}, nk{i}, nv{i} = call block(x{i}, mask, cache.{i}.k, cache.{i}.v, cos, sin) "
+            lines.append(f"  x{i + 1}, nk{i}, nv{i} = call block(x{i}, mask, cache.{i}.k, cache.{i}.v, cos, sin, rope.rot) "
                          f"as layers.{i};")
         lines.append(f"  hf = rms_norm(x{L}, norm.weight, epsilon=1e-5);")
         lines.append(f"  lg: fp16[1,1,{s['vocab']}] = linear(hf, lm_head.weight);")
