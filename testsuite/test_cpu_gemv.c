@@ -62,7 +62,7 @@ static void expect_near(const Case *c, bool dot, const float *out, const char *w
 
 static const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 17}, {2, 4, 16}, {3, 130, 64}, {8, 7, 775}, {5, 67, 300}};
 
-/* gemv_dot: fp16 and float h, the reference bound; s read down its columns
+/* gemv_dot (and its portable form): fp16 and float h, the reference bound; s read down its columns
  * (sk, a conv's layout) and the output transposed give the same bits. */
 Test(cpu_gemv, dot_within_the_fp32_bound_and_layouts_agree) {
   for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
@@ -72,6 +72,8 @@ Test(cpu_gemv, dot_within_the_fp32_bound_and_layouts_agree) {
     float *a = malloc(sizeof(float) * no), *b = malloc(sizeof(float) * no), *t = malloc(sizeof(float) * no);
     for (int h16 = 0; h16 < 2; h16++) {
       const void *h = h16 ? (const void *)c.hh : (const void *)c.hf;
+      gemv_dot_portable(c.s, c.S, c.K, 1, h, h16, c.ldh, c.L, c.K, a, c.L, 1);
+      expect_near(&c, true, a, h16 ? "portable dot fp16" : "portable dot fp32");
       gemv_dot(c.s, c.S, c.K, 1, h, h16, c.ldh, c.L, c.K, a, c.L, 1);
       expect_near(&c, true, a, h16 ? "dot fp16" : "dot fp32");
       gemv_dot(c.st, c.S, 1, c.S, h, h16, c.ldh, c.L, c.K, b, c.L, 1);
@@ -94,6 +96,8 @@ Test(cpu_gemv, axpy_within_the_fp32_bound_and_layouts_agree) {
     float *a = malloc(sizeof(float) * no), *t = malloc(sizeof(float) * no);
     for (int h16 = 0; h16 < 2; h16++) {
       const void *h = h16 ? (const void *)c.hh : (const void *)c.hf;
+      gemv_axpy_portable(c.s, c.S, c.K, h, h16, c.ldh, c.L, c.K, a, c.L, 1);
+      expect_near(&c, false, a, h16 ? "portable axpy fp16" : "portable axpy fp32");
       gemv_axpy(c.s, c.S, c.K, h, h16, c.ldh, c.L, c.K, a, c.L, 1);
       expect_near(&c, false, a, h16 ? "axpy fp16" : "axpy fp32");
       gemv_axpy(c.s, c.S, c.K, h, h16, c.ldh, c.L, c.K, t, 1, c.S);

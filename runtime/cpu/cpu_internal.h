@@ -547,6 +547,11 @@ void gemv_dot(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h,
               int64_t K, float *out, int64_t oi, int64_t oj);
 void gemv_axpy(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L, int64_t K,
                float *out, int64_t oi, int64_t oj);
+/* The same without AVX-512 (what gemv_dot and gemv_axpy run on other CPUs). */
+void gemv_dot_portable(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh,
+                       int64_t L, int64_t K, float *out, int64_t oi, int64_t oj);
+void gemv_axpy_portable(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L,
+                        int64_t K, float *out, int64_t oi, int64_t oj);
 bool k_linear(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_attention.c */

@@ -11,7 +11,8 @@
  */
 #include "cpu_internal.h"
 
-/* The scalar forms: any CPU, any alignment. */
+/* The portable forms: any CPU, any alignment, k in order (the fallback;
+ * also called by test_cpu_gemv.c, which runs where AVX-512 is present). */
 static inline float elem(const void *h, bool h16, int64_t i) {
   if (!h16) return ((const float *)h)[i];
   uint16_t b;
@@ -19,8 +20,8 @@ static inline float elem(const void *h, bool h16, int64_t i) {
   return fp16_to_float(b);
 }
 
-static void dot_scalar(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh, int64_t L,
-                       int64_t K, float *out, int64_t oi, int64_t oj) {
+void gemv_dot_portable(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh,
+                       int64_t L, int64_t K, float *out, int64_t oi, int64_t oj) {
   for (int64_t j = 0; j < L; j++)
     for (int64_t i = 0; i < S; i++) {
       float acc = 0;
@@ -29,7 +30,7 @@ static void dot_scalar(const float *s, int64_t S, int64_t lds, int64_t sk, const
     }
 }
 
-static void axpy_scalar(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L,
+void gemv_axpy_portable(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L,
                         int64_t K, float *out, int64_t oi, int64_t oj) {
   for (int64_t i = 0; i < S; i++)
     for (int64_t j = 0; j < L; j++) {
@@ -171,15 +172,15 @@ AVX512 static void axpy_avx512(const float *s, int64_t S, int64_t lds, const voi
 }
 #endif
 
-void gemv_dot(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh, int64_t L, int64_t K,
-              float *out, int64_t oi, int64_t oj) {
+void gemv_dot(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh, int64_t L,
+              int64_t K, float *out, int64_t oi, int64_t oj) {
 #if HAVE_X86
   if (cpu_features()->avx512) {
     dot_avx512(s, S, lds, sk, h, h16, ldh, L, K, out, oi, oj);
     return;
   }
 #endif
-  dot_scalar(s, S, lds, sk, h, h16, ldh, L, K, out, oi, oj);
+  gemv_dot_portable(s, S, lds, sk, h, h16, ldh, L, K, out, oi, oj);
 }
 
 void gemv_axpy(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L, int64_t K,
@@ -190,5 +191,5 @@ void gemv_axpy(const float *s, int64_t S, int64_t lds, const void *h, bool h16, 
     return;
   }
 #endif
-  axpy_scalar(s, S, lds, h, h16, ldh, L, K, out, oi, oj);
+  gemv_axpy_portable(s, S, lds, h, h16, ldh, L, K, out, oi, oj);
 }

@@ -191,7 +191,8 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   for (int i = 0; i < 2; i++) {
     uint32_t fs = arg_slot(c, si, ids[i]);
     if (fs != UINT32_MAX) fs = root_of(c, fs);
-    if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1)) return false;
+    if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1))
+      return false;
     flag[i] = fs != UINT32_MAX && ld(&c->vals[fs], 0) != 0;
   }
   const Val *a = &c->vals[xs], *b = &c->vals[ys], *other = slot == xs ? b : a;
