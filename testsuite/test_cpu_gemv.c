@@ -232,3 +232,36 @@ Test(cpu_gemv, fp16_kv_cache_is_read_in_place_with_the_converted_bits) {
         cr_assert_eq(o1[hd * 16 + d], t1[hd * 16 + d], "o and t^T differ at [%d, %d]", hd, d);
   }
 }
+
+/* Few-row matmuls against fp16 inputs read in place, with the batch shapes
+ * decode meets: grouped-query rows (3 query rows per key head), batch dims
+ * broadcast both ways, the value product, and the cache as x (transposed);
+ * against ir_eval in fp32 numerics (results cast to fp32) and ane numerics. */
+Test(cpu_gemv, fp16_input_matmuls_with_broadcast_batches_against_ir_eval) {
+  const char *text = "func main(q: fp16[1,2,3,16], r: fp16[2,1,1,16], p: fp16[1,2,3,40], k: fp16[1,2,40,16],\n"
+                     "          v: fp16[1,2,40,16]) {\n"
+                     "  s: fp16[1,2,3,40] = matmul(q, k, transpose_y=true);\n"
+                     "  b: fp16[2,2,1,40] = matmul(r, k, transpose_y=true);\n"
+                     "  o: fp16[1,2,3,16] = matmul(p, v);\n"
+                     "  t: fp16[1,2,16,3] = matmul(v, p, transpose_x=true, transpose_y=true);\n"
+                     "  sf = cast(s, dtype=\"fp32\");\n  bf = cast(b, dtype=\"fp32\");\n"
+                     "  of = cast(o, dtype=\"fp32\");\n  tf = cast(t, dtype=\"fp32\");\n"
+                     "  return sf, bf, of, tf;\n"
+                     "}\n";
+  check("fp16 input matmuls", text, CPU_NUMERICS_FP32, 1e-5, NULL, 9);
+  check("fp16 input matmuls", text, CPU_NUMERICS_ANE, 4e-3, NULL, 9);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  for (uint32_t i = 0; i < orion_input_count(l.p, 0); i++) {
+    const char *name = orion_input(l.p, 0, i)->name;
+    bool cache = !strcmp(name, "k") || !strcmp(name, "v");
+    cr_assert_eq(l.c->vals[l.c->in_param[i]].st == ST_H16, cache, "input %s: in place %d", name, cache);
+  }
+  unload(&l);
+  cleanup();
+}
