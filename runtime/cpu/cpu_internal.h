@@ -283,6 +283,7 @@ struct CpuProgram {
   uint32_t ntiles;       /* tile buffers the largest fused group needs */
   int64_t tile_floats;   /* the size of one */
   float **tiles;         /* per thread: ntiles tile buffers of tile_floats floats */
+  uint64_t fp16_inputs_converted; /* fp16 inputs converted into the arena, over all runs (a test hook) */
 };
 
 /* The state of one statement's execution. */
@@ -456,6 +457,7 @@ typedef struct GroupJob GroupJob;
 typedef struct CpuFeatures {
   bool f16c; /* F16C (and AVX): fp16 <-> fp32 in hardware */
   bool avx2; /* AVX2 and FMA */
+  bool avx512; /* AVX-512 F, BW and VL (with F16C and FMA) */
 } CpuFeatures;
 /* features.c */
 const CpuFeatures *cpu_features(void);
@@ -536,6 +538,20 @@ bool k_lstm(Ctx *x, int code, Val *out, uint32_t nout);
 int64_t panel_ld(int64_t K);
 void wgemm(Ctx *x, WJob *j, int64_t batch);
 bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
+bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
+/* k_gemv.c: products with at most GEMV_ROWS rows on the short side S, the
+ * long side L streamed once (fp16 in place when h16). dot: out[i*oi + j*oj]
+ * = sum_k s[i*lds + k*sk] h[j*ldh + k]; axpy: sum_k s[i*lds + k] h[k*ldh + j]. */
+#define GEMV_ROWS 8
+void gemv_dot(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh, int64_t L,
+              int64_t K, float *out, int64_t oi, int64_t oj);
+void gemv_axpy(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L, int64_t K,
+               float *out, int64_t oi, int64_t oj);
+/* The same without AVX-512 (what gemv_dot and gemv_axpy run on other CPUs). */
+void gemv_dot_portable(const float *s, int64_t S, int64_t lds, int64_t sk, const void *h, bool h16, int64_t ldh,
+                       int64_t L, int64_t K, float *out, int64_t oi, int64_t oj);
+void gemv_axpy_portable(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L,
+                        int64_t K, float *out, int64_t oi, int64_t oj);
 bool k_linear(Ctx *x, int code, Val *out, uint32_t nout);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_attention.c */
@@ -561,6 +577,7 @@ bool eval_constexprs(CpuProgram *c, Diag *d);
 uint32_t root_of(const CpuProgram *c, uint32_t s);
 size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
+void choose_fp16_inputs(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);
 /* bind.c */

@@ -1,6 +1,6 @@
 /*
  * CPU feature detection, done once per process (pthread_once), whichever
- * thread asks first: the kernels choose their F16C and AVX2 paths from it.
+ * thread asks first: the kernels choose their F16C, AVX2 and AVX-512 paths from it.
  * Nothing else in the process is touched.
  */
 #include "cpu_internal.h"
@@ -24,6 +24,9 @@ static void detect(void) {
   __builtin_cpu_init();
   detected.f16c = cpuid_has_f16c() && __builtin_cpu_supports("avx");
   detected.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  /* The matrix-vector kernels' masked fp16 loads need BW and VL besides F. */
+  detected.avx512 = detected.f16c && detected.avx2 && __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 #endif
 }
 

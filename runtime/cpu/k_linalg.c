@@ -46,6 +46,19 @@ static const float *weight_rows(const CpuProgram *c, const Val *w, int64_t r0, i
 
 
 
+/* A fused linear's rounding, bias and epilogue on a piece's rows (see WJob). */
+static void linear_rows_after(const WJob *j, float *C, int64_t o0, int64_t no, int64_t r0, int64_t nr, uint32_t tid) {
+  if (!j->round_mid && !j->post && !j->round_out && !j->epi) return;
+  for (int64_t r = 0; r < nr; r++) {
+    float *restrict row = C + r * j->O;
+    if (j->round_mid) round16(row, no);
+    if (j->post)
+      for (int64_t o = 0; o < no; o++) row[o] += j->post[o0 + o];
+    if (j->round_out) round16(row, no);
+    if (j->epi) epilogue_row(j->epi, j->c->tiles ? j->c->tiles[tid] : NULL, (r0 + r) * j->O + o0, no);
+  }
+}
+
 static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const WJob *j = arg;
   for (int64_t it = lo; it < hi; it++) {
@@ -53,23 +66,36 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * ROWS;
     int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < ROWS ? j->R - r0 : ROWS;
     int64_t ldw;
-    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid, &ldw);
     float beta = j->b ? 1.0f : 0.0f;
+    if (j->R <= GEMV_ROWS) {
+      /* Few rows (decode): the weight panel streamed once, fp16 converted in registers, no scratch; the
+       * conv layout by the same kernel (x read down its columns), so fused and unfused give the same bits. */
+      bool h16 = j->w->st == ST_H16;
+      const void *W = (const unsigned char *)j->w->p + o0 * j->K * (h16 ? 2 : 4);
+      if (!j->conv) {
+        float *C = fp(j->o) + r0 * j->O + o0;
+        gemv_dot(fp(j->x) + r0 * j->K, nr, j->K, 1, W, h16, j->K, no, j->K, C, j->O, 1);
+        if (j->b)
+          for (int64_t r = 0; r < nr; r++)
+            for (int64_t o = 0; o < no; o++) C[r * j->O + o] += (float)ld(j->b, o0 + o);
+        linear_rows_after(j, C, o0, no, r0, nr, tid);
+      } else {
+        float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+        gemv_dot(fp(j->x) + nn * j->K * j->R + r0, nr, 1, j->R, W, h16, j->K, no, j->K, C, 1, j->R);
+        if (j->b)
+          for (int64_t o = 0; o < no; o++)
+            for (int64_t r = 0; r < nr; r++) C[o * j->R + r] += (float)ld(j->b, o0 + o);
+      }
+      continue;
+    }
+    const float *W = weight_rows(j->c, j->w, o0, no, j->K, tid, &ldw);
     if (!j->conv) {
       float *C = fp(j->o) + r0 * j->O + o0;
       if (j->b)
         for (int64_t r = 0; r < nr; r++)
           for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
       sgemm(false, true, nr, no, j->K, fp(j->x) + r0 * j->K, j->K, W, ldw, beta, C, j->O);
-      if (j->round_mid || j->post || j->round_out || j->epi)
-        for (int64_t r = 0; r < nr; r++) {
-          float *restrict row = C + r * j->O;
-          if (j->round_mid) round16(row, no);
-          if (j->post)
-            for (int64_t o = 0; o < no; o++) row[o] += j->post[o0 + o];
-          if (j->round_out) round16(row, no);
-          if (j->epi) epilogue_row(j->epi, j->c->tiles ? j->c->tiles[tid] : NULL, (r0 + r) * j->O + o0, no);
-        }
+      linear_rows_after(j, C, o0, no, r0, nr, tid);
     } else {
       float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
       if (j->b)
@@ -117,10 +143,74 @@ static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-/* A matmul as bound: the sgemm job (fast: float operands), or the strides of the plain loop. */
+/* A matmul with at most GEMV_ROWS rows on one side (s, float, rows
+ * contiguous): the other operand (h) is streamed once, floats or fp16 read
+ * in place (an fp16 input such as a KV cache, see choose_fp16_inputs).
+ * One piece is GEMV_COLS of h's long side L of one matrix of the batch. */
+#define GEMV_COLS 128
+typedef struct SmallMm {
+  const Val *s, *h;
+  Val *o;
+  bool dot;                       /* h's rows are the long side (gemv_dot), else its columns (gemv_axpy) */
+  int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks;
+  uint32_t rbat;
+  int64_t bdims[MIL_MAX_RANK], ss[MIL_MAX_RANK], hs[MIL_MAX_RANK];
+} SmallMm;
+
+static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const SmallMm *j = arg;
+  int64_t es = j->h->st == ST_H16 ? 2 : 4;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t t = it / j->lblocks, j0 = (it % j->lblocks) * GEMV_COLS, nl = j->L - j0 < GEMV_COLS ? j->L - j0 : GEMV_COLS;
+    const float *S = fp(j->s) + offset_at(t, j->bdims, j->rbat, j->ss);
+    const unsigned char *H = (const unsigned char *)j->h->p + offset_at(t, j->bdims, j->rbat, j->hs) * es;
+    float *O = fp(j->o) + t * j->MN + j0 * j->oj;
+    if (j->dot) gemv_dot(S, j->S, j->lds, 1, H + j0 * j->ldh * es, es == 2, j->ldh, nl, j->K, O, j->oi, j->oj);
+    else gemv_axpy(S, j->S, j->lds, H + j0 * es, es == 2, j->ldh, nl, j->K, O, j->oi, j->oj);
+  }
+}
+
+/* The logical matrices of a matmul: x is [.., M, K], y is [.., K, N]. */
+static void matmul_dims(const Val *a, const Val *b, bool tx, bool ty, int64_t *M, int64_t *K, int64_t *K2, int64_t *N) {
+  *M = a->rank == 1 ? 1 : a->dims[a->rank - (tx ? 1 : 2)];
+  *K = a->dims[a->rank - (a->rank == 1 || !tx ? 1 : 2)];
+  *K2 = b->dims[b->rank - (b->rank == 1 || ty ? 1 : 2)];
+  *N = b->rank == 1 ? 1 : b->dims[b->rank - (ty ? 2 : 1)];
+}
+
+/* Whether matmul statement si can read its operand `slot` as fp16 in place:
+ * that operand is one of its two, the other is float with at most GEMV_ROWS
+ * rows stored contiguously (x untransposed; y transposed or rank 1). Asked
+ * at prepare, before binding, from the declared shapes and constant flags. */
+bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  if (xs == UINT32_MAX || ys == UINT32_MAX || xs == ys || (slot != xs && slot != ys)) return false;
+  bool flag[2];
+  MilArgId ids[2] = {MIL_ARG_MATMUL_transpose_x, MIL_ARG_MATMUL_transpose_y};
+  for (int i = 0; i < 2; i++) {
+    uint32_t fs = arg_slot(c, si, ids[i]);
+    if (fs != UINT32_MAX) fs = root_of(c, fs);
+    if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1))
+      return false;
+    flag[i] = fs != UINT32_MAX && ld(&c->vals[fs], 0) != 0;
+  }
+  const Val *a = &c->vals[xs], *b = &c->vals[ys], *other = slot == xs ? b : a;
+  if (a->rank == 0 || b->rank == 0 || other->st != ST_F32 || !is_float(other->dt) || !is_float(c->vals[c->base[si]].dt))
+    return false;
+  if ((flag[0] && a->rank == 1) || (flag[1] && b->rank == 1)) return false;
+  int64_t M, K, K2, N;
+  matmul_dims(a, b, flag[0], flag[1], &M, &K, &K2, &N);
+  if (K != K2) return false;
+  return slot == ys ? M <= GEMV_ROWS && !flag[0] : N <= GEMV_ROWS && (flag[1] || b->rank == 1);
+}
+
+/* A matmul as bound: the sgemm job (fast: float operands), the fp16 one
+ * (small), or the strides of the plain loop. */
 typedef struct MatmulBound {
   MmJob j;
-  bool fast;
+  SmallMm sm;
+  bool fast, small;
   int64_t nb;                        /* matrices in the batch */
   int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
 } MatmulBound;
@@ -169,6 +259,29 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   if (!expect_shape(x, out, dims, rank)) return false;
   MatmulBound mb = {.fast = out->st == ST_F32 && a->st == ST_F32 && b->st == ST_F32, .nb = elements(j.bdims, rbat),
                     .am_st = am_st, .ak_st = ak_st, .bk_st = bk_st, .bn_st = bn_st};
+  /* Few rows on one side: the other operand streamed once by the gemv kernels, fp16 in place or floats (so an
+   * fp16 input read in place gives the bits it gives converted); y is streamed unless only x can be. */
+  bool fl_a = a->st == ST_F32 || a->st == ST_H16, fl_b = b->st == ST_F32 || b->st == ST_H16;
+  bool can_y = fl_b && a->st == ST_F32 && M <= GEMV_ROWS && !tx;
+  bool can_x = fl_a && b->st == ST_F32 && N <= GEMV_ROWS && (ty || b->rank == 1);
+  bool hy = can_y && a->st != ST_H16, hx = !hy && can_x;
+  if (out->st == ST_F32 && (hy || hx)) {
+    /* y in place: s is x's rows, out[m, n]; x in place: s is y^T's rows, out^T[n, m] (C^T = y^T x^T). */
+    SmallMm *sm = &mb.sm;
+    mb.small = true;
+    *sm = (SmallMm){.o = out, .K = K, .MN = M * N, .rbat = rbat};
+    memcpy(sm->bdims, j.bdims, sizeof sm->bdims);
+    if (hy) {
+      sm->s = a, sm->h = b, sm->S = M, sm->L = N, sm->lds = a->rank == 1 ? K : am_st, sm->oi = N, sm->oj = 1;
+      sm->dot = ty, sm->ldh = b->rank == 1 ? 1 : ty ? bn_st : bk_st;
+      memcpy(sm->ss, j.sa, sizeof sm->ss), memcpy(sm->hs, j.sb, sizeof sm->hs);
+    } else {
+      sm->s = b, sm->h = a, sm->S = N, sm->L = M, sm->lds = b->rank == 1 ? K : bn_st, sm->oi = 1, sm->oj = N;
+      sm->dot = !tx, sm->ldh = a->rank == 1 ? K : tx ? ak_st : am_st;
+      memcpy(sm->ss, j.sb, sizeof sm->ss), memcpy(sm->hs, j.sa, sizeof sm->hs);
+    }
+    sm->lblocks = (sm->L + GEMV_COLS - 1) / GEMV_COLS;
+  }
   if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
      * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
@@ -192,6 +305,10 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)code, (void)nout;
   const MatmulBound *mb = x->c->bound[x->si];
   const MmJob *j = &mb->j;
+  if (mb->small) {
+    if (mb->sm.S && mb->sm.L) par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
+    return true;
+  }
   if (mb->fast) {
     if (j->M == 0 || j->N == 0) return true;
     par_for(x->c, mb->nb * j->blocks * j->cblocks, 1, matmul_task, (void *)(uintptr_t)j);

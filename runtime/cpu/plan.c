@@ -1,5 +1,5 @@
 /*
- * The buffer planner: which fp16 weights stay in place, and the one arena
+ * The buffer planner: which fp16 weights and inputs stay in place, and the one arena
  * every intermediate value gets a slice of, laid out from the lifetimes.
  */
 #include "cpu_internal.h"
@@ -66,7 +66,7 @@ size_t plan_buffers(CpuProgram *c) {
       }
       const Val *v = &c->vals[s];
       bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
-                   (c->slots[s].kind == SK_PARAM && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
+                   (c->slots[s].kind == SK_PARAM && v->st != ST_H16 && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
       if (!needs) continue;
       int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
       uint32_t at = 0;
@@ -91,7 +91,8 @@ size_t plan_buffers(CpuProgram *c) {
 
 /* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
  * use, through views, is the weight operand of linear or conv (which
- * converts panels as it goes). Small ones are converted (no gain). */
+ * convert as they go) or the table of a gather (which converts the rows it
+ * takes). Small ones are converted (no gain). */
 void choose_fp16_weights(CpuProgram *c) {
   const MilFunc *f = c->f;
   uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise */
@@ -101,6 +102,8 @@ void choose_fp16_weights(CpuProgram *c) {
     if (!c->ops[si]) continue;
     bool wop = c->ops[si]->family == OF_LINEAR || c->ops[si]->family == OF_CONV;
     const MilArg *weight = wop ? stmt_arg(c, si, SHARED_weight) : NULL;
+    /* gather reads its table's rows as fp16 too: a tied embedding (GPT-2's wte, also the classifier) stays fp16. */
+    if (c->ops[si]->op == MIL_OP_GATHER) weight = stmt_arg(c, si, MIL_ARG_GATHER_x);
     for (uint32_t k = 0; k < s->nargs; k++)
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
@@ -119,4 +122,38 @@ void choose_fp16_weights(CpuProgram *c) {
     if (panel_ld(row) * PANEL > c->scratch_floats) c->scratch_floats = panel_ld(row) * PANEL;
   }
   free(use);
+}
+
+/* Which fp16 inputs are read in place (ST_H16, the caller's buffer) rather
+ * than converted into the arena on every run: those whose every use is an
+ * operand of a matmul that streams it as fp16 (matmul_reads_fp16: decode's
+ * q k^T and p v against a KV cache), so a run converts no cache. */
+void choose_fp16_inputs(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  bool *ok = xcalloc(c->nslots + 1, sizeof *ok);
+  for (uint32_t s = 0; s < f->nparams; s++)
+    ok[s] = c->slots[s].kind == SK_PARAM && c->vals[s].dt == MIL_DT_FP16 && c->vals[s].st == ST_F32;
+  for (uint32_t i = 0; i < c->nout; i++) ok[c->out_slot[i]] = false;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    if (!c->ops[si]) continue; /* an elided statement counts: a fused linear reads what it read */
+    bool mm = c->ops[si]->family == OF_MATMUL;
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      uint32_t s = c->opslot[i];
+      if (s < f->nparams && ok[s] && !(mm && matmul_reads_fp16(c, si, s))) ok[s] = false;
+    }
+  }
+  /* One at a time: a matmul reads at most one operand in place (the other must be float). */
+  for (uint32_t s = 0; s < f->nparams; s++) {
+    if (!ok[s]) continue;
+    bool still = true;
+    for (uint32_t si = 0; still && si < f->nstmts; si++) {
+      if (!c->ops[si]) continue;
+      uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+      for (uint32_t i = c->argstart[a0]; still && i < c->argstart[a1]; i++)
+        if (c->opslot[i] == s) still = matmul_reads_fp16(c, si, s);
+    }
+    if (still) c->vals[s].st = ST_H16;
+  }
+  free(ok);
 }

@@ -48,6 +48,11 @@ static void output_convert(const Val *v, const CpuTensor *t) {
 
 /* check_finite: the first element of a float value that is inf or NaN, -1 if none. */
 static int64_t first_nonfinite(const Val *v) {
+  if (v->st == ST_H16) { /* an fp16 input read in place: exponent all ones */
+    for (int64_t i = 0; i < v->n; i++)
+      if (!isfinite(ld(v, i))) return i;
+    return -1;
+  }
   if (v->st != ST_F32) return -1;
   const float *p = fp(v);
   for (int64_t i = 0; i < v->n; i++)
@@ -56,7 +61,7 @@ static int64_t first_nonfinite(const Val *v) {
 }
 
 static void describe_nonfinite(StrBuf *sb, const Val *v, int64_t at) {
-  float e = fp(v)[at];
+  double e = ld(v, at);
   sb_printf(sb, "is %s at element %lld (index [", isnan(e) ? "NaN" : e > 0 ? "inf" : "-inf", (long long)at);
   int64_t idx[MIL_MAX_RANK], rem = at;
   for (uint32_t i = v->rank; i-- > 0;) {
@@ -98,7 +103,11 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
     Val *v = &c->vals[c->in_param[i]];
     const CpuTensor *t = &inputs[i];
     if (v->dt == MIL_DT_FP32 || v->dt == MIL_DT_INT32) v->p = t->data;
-    else if (v->dt == MIL_DT_FP16) h2f(v->p, t->data, v->n);
+    else if (v->st == ST_H16) v->p = (void *)(uintptr_t)t->data; /* read in place, never written */
+    else if (v->dt == MIL_DT_FP16) {
+      h2f(v->p, t->data, v->n);
+      c->fp16_inputs_converted++;
+    }
     else
       for (int64_t k = 0; k < v->n; k++) ((int32_t *)v->p)[k] = ((const bool *)t->data)[k] ? 1 : 0;
   }
