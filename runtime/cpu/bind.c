@@ -49,6 +49,11 @@ bool bind_all(CpuProgram *c, Diag *d) {
       c->bound[si] = NULL;
       ok = bind_fused_linear(&x, &c->fz[si], &c->bound[si]);
     }
+    if (c->fz[si].kind == FZ_XENT_GRAD) { /* so does the chain's last statement's */
+      free(c->bound[si]);
+      c->bound[si] = NULL;
+      ok = bind_xent_grad(&x, &c->fz[si], &c->bound[si]);
+    }
   }
   c->bound_ok = ok;
   return ok;

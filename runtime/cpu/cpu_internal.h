@@ -230,7 +230,7 @@ struct CpuContext {
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD };
 
 typedef struct Fused {
   uint8_t kind;
@@ -241,6 +241,11 @@ typedef struct Fused {
   int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
   bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
+  /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
+   * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain). */
+  uint32_t ss;
+  float differs, equals;
 } Fused;
 
 struct CpuProgram {
@@ -550,6 +555,10 @@ int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
 bool k_group(Ctx *x, uint32_t end);
 bool k_fused_linear(Ctx *x, const Fused *f);
+/* k_xent_grad.c */
+bool k_xent_grad(Ctx *x, const Fused *f);
+/* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
+void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
 /* prepare.c */
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
@@ -592,6 +601,7 @@ bool bind_shape(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
 bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
+bool bind_xent_grad(Ctx *x, const Fused *f, void **bound);
 bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
