@@ -47,6 +47,8 @@ typedef struct Slot {
   int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
   uint32_t last;  /* planning: time of the last use */
   int32_t tile;   /* a result inside a fused group only: its tile buffer there (no planned buffer); -1 otherwise */
+  struct SharedCopy *shared; /* SK_CONST: the context's fp32 copy of its fp16 weight that p points at, or NULL */
+  uint64_t seen;             /* with shared: the copy's conversion this slot last took up (SharedCopy.epoch) */
 } Slot;
 
 typedef struct Ctx Ctx;
@@ -220,11 +222,29 @@ struct Worker {
   uint32_t id;
 };
 
+/* An fp16 weight the plan keeps as fp32 (for sgemm) is converted once for
+ * every program of the context that reads the same weight data: a training
+ * package's forward and backward declare a param each and read the same
+ * blob. `version` and `epoch` tell a reload whether another program already
+ * converted it from the current bytes (docs/cpu-backend.md, "Weight
+ * updates"). */
+typedef struct SharedCopy {
+  struct SharedCopy *next;
+  const void *src; /* the fp16 data */
+  int64_t n;
+  float *data;
+  uint32_t users;   /* slots reading it */
+  uint64_t version; /* orion_weights_version of the program when last converted */
+  uint64_t epoch;   /* conversions so far */
+} SharedCopy;
+
 /* A backend instance (cpu_context_open): the pool every program prepared
  * in it runs on, one run at a time. */
 struct CpuContext {
   Pool pool;
   pthread_mutex_t run_mu; /* held for the whole of each run of any of its programs */
+  pthread_mutex_t shared_mu;  /* guards `shared` */
+  struct SharedCopy *shared;  /* fp32 copies of fp16 weights, one per weight data its programs read (weights.c) */
 };
 
 /* How a statement runs once the plan has fused it with others (see
@@ -560,6 +580,11 @@ bool k_xent_grad(Ctx *x, const Fused *f);
 /* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
 void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
+/* weights.c: the context's fp32 copy of const `slot`'s fp16 weight w, which the slot then reads; *convert:
+ * whether the caller must fill it from w's data (not yet converted from these bytes for another program;
+ * with `now`, converted before it returns and *convert false) */
+float *shared_fp32_copy(CpuProgram *c, uint32_t slot, const OrionWeight *w, bool now, bool *convert);
+void shared_detach(CpuProgram *c, uint32_t slot);
 /* prepare.c */
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
 void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
