@@ -450,8 +450,12 @@ bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
 }
 
 /* Casts that cannot fail, in parallel pieces: to bool (!= 0) and to fp32,
- * from int32 or fp32 storage; each element as the serial loop makes it. */
+ * from int32 or fp32 storage, and to fp16 from fp32 storage; each element as
+ * the serial loop makes it (a float's fp16_from_double is its
+ * fp16_from_float, which round16 applies, F16C or not: NaNs quieted the same
+ * way, payload truncated, sign kept). */
 static bool cast_parallel(const CastJob *j, const Val *out) {
+  if (j->t == MIL_DT_FP16) return out->st == ST_F32 && j->a->st == ST_F32;
   return (j->t == MIL_DT_BOOL || j->t == MIL_DT_FP32) && out->st == (j->t == MIL_DT_BOOL ? ST_I32 : ST_F32) &&
          (j->a->st == ST_I32 || j->a->st == ST_F32);
 }
@@ -478,6 +482,7 @@ static void cast_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       for (int64_t i = e0; i < e1; i++) o[i] = (float)((const int32_t *)a->p)[i];
     else
       memcpy(o + e0, fp(a) + e0, (size_t)(e1 - e0) * sizeof(float));
+    if (p->j->t == MIL_DT_FP16) round16(o + e0, e1 - e0);
   }
 }
 

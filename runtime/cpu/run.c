@@ -34,6 +34,7 @@ static void output_convert(const Val *v, const CpuTensor *t) {
     break;
   case MIL_DT_FP16:
     if (v->st == ST_H16) memcpy(t->data, v->p, n * 2);
+    else if (v->st == ST_F32) fp16_from_float_array(t->data, v->p, n); /* fp16_from_float, eight at a time */
     else
       for (size_t k = 0; k < n; k++) ((uint16_t *)t->data)[k] = fp16_from_float((float)ld(v, (int64_t)k));
     break;
