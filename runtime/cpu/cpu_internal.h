@@ -260,6 +260,7 @@ typedef struct Fused {
   uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
   int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
   bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
+  bool self_round;           /* FZ_NONE: its kernel rounds its fp16 result piece by piece (ANE mode) */
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
   /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
    * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
@@ -412,6 +413,7 @@ enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT,
 typedef struct UnaryJob {
   int code, gelu;
   bool avx2; /* the CPU has AVX2 and FMA (cpu_features) */
+  bool round16; /* unfused, ANE mode, an fp16 result: each piece rounded as it is made (run.c skips its pass) */
   double eps, lo, hi;
   const Val *a;
   Val *o;
@@ -429,6 +431,7 @@ static inline bool is_logical(int code) { return code >= B_AND; }
 typedef struct BinJob {
   int code;
   bool avx2;
+  bool round16; /* as UnaryJob's */
   const Val *a, *b;
   Val *o;
   uint32_t nouter;

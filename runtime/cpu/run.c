@@ -126,7 +126,7 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
     x.si = si;
     struct timespec t0;
     if (c->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool fused = fk != FZ_NONE; /* rounds what it computes */
+    bool fused = fk != FZ_NONE || c->fz[si].self_round; /* rounds what it computes */
     ok = fk == FZ_LINEAR       ? k_fused_linear(&x, &c->fz[si])
          : fk == FZ_GROUP      ? k_group(&x, c->fz[si].end)
          : fk == FZ_XENT_GRAD  ? k_xent_grad(&x, &c->fz[si])
