@@ -84,6 +84,7 @@ struct OrionProgram {
   bool writable;        /* weight files mapped shared and writable (OrionOpenOptions.writable_weights) */
   bool weights_written; /* orion_write_weights changed the files since the manifest was last made to match */
   uint64_t generation;  /* the manifest's WeightsGeneration when the weights were (re)loaded */
+  uint64_t version;     /* orion_weights_version: counts the writes and moves of the weight data */
   char (*mil_xxh64)[17]; /* per function: its MIL file's checksum at open */
   Package manifest;      /* as verified at open or at the last reload (packages) */
   /* What the last reload replaced, until it is released or undone. */
@@ -625,6 +626,7 @@ void *orion_weight_data_writable(OrionProgram *p, uint32_t fn, uint32_t i) {
 
 void orion_program_note_weight_written(OrionProgram *p, const void *data, size_t len) {
   const uint8_t *at = data;
+  p->version++;
   for (uint32_t i = 0; i < p->nmaps; i++) {
     Mapping *m = &p->maps[i];
     if (at < m->base || at >= m->base + m->len) continue;
@@ -724,6 +726,7 @@ const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i) 
 /* ---- reloading weights ------------------------------------------------------------ */
 
 uint64_t orion_weights_generation(const OrionProgram *p) { return p->generation; }
+uint64_t orion_weights_version(const OrionProgram *p) { return p->version; }
 
 /* Maps one weight file again into m->fresh, without changing anything the
  * program uses yet; the layout must be the one loaded (a patch keeps every
@@ -772,6 +775,7 @@ static bool map_again(OrionProgram *p, const PkgDir *dir, Mapping *m, Diag *d) {
 
 /* Moves every weight pointer of mapping m from one base to another. */
 static void move_weights(OrionProgram *p, const uint8_t *from, const uint8_t *to, size_t len) {
+  p->version++; /* every OrionWeight pointing into [from, from + len) now reads other bytes */
   for (uint32_t f = 0; f < p->nfuncs; f++)
     for (uint32_t i = 0; i < p->funcs[f].nweights; i++) {
       OrionWeight *w = &p->funcs[f].weights[i];

@@ -15,6 +15,7 @@
 
 #include "helpers.h"
 #include "orion/cpu.h"
+#include "orion/fp16.h"
 #include "orion/package.h"
 #include "orion/op_semantics.h"
 #include "orion/passes.h"
@@ -272,5 +273,37 @@ Test(cpu_backward, silu_and_sigmoid_by_vectors) {
     }
     cpu_tensor_free(&out[o]);
   }
+  prog_close(&g);
+}
+
+/* The cast to fp16 (the cross entropy's gradient in an fp16 backward, in
+ * parallel pieces with F16C) and the fp16 output (converted eight at a
+ * time): every float bit pattern class, NaN payloads, ties, fp16 subnormals
+ * and overflow, give fp16_from_double's bits, as the serial loop did. */
+Test(cpu_backward, cast_to_fp16_and_fp16_outputs_round_as_the_serial_loop) {
+  enum { NH = 3 * 16384 + 5 };
+  char text[128];
+  snprintf(text, sizeof text, "func main(x: fp32[%d]) {\n  y = cast(x, dtype=\"fp16\");\n  return y;\n}\n", NH);
+  Prog g;
+  prog_open(&g, text);
+  static float x[NH];
+  uint32_t s = 12345u;
+  for (int i = 0; i < NH; i++) {
+    s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+    uint32_t bits = s;
+    if (i % 4 == 1) bits = (bits & 0x80001FFFu) | (uint32_t)(103 + (i / 4) % 40) << 23; /* around fp16's range */
+    if (i % 4 == 2) bits = (bits & 0x8000000Fu) | 0x47800000u | (uint32_t)(i % 2) << 12; /* ties near 65536 */
+    memcpy(&x[i], &bits, sizeof bits);
+  }
+  CpuTensor in = {.dtype = MIL_DT_FP32, .rank = 1, .dims = {NH}, .data = x};
+  CpuTensor out = {0};
+  prog_run(&g, &in, &out);
+  cr_assert_eq(out.dtype, MIL_DT_FP16);
+  const uint16_t *y = out.data;
+  for (int i = 0; i < NH; i++) {
+    uint16_t want = fp16_from_double((double)x[i]);
+    cr_assert_eq(y[i], want, "x[%d] = %a: fp16 0x%04x, want 0x%04x", i, (double)x[i], y[i], want);
+  }
+  cpu_tensor_free(&out);
   prog_close(&g);
 }

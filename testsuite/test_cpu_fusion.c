@@ -385,3 +385,38 @@ Test(cpu, softmax_masked_rows) {
   cpu_tensor_free(&out);
   cleanup();
 }
+
+/* An unfused fp16 add (broadcast) and sqrt in ANE mode round their results
+ * piece by piece as they make them (run.c's pass after the statement is
+ * skipped for them): a later cast to fp32, which copies, sees each value
+ * rounded to fp16, with 1 and 3 threads. */
+Test(cpu, unfused_fp16_ops_round_their_results) {
+  write_bare(MIL_HEAD "    func main<ios18>(tensor<fp16, [3, 4099]> x, tensor<fp16, [1, 4099]> y) {\n"
+                      "        tensor<fp16, [3, 4099]> z = add(x = x, y = y)[name = " S_("z") "];\n"
+                      "        tensor<fp16, [1, 4099]> s = sqrt(x = y)[name = " S_("s") "];\n"
+                      "        tensor<fp32, [3, 4099]> zc = cast(dtype = " S_("fp32") ", x = z)[name = " S_("zc") "];\n"
+                      "        tensor<fp32, [1, 4099]> sc = cast(dtype = " S_("fp32") ", x = s)[name = " S_("sc") "];\n"
+                      "    } -> (zc, sc);\n}\n");
+  static uint16_t xh[3 * 4099], yh[4099];
+  static float xf[3 * 4099], yf[4099];
+  fill_random(xf, 3 * 4099, 5, false);
+  fill_random(yf, 4099, 6, false);
+  for (int i = 0; i < 3 * 4099; i++) xf[i] = fp16_to_float(xh[i] = fp16_from_float(xf[i] * 3.0f));
+  for (int i = 0; i < 4099; i++) yf[i] = fp16_to_float(yh[i] = fp16_from_float(fabsf(yf[i]) * 0.37f));
+  CpuTensor in[2] = {{.dtype = MIL_DT_FP16, .rank = 2, .dims = {3, 4099}, .data = xh},
+                     {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 4099}, .data = yh}};
+  CpuTensor out[2];
+  run_twice(CPU_NUMERICS_ANE, in, out, 2);
+  const float *zc = out[0].data, *sc = out[1].data;
+  for (int i = 0; i < 3 * 4099; i++) {
+    float want = fp16_to_float(fp16_from_float(xf[i] + yf[i % 4099]));
+    cr_assert(!memcmp(&zc[i], &want, sizeof want), "z[%d] = %a, want %a", i, (double)zc[i], (double)want);
+  }
+  for (int i = 0; i < 4099; i++) {
+    float want = fp16_to_float(fp16_from_float(sqrtf(yf[i])));
+    cr_assert(!memcmp(&sc[i], &want, sizeof want), "s[%d] = %a, want %a", i, (double)sc[i], (double)want);
+  }
+  cpu_tensor_free(&out[0]);
+  cpu_tensor_free(&out[1]);
+  cleanup();
+}

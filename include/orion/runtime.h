@@ -121,6 +121,12 @@ const OrionWeight *orion_weight(const OrionProgram *p, uint32_t fn, uint32_t i);
 
 /* The manifest's WeightsGeneration as last loaded (0 for a bare directory). */
 uint64_t orion_weights_generation(const OrionProgram *p);
+/* A count that changes whenever the bytes an OrionWeight's data points at
+ * may have changed through this program: each orion_write_weights, each
+ * reload that moved the weights and each undo. (A backend that keeps a
+ * converted copy of a weight for several prepared functions converts it
+ * once per version.) */
+uint64_t orion_weights_version(const OrionProgram *p);
 
 /* Reloads the weights if the package's generation changed since open (or
  * since the last reload); for a bare directory, always. opt->reload selects

@@ -43,11 +43,21 @@ bool bind_all(CpuProgram *c, Diag *d) {
   for (uint32_t si = 0; ok && si < f->nstmts; si++) {
     x.s = &f->stmts[si];
     x.si = si;
+    /* An unfused element-wise op rounds its fp16 result itself (ANE mode): run.c's pass is not needed. */
+    const OpEntry *e = c->ops[si];
+    c->fz[si].self_round = c->fz[si].kind == FZ_NONE && e && c->bound[si] &&
+                           ((e->family == OF_UNARY && e->bind == bind_unary && ((const UnaryJob *)c->bound[si])->round16) ||
+                            (e->family == OF_BINARY && e->bind == bind_binary && ((const BinJob *)c->bound[si])->round16));
     if (c->fz[si].kind == FZ_GROUP) ok = bind_group(&x, si, c->fz[si].end, &c->fz[si].group);
     if (c->fz[si].kind == FZ_LINEAR) { /* the conv's own job gives way to the fused one */
       free(c->bound[si]);
       c->bound[si] = NULL;
       ok = bind_fused_linear(&x, &c->fz[si], &c->bound[si]);
+    }
+    if (c->fz[si].kind == FZ_XENT_GRAD) { /* so does the chain's last statement's */
+      free(c->bound[si]);
+      c->bound[si] = NULL;
+      ok = bind_xent_grad(&x, &c->fz[si], &c->bound[si]);
     }
   }
   c->bound_ok = ok;

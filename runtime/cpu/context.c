@@ -25,6 +25,7 @@ CpuContext *cpu_context_open(const CpuContextOptions *opt, Diag *d) {
   }
   pthread_mutex_unlock(&blas_mu);
   pthread_mutex_init(&ctx->run_mu, NULL);
+  pthread_mutex_init(&ctx->shared_mu, NULL);
   pool_start(&ctx->pool, pool_threads_for(opt ? opt->threads : 0));
   return ctx;
 }
@@ -33,6 +34,7 @@ void cpu_context_close(CpuContext *ctx) {
   if (!ctx) return;
   pool_stop(&ctx->pool);
   pthread_mutex_destroy(&ctx->run_mu);
+  pthread_mutex_destroy(&ctx->shared_mu); /* its programs were freed first: no shared copy is left */
   free(ctx);
   pthread_mutex_lock(&blas_mu);
   if (--blas_users == 0) openblas_set_num_threads(blas_saved);

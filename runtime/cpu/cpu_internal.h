@@ -47,6 +47,8 @@ typedef struct Slot {
   int32_t weight; /* SK_CONST from a BLOBFILE: its index in orion_weight(); -1 otherwise */
   uint32_t last;  /* planning: time of the last use */
   int32_t tile;   /* a result inside a fused group only: its tile buffer there (no planned buffer); -1 otherwise */
+  struct SharedCopy *shared; /* SK_CONST: the context's fp32 copy of its fp16 weight that p points at, or NULL */
+  uint64_t seen;             /* with shared: the copy's conversion this slot last took up (SharedCopy.epoch) */
 } Slot;
 
 typedef struct Ctx Ctx;
@@ -220,17 +222,35 @@ struct Worker {
   uint32_t id;
 };
 
+/* An fp16 weight the plan keeps as fp32 (for sgemm) is converted once for
+ * every program of the context that reads the same weight data: a training
+ * package's forward and backward declare a param each and read the same
+ * blob. `version` and `epoch` tell a reload whether another program already
+ * converted it from the current bytes (docs/cpu-backend.md, "Weight
+ * updates"). */
+typedef struct SharedCopy {
+  struct SharedCopy *next;
+  const void *src; /* the fp16 data */
+  int64_t n;
+  float *data;
+  uint32_t users;   /* slots reading it */
+  uint64_t version; /* orion_weights_version of the program when last converted */
+  uint64_t epoch;   /* conversions so far */
+} SharedCopy;
+
 /* A backend instance (cpu_context_open): the pool every program prepared
  * in it runs on, one run at a time. */
 struct CpuContext {
   Pool pool;
   pthread_mutex_t run_mu; /* held for the whole of each run of any of its programs */
+  pthread_mutex_t shared_mu;  /* guards `shared` */
+  struct SharedCopy *shared;  /* fp32 copies of fp16 weights, one per weight data its programs read (weights.c) */
 };
 
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD };
 
 typedef struct Fused {
   uint8_t kind;
@@ -240,7 +260,13 @@ typedef struct Fused {
   uint32_t gfirst;           /* FZ_LINEAR: the first statement of the group it runs as its epilogue (0: none) */
   int64_t rowlen;            /* FZ_GROUP: 0, or a row group's row length (see fuse_groups) */
   bool epi;                  /* a statement of a group run as a fused linear's epilogue (not on its own) */
+  bool self_round;           /* FZ_NONE: its kernel rounds its fp16 result piece by piece (ANE mode) */
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
+  /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
+   * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain). */
+  uint32_t ss;
+  float differs, equals;
 } Fused;
 
 struct CpuProgram {
@@ -388,6 +414,7 @@ enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT,
 typedef struct UnaryJob {
   int code, gelu;
   bool avx2; /* the CPU has AVX2 and FMA (cpu_features) */
+  bool round16; /* unfused, ANE mode, an fp16 result: each piece rounded as it is made (run.c skips its pass) */
   double eps, lo, hi;
   const Val *a;
   Val *o;
@@ -405,6 +432,7 @@ static inline bool is_logical(int code) { return code >= B_AND; }
 typedef struct BinJob {
   int code;
   bool avx2;
+  bool round16; /* as UnaryJob's */
   const Val *a, *b;
   Val *o;
   uint32_t nouter;
@@ -566,7 +594,16 @@ int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
 bool k_group(Ctx *x, uint32_t end);
 bool k_fused_linear(Ctx *x, const Fused *f);
+/* k_xent_grad.c */
+bool k_xent_grad(Ctx *x, const Fused *f);
+/* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
+void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
+/* weights.c: the context's fp32 copy of const `slot`'s fp16 weight w, which the slot then reads; *convert:
+ * whether the caller must fill it from w's data (not yet converted from these bytes for another program;
+ * with `now`, converted before it returns and *convert false) */
+float *shared_fp32_copy(CpuProgram *c, uint32_t slot, const OrionWeight *w, bool now, bool *convert);
+void shared_detach(CpuProgram *c, uint32_t slot);
 /* prepare.c */
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es);
 void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w);
@@ -609,6 +646,7 @@ bool bind_shape(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
 bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
+bool bind_xent_grad(Ctx *x, const Fused *f, void **bound);
 bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);

@@ -1,7 +1,7 @@
 /*
  * Planning fusions (docs/cpu-backend.md, "Fusion"): lowered linear layers,
- * element-wise and row groups, and the groups that become a fused linear's
- * epilogue.
+ * a cross entropy's gradient chain, element-wise and row groups, and the
+ * groups that become a fused linear's epilogue.
  */
 #include "cpu_internal.h"
 
@@ -117,6 +117,113 @@ static void fuse_linear(CpuProgram *c, uint32_t si, const uint32_t *nuse, const 
   bool ane16 = c->mode == CPU_NUMERICS_ANE && dt == MIL_DT_FP16;
   c->fz[si] = (Fused){.kind = FZ_LINEAR, .round_mid = ane16 && bs != UINT32_MAX, .round_out = ane16, .xs = xs,
                       .bs = bs, .ys = c->base[u]};
+}
+
+/* Whether statement si (UINT32_MAX: none) is an unfused op `op` with one result. */
+static bool stmt_is(const CpuProgram *c, uint32_t si, MilOpId op) {
+  return si != UINT32_MAX && c->ops[si] && c->ops[si]->op == op && c->fz[si].kind == FZ_NONE &&
+         c->f->stmts[si].nresults == 1;
+}
+
+/* Whether statement si is a cast to dtype `to`. */
+static bool cast_to(const CpuProgram *c, uint32_t si, const char *to) {
+  if (!stmt_is(c, si, MIL_OP_CAST)) return false;
+  uint32_t ds = arg_slot(c, si, MIL_ARG_CAST_dtype);
+  return ds != UINT32_MAX && c->vals[ds].st == ST_STR && c->vals[ds].str && !strcmp(c->vals[ds].str, to);
+}
+
+/* The value of a const float scalar (one element) at slot s. */
+static bool const_scalar(const CpuProgram *c, uint32_t s, float *v) {
+  if (s == UINT32_MAX) return false;
+  s = root_of(c, s);
+  if (c->slots[s].kind != SK_CONST || c->vals[s].st != ST_F32 || c->vals[s].n != 1) return false;
+  *v = fp(&c->vals[s])[0];
+  return true;
+}
+
+/* Whether slot s is a float result of P's shape (one dtype, fp32 storage). */
+static bool like(const CpuProgram *c, uint32_t s, const Val *P, MilDType dt) {
+  const Val *v = &c->vals[s];
+  return v->st == ST_F32 && v->dt == dt && same_dims(v, P->dims, P->rank);
+}
+
+/* Fuses the gradient chain of a cross entropy from softmax statement si, as
+ * grad_rules_loss.c writes it and the MIL has it (each value used once, by
+ * the next):
+ *   [x = cast(logits fp16, fp32)]  p = softmax(x, last axis)      [.., C]
+ *   tc = view of targets int32 [.., 1]; d = sub(tc, [0, 1, .., C-1])
+ *   m = cast(d, bool); o = select(m, differs, equals) (const scalars)
+ *   g = sub(p, o); [g = mul(g, scalar)]; [g = cast(g, fp16)]
+ * The last statement computes g from the logits and targets
+ * (k_xent_grad.c); the others are elided. */
+static void fuse_xent_grad(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *user,
+                           const uint32_t *stmt_of) {
+  if (!stmt_is(c, si, MIL_OP_SOFTMAX)) return;
+  uint32_t xs = arg_slot(c, si, MIL_ARG_SOFTMAX_x), ps = c->base[si];
+  if (xs == UINT32_MAX) return;
+  const Val *P = &c->vals[ps];
+  int64_t C = P->rank ? P->dims[P->rank - 1] : 0, last[1] = {-1}, lastp[1] = {(int64_t)P->rank - 1};
+  if (C < 1 || C > INT32_MAX || !like(c, ps, P, MIL_DT_FP32) || !like(c, xs, P, MIL_DT_FP32) ||
+      !(const_ints_are(c, si, MIL_ARG_SOFTMAX_axis, last, 1, false) ||
+        const_ints_are(c, si, MIL_ARG_SOFTMAX_axis, lastp, 1, false)))
+    return;
+  uint32_t chain[8], n = 0; /* the statements elided */
+  uint32_t cx = stmt_of[xs];
+  if (c->slots[xs].kind == SK_RESULT && nuse[xs] == 1 && cast_to(c, cx, "fp32")) {
+    uint32_t ls = arg_slot(c, cx, MIL_ARG_CAST_x); /* fp16 values held as floats: the cast copies them */
+    if (ls != UINT32_MAX && like(c, ls, P, MIL_DT_FP16)) chain[n++] = cx, xs = ls;
+  }
+  chain[n++] = si;
+  /* g = sub(p, o) */
+  uint32_t g = nuse[ps] == 1 ? user[ps] : UINT32_MAX;
+  if (!stmt_is(c, g, MIL_OP_SUB) || arg_slot(c, g, SHARED_x) != ps || !like(c, c->base[g], P, MIL_DT_FP32)) return;
+  /* o = select(m, differs, equals) */
+  uint32_t os = arg_slot(c, g, SHARED_y), sel = os == UINT32_MAX ? UINT32_MAX : stmt_of[os];
+  float differs, equals;
+  if (os == UINT32_MAX || nuse[os] != 1 || c->slots[os].kind != SK_RESULT || !stmt_is(c, sel, MIL_OP_SELECT) ||
+      !like(c, os, P, MIL_DT_FP32) || !const_scalar(c, arg_slot(c, sel, MIL_ARG_SELECT_a), &differs) ||
+      !const_scalar(c, arg_slot(c, sel, MIL_ARG_SELECT_b), &equals))
+    return;
+  /* m = cast(d, bool), d = sub(tc, classes) */
+  uint32_t ms = arg_slot(c, sel, MIL_ARG_SELECT_cond), cb = ms == UINT32_MAX ? UINT32_MAX : stmt_of[ms];
+  if (ms == UINT32_MAX || nuse[ms] != 1 || c->slots[ms].kind != SK_RESULT || !cast_to(c, cb, "bool")) return;
+  uint32_t ds = arg_slot(c, cb, MIL_ARG_CAST_x), sd = ds == UINT32_MAX ? UINT32_MAX : stmt_of[ds];
+  if (ds == UINT32_MAX || nuse[ds] != 1 || c->slots[ds].kind != SK_RESULT || !stmt_is(c, sd, MIL_OP_SUB) ||
+      c->vals[ds].dt != MIL_DT_INT32 || !same_dims(&c->vals[ds], P->dims, P->rank))
+    return;
+  uint32_t ts = arg_slot(c, sd, SHARED_x), ks = arg_slot(c, sd, SHARED_y);
+  if (ts == UINT32_MAX || ks == UINT32_MAX) return;
+  const Val *T = &c->vals[ts], *K = &c->vals[root_of(c, ks)];
+  int64_t tdims[MIL_MAX_RANK];
+  memcpy(tdims, P->dims, sizeof tdims);
+  tdims[P->rank - 1] = 1;
+  if (T->dt != MIL_DT_INT32 || T->st != ST_I32 || !same_dims(T, tdims, P->rank) ||
+      c->slots[root_of(c, ks)].kind != SK_CONST || K->st != ST_I32 || K->rank != 1 || K->n != C)
+    return;
+  for (int64_t k = 0; k < C; k++)
+    if (((const int32_t *)K->p)[k] != k) return;
+  chain[n++] = sd, chain[n++] = cb, chain[n++] = sel;
+  /* [mul by a scalar], [cast to fp16] */
+  uint32_t end = g, cur = c->base[g], ss = UINT32_MAX;
+  uint32_t u = nuse[cur] == 1 ? user[cur] : UINT32_MAX;
+  if (stmt_is(c, u, MIL_OP_MUL) && like(c, c->base[u], P, MIL_DT_FP32)) {
+    uint32_t ax = arg_slot(c, u, SHARED_x), ay = arg_slot(c, u, SHARED_y), other = ax == cur ? ay : ax;
+    if ((ax == cur || ay == cur) && ax != ay && other != UINT32_MAX && c->vals[other].st == ST_F32 &&
+        c->vals[other].dt == MIL_DT_FP32 && c->vals[other].n == 1) {
+      chain[n++] = end;
+      end = u, cur = c->base[u], ss = other;
+      u = nuse[cur] == 1 ? user[cur] : UINT32_MAX;
+    }
+  }
+  bool round = false;
+  if (cast_to(c, u, "fp16") && like(c, c->base[u], P, MIL_DT_FP16)) {
+    chain[n++] = end;
+    end = u, round = true;
+  }
+  for (uint32_t i = 0; i < n; i++) c->fz[chain[i]].kind = FZ_ELIDED;
+  c->fz[end] = (Fused){.kind = FZ_XENT_GRAD, .xs = xs, .bs = ts, .ss = ss, .differs = differs, .equals = equals,
+                       .round_out = round};
+  if (2 * C > c->scratch_floats) c->scratch_floats = 2 * C; /* the row's exps, as doubles */
 }
 
 /* Whether statement si can be a member of an element-wise group: a float
@@ -285,6 +392,7 @@ void plan_fusion(CpuProgram *c) {
   }
   for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
+  for (uint32_t si = 0; si < f->nstmts; si++) fuse_xent_grad(c, si, nuse, user, stmt_of);
   fuse_groups(c, nuse);
   for (uint32_t si = 0; si < f->nstmts; si++)
     if (c->fz[si].kind == FZ_LINEAR) fuse_epilogue(c, si, nuse, stmt_of);

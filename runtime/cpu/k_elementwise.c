@@ -88,18 +88,18 @@ void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, in
 static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const UnaryJob *j = arg;
-  if (j->a->st == ST_F32 && j->o->st == ST_F32) {
-    unary_f32(j, fp(j->a) + lo, fp(j->o) + lo, hi - lo);
-    return;
-  }
-  for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
+  if (j->a->st == ST_F32 && j->o->st == ST_F32) unary_f32(j, fp(j->a) + lo, fp(j->o) + lo, hi - lo);
+  else
+    for (int64_t i = lo; i < hi; i++) st(j->o, i, unary_one(j, ld(j->a, i)));
+  if (j->round16) round16(fp(j->o) + lo, hi - lo); /* while the piece is in cache */
 }
 
 /* Reads and checks a unary op's operands into *jp (false: reported). */
 static bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, SHARED_x, &ok);
-  UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = out};
+  UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = out,
+                .round16 = x->c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16 && out->st == ST_F32};
   if (code == U_LOG) j.eps = scalar_arg(x, MIL_ARG_LOG_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
   if (code == U_RSQRT) j.eps = scalar_arg(x, MIL_ARG_RSQRT_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);
   if (code == U_CLIP) {
@@ -129,7 +129,7 @@ static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n);
 
 bool bind_unary(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
-  UnaryJob j;
+  UnaryJob j = {0};
   if (!unary_setup(x, code, out, &j)) return false;
   *bound = dup_job(&j, sizeof j);
   return true;
@@ -263,6 +263,7 @@ static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     int64_t oo = row * j->inner + c0;
     if (fast) {
       bin_row(j->avx2, j->code, fp(j->a) + oa, j->sa, fp(j->b) + ob, j->sb, fp(j->o) + oo, n);
+      if (j->round16) round16(fp(j->o) + oo, n); /* while the piece is in cache */
       continue;
     }
     if (integer && j->a->st == ST_I32 && j->b->st == ST_I32 && (j->code == B_ADD || j->code == B_SUB)) {
@@ -282,6 +283,7 @@ static void bin_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     }
     for (int64_t i = 0; i < n; i++)
       st(j->o, oo + i, bin_one(j->code, ld(j->a, oa + i * j->sa), ld(j->b, ob + i * j->sb), integer));
+    if (j->round16) round16(fp(j->o) + oo, n);
   }
 }
 
@@ -317,7 +319,8 @@ static bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
                 mil_dtype_name(out->dt));
   if (!is_compare(code) && !is_logical(code) && out->dt == MIL_DT_BOOL)
     return op_fail(x, "does not return bool");
-  BinJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .b = b, .o = out};
+  BinJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .b = b, .o = out,
+              .round16 = x->c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16 && out->st == ST_F32};
   if (!bcast_strides(x, a, out, j.ast) || !bcast_strides(x, b, out, j.bst)) return false;
   if (out->n == 0) {
     jp->o = NULL;
@@ -338,7 +341,7 @@ static bool bin_setup(Ctx *x, int code, Val *out, BinJob *jp) {
 
 bool bind_binary(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
-  BinJob j;
+  BinJob j = {0};
   if (!bin_setup(x, code, out, &j)) return false;
   *bound = dup_job(&j, sizeof j);
   return true;
@@ -450,8 +453,12 @@ bool bind_cast(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
 }
 
 /* Casts that cannot fail, in parallel pieces: to bool (!= 0) and to fp32,
- * from int32 or fp32 storage; each element as the serial loop makes it. */
+ * from int32 or fp32 storage, and to fp16 from fp32 storage; each element as
+ * the serial loop makes it (a float's fp16_from_double is its
+ * fp16_from_float, which round16 applies, F16C or not: NaNs quieted the same
+ * way, payload truncated, sign kept). */
 static bool cast_parallel(const CastJob *j, const Val *out) {
+  if (j->t == MIL_DT_FP16) return out->st == ST_F32 && j->a->st == ST_F32;
   return (j->t == MIL_DT_BOOL || j->t == MIL_DT_FP32) && out->st == (j->t == MIL_DT_BOOL ? ST_I32 : ST_F32) &&
          (j->a->st == ST_I32 || j->a->st == ST_F32);
 }
@@ -478,6 +485,7 @@ static void cast_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       for (int64_t i = e0; i < e1; i++) o[i] = (float)((const int32_t *)a->p)[i];
     else
       memcpy(o + e0, fp(a) + e0, (size_t)(e1 - e0) * sizeof(float));
+    if (p->j->t == MIL_DT_FP16) round16(o + e0, e1 - e0);
   }
 }
 

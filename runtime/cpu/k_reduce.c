@@ -10,14 +10,15 @@
 
 #if HAVE_X86
 /* softmax of one contiguous row given its max: sum of exps in double, then
- * each exp over the sum, rounded once. Rows of up to SOFT_KEEP elements keep
- * their exps (on the stack) for the second pass; longer ones compute them
- * again, the same values. */
-#define SOFT_KEEP 2048
-AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double mx) {
+ * each exp times the sum's reciprocal, rounded once (the sum is at least 1,
+ * the max's exp, so the two double roundings add at most 2^-52 relative to
+ * the float's 2^-24: within 2^-23 of the exact quotient; a vector division
+ * per four elements cost as much as the exps). With room for the row's exps
+ * (keep, len doubles) the second pass reads them back; without (NULL) it
+ * computes them again, the same values. */
+AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double mx, double *keep) {
   __m256d m = _mm256_set1_pd(mx), acc = _mm256_setzero_pd();
-  double keep[SOFT_KEEP];
-  bool kept = len <= SOFT_KEEP;
+  bool kept = keep != NULL;
   int64_t k = 0;
   /* exp4 clamps its argument to -708 from below: four arguments there or
    * lower (a masked score) give exp4(-708) without computing it. */
@@ -32,12 +33,13 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
   _mm256_storeu_pd(part, acc);
   double sum = (part[0] + part[1]) + (part[2] + part[3]);
   for (int64_t q = k; q < len; q++) sum += exp_d((double)in[q] - mx);
-  __m256d sv = _mm256_set1_pd(sum);
+  double inv = 1.0 / sum; /* NaN for a NaN row, as the quotient was */
+  __m256d iv = _mm256_set1_pd(inv);
   for (k = 0; k + 4 <= len; k += 4) {
     __m256d e = kept ? _mm256_loadu_pd(keep + k) : exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
-    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_div_pd(e, sv)));
+    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_mul_pd(e, iv)));
   }
-  for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) / sum);
+  for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) * inv);
 }
 
 /* The max of a contiguous row as the scalar loop finds it (`v > mx ? v : mx`
@@ -79,25 +81,49 @@ typedef struct SoftJob {
 /* A copy of the n bytes at p. */
 static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
 
+void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2) {
+#if HAVE_X86
+  if (avx2) {
+    bool nan = false;
+    float mx = row_max_avx2(in, len, &nan);
+    if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
+    softmax_row_avx2(in, o, len, (double)mx, keep);
+    return;
+  }
+#endif
+  (void)keep, (void)avx2;
+  float mx = -INFINITY;
+  bool nan = false;
+  for (int64_t k = 0; k < len; k++) {
+    nan |= in[k] != in[k];
+    mx = in[k] > mx ? in[k] : mx;
+  }
+  if (nan) mx = NAN;
+  double sum = 0;
+  for (int64_t k = 0; k < len; k++) sum += exp_d((double)in[k] - (double)mx);
+  /* Each exp again rather than kept: the result is the double quotient rounded once. */
+  for (int64_t k = 0; k < len; k++) o[k] = (float)(exp_d((double)in[k] - (double)mx) / sum);
+}
+
+/* Rows of up to SOFT_KEEP elements keep their exps on the stack. */
+#define SOFT_KEEP 2048
+
 static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const SoftJob *j = arg;
   int64_t len = j->len, post = j->post;
+  double keep[SOFT_KEEP];
   for (int64_t line = lo; line < hi; line++) {
     int64_t base = (line / post) * len * post + line % post;
     if (j->a->st == ST_F32 && j->o->st == ST_F32) {
       const float *in = fp(j->a) + base;
       float *o = fp(j->o) + base;
-      float mx = -INFINITY;
-      bool nan = false;
-#if HAVE_X86
-      if (j->avx2 && post == 1) {
-        mx = row_max_avx2(in, len, &nan);
-        if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
-        softmax_row_avx2(in, o, len, (double)mx);
+      if (post == 1) {
+        softmax_row(in, o, len, len <= SOFT_KEEP ? keep : NULL, j->avx2);
         continue;
       }
-#endif
+      float mx = -INFINITY;
+      bool nan = false;
       for (int64_t k = 0; k < len; k++) {
         float v = in[k * post];
         nan |= v != v;

@@ -27,6 +27,7 @@ static bool check_type(Diag *d, const MilType *t, SrcSpan loc, const char *what,
 }
 
 static void const_release(CpuProgram *c, uint32_t slot) {
+  shared_detach(c, slot);
   if (c->slots[slot].owned) free(c->vals[slot].p);
   c->slots[slot].owned = false;
   c->vals[slot].p = NULL;
@@ -36,6 +37,7 @@ static void const_release(CpuProgram *c, uint32_t slot) {
 void *const_owned(CpuProgram *c, uint32_t slot, size_t es) {
   Val *v = &c->vals[slot];
   if (!c->slots[slot].owned) {
+    shared_detach(c, slot); /* a value of its own from now on */
     v->p = alloc_elems(v->n, es);
     c->slots[slot].owned = true;
   }
@@ -60,12 +62,13 @@ void const_from_weight(CpuProgram *c, uint32_t slot, const OrionWeight *w) {
     memcpy(const_owned(c, slot, 2), w->data, (size_t)v->n * 2);
     return;
   }
-  const_owned(c, slot, 4);
   const unsigned char *p = w->data;
-  if (v->st == ST_F32 && w->dtype == MIL_DT_FP16) {
-    h2f(v->p, p, v->n);
+  if (v->st == ST_F32 && w->dtype == MIL_DT_FP16) { /* one copy for every program of the context reading w */
+    bool convert;
+    shared_fp32_copy(c, slot, w, true, &convert);
     return;
   }
+  const_owned(c, slot, 4);
   for (int64_t i = 0; i < v->n; i++) {
     double e;
     switch (w->dtype) {
@@ -382,8 +385,10 @@ size_t cpu_planned_bytes(const CpuProgram *c) { return c->arena_bytes; }
 
 void cpu_free(CpuProgram *c) {
   if (!c) return;
-  for (uint32_t i = 0; c->slots && i < c->nslots; i++)
+  for (uint32_t i = 0; c->slots && i < c->nslots; i++) {
+    shared_detach(c, i);
     if (c->slots[i].owned) free(c->vals[i].p);
+  }
   if (c->scratch)
     for (uint32_t t = 0; t < c->nthreads; t++) free(c->scratch[t]);
   free(c->scratch);

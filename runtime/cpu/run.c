@@ -34,6 +34,7 @@ static void output_convert(const Val *v, const CpuTensor *t) {
     break;
   case MIL_DT_FP16:
     if (v->st == ST_H16) memcpy(t->data, v->p, n * 2);
+    else if (v->st == ST_F32) fp16_from_float_array(t->data, v->p, n); /* fp16_from_float, eight at a time */
     else
       for (size_t k = 0; k < n; k++) ((uint16_t *)t->data)[k] = fp16_from_float((float)ld(v, (int64_t)k));
     break;
@@ -134,10 +135,11 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
     x.si = si;
     struct timespec t0;
     if (c->prof) clock_gettime(CLOCK_MONOTONIC, &t0);
-    bool fused = fk != FZ_NONE; /* rounds what it computes */
-    ok = fk == FZ_LINEAR  ? k_fused_linear(&x, &c->fz[si])
-         : fk == FZ_GROUP ? k_group(&x, c->fz[si].end)
-                          : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
+    bool fused = fk != FZ_NONE || c->fz[si].self_round; /* rounds what it computes */
+    ok = fk == FZ_LINEAR       ? k_fused_linear(&x, &c->fz[si])
+         : fk == FZ_GROUP      ? k_group(&x, c->fz[si].end)
+         : fk == FZ_XENT_GRAD  ? k_xent_grad(&x, &c->fz[si])
+                               : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
     if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si]->family != OF_VIEW)
       for (uint32_t k = 0; k < s->nresults; k++)
         if (out[k].dt == MIL_DT_FP16 && out[k].st == ST_F32) par_for(c, out[k].n, 4 * GRAIN, round_task, out[k].p);

@@ -1,8 +1,68 @@
 /*
- * Weight updates without re-planning: cpu_reload_weights, cpu_set_weight.
+ * Weight updates without re-planning: cpu_reload_weights, cpu_set_weight;
+ * and the fp32 copies of fp16 weights that the programs of one context
+ * share.
  */
 #include "cpu_internal.h"
 #include "orion/parallel.h"
+
+
+static void detach_locked(CpuContext *ctx, Slot *sl) {
+  SharedCopy *e = sl->shared;
+  sl->shared = NULL;
+  if (--e->users) return;
+  SharedCopy **at = &ctx->shared;
+  while (*at != e) at = &(*at)->next;
+  *at = e->next;
+  free(e->data);
+  free(e);
+}
+
+void shared_detach(CpuProgram *c, uint32_t slot) {
+  Slot *sl = &c->slots[slot];
+  if (!sl->shared) return;
+  pthread_mutex_lock(&c->ctx->shared_mu);
+  detach_locked(c->ctx, sl);
+  pthread_mutex_unlock(&c->ctx->shared_mu);
+  c->vals[slot].p = NULL;
+}
+
+/* A conversion is skipped only when the copy was made from the weight's
+ * current version by another program's prepare or reload since this slot
+ * last took it up: a program that reloads twice converts twice, as it did
+ * with a copy of its own. With `now` (prepare) the copy is converted here,
+ * under the lock; a reload converts after (in pieces on two threads): the
+ * caller does not run or prepare the context's other programs meanwhile,
+ * which read the copy too (as they read the weight data being changed). */
+float *shared_fp32_copy(CpuProgram *c, uint32_t slot, const OrionWeight *w, bool now, bool *convert) {
+  CpuContext *ctx = c->ctx;
+  Slot *sl = &c->slots[slot];
+  Val *v = &c->vals[slot];
+  uint64_t version = orion_weights_version(c->prog);
+  if (sl->owned) free(v->p);
+  sl->owned = false;
+  pthread_mutex_lock(&ctx->shared_mu);
+  SharedCopy *e = ctx->shared;
+  while (e && !(e->src == w->data && e->n == v->n)) e = e->next;
+  bool again = e && sl->shared == e && sl->seen == e->epoch; /* this slot took the last conversion up already */
+  if (sl->shared && sl->shared != e) detach_locked(ctx, sl);
+  if (!e) {
+    e = xcalloc(1, sizeof *e);
+    *e = (SharedCopy){.next = ctx->shared, .src = w->data, .n = v->n, .data = alloc_elems(v->n, 4)};
+    ctx->shared = e;
+  }
+  if (sl->shared != e) e->users++, sl->shared = e;
+  *convert = e->epoch == 0 || e->version != version || again;
+  if (*convert) e->epoch++, e->version = version;
+  sl->seen = e->epoch;
+  if (*convert && now) { /* at prepare: no other program of the context reads it before it is whole */
+    h2f(e->data, w->data, v->n);
+    *convert = false;
+  }
+  pthread_mutex_unlock(&ctx->shared_mu);
+  v->p = e->data;
+  return e->data;
+}
 
 /* One piece of the fp16 -> fp32 conversions of a reload. */
 typedef struct H2fPiece {
@@ -20,9 +80,11 @@ static void h2f_piece(void *ctx, size_t i) {
  * large table (a 50,257-word embedding is 39M of GPT-2's 124M). */
 #define H2F_PIECE (1 << 20)
 
-/* An fp16 weight the plan keeps as fp32 (for sgemm) is converted again; the
- * conversions, most of a training step's weight take-up in ane numerics,
- * run in pieces on two threads. The rest is re-pointed or copied in place. */
+/* An fp16 weight the plan keeps as fp32 (for sgemm) is converted again,
+ * unless another program of the context converted the same data already
+ * (shared_fp32_copy); the conversions, most of a training step's weight
+ * take-up in ane numerics, run in pieces on two threads. The rest is
+ * re-pointed or copied in place. */
 bool cpu_reload_weights(CpuProgram *c, Diag *d) {
   bool ok = true;
   H2fPiece *pieces = NULL;
@@ -42,8 +104,9 @@ bool cpu_reload_weights(CpuProgram *c, Diag *d) {
       const_from_weight(c, s, w);
       continue;
     }
-    float *dst = const_owned(c, s, 4);
-    for (int64_t at = 0; at < v->n; at += H2F_PIECE) {
+    bool convert;
+    float *dst = shared_fp32_copy(c, s, w, false, &convert);
+    for (int64_t at = 0; convert && at < v->n; at += H2F_PIECE) {
       if (npieces == cap) {
         cap = cap ? 2 * cap : 64;
         pieces = xrealloc(pieces, cap * sizeof *pieces);

@@ -1,0 +1,242 @@
+/*
+ * The CPU backend's fused cross entropy gradient (runtime/cpu/k_xent_grad.c,
+ * fusion.c's fuse_xent_grad) on the backward programs orionc --train emits:
+ * a model whose logits are x + b (so that b's gradient is the chain's result), fp32 and fp16, rows of 37 and of 3001
+ * classes (longer than the softmax keeps on the stack), with and without
+ * ignore_index. The fused run elides the chain (softmax, the one-hot's sub,
+ * cast and select; the scaling and the cast to fp16 where they follow) and
+ * gives the bits of the unfused run (CpuOptions.unfused) at 1 and 2
+ * threads, NaN rows and out-of-range targets included; and the gradient
+ * agrees with (softmax(x) - one_hot(t)) * scale / count in double.
+ */
+#define _XOPEN_SOURCE 700
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "orion/compile.h"
+#include "orion/cpu.h"
+#include "orion/fp16.h"
+#include "orion/runtime.h"
+
+static char dir[] = "/tmp/orion-xent-grad-XXXXXX";
+
+static void setup(void) { cr_assert_not_null(mkdtemp(dir)); }
+static void teardown(void) { remove_tree(dir); }
+
+TestSuite(cpu_xent_grad, .init = setup, .fini = teardown);
+
+enum { ROWS = 6 }; /* [2, 3] positions */
+
+/* Compiles the model with --train into dir/name; returns the path (caller frees). */
+static char *compile_model(const char *dt, int C, const char *ce_extra, const char *name) {
+  StrBuf src, path, msgs;
+  sb_init(&src);
+  sb_init(&path);
+  sb_init(&msgs);
+  sb_printf(&src,
+            "func main(x: %s[2,3,%d], targets: int32[2,3]) {\n"
+            "  param b: %s[2,3,%d] = normal(seed=5, std=1.5);\n"
+            "  logits = add(x, b);\n"
+            "  loss: fp32[] = cross_entropy(logits, targets%s);\n"
+            "  return loss;\n}\n",
+            dt, C, dt, C, ce_extra);
+  sb_printf(&path, "%s/%s", dir, name);
+  OrionCompileOptions o;
+  orion_compile_options_init(&o);
+  o.train = true;
+  o.autodiff.save_elementwise = true; /* the logits as a saved input, not made again from x and b */
+  Diag d;
+  diag_init(&d, NULL);
+  d.capture = &msgs;
+  d.suppress_warnings = true;
+  OrionCompileResult r;
+  cr_assert(orion_compile_text("xent.oir", src.data, strlen(src.data), &o, path.data, &r, &d), "%s",
+            msgs.data ? msgs.data : "");
+  orion_compile_result_free(&r);
+  sb_free(&src);
+  sb_free(&msgs);
+  return path.data;
+}
+
+/* Deterministic floats in [-4, 4). */
+static float value_at(uint32_t i, uint32_t seed) {
+  uint32_t s = (i + 1) * 2654435761u ^ seed * 40503u;
+  s ^= s >> 13;
+  s *= 2246822519u;
+  s ^= s >> 16;
+  return (float)((double)(s % 65536) / 8192.0 - 4.0);
+}
+
+typedef struct Inputs {
+  CpuTensor t[8];
+  uint32_t n;
+  int32_t targets[ROWS];
+  float *logits; /* the saved logits as floats (fp16 ones converted), for the reference */
+  float loss_scale;
+} Inputs;
+
+/* The backward's inputs: loss_scale 256, the float inputs random (a NaN in
+ * row 4 of the saved logits), the targets 0, C-1, an out-of-range C, 7, -1
+ * (ignore_index's, or out of range) and 1. */
+static void make_inputs(OrionProgram *p, uint32_t fn, int C, Inputs *in) {
+  in->n = orion_input_count(p, fn);
+  cr_assert_leq(in->n, 8);
+  in->loss_scale = 256;
+  int32_t tv[ROWS] = {0, C - 1, C, 7, -1, 1};
+  memcpy(in->targets, tv, sizeof tv);
+  in->logits = NULL;
+  for (uint32_t i = 0; i < in->n; i++) {
+    const OrionTensorInfo *ti = orion_input(p, fn, i);
+    CpuTensor *t = &in->t[i];
+    *t = (CpuTensor){.dtype = ti->dtype, .rank = ti->rank};
+    memcpy(t->dims, ti->dims, sizeof t->dims);
+    int64_t n = 1;
+    for (uint32_t k = 0; k < ti->rank; k++) n *= ti->dims[k];
+    t->data = xcalloc((size_t)n, 4);
+    if (!strcmp(ti->name, "loss_scale")) {
+      ((float *)t->data)[0] = in->loss_scale;
+    } else if (ti->dtype == MIL_DT_INT32) {
+      memcpy(t->data, in->targets, sizeof in->targets);
+    } else {
+      float *f = xcalloc((size_t)n, sizeof *f);
+      for (int64_t k = 0; k < n; k++) f[k] = value_at((uint32_t)k, i);
+      bool logits = !strcmp(ti->name, "logits");
+      if (logits) f[4 * C + 3] = NAN;
+      if (ti->dtype == MIL_DT_FP16) {
+        for (int64_t k = 0; k < n; k++) {
+          ((uint16_t *)t->data)[k] = fp16_from_float(f[k]);
+          f[k] = fp16_to_float(((uint16_t *)t->data)[k]);
+        }
+      } else {
+        memcpy(t->data, f, (size_t)n * sizeof *f);
+      }
+      if (logits) in->logits = f;
+      else free(f);
+    }
+  }
+  cr_assert_not_null(in->logits, "the backward reads the logits");
+}
+
+static void inputs_free(Inputs *in) {
+  for (uint32_t i = 0; i < in->n; i++) free(in->t[i].data);
+  free(in->logits);
+}
+
+/* Runs function fn with the options; returns its first output (the gradient
+ * of b, fp32) and how many softmax and select statements ran. */
+static CpuTensor run(OrionProgram *p, uint32_t fn, const CpuOptions *o, const Inputs *in, uint32_t *chain_runs) {
+  Diag d;
+  StrBuf msgs;
+  sb_init(&msgs);
+  diag_init(&d, NULL);
+  d.capture = &msgs;
+  CpuProgram *c = cpu_prepare_with(p, fn, o, &d);
+  cr_assert_not_null(c, "%s", msgs.data ? msgs.data : "");
+  uint32_t nout = orion_output_count(p, fn);
+  CpuTensor out[4];
+  cr_assert_leq(nout, 4);
+  cr_assert(cpu_run(c, in->t, out, &d), "%s", msgs.data ? msgs.data : "");
+  *chain_runs = 0;
+  for (uint32_t i = 0; i < cpu_profile_count(c); i++) {
+    const CpuStmtTime *e = cpu_profile_stmt(c, i);
+    if (!strcmp(e->op, "softmax") || !strcmp(e->op, "select")) *chain_runs += e->runs;
+  }
+  for (uint32_t k = 1; k < nout; k++) cpu_tensor_free(&out[k]);
+  cpu_free(c);
+  sb_free(&msgs);
+  return out[0];
+}
+
+/* The same bits, or NaN in both. */
+static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
+
+/* The model's b is added to x, so b's gradient is the logits' own: the chain's result. */
+static void check_case(const char *dt, int C, const char *ce_extra, bool ignore) {
+  char name[64];
+  snprintf(name, sizeof name, "%s_%d_%d.anepkg", dt, C, ignore);
+  char *path = compile_model(dt, C, ce_extra, name);
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  StrBuf msgs;
+  sb_init(&msgs);
+  diag_init(&d, &sources);
+  d.capture = &msgs;
+  OrionProgram *p = orion_open(path, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
+  uint32_t fn = orion_function_find(p, "main.bwd");
+  cr_assert_neq(fn, UINT32_MAX);
+  Inputs in;
+  make_inputs(p, fn, C, &in);
+  bool half = !strcmp(dt, "fp16");
+  CpuNumerics modes[2] = {CPU_NUMERICS_FP32, CPU_NUMERICS_ANE};
+  for (int m = 0; m < 2; m++) {
+    uint32_t runs_fused, runs_unfused, runs_other;
+    CpuOptions fo = {.numerics = modes[m], .threads = 2, .profile = true};
+    CpuOptions uo = {.numerics = modes[m], .threads = 1, .profile = true, .unfused = true};
+    CpuOptions f1 = {.numerics = modes[m], .threads = 1, .profile = true};
+    CpuTensor fused = run(p, fn, &fo, &in, &runs_fused), unfused = run(p, fn, &uo, &in, &runs_unfused);
+    CpuTensor fused1 = run(p, fn, &f1, &in, &runs_other);
+    /* ignore_index's mask of the kept positions is one more select, of the targets' shape, not fused */
+    uint32_t mask = ignore ? 1 : 0;
+    cr_assert_eq(runs_fused, mask, "%s: the chain's softmax and select ran %u times fused", name, runs_fused - mask);
+    cr_assert_eq(runs_unfused, 2 + mask, "%s: unfused, the softmax and select ran %u times", name, runs_unfused - mask);
+    cr_assert_eq(fused.dtype, MIL_DT_FP32);
+    cr_assert_eq(fused.rank, 3u);
+    cr_assert_eq(fused.dims[2], C);
+    const float *got = fused.data, *x = in.logits;
+    for (int k = 0; k < ROWS * C; k++) {
+      float a = got[k], b = ((float *)unfused.data)[k], e = ((float *)fused1.data)[k];
+      cr_assert(same_float(a, b), "%s mode %d: g[%d] fused %a, unfused %a", name, m, k, (double)a, (double)b);
+      cr_assert(same_float(a, e), "%s mode %d: g[%d] at 2 threads %a, at 1 %a", name, m, k, (double)a, (double)e);
+    }
+    /* The reference in double: (softmax(x) - one_hot(t)) * keep * loss_scale / count. */
+    int counted = 0;
+    for (int r = 0; r < ROWS; r++) counted += !ignore || in.targets[r] != -1;
+    for (int r = 0; r < ROWS; r++) {
+      double mx = -INFINITY, sum = 0;
+      for (int q = 0; q < C; q++) mx = fmax(mx, (double)x[r * C + q]);
+      for (int q = 0; q < C; q++) sum += exp((double)x[r * C + q] - mx);
+      for (int k = 0; k < C; k++) {
+        double g = got[r * C + k];
+        if (r == 4) { /* its NaN: the whole row is NaN, ignored or not (NaN times a keep of 0) */
+          cr_assert(isnan(g), "%s: g[%d][%d] = %g, want NaN", name, r, k, g);
+          continue;
+        }
+        double keep = ignore && in.targets[r] == -1 ? 0 : 1;
+        double want = (exp((double)x[r * C + k] - mx) / sum - (in.targets[r] == k ? 1 : 0)) * keep * (double)in.loss_scale / counted;
+        /* fp32: a few float roundings; fp16: the result rounded to fp16 (2^-11 relative, subnormals below 2^-14). */
+        double tol = half ? 0x1p-11 * fabs(want) + 0x1p-24 : 1e-6 * fabs(want) + 1e-12;
+        cr_assert(fabs(g - want) <= tol, "%s mode %d: g[%d][%d] = %.9g, want %.9g", name, m, r, k, g, want);
+      }
+    }
+    cpu_tensor_free(&fused);
+    cpu_tensor_free(&unfused);
+    cpu_tensor_free(&fused1);
+  }
+  inputs_free(&in);
+  orion_close(p);
+  srcset_free(&sources);
+  sb_free(&msgs);
+  free(path);
+}
+
+Test(cpu_xent_grad, fp32_gives_the_unfused_bits) {
+  check_case("fp32", 37, "", false);
+  check_case("fp32", 3001, "", false);
+}
+
+Test(cpu_xent_grad, fp16_gives_the_unfused_bits) {
+  check_case("fp16", 37, "", false);
+  check_case("fp16", 3001, "", false);
+}
+
+Test(cpu_xent_grad, ignore_index_keeps_its_mask) {
+  check_case("fp32", 37, ", ignore_index=-1", true);
+  check_case("fp16", 3001, ", ignore_index=-1", true);
+}
