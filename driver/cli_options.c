@@ -9,7 +9,9 @@
 #define _GNU_SOURCE /* getopt_long */
 #include "cli_options.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,4 +304,23 @@ void cli_print_help(const CliSpec *spec, FILE *out) {
   }
   sb_free(&left);
   if (spec->epilogue) fprintf(out, "\n%s", spec->epilogue);
+}
+
+bool cli_value_double(const char *v, double *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (!*v || *end || errno || !isfinite(x)) return false;
+  *out = x;
+  return true;
+}
+
+bool cli_value_count(const char *v, uint64_t *out) {
+  if (!(v[0] >= '0' && v[0] <= '9')) return false;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (*end || errno) return false;
+  *out = x;
+  return true;
 }

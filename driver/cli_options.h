@@ -108,6 +108,12 @@ int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_o
  * second one is "PROGRAM: error: more than one WHAT ('x')" (returns 2). */
 int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand);
 
+/* Option values: a finite decimal or hex float (all of v), and a whole
+ * number of digits only (no sign, no spaces) that fits *out. False when v is
+ * not one; the caller reports it in its own words. */
+bool cli_value_double(const char *v, double *out);
+bool cli_value_count(const char *v, uint64_t *out);
+
 /* The --help text of the table. */
 void cli_print_help(const CliSpec *spec, FILE *out);
 /* Prints "PROGRAM: error: unknown option 'x'" with "note: did you mean

@@ -108,25 +108,6 @@ typedef struct GenArgs {
   uint32_t nstops;
 } GenArgs;
 
-static bool parse_double(const char *v, double *out) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (!*v || *end || errno || !isfinite(x)) return false;
-  *out = x;
-  return true;
-}
-
-static bool parse_count(const char *v, uint64_t *out) {
-  char *end;
-  errno = 0;
-  if (!(v[0] >= '0' && v[0] <= '9')) return false;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end || errno) return false;
-  *out = x;
-  return true;
-}
-
 static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   GenArgs *a = ctx;
   OrionSamplerOptions *s = &a->sampling;
@@ -152,7 +133,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     a->numerics = !strcmp(v, "fp32") ? ORION_NUMERICS_FP32 : ORION_NUMERICS_ANE;
     return -1;
   case OPT_TEMPERATURE: case OPT_TOP_P: case OPT_MIN_P: case OPT_REPEAT_PENALTY:
-    if (!parse_double(v, &x) || x < 0) return usage_error("%s needs a number of at least 0 (not '%s')", spelling, v);
+    if (!cli_value_double(v, &x) || x < 0) return usage_error("%s needs a number of at least 0 (not '%s')", spelling, v);
     if ((id == OPT_TOP_P || id == OPT_MIN_P) && x > 1) return usage_error("%s is between 0 and 1 (not '%s')", spelling, v);
     if (id == OPT_REPEAT_PENALTY && x == 0) return usage_error("%s must be above 0", spelling);
     if (id == OPT_TEMPERATURE) s->temperature = x;
@@ -161,7 +142,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     else s->repeat_penalty = x;
     return -1;
   case OPT_MAX_TOKENS: case OPT_TOP_K: case OPT_REPEAT_LAST_N: case OPT_SEED: case OPT_EOS:
-    if (!parse_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
+    if (!cli_value_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
     if (id != OPT_SEED && n > INT32_MAX) return usage_error("%s is at most %d", spelling, INT32_MAX);
     if (id == OPT_MAX_TOKENS && n == 0) return usage_error("%s must be at least 1", spelling);
     if (id == OPT_MAX_TOKENS) a->max_tokens = n;

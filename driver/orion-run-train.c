@@ -124,24 +124,6 @@ typedef struct TrainArgs {
   char *input_names[MAX_INPUTS];
 } TrainArgs;
 
-static bool parse_double(const char *v, double *out) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (!*v || *end || errno || !isfinite(x)) return false;
-  *out = x;
-  return true;
-}
-
-static bool parse_count(const char *v, uint64_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long x = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
-  if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) return false;
-  *out = x;
-  return true;
-}
-
 static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   TrainArgs *a = ctx;
   OrionTrainOptions *o = &a->o;
@@ -190,7 +172,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   }
   case OPT_LR: case OPT_MOMENTUM: case OPT_BETA1: case OPT_BETA2: case OPT_EPS: case OPT_WEIGHT_DECAY:
   case OPT_MIN_LR: case OPT_CLIP_GRAD:
-    if (!parse_double(v, &x) || x < 0) return usage_error("%s needs a number of at least 0 (not '%s')", spelling, v);
+    if (!cli_value_double(v, &x) || x < 0) return usage_error("%s needs a number of at least 0 (not '%s')", spelling, v);
     if (id == OPT_LR) o->schedule.lr = x, a->lr = true;
     else if (id == OPT_MOMENTUM) o->optimizer.momentum = x;
     else if (id == OPT_BETA1) o->optimizer.beta1 = x;
@@ -202,7 +184,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     return -1;
   case OPT_STEPS: case OPT_WARMUP: case OPT_ACCUM: case OPT_SEED: case OPT_CHECKPOINT_EVERY: case OPT_EVAL_EVERY:
   case OPT_STOP_AFTER:
-    if (!parse_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
+    if (!cli_value_count(v, &n)) return usage_error("%s needs a whole number (not '%s')", spelling, v);
     if ((id == OPT_STEPS || id == OPT_ACCUM || id == OPT_STOP_AFTER) && n == 0)
       return usage_error("%s must be at least 1", spelling);
     if (id == OPT_ACCUM && n > UINT32_MAX) return usage_error("%s is at most %u", spelling, UINT32_MAX);

@@ -59,10 +59,8 @@ typedef struct TrainArgs {
 } TrainArgs;
 
 static bool parse_count(const char *v, uint32_t *out) {
-  char *end;
-  if (!*v || *v == '-' || *v == '+') return false;
-  unsigned long long n = strtoull(v, &end, 10);
-  if (*end || n > UINT32_MAX) return false;
+  uint64_t n;
+  if (!cli_value_count(v, &n) || n > UINT32_MAX) return false;
   *out = (uint32_t)n;
   return true;
 }
