@@ -82,3 +82,18 @@ void hf_put_logits(StrBuf *sb, const HfPlan *p, const char *hidden, const char *
             (long long)m->vocab, hidden, head);
   if (cast) sb_puts(sb, "  logits = cast(logits_d, dtype=\"fp32\");\n");
 }
+
+void hf_put_decode_signature(StrBuf *sb, const HfPlan *p) {
+  const HfModel *m = p->m;
+  long long KVH = m->kv_heads, HD = m->head_dim, C = p->ctx;
+  sb_printf(sb,
+            "// Decode: one token at position `pos`. The caller owns the cache (slot j holds position j)\n"
+            "// and the mask (0 for filled slots, -30000 for the others), and after the run writes\n"
+            "// new.L.k/v into slot `pos` and sets mask[pos] = 0.\n"
+            "func decode(token: int32[1,1], pos: int32[1], mask: %s[1,1,1,%lld]",
+            p->dtype, C);
+  for (int64_t l = 0; l < m->layers; l++)
+    sb_printf(sb, ", cache.%lld.k: %s[1,%lld,%lld,%lld], cache.%lld.v: %s[1,%lld,%lld,%lld]", (long long)l, p->dtype,
+              KVH, C, HD, (long long)l, p->dtype, KVH, C, HD);
+  sb_puts(sb, ") {\n");
+}

@@ -199,17 +199,7 @@ static void put_entries(StrBuf *sb, const HfPlan *p) {
     put_layers(sb, p, T);
     sb_putc(sb, '\n');
   }
-  long long KVH = m->kv_heads, C = p->ctx;
-  sb_printf(sb,
-            "// Decode: one token at position `pos`. The caller owns the cache (slot j holds position j)\n"
-            "// and the mask (0 for filled slots, -30000 for the others), and after the run writes\n"
-            "// new.L.k/v into slot `pos` and sets mask[pos] = 0.\n"
-            "func decode(token: int32[1,1], pos: int32[1], mask: %s[1,1,1,%lld]",
-            p->dtype, C);
-  for (int64_t l = 0; l < m->layers; l++)
-    sb_printf(sb, ", cache.%lld.k: %s[1,%lld,%lld,%lld], cache.%lld.v: %s[1,%lld,%lld,%lld]", (long long)l, p->dtype,
-              KVH, C, HD, (long long)l, p->dtype, KVH, C, HD);
-  sb_puts(sb, ") {\n");
+  hf_put_decode_signature(sb, p);
   put_globals(sb, p);
   sb_printf(sb,
             "\n"

@@ -85,6 +85,9 @@ void hf_put_block_params(StrBuf *sb, const HfPlan *p, uint32_t v);
  * against the cache ck/cv [1,KVH,C,HD] under mask [1,1,1,C] and this
  * token's k/v [1,KVH,1,HD], in two softmax parts; defines `att_m` [1,1,H*HD]. */
 void hf_put_decode_attention(StrBuf *sb, const HfPlan *p, const char *q, const char *k, const char *v);
+/* The decode entry's header comment and signature, up to its opening
+ * brace: token, pos, mask [1,1,1,C] and each layer's cache [1,KVH,C,HD]. */
+void hf_put_decode_signature(StrBuf *sb, const HfPlan *p);
 /* The vocabulary projection of `hidden` by `head` ([V, dim]) into the
  * output `logits` [1,T,V], cast to fp32 when the activations are fp16. */
 void hf_put_logits(StrBuf *sb, const HfPlan *p, const char *hidden, const char *head, int64_t T);
