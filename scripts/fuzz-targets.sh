@@ -28,9 +28,11 @@ fuzz_targets() {
 }
 
 # Configures (once) and builds every target with clang, ASan and UBSan.
+# CXX too: with libsentencepiece, C++ is a project language and fuzz_tokenize
+# links through the C++ linker, which must know -fsanitize=fuzzer.
 fuzz_build() {
   if [ ! -f "$fuzz_dir/build.ninja" ]; then
-    CC=clang meson setup "$fuzz_dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
+    CC=clang CXX=clang++ meson setup "$fuzz_dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \
       -Dbuildtype=debugoptimized >"$fuzz_dir.setup.log" 2>&1 || { cat "$fuzz_dir.setup.log"; return 1; }
   fi
   local name rest ninja_targets=()
