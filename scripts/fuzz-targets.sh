@@ -28,6 +28,8 @@ fuzz_targets() {
 }
 
 # Configures (once) and builds every target with clang, ASan and UBSan.
+# CXX too: with libsentencepiece, C++ is a project language and fuzz_tokenize
+# links through the C++ linker, which must know -fsanitize=fuzzer.
 fuzz_build() {
   if [ ! -f "$fuzz_dir/build.ninja" ]; then
     CC=clang CXX=clang++ meson setup "$fuzz_dir" -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false \

@@ -89,8 +89,9 @@ size_t orion_text_stream_finish(OrionTextStream *s, char *out, size_t cap);
 
 /* ---- learning a byte-level BPE (orion-tokenize train) ----
  *
- * Learns merges from the texts (GPT-2's pre-tokenizer splits them into
- * words first; merges never cross a word) until the vocabulary holds
+ * Learns merges from the texts (the encoder's own GPT-2 pre-tokenizer
+ * splits them into words first, so encode meets the words the merges were
+ * learned on; merges never cross a word) until the vocabulary holds
  * vocab_size ids: 256 byte tokens, the merges, and <|endoftext|> last.
  * Writes dir/vocab.json and dir/merges.txt (Hugging Face's format, which
  * orion_tokenizer_open reads back), atomically. Deterministic: the same

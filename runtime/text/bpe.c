@@ -1,6 +1,6 @@
 /*
  * GPT-2 byte-level BPE encoding: GPT-2's regex splits the text into words
- * (PCRE2, Unicode classes), and each word's bytes are merged by rank. The
+ * (pretokenize.c, PCRE2), and each word's bytes are merged by rank. The
  * merge loop keeps the word's pairs in a heap (O(n log n) per word, where
  * the reference re-scans every pair after every merge), and a word seen
  * before in the same text is looked up in a cache. See docs/tokenizers.md.
@@ -9,31 +9,6 @@
 #include <string.h>
 
 #include "bpe_internal.h"
-
-/* GPT-2's pattern, with \s spelt out as ECMAScript defines it (the npm
- * reference runs on JavaScript): tab, LF, VT, FF, CR, the Zs spaces, U+2028,
- * U+2029 and U+FEFF. PCRE2's Unicode \s also takes U+0085 and not U+FEFF. */
-#define SP "\\t\\n\\x{0b}\\f\\r\\p{Zs}\\x{2028}\\x{2029}\\x{feff}"
-static const char PRETOKENIZER[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" SP "\\p{L}\\p{N}]+|[" SP
-                                   "]+(?![^" SP "])|[" SP "]+";
-
-pcre2_code *bpe_compile_pretokenizer(Diag *d) {
-  int err;
-  PCRE2_SIZE at;
-  /* MATCH_INVALID_UTF: bytes that are no UTF-8 never match (no crash, no
-   * error); the encoder keeps them as words of their own. */
-  pcre2_code *re = pcre2_compile((PCRE2_SPTR)PRETOKENIZER, PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &at, NULL);
-  if (!re) {
-    PCRE2_UCHAR msg[256];
-    pcre2_get_error_message(err, msg, sizeof msg);
-    diag_error(d, (SrcSpan){0}, "cannot compile the pre-tokenizer's regex (PCRE2: %s at %zu)", (const char *)msg,
-               (size_t)at);
-    return NULL;
-  }
-  (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT it is slower, not wrong */
-  return re;
-}
 
 /* ---- the merge loop of one word ---------------------------------------------- */
 
@@ -172,10 +147,14 @@ typedef struct Encoder {
   Word w;
   uint32_t word_cap;
   WordCache cache;
+  TokIds *out;
   Diag *d;
 } Encoder;
 
-static bool encode_word(Encoder *e, const char *word, size_t len, TokIds *out) {
+/* Appends the ids of one pre-tokenized word to e->out (a PretokWordFn). */
+static bool encode_word(void *ctx, const char *word, size_t len) {
+  Encoder *e = ctx;
+  TokIds *out = e->out;
   if (len > BPE_MAX_WORD_BYTES) {
     diag_error(e->d, (SrcSpan){0}, "a word of %zu bytes is over the tokenizer's limit of %u bytes", len,
                BPE_MAX_WORD_BYTES);
@@ -212,45 +191,13 @@ static bool encode_word(Encoder *e, const char *word, size_t len, TokIds *out) {
   return true;
 }
 
-/* Pre-tokenizes text[0, len) and encodes each word; the bytes no match
- * covers (invalid UTF-8: the regex never matches it) are words too. */
-static bool encode_text(Encoder *e, pcre2_match_data *md, pcre2_match_context *mc, const char *text, size_t len,
-                        TokIds *out) {
-  size_t pos = 0;
-  while (pos < len) {
-    int rc = pcre2_match(e->b->pretokenizer, (PCRE2_SPTR)text, len, pos, 0, md, mc);
-    size_t start = len, end = len;
-    if (rc >= 0) {
-      PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-      start = ov[0];
-      end = ov[1];
-    } else if (rc != PCRE2_ERROR_NOMATCH) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(rc, msg, sizeof msg);
-      diag_error(e->d, (SrcSpan){0}, "the pre-tokenizer's regex failed at byte %zu (PCRE2: %s)", pos,
-                 (const char *)msg);
-      return false;
-    }
-    if (start > pos && !encode_word(e, text + pos, start - pos, out)) return false;
-    if (end > start && !encode_word(e, text + start, end - start, out)) return false;
-    if (end <= pos) ice("the pre-tokenizer matched nothing at byte %zu", pos);
-    pos = end;
-  }
-  return true;
-}
-
 static bool bpe_encode(const OrionTokenizer *t, const char *text, size_t len, unsigned flags, TokIds *out, Diag *d) {
   const Bpe *b = t->impl;
-  Encoder e = {.t = t, .b = b, .d = d};
+  Encoder e = {.t = t, .b = b, .out = out, .d = d};
   e.cache.mask = 255;
   e.cache.slots = xcalloc(256, sizeof(CacheSlot));
-  pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->pretokenizer, NULL);
-  pcre2_match_context *mc = pcre2_match_context_create(NULL);
-  /* A JIT stack of our own per call: the default 32 KiB is the machine's
-   * stack, and a shared one would not be thread-safe. */
-  pcre2_jit_stack *js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
-  if (!md || !mc || !js) ice("out of memory in PCRE2");
-  pcre2_jit_stack_assign(mc, NULL, js);
+  PretokMatcher m;
+  pretok_matcher_init(&m, b->pretokenizer);
   bool ok = true;
   size_t pos = 0;
   size_t special_len = strlen(BPE_ENDOFTEXT);
@@ -268,16 +215,14 @@ static bool bpe_encode(const OrionTokenizer *t, const char *text, size_t len, un
       }
       if (hit) next = (size_t)(hit - text);
     }
-    ok = encode_text(&e, md, mc, text + pos, next - pos, out);
+    ok = pretok_split(&m, text + pos, next - pos, encode_word, &e, d);
     if (ok && next < len) {
       tok_ids_push(out, b->endoftext);
       next += special_len;
     }
     pos = next;
   }
-  pcre2_jit_stack_free(js);
-  pcre2_match_context_free(mc);
-  pcre2_match_data_free(md);
+  pretok_matcher_free(&m);
   free(e.cache.slots);
   free(e.cache.ids.data);
   free(e.w.id);

@@ -7,9 +7,6 @@
 #ifndef ORION_BPE_INTERNAL_H
 #define ORION_BPE_INTERNAL_H
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "text_internal.h"
 
 /* Limits, reported by name when a file or a text is over them. */
@@ -43,8 +40,6 @@ typedef struct Bpe {
 int32_t bpe_piece_id(const Bpe *b, const char *bytes, size_t len);
 /* The merge of two ids: its rank (UINT32_MAX when none) and *merged. */
 uint32_t bpe_merge_rank(const Bpe *b, int32_t left, int32_t right, int32_t *merged);
-/* GPT-2's pre-tokenizer regex, compiled; NULL after reporting. */
-pcre2_code *bpe_compile_pretokenizer(Diag *d);
 void bpe_free(void *impl);
 
 extern const TokOps bpe_ops;

@@ -323,7 +323,7 @@ bool tok_bpe_open_memory(OrionTokenizer *t, const char *vocab_name, const char *
                          const char *merges_name, const char *merges, size_t merges_len, Diag *d) {
   Bpe *b = xcalloc(1, sizeof(Bpe));
   if (!load_vocab(b, vocab_name, vocab, vocab_len, d) || !load_merges(b, merges_name, merges, merges_len, d) ||
-      !(b->pretokenizer = bpe_compile_pretokenizer(d))) {
+      !(b->pretokenizer = pretok_compile(d))) {
     bpe_free(b);
     return false;
   }

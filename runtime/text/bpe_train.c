@@ -1,32 +1,26 @@
 /*
  * Learning a GPT-2 byte-level BPE from text (orion_bpe_train, see
- * orion/tokenizer.h and docs/tokenizers-sentencepiece-and-training.md).
+ * orion/tokenizer.h and docs/tokenizers.md).
  *
- * The texts are split into words (GPT-2's pre-tokenizer regex through
- * PCRE2, on each run of valid UTF-8; a run of invalid bytes is a word of its
- * own), equal words are counted once with their count, and merges are found
+ * The texts are split into words by the encoder's own pre-tokenizer
+ * (pretokenize.c: the same regex, \s and invalid UTF-8 handling, so the
+ * encoder meets the words the merges were learned on), equal words are
+ * counted once with their count, and merges are found
  * incrementally: each adjacent pair has a count and a list of the words it
  * occurs in; a max-heap with lazy deletion gives the most frequent pair; a
  * merge rewrites only the words on the pair's list and updates the counts of
  * the pairs it removes and creates. testsuite/text/bpe_train_ref.py is the
  * same algorithm written plainly; the files of both are byte-identical.
  */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "orion/tokenizer.h"
+#include "text_internal.h"
 
 #define ENDOFTEXT "<|endoftext|>"
-
-/* GPT-2's pre-tokenizer. */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 static uint64_t hash_bytes(const void *data, size_t len) {
   const unsigned char *p = data;
@@ -126,7 +120,9 @@ typedef struct Trainer {
   Diag *d;
 } Trainer;
 
-static void count_word(Trainer *t, const unsigned char *data, size_t len) {
+/* Counts one pre-tokenized word (a PretokWordFn). */
+static bool count_word(void *ctx, const char *data, size_t len) {
+  Trainer *t = ctx;
   bool added;
   uint32_t i = string_intern(&t->word_bytes, data, len, &added);
   if (added) {
@@ -137,74 +133,18 @@ static void count_word(Trainer *t, const unsigned char *data, size_t len) {
     t->word_counts[i] = 0;
   }
   t->word_counts[i]++;
-}
-
-/* Length of the valid UTF-8 character at p (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), 0 when there is none. */
-static size_t utf8_char_len(const unsigned char *p, size_t n) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else
-    return 0;
-  if (n < len || p[1] < lo || p[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if ((p[i] & 0xC0) != 0x80) return 0;
-  return len;
-}
-
-static bool split_valid_run(Trainer *t, const pcre2_code *re, pcre2_match_data *md, const unsigned char *s,
-                            size_t len) {
-  size_t at = 0;
-  while (at < len) {
-    int rc = pcre2_match(re, s, len, at, PCRE2_NO_UTF_CHECK, md, NULL);
-    if (rc < 0) {
-      PCRE2_UCHAR msg[256];
-      pcre2_get_error_message(rc, msg, sizeof msg);
-      diag_error(t->d, (SrcSpan){0}, "pre-tokenizing the training text failed: %s", (const char *)msg);
-      return false;
-    }
-    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-    /* Every character matches one alternative, so matches are adjacent. */
-    if (ov[0] != at || ov[1] <= at) ice("GPT-2 pre-tokenizer skipped text at byte %zu", at);
-    count_word(t, s + at, ov[1] - at);
-    at = ov[1];
-  }
   return true;
 }
 
+/* Each text on its own: words never cross texts. */
 static bool count_words(Trainer *t, const char *const *texts, const size_t *lens, size_t ntexts) {
-  int errcode;
-  PCRE2_SIZE erroff;
-  pcre2_code *re = pcre2_compile((PCRE2_SPTR)GPT2_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &errcode,
-                                 &erroff, NULL);
-  if (!re) ice("GPT-2 pre-tokenizer regex does not compile (PCRE2 error %d)", errcode);
-  pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* a speed-up only: the interpreter otherwise */
-  pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+  pcre2_code *re = pretok_compile(t->d);
+  if (!re) return false;
+  PretokMatcher m;
+  pretok_matcher_init(&m, re);
   bool ok = true;
-  for (size_t k = 0; k < ntexts && ok; k++) {
-    const unsigned char *s = (const unsigned char *)texts[k];
-    size_t n = lens[k], i = 0;
-    while (i < n && ok) {
-      size_t start = i, cl;
-      while (i < n && (cl = utf8_char_len(s + i, n - i)) > 0) i += cl;
-      if (i > start) ok = split_valid_run(t, re, md, s + start, i - start);
-      start = i;
-      while (i < n && utf8_char_len(s + i, n - i) == 0) i++;
-      if (i > start) count_word(t, s + start, i - start);
-    }
-  }
-  pcre2_match_data_free(md);
+  for (size_t k = 0; k < ntexts && ok; k++) ok = pretok_split(&m, texts[k], lens[k], count_word, t, t->d);
+  pretok_matcher_free(&m);
   pcre2_code_free(re);
   return ok;
 }

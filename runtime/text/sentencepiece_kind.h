@@ -7,7 +7,7 @@
  * always NUL terminated when errlen > 0).
  *
  * Built only when meson finds libsentencepiece; then ORION_HAVE_SENTENCEPIECE
- * is defined for the text library. See docs/tokenizers-sentencepiece-and-training.md.
+ * is defined for the text library. See docs/tokenizers.md ("SentencePiece").
  */
 #ifndef ORION_SENTENCEPIECE_KIND_H
 #define ORION_SENTENCEPIECE_KIND_H

@@ -6,6 +6,11 @@
 #ifndef ORION_TEXT_INTERNAL_H
 #define ORION_TEXT_INTERNAL_H
 
+#ifndef PCRE2_CODE_UNIT_WIDTH
+#define PCRE2_CODE_UNIT_WIDTH 8
+#endif
+#include <pcre2.h>
+
 #include "orion/tokenizer.h"
 
 /* A growable array of ids, the output of a kind's encode. */
@@ -52,6 +57,30 @@ bool tok_bpe_open(OrionTokenizer *t, const char *vocab_path, const char *merges_
  * tests; the names are what messages say). */
 bool tok_bpe_open_memory(OrionTokenizer *t, const char *vocab_name, const char *vocab, size_t vocab_len,
                          const char *merges_name, const char *merges, size_t merges_len, Diag *d);
+
+/* GPT-2's pre-tokenizer (pretokenize.c): the one regex, \s and treatment
+ * of invalid UTF-8 of both the encoder and the trainer. */
+pcre2_code *pretok_compile(Diag *d); /* NULL after reporting */
+
+/* One caller's matching state (PCRE2 match data and JIT stack): a compiled
+ * regex may be shared by threads, a matcher may not. */
+typedef struct PretokMatcher {
+  const pcre2_code *re;
+  pcre2_match_data *md;
+  pcre2_match_context *mc;
+  pcre2_jit_stack *js;
+} PretokMatcher;
+void pretok_matcher_init(PretokMatcher *m, const pcre2_code *re);
+void pretok_matcher_free(PretokMatcher *m);
+
+/* Called with each word in order; false stops the split (and makes it
+ * return false: the callee has reported). */
+typedef bool (*PretokWordFn)(void *ctx, const char *word, size_t len);
+/* Splits text[0, len) into words: each match of the regex, and each run of
+ * bytes no match covers (invalid UTF-8) as one word. The words are adjacent
+ * and cover the text. False after a PCRE2 failure reported through d, or
+ * when word returns false. */
+bool pretok_split(PretokMatcher *m, const char *text, size_t len, PretokWordFn word, void *ctx, Diag *d);
 
 /* SentencePiece (runtime/text/sentencepiece*.cc), built only with
  * ORION_HAVE_SENTENCEPIECE. */

@@ -8,12 +8,13 @@ compares with its committed output, and the 'bpe-train-ref' test re-runs it).
     bpe_train_ref.py --vocab-size N [--min-frequency F] -o DIR TEXT_FILE...
     bpe_train_ref.py --check DIR ...same arguments...   (exit 1 if DIR differs)
 
-The algorithm (docs/tokenizers-sentencepiece-and-training.md):
+The algorithm (docs/tokenizers.md, "Learning a byte-level BPE"):
   1. Each text is split into maximal runs of valid UTF-8 and of the bytes that
      are not (a run of invalid bytes is one word). Each valid run is split into
      words by GPT-2's pre-tokenizer regex, matched here by hand with
-     unicodedata's categories (\\p{L}: L*, \\p{N}: N*, \\s: Z* or \\t\\n\\v\\f\\r, U+0085,
-     U+180E: PCRE2's \\s with UCP), independently of the PCRE2 matcher the C trainer uses.
+     unicodedata's categories (\\p{L}: L*, \\p{N}: N*, \\s: Z* or \\t\\n\\v\\f\\r, U+FEFF:
+     ECMAScript's \\s, as the encoder's pre-tokenizer, runtime/text/pretokenize.c,
+     spells it), independently of the PCRE2 matcher the C trainer and encoder use.
   2. A word is the sequence of its bytes; words are counted.
   3. Until the vocabulary (256 bytes, then every new token, <|endoftext|> last)
      holds vocab_size ids: count adjacent symbol pairs over all words (weighted
@@ -54,9 +55,11 @@ def is_number(c):
 
 
 def is_space(c):
-    """PCRE2's \\s with UCP: the Z categories and its horizontal and vertical
-    spaces (\\t \\n \\v \\f \\r, U+0085 NEXT LINE, U+180E MONGOLIAN VOWEL SEPARATOR)."""
-    return unicodedata.category(c).startswith('Z') or c in '\t\n\x0b\x0c\r\x85\u180e'
+    """ECMAScript's \\s (the encoder's, which agrees with the npm package
+    gpt-3-encoder): \\t \\n \\v \\f \\r, the Zs spaces, U+2028 (Zl), U+2029 (Zp) and
+    U+FEFF. Not PCRE2's own Unicode \\s, which adds U+0085 and U+180E and lacks
+    U+FEFF."""
+    return unicodedata.category(c).startswith('Z') or c in '\t\n\x0b\x0c\r\ufeff'
 
 
 def is_other(c):

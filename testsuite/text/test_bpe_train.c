@@ -5,7 +5,8 @@
  * testsuite/text/fixtures/sp_bpe_train/), the same texts give the same files,
  * words never cross texts, the exact file conventions on tiny inputs
  * (GPT-2's byte order, the escapes, '#version: 0.2', <|endoftext|> last),
- * min_frequency, and each error's exact message.
+ * min_frequency, each error's exact message, and that the trainer splits
+ * words exactly as the encoder does (one pre-tokenizer, pretokenize.c).
  *
  * Needs ORION_SOURCE_ROOT (meson sets it).
  */
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "orion/tokenizer.h"
+#include "text_internal.h"
 
 static char dir[64];
 
@@ -253,4 +255,102 @@ Test(bpe_train, errors_are_reported_exactly) {
   free(want.data);
   free(missing.data);
   capture_free(&c);
+}
+
+/* ---- the trainer's words are the encoder's ---- */
+
+typedef struct Words {
+  const char **at;
+  size_t *len;
+  size_t n, cap;
+} Words;
+
+static bool collect_word(void *ctx, const char *word, size_t len) {
+  Words *w = ctx;
+  if (w->n == w->cap) {
+    w->cap = w->cap ? w->cap * 2 : 256;
+    w->at = realloc(w->at, w->cap * sizeof *w->at);
+    w->len = realloc(w->len, w->cap * sizeof *w->len);
+  }
+  w->at[w->n] = word;
+  w->len[w->n++] = len;
+  return true;
+}
+
+/* The encoder's pre-tokenized words of text (pointers into it). */
+static Words encoder_words(const char *text, size_t len) {
+  Capture c;
+  capture_init(&c);
+  pcre2_code *re = pretok_compile(&c.d);
+  cr_assert_not_null(re, "%s", captured(&c));
+  PretokMatcher m;
+  pretok_matcher_init(&m, re);
+  Words w = {0};
+  cr_assert(pretok_split(&m, text, len, collect_word, &w, &c.d), "%s", captured(&c));
+  pretok_matcher_free(&m);
+  pcre2_code_free(re);
+  capture_free(&c);
+  return w;
+}
+
+/* The corpus files with the awkward characters: every kind of space (U+0085,
+ * U+180E and U+FEFF among them, where PCRE2's \s and ECMAScript's differ),
+ * format characters, emoji sequences, contractions, invalid bytes. */
+static const char *const awkward[] = {"sp_edges.txt", "sp_invalid.txt", "invalid_utf8.txt", "whitespace.txt",
+                                      "emoji.txt",    "contractions.txt", "letters.txt",    "digits.txt",
+                                      "code.txt",     "sp_mixed.txt"};
+
+/* Trained with min frequency 1 and no vocabulary limit, every word of the
+ * trainer is merged into one token. So the encoder on the same text gives
+ * one id per word of its own pre-tokenizer, that word's bytes, only if no
+ * trainer word is a part of an encoder word; and training on the encoder's
+ * words as separate texts (words never cross texts) gives the same files
+ * only if no trainer word spans two encoder words. */
+Test(bpe_train, the_trainer_splits_words_as_the_encoder_does) {
+  const char *root = getenv("ORION_SOURCE_ROOT");
+  cr_assert_not_null(root);
+  for (size_t f = 0; f < sizeof awkward / sizeof *awkward; f++) {
+    StrBuf p = {0};
+    sb_printf(&p, "%s/testsuite/text/corpus/%s", root, awkward[f]);
+    size_t len;
+    char *text = slurp(p.data, &len);
+    free(p.data);
+    Words w = encoder_words(text, len);
+    cr_assert_gt(w.n, 0);
+
+    const char *whole = text;
+    train(&whole, &len, 1, 1u << 20, 1, "whole");
+    Capture c;
+    capture_init(&c);
+    char *tok_dir = in_dir("whole", "");
+    OrionTokenizer *t = orion_tokenizer_open(tok_dir, &c.d);
+    cr_assert_not_null(t, "%s", captured(&c));
+    int32_t *ids;
+    size_t nids;
+    cr_assert(orion_tokenizer_encode(t, text, len, &ids, &nids, &c.d), "%s", captured(&c));
+    cr_assert_eq(nids, w.n, "%s: %zu ids for %zu words", awkward[f], nids, w.n);
+    for (size_t i = 0; i < nids; i++) {
+      size_t plen;
+      const char *piece = orion_tokenizer_piece(t, ids[i], &plen);
+      cr_assert(piece && plen == w.len[i] && memcmp(piece, w.at[i], plen) == 0,
+                "%s: word %zu (byte %zu, %zu bytes) is not one token", awkward[f], i, (size_t)(w.at[i] - text),
+                w.len[i]);
+    }
+    free(ids);
+    orion_tokenizer_free(t);
+    free(tok_dir);
+    capture_free(&c);
+
+    train(w.at, w.len, w.n, 1u << 20, 1, "words");
+    for (int k = 0; k < 2; k++) {
+      const char *name = k ? "merges.txt" : "vocab.json";
+      char *got = in_dir("words", name), *want = in_dir("whole", name);
+      assert_same_file(got, want);
+      free(got);
+      free(want);
+    }
+    free(w.at);
+    free(w.len);
+    free(text);
+  }
 }
