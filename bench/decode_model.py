@@ -1,22 +1,31 @@
 #!/usr/bin/env python3
-"""bench/decode's model half: seeded random weights, decode inputs and the
-decode program, and the PyTorch reference that runs the same weights.
+"""bench/decode's model half: a Hugging Face model directory with seeded
+random weights, and the PyTorch reference that runs the same weights.
 
-    decode_model.py write MODEL WORK   weights.safetensors, the decode inputs
-                                       (*.npy) and decode.oir in WORK
-    decode_model.py torch MODEL WORK RUNS
-                                       PyTorch: check its logits against
-                                       orion's (WORK/out.fp32/logits.npy),
-                                       then time one decode step, fp32 and
-                                       fp16, at 1 and 2 threads
+    decode_model.py write MODEL DIR    DIR/config.json, DIR/model.safetensors
+                                       (fp16, Hugging Face's names and
+                                       layouts) and the prompt: DIR/prompt.ids
+                                       (128 ids, comma-separated) and
+                                       DIR/tokens.npy (int32 [1,128])
+    decode_model.py torch MODEL DIR N RUNS [ORION_LOGITS]
+                                       PyTorch on DIR's weights (fp32, the CPU):
+                                       the greedy ids of a 128-token prefill
+                                       and N decode steps ("torch_ids ..."),
+                                       the error of ORION_LOGITS (orion's
+                                       prefill logits, .npy) against PyTorch's
+                                       ("err_prefill ..."), then the best of
+                                       RUNS timings of the prefill and of the
+                                       N steps at 1 and 2 threads, in seconds
+                                       per token
 
-MODEL is gpt2 (GPT-2 124M: 12 layers, 768, 12 heads, vocab 50257, tied
-head) or llama (Stories110M-shaped: dim 768, 12 layers, 12 heads, SwiGLU
-hidden 2048, vocab 32000, RMSNorm, RoPE, separate head). The KV cache holds
-C = 256 slots; the step decodes position POS = 128 over a cache whose first
-POS slots hold (random) keys and values, as docs/generation.md's decode
-contract has it: the cache and the mask are inputs, the new key and value
-outputs, the softmax split over the cache and the new token.
+MODEL is gpt2 (GPT-2 124M: 12 layers, 768, 12 heads, vocab 50257, 1024
+positions, tied head; `transformer.h.L.attn.c_attn.weight` stored [in, out]
+as Conv1D has it) or llama (Stories110M-shaped: dim 768, 12 layers, 12
+heads, SwiGLU hidden 2048, vocab 32000, RMSNorm, RoPE, a separate
+`lm_head.weight`; `model.layers.L.self_attn.q_proj.weight` [out, in]).
+The PyTorch model is written after modeling_gpt2.py / modeling_llama.py
+(transformers itself is not needed) with its own preallocated KV cache, as
+an inference loop runs it.
 """
 import json
 import struct
@@ -25,302 +34,212 @@ import time
 
 import numpy as np
 
-C, POS, D, L, H, HD = 256, 128, 768, 12, 12, 64
+D, L, H, HD, PROMPT, CTX = 768, 12, 12, 64, 128, 256
 SPEC = {
-    "gpt2": {"vocab": 50257, "ff": 3072, "ctx": 1024},
-    "llama": {"vocab": 32000, "ff": 2048, "ctx": 2048},
+    "gpt2": {"vocab": 50257, "ff": 3072, "positions": 1024},
+    "llama": {"vocab": 32000, "ff": 2048, "positions": 2048},
 }
 
 
+def config(model):
+    s = SPEC[model]
+    if model == "gpt2":
+        return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": s["vocab"], "n_embd": D,
+                "n_layer": L, "n_head": H, "n_positions": s["positions"], "n_ctx": s["positions"],
+                "n_inner": None, "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+                "tie_word_embeddings": True}
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": s["vocab"],
+            "hidden_size": D, "intermediate_size": s["ff"], "num_hidden_layers": L, "num_attention_heads": H,
+            "num_key_value_heads": H, "max_position_embeddings": s["positions"], "rms_norm_eps": 1e-5,
+            "hidden_act": "silu", "rope_theta": 10000.0, "rope_scaling": None, "tie_word_embeddings": False,
+            "attention_bias": False}
+
+
 def weights(model):
-    """The params by name (fp16 values as float32 arrays), seeded."""
+    """The tensors by Hugging Face name, fp16, seeded."""
     s = SPEC[model]
     rng = np.random.default_rng(2026 if model == "gpt2" else 2027)
-    n = lambda *shape: (0.02 * rng.standard_normal(shape)).astype(np.float32)
-    g = lambda k: (1 + 0.1 * rng.standard_normal(k)).astype(np.float32)
+    n = lambda *shape: (0.02 * rng.standard_normal(shape)).astype(np.float16)
+    g = lambda k: (1 + 0.1 * rng.standard_normal(k)).astype(np.float16)
     t = {}
     if model == "gpt2":
-        t["wte.weight"], t["wpe.weight"] = n(s["vocab"], D), n(s["ctx"], D)
+        p = "transformer."
+        t[p + "wte.weight"], t[p + "wpe.weight"] = n(s["vocab"], D), n(s["positions"], D)
         for i in range(L):
-            p = f"h.{i}."
-            t[p + "ln_1.weight"], t[p + "ln_1.bias"] = g(D), n(D)
-            t[p + "attn.c_attn.weight"], t[p + "attn.c_attn.bias"] = n(3 * D, D), n(3 * D)
-            t[p + "attn.c_proj.weight"], t[p + "attn.c_proj.bias"] = n(D, D), n(D)
-            t[p + "ln_2.weight"], t[p + "ln_2.bias"] = g(D), n(D)
-            t[p + "mlp.c_fc.weight"], t[p + "mlp.c_fc.bias"] = n(s["ff"], D), n(s["ff"])
-            t[p + "mlp.c_proj.weight"], t[p + "mlp.c_proj.bias"] = n(D, s["ff"]), n(D)
-        t["ln_f.weight"], t["ln_f.bias"] = g(D), n(D)
+            b = f"{p}h.{i}."
+            t[b + "ln_1.weight"], t[b + "ln_1.bias"] = g(D), n(D)
+            t[b + "attn.c_attn.weight"], t[b + "attn.c_attn.bias"] = n(D, 3 * D), n(3 * D)  # Conv1D: [in, out]
+            t[b + "attn.c_proj.weight"], t[b + "attn.c_proj.bias"] = n(D, D), n(D)
+            t[b + "ln_2.weight"], t[b + "ln_2.bias"] = g(D), n(D)
+            t[b + "mlp.c_fc.weight"], t[b + "mlp.c_fc.bias"] = n(D, s["ff"]), n(s["ff"])
+            t[b + "mlp.c_proj.weight"], t[b + "mlp.c_proj.bias"] = n(s["ff"], D), n(D)
+        t[p + "ln_f.weight"], t[p + "ln_f.bias"] = g(D), n(D)
     else:
-        t["embed_tokens.weight"] = n(s["vocab"], D)
+        t["model.embed_tokens.weight"] = n(s["vocab"], D)
         for i in range(L):
-            p = f"layers.{i}."
-            t[p + "input_layernorm.weight"] = g(D)
+            b = f"model.layers.{i}."
+            t[b + "input_layernorm.weight"] = g(D)
             for k in "qkvo":
-                t[p + f"self_attn.{k}_proj.weight"] = n(D, D)
-            t[p + "post_attention_layernorm.weight"] = g(D)
-            t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"] = n(s["ff"], D), n(s["ff"], D)
-            t[p + "mlp.down_proj.weight"] = n(D, s["ff"])
-        t["norm.weight"], t["lm_head.weight"] = g(D), n(s["vocab"], D)
-        inv = 1.0 / (10000.0 ** (np.arange(0, HD, 2) / HD))
-        ang = np.outer(np.arange(C), inv)  # [C, HD/2]; each half of a head rotates by the same angles
-        t["rope.cos"] = np.concatenate([np.cos(ang), np.cos(ang)], axis=1).astype(np.float32)
-        t["rope.sin"] = np.concatenate([np.sin(ang), np.sin(ang)], axis=1).astype(np.float32)
-        rot = np.zeros((HD, HD), dtype=np.float32)  # x @ rot = concat(-x[HD/2:], x[:HD/2])
-        for j in range(HD // 2):
-            rot[j + HD // 2, j], rot[j, j + HD // 2] = -1, 1
-        t["rope.rot"] = rot
-    return {k: v.astype(np.float16).astype(np.float32) for k, v in t.items()}
-
-
-def inputs(model):
-    rng = np.random.default_rng(7)
-    x = {"token": np.array([[1234]], dtype=np.int32), "pos": np.array([POS], dtype=np.int32)}
-    mask = np.full((1, 1, 1, C), -30000, dtype=np.float16)
-    mask[..., :POS] = 0
-    x["mask"] = mask
-    for i in range(L):
-        for kv in "kv":
-            c = np.zeros((1, H, C, HD), dtype=np.float16)
-            c[:, :, :POS] = rng.standard_normal((1, H, POS, HD)).astype(np.float16)
-            x[f"cache.{i}.{kv}"] = c
-    return x
+                t[b + f"self_attn.{k}_proj.weight"] = n(D, D)  # nn.Linear: [out, in]
+            t[b + "post_attention_layernorm.weight"] = g(D)
+            t[b + "mlp.gate_proj.weight"], t[b + "mlp.up_proj.weight"] = n(s["ff"], D), n(s["ff"], D)
+            t[b + "mlp.down_proj.weight"] = n(D, s["ff"])
+        t["model.norm.weight"], t["lm_head.weight"] = g(D), n(s["vocab"], D)
+    return t
 
 
 def write_safetensors(path, t):
     header, blobs, off = {}, [], 0
     for k, v in t.items():
-        b = v.astype(np.float16).tobytes()
+        b = v.tobytes()
         header[k] = {"dtype": "F16", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header).encode()
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
 
 
-def st(name, shape):
-    return f'safetensors("weights.safetensors", "{name}")'
-
-
-def attention_lines(q, k, v):
-    """softmax over the cache (masked) and the new token in two parts, then the weighted values."""
-    return f"""  const scale: fp16[] = 0.125;
-  qs = mul({q}, scale);
-  sc: fp16[1,{H},1,{C}] = matmul(qs, ck, transpose_y=true);
-  scm = add(sc, mask);
-  sn: fp16[1,{H},1,1] = matmul(qs, {k}, transpose_y=true);
-  mc: fp16[1,{H},1,1] = reduce_max(scm, axes=[-1], keep_dims=true);
-  m = maximum(mc, sn);
-  dc = sub(scm, m);
-  ec = exp(dc);
-  dn = sub(sn, m);
-  en = exp(dn);
-  sumc: fp16[1,{H},1,1] = reduce_sum(ec, axes=[-1], keep_dims=true);
-  tot = add(sumc, en);
-  pv: fp16[1,{H},1,{HD}] = matmul(ec, cv);
-  nv = mul({v}, en);
-  num = add(pv, nv);
-  att = div(num, tot);
-  att_t = transpose(att, perm=[0, 2, 1, 3]);
-  att_m: fp16[1,1,{D}] = reshape(att_t, shape=[1, 1, {D}]);
-"""
-
-
-def heads(names):
-    out = ""
-    for n in names:
-        out += f"  {n}4 = reshape({n}, shape=[1, 1, {H}, {HD}]);\n"
-        out += f"  {n}h: fp16[1,{H},1,{HD}] = transpose({n}4, perm=[0, 2, 1, 3]);\n"
+def read_safetensors(path):
+    """The F16 tensors of PATH as float32 arrays (what PyTorch fp32 runs)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, e in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = e["data_offsets"]
+        out[k] = np.frombuffer(data[a:b], dtype=np.float16).reshape(e["shape"]).astype(np.float32)
     return out
 
 
-def oir(model):
-    s = SPEC[model]
-    cache = f"fp16[1,{H},{C},{HD}]"
-    lines = []
-    if model == "gpt2":
-        P = lambda name, shape: f"  param {name}: fp16[{shape}] = {st('{scope}.' + name, shape)};"
-        lines += [f"func block(x: fp16[1,1,{D}], mask: fp16[1,1,1,{C}], ck: {cache}, cv: {cache}) {{"]
-        lines += [P("ln_1.weight", D), P("ln_1.bias", D), P("attn.c_attn.weight", f"{3 * D},{D}"),
-                  P("attn.c_attn.bias", 3 * D), P("attn.c_proj.weight", f"{D},{D}"), P("attn.c_proj.bias", D),
-                  P("ln_2.weight", D), P("ln_2.bias", D), P("mlp.c_fc.weight", f"{s['ff']},{D}"),
-                  P("mlp.c_fc.bias", s["ff"]), P("mlp.c_proj.weight", f"{D},{s['ff']}"), P("mlp.c_proj.bias", D)]
-        body = f"""  ln1: fp16[1,1,{D}] = layer_norm(x, ln_1.weight, ln_1.bias, epsilon=1e-5);
-  qkv: fp16[1,1,{3 * D}] = linear(ln1, attn.c_attn.weight, attn.c_attn.bias);
-  q, k, v = split(qkv, axis=-1, num_splits=3);
-""" + heads("qkv") + attention_lines("qh", "kh", "vh") + f"""  proj = linear(att_m, attn.c_proj.weight, attn.c_proj.bias);
-  a = add(x, proj);
-  ln2 = layer_norm(a, ln_2.weight, ln_2.bias, epsilon=1e-5);
-  fc: fp16[1,1,{s['ff']}] = linear(ln2, mlp.c_fc.weight, mlp.c_fc.bias);
-  act = gelu(fc, mode="tanh");
-  mo: fp16[1,1,{D}] = linear(act, mlp.c_proj.weight, mlp.c_proj.bias);
-  y = add(a, mo);
-  return y, kh, vh;
-}}"""
-        lines.append(body)
-        args = ", ".join(f"cache.{i}.k: {cache}, cache.{i}.v: {cache}" for i in range(L))
-        lines.append(f"func decode(token: int32[1,1], pos: int32[1], mask: fp16[1,1,1,{C}], {args}) {{")
-        lines.append(f"  param wte: fp16[{s['vocab']},{D}] = {st('wte.weight', 0)};")
-        lines.append(f"  param wpe: fp16[{s['ctx']},{D}] = {st('wpe.weight', 0)};")
-        lines.append(f"  param ln_f.weight: fp16[{D}] = {st('ln_f.weight', 0)};")
-        lines.append(f"  param ln_f.bias: fp16[{D}] = {st('ln_f.bias', 0)};")
-        lines.append(f"  te: fp16[1,1,{D}] = gather(wte, token, axis=0);")
-        lines.append(f"  pe: fp16[1,{D}] = gather(wpe, pos, axis=0);")
-        lines.append("  x0 = add(te, pe);")
-        for i in range(L):
-            lines.append(f"  x{i + 1}, nk{i}, nv{i} = call block(x{i}, mask, cache.{i}.k, cache.{i}.v) as h.{i};")
-        lines.append(f"  hf = layer_norm(x{L}, ln_f.weight, ln_f.bias, epsilon=1e-5);")
-        lines.append(f"  lg: fp16[1,1,{s['vocab']}] = linear(hf, wte);")
-    else:
-        P = lambda name, shape: f"  param {name}: fp16[{shape}] = {st('{scope}.' + name, shape)};"
-        rope = f"fp16[1,1,1,{HD}]"
-        lines += [f"func block(x: fp16[1,1,{D}], mask: fp16[1,1,1,{C}], ck: {cache}, cv: {cache}, cos: {rope}, "
-                  f"sin: {rope}, rot: fp16[{HD},{HD}]) {{"]
-        lines += [P("input_layernorm.weight", D)] + [P(f"self_attn.{k}_proj.weight", f"{D},{D}") for k in "qkvo"]
-        lines += [P("post_attention_layernorm.weight", D), P("mlp.gate_proj.weight", f"{s['ff']},{D}"),
-                  P("mlp.up_proj.weight", f"{s['ff']},{D}"), P("mlp.down_proj.weight", f"{D},{s['ff']}")]
-        # rotate_half as a product with a signed permutation (rot): a concat of the halves would make the
-        # compiler's split-concat cut the q.k^T product, and with it the cache, in two.
-        rot = ""
-        for n in "qk":
-            rot += f"""  {n}_rot: fp16[1,{H},1,{HD}] = matmul({n}h, rot);
-  {n}_c = mul({n}h, cos);
-  {n}_s = mul({n}_rot, sin);
-  {n}r = add({n}_c, {n}_s);
-"""
-        body = f"""  n: fp16[1,1,{D}] = rms_norm(x, input_layernorm.weight, epsilon=1e-5);
-  q = linear(n, self_attn.q_proj.weight);
-  k = linear(n, self_attn.k_proj.weight);
-  v = linear(n, self_attn.v_proj.weight);
-""" + heads("qkv") + rot + attention_lines("qr", "kr", "vh") + f"""  o = linear(att_m, self_attn.o_proj.weight);
-  h = add(x, o);
-  mn: fp16[1,1,{D}] = rms_norm(h, post_attention_layernorm.weight, epsilon=1e-5);
-  gate: fp16[1,1,{s['ff']}] = linear(mn, mlp.gate_proj.weight);
-  up: fp16[1,1,{s['ff']}] = linear(mn, mlp.up_proj.weight);
-  ga = silu(gate);
-  gu = mul(ga, up);
-  down: fp16[1,1,{D}] = linear(gu, mlp.down_proj.weight);
-  y = add(h, down);
-  return y, kr, vh;
-}}"""
-        lines.append(body)
-        args = ", ".join(f"cache.{i}.k: {cache}, cache.{i}.v: {cache}" for i in range(L))
-        lines.append(f"func decode(token: int32[1,1], pos: int32[1], mask: fp16[1,1,1,{C}], {args}) {{")
-        lines.append(f"  param embed_tokens.weight: fp16[{s['vocab']},{D}] = {st('embed_tokens.weight', 0)};")
-        lines.append(f"  param norm.weight: fp16[{D}] = {st('norm.weight', 0)};")
-        lines.append(f"  param lm_head.weight: fp16[{s['vocab']},{D}] = {st('lm_head.weight', 0)};")
-        lines.append(f"  param rope.cos: fp16[{C},{HD}] = {st('rope.cos', 0)};")
-        lines.append(f"  param rope.sin: fp16[{C},{HD}] = {st('rope.sin', 0)};")
-        lines.append(f"  param rope.rot: fp16[{HD},{HD}] = {st('rope.rot', 0)};")
-        lines.append(f"  x0: fp16[1,1,{D}] = gather(embed_tokens.weight, token, axis=0);")
-        lines.append(f"  cr: fp16[1,{HD}] = gather(rope.cos, pos, axis=0);")
-        lines.append(f"  sr: fp16[1,{HD}] = gather(rope.sin, pos, axis=0);")
-        lines.append(f"  cos: {rope} = reshape(cr, shape=[1, 1, 1, {HD}]);")
-        lines.append(f"  sin: {rope} = reshape(sr, shape=[1, 1, 1, {HD}]);")
-        for i in range(L):
-            lines.append(f"  x{i + 1}, nk{i}, nv{i} = call block(x{i}, mask, cache.{i}.k, cache.{i}.v, cos, sin, rope.rot) "
-                         f"as layers.{i};")
-        lines.append(f"  hf = rms_norm(x{L}, norm.weight, epsilon=1e-5);")
-        lines.append(f"  lg: fp16[1,1,{s['vocab']}] = linear(hf, lm_head.weight);")
-    lines.append(f"  logits: fp32[1,1,{s['vocab']}] = cast(lg, dtype=\"fp32\");")
-    rets = ", ".join(f"new.{i}.k = nk{i}, new.{i}.v = nv{i}" for i in range(L))
-    lines.append(f"  return logits, {rets};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+def prompt(model):
+    return np.random.default_rng(7).integers(0, SPEC[model]["vocab"], PROMPT).astype(np.int32)
 
 
-def write(model, work):
-    write_safetensors(f"{work}/weights.safetensors", weights(model))
-    for k, v in inputs(model).items():
-        np.save(f"{work}/{k}.npy", v)
-    with open(f"{work}/decode.oir", "w") as f:
-        f.write(oir(model))
+def write(model, d):
+    with open(f"{d}/config.json", "w") as f:
+        json.dump(config(model), f, indent=2)
+    write_safetensors(f"{d}/model.safetensors", weights(model))
+    ids = prompt(model)
+    np.save(f"{d}/tokens.npy", ids.reshape(1, PROMPT))
+    with open(f"{d}/prompt.ids", "w") as f:
+        f.write(",".join(str(int(i)) for i in ids) + "\n")
 
 
-def torch_step(model, W, x, dtype):
-    """One decode step with a KV cache, as an inference loop runs it: the new
-    key and value written into slot POS of the cache, attention over slots
-    0..POS. Returns a closure that runs it and returns the logits."""
-    import torch
-    F = torch.nn.functional
-    W = {k: torch.from_numpy(v).to(dtype) for k, v in W.items()}
-    cache = {k: torch.from_numpy(v.astype(np.float32)).to(dtype) for k, v in x.items() if k.startswith("cache.")}
-    tok, pos = int(x["token"][0, 0]), POS
+class Model:
+    """A forward over T new tokens at positions pos .. pos+T-1 with a
+    preallocated KV cache [H, CTX, HD] per layer: prefill is T = 128 from
+    position 0, a decode step T = 1."""
 
-    def split_heads(t):
-        return t.reshape(1, 1, H, HD).transpose(1, 2)
+    def __init__(self, model, w):
+        import torch
+        self.torch, self.F, self.model = torch, torch.nn.functional, model
+        self.w = {k: torch.from_numpy(v) for k, v in w.items()}
+        self.k = [torch.zeros(H, CTX, HD) for _ in range(L)]
+        self.v = [torch.zeros(H, CTX, HD) for _ in range(L)]
+        if model == "llama":
+            inv = 1.0 / (10000.0 ** (torch.arange(0, HD, 2, dtype=torch.float32) / HD))
+            ang = torch.outer(torch.arange(CTX, dtype=torch.float32), inv)
+            emb = torch.cat((ang, ang), dim=-1)
+            self.cos, self.sin = emb.cos(), emb.sin()
 
-    def attend(i, q, k, v):
-        ck, cv = cache[f"cache.{i}.k"], cache[f"cache.{i}.v"]
-        ck[:, :, pos], cv[:, :, pos] = k[:, :, 0], v[:, :, 0]
-        a = torch.softmax(q @ ck[:, :, :pos + 1].transpose(-1, -2) / 8.0, dim=-1) @ cv[:, :, :pos + 1]
-        return a.transpose(1, 2).reshape(1, 1, D)
+    def attend(self, i, q, k, v, pos):
+        """q, k, v: [H, T, HD]; writes k, v into the cache at pos.."""
+        torch, T = self.torch, q.shape[1]
+        self.k[i][:, pos:pos + T], self.v[i][:, pos:pos + T] = k, v
+        ck, cv = self.k[i][:, :pos + T], self.v[i][:, :pos + T]
+        s = torch.matmul(q, ck.transpose(-1, -2)) * (1.0 / HD ** 0.5)
+        if T > 1:
+            causal = torch.arange(pos + T)[None, :] <= torch.arange(pos, pos + T)[:, None]
+            s = s.masked_fill(~causal, float("-inf"))
+        return torch.matmul(torch.softmax(s, dim=-1), cv).transpose(0, 1).reshape(T, D)
 
-    if model == "gpt2":
-        def step():
-            h = W["wte.weight"][tok].reshape(1, 1, D) + W["wpe.weight"][pos]
+    def heads(self, t):
+        return t.reshape(t.shape[0], H, HD).transpose(0, 1)
+
+    def forward(self, ids, pos):
+        """The last position's logits [V] and, for prefill, every position's [T, V]."""
+        torch, F, w = self.torch, self.F, self.w
+        T = len(ids)
+        tok = torch.tensor(ids, dtype=torch.long)
+        if self.model == "gpt2":
+            p = "transformer."
+            h = w[p + "wte.weight"][tok] + w[p + "wpe.weight"][pos:pos + T]
             for i in range(L):
-                p = lambda s: W[f"h.{i}.{s}"]
-                n = F.layer_norm(h, (D,), p("ln_1.weight"), p("ln_1.bias"), 1e-5)
-                q, k, v = (split_heads(t) for t in F.linear(n, p("attn.c_attn.weight"), p("attn.c_attn.bias")).split(D, -1))
-                h = h + F.linear(attend(i, q, k, v), p("attn.c_proj.weight"), p("attn.c_proj.bias"))
-                n = F.layer_norm(h, (D,), p("ln_2.weight"), p("ln_2.bias"), 1e-5)
-                m = F.gelu(F.linear(n, p("mlp.c_fc.weight"), p("mlp.c_fc.bias")), approximate="tanh")
-                h = h + F.linear(m, p("mlp.c_proj.weight"), p("mlp.c_proj.bias"))
-            h = F.layer_norm(h, (D,), W["ln_f.weight"], W["ln_f.bias"], 1e-5)
-            return F.linear(h, W["wte.weight"])
-    else:
-        cos, sin = W["rope.cos"][pos], W["rope.sin"][pos]
+                b = lambda s: w[f"{p}h.{i}.{s}"]
+                n = F.layer_norm(h, (D,), b("ln_1.weight"), b("ln_1.bias"), 1e-5)
+                q, k, v = torch.addmm(b("attn.c_attn.bias"), n, b("attn.c_attn.weight")).split(D, -1)
+                a = self.attend(i, self.heads(q), self.heads(k), self.heads(v), pos)
+                h = h + torch.addmm(b("attn.c_proj.bias"), a, b("attn.c_proj.weight"))
+                n = F.layer_norm(h, (D,), b("ln_2.weight"), b("ln_2.bias"), 1e-5)
+                m = F.gelu(torch.addmm(b("mlp.c_fc.bias"), n, b("mlp.c_fc.weight")), approximate="tanh")
+                h = h + torch.addmm(b("mlp.c_proj.bias"), m, b("mlp.c_proj.weight"))
+            h = F.layer_norm(h, (D,), w[p + "ln_f.weight"], w[p + "ln_f.bias"], 1e-5)
+            return F.linear(h, w[p + "wte.weight"])
+        cos, sin = self.cos[pos:pos + T], self.sin[pos:pos + T]
 
-        def rms(t, w):
-            return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * w
+        def rms(t, g):
+            return g * (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5))
 
         def rope(t):
-            return t * cos + torch.cat([-t[..., HD // 2:], t[..., :HD // 2]], -1) * sin
+            return t * cos + torch.cat((-t[..., HD // 2:], t[..., :HD // 2]), dim=-1) * sin
 
-        def step():
-            h = W["embed_tokens.weight"][tok].reshape(1, 1, D)
-            for i in range(L):
-                p = lambda s: W[f"layers.{i}.{s}"]
-                n = rms(h, p("input_layernorm.weight"))
-                q, k, v = (split_heads(F.linear(n, p(f"self_attn.{c}_proj.weight"))) for c in "qkv")
-                h = h + F.linear(attend(i, rope(q), rope(k), v), p("self_attn.o_proj.weight"))
-                n = rms(h, p("post_attention_layernorm.weight"))
-                g = F.silu(F.linear(n, p("mlp.gate_proj.weight"))) * F.linear(n, p("mlp.up_proj.weight"))
-                h = h + F.linear(g, p("mlp.down_proj.weight"))
-            return F.linear(rms(h, W["norm.weight"]), W["lm_head.weight"])
-    return step
+        h = w["model.embed_tokens.weight"][tok]
+        for i in range(L):
+            b = lambda s: w[f"model.layers.{i}.{s}"]
+            n = rms(h, b("input_layernorm.weight"))
+            q, k, v = (self.heads(F.linear(n, b(f"self_attn.{c}_proj.weight"))) for c in "qkv")
+            h = h + F.linear(self.attend(i, rope(q), rope(k), v, pos), b("self_attn.o_proj.weight"))
+            n = rms(h, b("post_attention_layernorm.weight"))
+            g = F.silu(F.linear(n, b("mlp.gate_proj.weight"))) * F.linear(n, b("mlp.up_proj.weight"))
+            h = h + F.linear(g, b("mlp.down_proj.weight"))
+        return F.linear(rms(h, w["model.norm.weight"]), w["lm_head.weight"])
+
+    def generate(self, ids, steps):
+        """Greedy: the prefill's logits and the 1 + STEPS ids, with the
+        seconds of the prefill and of the steps."""
+        t0 = time.perf_counter()
+        logits = self.forward(ids, 0)
+        t1 = time.perf_counter()
+        out = [int(self.torch.argmax(logits[-1]))]
+        for s in range(steps):
+            out.append(int(self.torch.argmax(self.forward([out[-1]], len(ids) + s)[-1])))
+        t2 = time.perf_counter()
+        return logits, out, t1 - t0, t2 - t1
 
 
-def torch_bench(model, work, runs):
+def torch_bench(model, d, steps, runs, orion_logits):
     import torch
     print(f"torch_version {torch.__version__}")
-    W, x = weights(model), inputs(model)
+    m = Model(model, read_safetensors(f"{d}/model.safetensors"))
+    ids = [int(i) for i in np.load(f"{d}/tokens.npy").reshape(-1)]
     with torch.inference_mode():
-        ref = torch_step(model, W, x, torch.float32)().numpy().reshape(-1)
-        for mode in ("fp32", "ane"):
-            got = np.load(f"{work}/out.{mode}/logits.npy").astype(np.float32).reshape(-1)
-            print(f"err_{mode} {np.abs(got - ref).max() / np.abs(ref).max():.3g}")
-        for name, dt in (("fp32", torch.float32), ("fp16", torch.float16)):
-            try:
-                step = torch_step(model, W, x, dt)
-                step()
-            except RuntimeError as e:  # CPU half kernels are missing in some builds
-                print(f"torch_{name}_error {str(e).splitlines()[0].replace(' ', '_')}")
-                continue
-            for th in (1, 2):
-                torch.set_num_threads(th)
-                step()
-                best = 1e30
-                for _ in range(runs):
-                    t0 = time.perf_counter()
-                    step()
-                    best = min(best, time.perf_counter() - t0)
-                print(f"torch_{name}_{th} {best:.6f}")
+        logits, out, _, _ = m.generate(ids, steps)
+        print("torch_ids " + ",".join(map(str, out)))
+        top = torch.topk(logits[-1], 2).values
+        print(f"torch_top2_gap {float((top[0] - top[1]) / logits[-1].abs().max()):.3g}")
+        if orion_logits:
+            ref = logits.numpy()
+            got = np.load(orion_logits).astype(np.float32).reshape(ref.shape)
+            print(f"err_prefill {np.abs(got - ref).max() / np.abs(ref).max():.3g}")
+        for th in (1, 2):
+            torch.set_num_threads(th)
+            pre = dec = float("inf")
+            for _ in range(runs):
+                _, _, tp, td = m.generate(ids, steps)
+                pre, dec = min(pre, tp), min(dec, td / steps)
+            print(f"torch_prefill_{th} {pre / len(ids):.9f}")
+            print(f"torch_decode_{th} {dec:.6f}")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         write(sys.argv[2], sys.argv[3])
     else:
-        torch_bench(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        torch_bench(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+                    sys.argv[6] if len(sys.argv) > 6 else None)
