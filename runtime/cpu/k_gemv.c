@@ -133,42 +133,52 @@ AVX512 static void dot_avx512(const float *s, int64_t S, int64_t lds, int64_t sk
   else dot_f32_strided(s, S, lds, sk, h, ldh, L, K, out, oi, oj);
 }
 
-/* Up to 4 rows of s against 64 columns of h, k by k; columns past n masked. */
-AVX512 static void axpy_block(const float *s, int64_t IB, int64_t lds, const void *h, bool h16, int64_t ldh,
-                              int64_t n, int64_t K, float *out, int64_t oi, int64_t oj) {
-  __m512 acc[4][4];
-  __mmask16 m[4];
-  for (int b = 0; b < 4; b++) m[b] = n > 16 * b ? mask_of(n - 16 * b) : 0;
-  for (int a = 0; a < 4; a++)
-    for (int b = 0; b < 4; b++) acc[a][b] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k++) {
-    __m512 hv[4];
-    for (int b = 0; b < 4; b++) hv[b] = load16(h, h16, k * ldh + 16 * b, m[b]);
-    for (int a = 0; a < IB; a++) {
-      __m512 sv = _mm512_set1_ps(s[a * lds + k]);
-      for (int b = 0; b < 4; b++) acc[a][b] = _mm512_fmadd_ps(sv, hv[b], acc[a][b]);
+/* Up to 4 rows of s against n (at most AXPY_CHUNK) columns of h, streaming
+ * four rows of h at a time along their length: the partial sums live in acc
+ * (L1) between row groups. Each column is still one fma chain over k in
+ * order from 0, so the bits are those of accumulating k by k in registers. */
+#define AXPY_CHUNK 1024
+AVX512 static void axpy_rows(const float *s, int64_t IB, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t n,
+                             int64_t K, float *out, int64_t oi, int64_t oj) {
+  static _Thread_local float acc[4][AXPY_CHUNK];
+  int64_t nv = (n + 15) / 16;
+  for (int a = 0; a < IB; a++) memset(acc[a], 0, (size_t)nv * 16 * sizeof(float));
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    __m512 sv[4][4];
+    for (int a = 0; a < IB; a++)
+      for (int r = 0; r < 4; r++) sv[a][r] = _mm512_set1_ps(s[a * lds + k + r]);
+    for (int64_t v = 0; v < nv; v++) {
+      __mmask16 m = mask_of(n - 16 * v);
+      __m512 hv[4];
+      for (int r = 0; r < 4; r++) hv[r] = load16(h, h16, (k + r) * ldh + 16 * v, m);
+      for (int a = 0; a < IB; a++) {
+        __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);
+        for (int r = 0; r < 4; r++) x = _mm512_fmadd_ps(sv[a][r], hv[r], x);
+        _mm512_storeu_ps(acc[a] + 16 * v, x);
+      }
     }
   }
-  for (int a = 0; a < IB; a++)
-    for (int b = 0; b < 4 && 16 * b < n; b++) {
-      if (oj == 1) {
-        _mm512_mask_storeu_ps(out + a * oi + 16 * b, m[b], acc[a][b]);
-        continue;
+  for (; k < K; k++)
+    for (int64_t v = 0; v < nv; v++) {
+      __m512 hv = load16(h, h16, k * ldh + 16 * v, mask_of(n - 16 * v));
+      for (int a = 0; a < IB; a++) {
+        __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);
+        _mm512_storeu_ps(acc[a] + 16 * v, _mm512_fmadd_ps(_mm512_set1_ps(s[a * lds + k]), hv, x));
       }
-      float t[16];
-      _mm512_storeu_ps(t, acc[a][b]);
-      for (int64_t e = 0; e < 16 && 16 * b + e < n; e++) out[a * oi + (16 * b + e) * oj] = t[e];
     }
+  for (int a = 0; a < IB; a++)
+    for (int64_t e = 0; e < n; e++) out[a * oi + e * oj] = acc[a][e];
 }
 
 AVX512 static void axpy_avx512(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh,
                                int64_t L, int64_t K, float *out, int64_t oi, int64_t oj) {
   const unsigned char *hb = h;
   int64_t es = h16 ? 2 : 4;
-  for (int64_t j = 0; j < L; j += 64)
+  for (int64_t j = 0; j < L; j += AXPY_CHUNK)
     for (int64_t i = 0; i < S; i += 4)
-      axpy_block(s + i * lds, S - i < 4 ? S - i : 4, lds, hb + j * es, h16, ldh, L - j < 64 ? L - j : 64, K,
-                 out + i * oi + j * oj, oi, oj);
+      axpy_rows(s + i * lds, S - i < 4 ? S - i : 4, lds, hb + j * es, h16, ldh, L - j < AXPY_CHUNK ? L - j : AXPY_CHUNK,
+                K, out + i * oi + j * oj, oi, oj);
 }
 #endif
 

@@ -146,13 +146,16 @@ static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 /* A matmul with at most GEMV_ROWS rows on one side (s, float, rows
  * contiguous): the other operand (h) is streamed once, floats or fp16 read
  * in place (an fp16 input such as a KV cache, see choose_fp16_inputs).
- * One piece is GEMV_COLS of h's long side L of one matrix of the batch. */
+ * One piece is `cols` of h's long side L of one matrix of the batch:
+ * GEMV_COLS rows of h for gemv_dot; for gemv_axpy, where L runs along h's
+ * rows, wide column ranges (a few per thread), so that each piece reads long
+ * contiguous runs of every row instead of 256-byte bursts a row apart. */
 #define GEMV_COLS 128
 typedef struct SmallMm {
   const Val *s, *h;
   Val *o;
   bool dot;                       /* h's rows are the long side (gemv_dot), else its columns (gemv_axpy) */
-  int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks;
+  int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks, cols;
   uint32_t rbat;
   int64_t bdims[MIL_MAX_RANK], ss[MIL_MAX_RANK], hs[MIL_MAX_RANK];
 } SmallMm;
@@ -162,7 +165,7 @@ static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const SmallMm *j = arg;
   int64_t es = j->h->st == ST_H16 ? 2 : 4;
   for (int64_t it = lo; it < hi; it++) {
-    int64_t t = it / j->lblocks, j0 = (it % j->lblocks) * GEMV_COLS, nl = j->L - j0 < GEMV_COLS ? j->L - j0 : GEMV_COLS;
+    int64_t t = it / j->lblocks, j0 = (it % j->lblocks) * j->cols, nl = j->L - j0 < j->cols ? j->L - j0 : j->cols;
     const float *S = fp(j->s) + offset_at(t, j->bdims, j->rbat, j->ss);
     const unsigned char *H = (const unsigned char *)j->h->p + offset_at(t, j->bdims, j->rbat, j->hs) * es;
     float *O = fp(j->o) + t * j->MN + j0 * j->oj;
@@ -280,7 +283,14 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
       sm->dot = !tx, sm->ldh = a->rank == 1 ? K : tx ? ak_st : am_st;
       memcpy(sm->ss, j.sb, sizeof sm->ss), memcpy(sm->hs, j.sa, sizeof sm->hs);
     }
-    sm->lblocks = (sm->L + GEMV_COLS - 1) / GEMV_COLS;
+    sm->cols = GEMV_COLS;
+    if (!sm->dot) { /* about two pieces a thread, whole 64-column blocks */
+      int64_t pieces = 2 * (int64_t)(x->c->ctx && x->c->ctx->pool.n ? x->c->ctx->pool.n : 1);
+      int64_t want = (sm->L + pieces - 1) / pieces;
+      want = (want + 63) / 64 * 64;
+      if (want > sm->cols) sm->cols = want;
+    }
+    sm->lblocks = (sm->L + sm->cols - 1) / sm->cols;
   }
   if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
