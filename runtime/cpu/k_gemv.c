@@ -137,36 +137,55 @@ AVX512 static void dot_avx512(const float *s, int64_t S, int64_t lds, int64_t sk
  * four rows of h at a time along their length: the partial sums live in acc
  * (L1) between row groups. Each column is still one fma chain over k in
  * order from 0, so the bits are those of accumulating k by k in registers. */
-#define AXPY_CHUNK 1024
+#define AXPY_CHUNK 4096
+/* One body per (fp16 or float h, rows of s): the compiler keeps hv and sv
+ * in registers only when both are constants. */
+#define AXPY_BODY(H16, IB, NA)                                                                                  \
+  do {                                                                                                        \
+    int64_t k = 0;                                                                                            \
+    for (; k + 4 <= K; k += 4) {                                                                              \
+      __m512 sv[NA][4];                                                                                       \
+      for (int a = 0; a < (IB); a++)                                                                          \
+        for (int r = 0; r < 4; r++) sv[a][r] = _mm512_set1_ps(s[a * lds + k + r]);                            \
+      for (int64_t v = 0; v < nv; v++) {                                                                      \
+        __mmask16 m = mask_of(n - 16 * v);                                                                    \
+        __m512 h0 = load16(h, H16, (k + 0) * ldh + 16 * v, m), h1 = load16(h, H16, (k + 1) * ldh + 16 * v, m);  \
+        __m512 h2 = load16(h, H16, (k + 2) * ldh + 16 * v, m), h3 = load16(h, H16, (k + 3) * ldh + 16 * v, m);  \
+        for (int a = 0; a < (IB); a++) {                                                                      \
+          __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);                                                        \
+          x = _mm512_fmadd_ps(sv[a][0], h0, x);                                                               \
+          x = _mm512_fmadd_ps(sv[a][1], h1, x);                                                               \
+          x = _mm512_fmadd_ps(sv[a][2], h2, x);                                                               \
+          x = _mm512_fmadd_ps(sv[a][3], h3, x);                                                               \
+          _mm512_storeu_ps(acc[a] + 16 * v, x);                                                               \
+        }                                                                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
+    for (; k < K; k++)                                                                                        \
+      for (int64_t v = 0; v < nv; v++) {                                                                      \
+        __m512 hv = load16(h, H16, k * ldh + 16 * v, mask_of(n - 16 * v));                                    \
+        for (int a = 0; a < (IB); a++) {                                                                      \
+          __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);                                                        \
+          _mm512_storeu_ps(acc[a] + 16 * v, _mm512_fmadd_ps(_mm512_set1_ps(s[a * lds + k]), hv, x));          \
+        }                                                                                                     \
+      }                                                                                                       \
+  } while (0)
+
+/* Up to 4 rows of s against n (at most AXPY_CHUNK) columns of h, streaming
+ * four rows of h at a time along their length: the partial sums live in acc
+ * (L1/L2) between row groups. Each column is still one fma chain over k in
+ * order from 0, so the bits are those of accumulating k by k in registers. */
 AVX512 static void axpy_rows(const float *s, int64_t IB, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t n,
                              int64_t K, float *out, int64_t oi, int64_t oj) {
   static _Thread_local float acc[4][AXPY_CHUNK];
   int64_t nv = (n + 15) / 16;
   for (int a = 0; a < IB; a++) memset(acc[a], 0, (size_t)nv * 16 * sizeof(float));
-  int64_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    __m512 sv[4][4];
-    for (int a = 0; a < IB; a++)
-      for (int r = 0; r < 4; r++) sv[a][r] = _mm512_set1_ps(s[a * lds + k + r]);
-    for (int64_t v = 0; v < nv; v++) {
-      __mmask16 m = mask_of(n - 16 * v);
-      __m512 hv[4];
-      for (int r = 0; r < 4; r++) hv[r] = load16(h, h16, (k + r) * ldh + 16 * v, m);
-      for (int a = 0; a < IB; a++) {
-        __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);
-        for (int r = 0; r < 4; r++) x = _mm512_fmadd_ps(sv[a][r], hv[r], x);
-        _mm512_storeu_ps(acc[a] + 16 * v, x);
-      }
-    }
-  }
-  for (; k < K; k++)
-    for (int64_t v = 0; v < nv; v++) {
-      __m512 hv = load16(h, h16, k * ldh + 16 * v, mask_of(n - 16 * v));
-      for (int a = 0; a < IB; a++) {
-        __m512 x = _mm512_loadu_ps(acc[a] + 16 * v);
-        _mm512_storeu_ps(acc[a] + 16 * v, _mm512_fmadd_ps(_mm512_set1_ps(s[a * lds + k]), hv, x));
-      }
-    }
+  if (h16 && IB == 1) AXPY_BODY(true, 1, 1);
+  else if (h16 && IB == 2) AXPY_BODY(true, 2, 2);
+  else if (h16 && IB == 3) AXPY_BODY(true, 3, 3);
+  else if (h16) AXPY_BODY(true, 4, 4);
+  else if (IB == 1) AXPY_BODY(false, 1, 1);
+  else AXPY_BODY(false, IB, 4);
   for (int a = 0; a < IB; a++)
     for (int64_t e = 0; e < n; e++) out[a * oi + e * oj] = acc[a][e];
 }

@@ -146,16 +146,21 @@ static void matmul_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 /* A matmul with at most GEMV_ROWS rows on one side (s, float, rows
  * contiguous): the other operand (h) is streamed once, floats or fp16 read
  * in place (an fp16 input such as a KV cache, see choose_fp16_inputs).
- * One piece is `cols` of h's long side L of one matrix of the batch:
- * GEMV_COLS rows of h for gemv_dot; for gemv_axpy, where L runs along h's
- * rows, wide column ranges (a few per thread), so that each piece reads long
- * contiguous runs of every row instead of 256-byte bursts a row apart. */
+ * gemv_dot (h's rows are the long side L): a piece is GEMV_COLS rows of h
+ * of one matrix of the batch. gemv_axpy (L runs along h's rows, as in
+ * x·W with W [K, N]): a piece is AXPY_ROWS whole rows of h, read as one
+ * contiguous stream, into its own partial sums, which are then added in
+ * piece order; the pieces depend on K alone, so the bits do not depend on
+ * the thread count. */
 #define GEMV_COLS 128
+#define AXPY_ROWS 128
 typedef struct SmallMm {
   const Val *s, *h;
   Val *o;
   bool dot;                       /* h's rows are the long side (gemv_dot), else its columns (gemv_axpy) */
-  int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks, cols;
+  int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks;
+  int64_t kblocks;                /* gemv_axpy: pieces of AXPY_ROWS rows of h per matrix */
+  float *partial;                 /* gemv_axpy with kblocks > 1: [nb][kblocks][S][L] (after the bound job) */
   uint32_t rbat;
   int64_t bdims[MIL_MAX_RANK], ss[MIL_MAX_RANK], hs[MIL_MAX_RANK];
 } SmallMm;
@@ -165,12 +170,34 @@ static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const SmallMm *j = arg;
   int64_t es = j->h->st == ST_H16 ? 2 : 4;
   for (int64_t it = lo; it < hi; it++) {
-    int64_t t = it / j->lblocks, j0 = (it % j->lblocks) * j->cols, nl = j->L - j0 < j->cols ? j->L - j0 : j->cols;
+    int64_t t = it / j->lblocks, b = it % j->lblocks;
     const float *S = fp(j->s) + offset_at(t, j->bdims, j->rbat, j->ss);
     const unsigned char *H = (const unsigned char *)j->h->p + offset_at(t, j->bdims, j->rbat, j->hs) * es;
-    float *O = fp(j->o) + t * j->MN + j0 * j->oj;
-    if (j->dot) gemv_dot(S, j->S, j->lds, 1, H + j0 * j->ldh * es, es == 2, j->ldh, nl, j->K, O, j->oi, j->oj);
-    else gemv_axpy(S, j->S, j->lds, H + j0 * es, es == 2, j->ldh, nl, j->K, O, j->oi, j->oj);
+    float *O = fp(j->o) + t * j->MN;
+    if (j->dot) {
+      int64_t j0 = b * GEMV_COLS, nl = j->L - j0 < GEMV_COLS ? j->L - j0 : GEMV_COLS;
+      gemv_dot(S, j->S, j->lds, 1, H + j0 * j->ldh * es, es == 2, j->ldh, nl, j->K, O + j0 * j->oj, j->oi, j->oj);
+      continue;
+    }
+    int64_t k0 = b * AXPY_ROWS, nk = j->K - k0 < AXPY_ROWS ? j->K - k0 : AXPY_ROWS;
+    if (!j->partial) gemv_axpy(S, j->S, j->lds, H, es == 2, j->ldh, j->L, j->K, O, j->oi, j->oj);
+    else
+      gemv_axpy(S + k0, j->S, j->lds, H + k0 * j->ldh * es, es == 2, j->ldh, j->L, nk,
+                j->partial + it * j->S * j->L, j->L, 1);
+  }
+}
+
+/* The partial sums of gemv_axpy's row pieces into the output, in piece order. */
+static void small_mm_sum(const SmallMm *j, int64_t nb) {
+  for (int64_t t = 0; t < nb; t++) {
+    float *O = fp(j->o) + t * j->MN;
+    const float *P = j->partial + t * j->kblocks * j->S * j->L;
+    for (int64_t i = 0; i < j->S; i++)
+      for (int64_t l = 0; l < j->L; l++) {
+        float acc = P[i * j->L + l];
+        for (int64_t b = 1; b < j->kblocks; b++) acc += P[(b * j->S + i) * j->L + l];
+        O[i * j->oi + l * j->oj] = acc;
+      }
   }
 }
 
@@ -283,14 +310,8 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
       sm->dot = !tx, sm->ldh = a->rank == 1 ? K : tx ? ak_st : am_st;
       memcpy(sm->ss, j.sb, sizeof sm->ss), memcpy(sm->hs, j.sa, sizeof sm->hs);
     }
-    sm->cols = GEMV_COLS;
-    if (!sm->dot) { /* about two pieces a thread, whole 64-column blocks */
-      int64_t pieces = 2 * (int64_t)(x->c->ctx && x->c->ctx->pool.n ? x->c->ctx->pool.n : 1);
-      int64_t want = (sm->L + pieces - 1) / pieces;
-      want = (want + 63) / 64 * 64;
-      if (want > sm->cols) sm->cols = want;
-    }
-    sm->lblocks = (sm->L + sm->cols - 1) / sm->cols;
+    sm->kblocks = sm->dot ? 1 : (K + AXPY_ROWS - 1) / AXPY_ROWS;
+    sm->lblocks = sm->dot ? (sm->L + GEMV_COLS - 1) / GEMV_COLS : sm->kblocks;
   }
   if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
@@ -307,7 +328,14 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     if (j.cblocks == 0) j.cblocks = 1;
   }
   mb.j = j;
-  *bound = dup_job(&mb, sizeof mb);
+  /* gemv_axpy's partial sums live after the job (freed with it). */
+  size_t partial = mb.small && !mb.sm.dot && mb.sm.kblocks > 1
+                       ? (size_t)(mb.nb * mb.sm.kblocks * mb.sm.S * mb.sm.L) * sizeof(float)
+                       : 0;
+  MatmulBound *copy = xmalloc(sizeof mb + partial);
+  *copy = mb;
+  copy->sm.partial = partial ? (float *)(void *)((unsigned char *)copy + sizeof mb) : NULL;
+  *bound = copy;
   return true;
 }
 
@@ -316,7 +344,10 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   const MatmulBound *mb = x->c->bound[x->si];
   const MmJob *j = &mb->j;
   if (mb->small) {
-    if (mb->sm.S && mb->sm.L) par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
+    if (mb->sm.S && mb->sm.L) {
+      par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
+      if (mb->sm.partial) small_mm_sum(&mb->sm, mb->nb);
+    }
     return true;
   }
   if (mb->fast) {
