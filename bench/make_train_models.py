@@ -22,8 +22,11 @@ form of examples/llama_block.oir (the same values; both compile with --train,
 docs/training.md, "ANE legality"). `--names hf` names the llama's params as
 Hugging Face's llama does (model.embed_tokens.weight,
 model.layers.L.self_attn.q_proj.weight, ..., model.norm.weight; the head tied
-to the embedding), so an exported model converts with orion-convert. `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
-and DIR/rot.npy (the standard library's struct; no numpy needed).
+to the embedding), so an exported model converts with orion-convert; `--logits`
+writes the same forward returning `logits` instead of the loss (no `targets`),
+the reference a converted export is checked against. `--rope DIR` writes
+DIR/cos.npy, DIR/sin.npy and DIR/rot.npy (the standard library's struct; no
+numpy needed).
 """
 import argparse
 import sys
@@ -97,7 +100,8 @@ def llama(a):
     o.append(f"  return y;")
     o.append("}")
     o.append("")
-    o.append(f"func main(tokens: int32[{B},{T}], targets: int32[{B},{T}], cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
+    targets = "" if a.logits else f", targets: int32[{B},{T}]"
+    o.append(f"func main(tokens: int32[{B},{T}]{targets}, cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
     o.append(f"  param {N['embed']}: {t}[{V},{D}] = normal(seed=100, std={std});")
     o.append(f"  param {N['norm']}: {t}[{D}] = ones;")
     o.append(f"  x: {t}[{B},{T},{D}] = gather({N['embed']}, tokens, axis=0);")
@@ -107,6 +111,10 @@ def llama(a):
         prev = f"h{i}"
     o.append(f"  hidden = rms_norm({prev}, {N['norm']}, epsilon={EPS});")
     o.append(f"  logits = linear(hidden, {N['embed']});")
+    if a.logits:
+        o.append(f"  return logits;")
+        o.append("}")
+        return "\n".join(o) + "\n"
     o.append(f"  loss: fp32[] = cross_entropy(logits, targets);")
     o.append(f"  return loss;")
     o.append("}")
@@ -213,6 +221,8 @@ def main():
     p.add_argument("--rope", metavar="DIR")
     p.add_argument("--names", choices=("meta", "hf"), default="meta",
                    help="llama's param names: llama2.c's (default) or Hugging Face's (model.layers.L.self_attn.q_proj.weight, ...)")
+    p.add_argument("--logits", action="store_true",
+                   help="llama: the forward without the loss, returning `logits` (to compare a trained model's export)")
     p.add_argument("--rope-concat", action="store_true",
                    help="RoPE with slice/neg/concat (as examples/llama_block.oir) instead of a product with `rot`")
     a = p.parse_args()
