@@ -19,15 +19,41 @@ For llama, the RoPE tables are inputs `cos` and `sin` ([1, 1, seq, head_dim]),
 and the rotate-half step is a product with a fixed input `rot` ([head_dim,
 head_dim], a signed permutation), or with --rope-concat the slice/neg/concat
 form of examples/llama_block.oir (the same values; both compile with --train,
-docs/training.md, "ANE legality"). `--rope DIR` writes DIR/cos.npy, DIR/sin.npy
-and DIR/rot.npy (the standard library's struct; no numpy needed).
+docs/training.md, "ANE legality"). `--names hf` names the llama's params as
+Hugging Face's llama does (model.embed_tokens.weight,
+model.layers.L.self_attn.q_proj.weight, ..., model.norm.weight; the head tied
+to the embedding), so an exported model converts with orion-convert; `--logits`
+writes the same forward returning `logits` instead of the loss (no `targets`),
+the reference a converted export is checked against. `--rope DIR` writes
+DIR/cos.npy, DIR/sin.npy and DIR/rot.npy (the standard library's struct; no
+numpy needed).
 """
 import argparse
 import sys
 
 
+# Param names: llama2.c's (Meta's checkpoint names) or Hugging Face llama's, so
+# that `orion-run train --export` writes a model.safetensors orion-convert (and
+# transformers) read as it is. Both use the rotate-half RoPE layout with
+# theta 10000 (rope_tables below) and rms_norm epsilon EPS, Hugging Face's
+# layout: no permutation of the q/k rows is needed between the two.
+EPS = "1e-5"
+NAMES = {
+    "meta": {"attention_norm": "attention_norm", "wq": "attention.wq", "wk": "attention.wk",
+             "wv": "attention.wv", "wo": "attention.wo", "ffn_norm": "ffn_norm",
+             "w1": "feed_forward.w1", "w3": "feed_forward.w3", "w2": "feed_forward.w2",
+             "embed": "tok_embeddings", "norm": "norm", "layers": "layers"},
+    "hf": {"attention_norm": "input_layernorm", "wq": "self_attn.q_proj", "wk": "self_attn.k_proj",
+           "wv": "self_attn.v_proj", "wo": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+           "w1": "mlp.gate_proj", "w3": "mlp.up_proj", "w2": "mlp.down_proj",
+           "embed": "model.embed_tokens", "norm": "model.norm", "layers": "model.layers"},
+}
+
+
 def llama(a):
     D, H, F, V, T, B, t = a.dim, a.heads, a.hidden, a.vocab, a.seq, a.batch, a.dtype
+    N = {k: v + ".weight" for k, v in NAMES[a.names].items() if k != "layers"}
+    N["layers"] = NAMES[a.names]["layers"]
     hd, half = D // H, D // H // 2
     std = 0.02
     o = []
@@ -36,16 +62,16 @@ def llama(a):
     rot_in = "" if a.rope_concat else f", rot: {t}[{hd},{hd}]"
     rot_arg = "" if a.rope_concat else ", rot"
     o.append(f"func block(x: {t}[{B},{T},{D}], cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
-    o.append(f"  param attention_norm.weight: {t}[{D}] = ones;")
+    o.append(f"  param {N['attention_norm']}: {t}[{D}] = ones;")
     for i, n in enumerate(("wq", "wk", "wv", "wo")):
-        o.append(f"  param attention.{n}.weight: {t}[{D},{D}] = normal(seed={i + 1}, std={std});")
-    o.append(f"  param ffn_norm.weight: {t}[{D}] = ones;")
-    o.append(f"  param feed_forward.w1.weight: {t}[{F},{D}] = normal(seed=5, std={std});")
-    o.append(f"  param feed_forward.w3.weight: {t}[{F},{D}] = normal(seed=6, std={std});")
-    o.append(f"  param feed_forward.w2.weight: {t}[{D},{F}] = normal(seed=7, std={std});")
-    o.append(f"  n: {t}[{B},{T},{D}] = rms_norm(x, attention_norm.weight, epsilon=1e-5);")
+        o.append(f"  param {N[n]}: {t}[{D},{D}] = normal(seed={i + 1}, std={std});")
+    o.append(f"  param {N['ffn_norm']}: {t}[{D}] = ones;")
+    o.append(f"  param {N['w1']}: {t}[{F},{D}] = normal(seed=5, std={std});")
+    o.append(f"  param {N['w3']}: {t}[{F},{D}] = normal(seed=6, std={std});")
+    o.append(f"  param {N['w2']}: {t}[{D},{F}] = normal(seed=7, std={std});")
+    o.append(f"  n: {t}[{B},{T},{D}] = rms_norm(x, {N['attention_norm']}, epsilon={EPS});")
     for n, w in (("q", "wq"), ("k", "wk"), ("v", "wv")):
-        o.append(f"  {n} = linear(n, attention.{w}.weight);")
+        o.append(f"  {n} = linear(n, {N[w]});")
         o.append(f"  {n}4 = reshape({n}, shape=[{B}, {T}, {H}, {hd}]);")
         o.append(f"  {n}h: {t}[{B},{H},{T},{hd}] = transpose({n}4, perm=[0, 2, 1, 3]);")
     for n in ("q", "k"):
@@ -62,28 +88,33 @@ def llama(a):
     o.append(f"  att: {t}[{B},{H},{T},{hd}] = sdpa(qr, kr, vh, causal=true);")
     o.append(f"  att_t = transpose(att, perm=[0, 2, 1, 3]);")
     o.append(f"  att_m: {t}[{B},{T},{D}] = reshape(att_t, shape=[{B}, {T}, {D}]);")
-    o.append(f"  proj = linear(att_m, attention.wo.weight);")
+    o.append(f"  proj = linear(att_m, {N['wo']});")
     o.append(f"  h = add(x, proj);")
-    o.append(f"  m = rms_norm(h, ffn_norm.weight, epsilon=1e-5);")
-    o.append(f"  gate = linear(m, feed_forward.w1.weight);")
-    o.append(f"  up = linear(m, feed_forward.w3.weight);")
+    o.append(f"  m = rms_norm(h, {N['ffn_norm']}, epsilon={EPS});")
+    o.append(f"  gate = linear(m, {N['w1']});")
+    o.append(f"  up = linear(m, {N['w3']});")
     o.append(f"  gate_act = silu(gate);")
     o.append(f"  gated = mul(gate_act, up);")
-    o.append(f"  down = linear(gated, feed_forward.w2.weight);")
+    o.append(f"  down = linear(gated, {N['w2']});")
     o.append(f"  y = add(h, down);")
     o.append(f"  return y;")
     o.append("}")
     o.append("")
-    o.append(f"func main(tokens: int32[{B},{T}], targets: int32[{B},{T}], cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
-    o.append(f"  param tok_embeddings.weight: {t}[{V},{D}] = normal(seed=100, std={std});")
-    o.append(f"  param norm.weight: {t}[{D}] = ones;")
-    o.append(f"  x: {t}[{B},{T},{D}] = gather(tok_embeddings.weight, tokens, axis=0);")
+    targets = "" if a.logits else f", targets: int32[{B},{T}]"
+    o.append(f"func main(tokens: int32[{B},{T}]{targets}, cos: {t}[1,1,{T},{hd}], sin: {t}[1,1,{T},{hd}]{rot_in}) {{")
+    o.append(f"  param {N['embed']}: {t}[{V},{D}] = normal(seed=100, std={std});")
+    o.append(f"  param {N['norm']}: {t}[{D}] = ones;")
+    o.append(f"  x: {t}[{B},{T},{D}] = gather({N['embed']}, tokens, axis=0);")
     prev = "x"
     for i in range(a.layers):
-        o.append(f"  h{i} = call block({prev}, cos, sin{rot_arg}) as layers.{i};")
+        o.append(f"  h{i} = call block({prev}, cos, sin{rot_arg}) as {N['layers']}.{i};")
         prev = f"h{i}"
-    o.append(f"  hidden = rms_norm({prev}, norm.weight, epsilon=1e-5);")
-    o.append(f"  logits = linear(hidden, tok_embeddings.weight);")
+    o.append(f"  hidden = rms_norm({prev}, {N['norm']}, epsilon={EPS});")
+    o.append(f"  logits = linear(hidden, {N['embed']});")
+    if a.logits:
+        o.append(f"  return logits;")
+        o.append("}")
+        return "\n".join(o) + "\n"
     o.append(f"  loss: fp32[] = cross_entropy(logits, targets);")
     o.append(f"  return loss;")
     o.append("}")
@@ -188,6 +219,10 @@ def main():
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32")
     p.add_argument("--rope", metavar="DIR")
+    p.add_argument("--names", choices=("meta", "hf"), default="meta",
+                   help="llama's param names: llama2.c's (default) or Hugging Face's (model.layers.L.self_attn.q_proj.weight, ...)")
+    p.add_argument("--logits", action="store_true",
+                   help="llama: the forward without the loss, returning `logits` (to compare a trained model's export)")
     p.add_argument("--rope-concat", action="store_true",
                    help="RoPE with slice/neg/concat (as examples/llama_block.oir) instead of a product with `rot`")
     a = p.parse_args()

@@ -17,7 +17,7 @@
 
 #define PROGRAM "orion-tokenize"
 
-enum { OPT_TOKENIZER = 1, OPT_FILE, OPT_JSON, OPT_SPECIAL, OPT_HELP, OPT_VERSION };
+enum { OPT_TOKENIZER = 1, OPT_FILE, OPT_OUTPUT, OPT_JSON, OPT_SPECIAL, OPT_HELP, OPT_VERSION };
 
 static const CliOption tokenize_options[] = {
     {OPT_TOKENIZER, 't', "tokenizer", CLI_VALUE, 0, "PATH",
@@ -28,6 +28,12 @@ static const CliOption tokenize_options[] = {
     {OPT_FILE, 'f', "file", CLI_VALUE, 0, "FILE",
      "encode: the text of FILE instead of TEXT ('-': standard input);\n"
      "decode: the ids in FILE, separated by white space", "a file"},
+    {OPT_OUTPUT, 'o', "output", CLI_VALUE, 0, "OUT",
+     "encode: write the ids to OUT instead of printing them:\n"
+     "OUT.bin raw little-endian uint16 (the token files of\n"
+     "orion-run train --data; an id above 65535 is an error),\n"
+     "OUT.npy a 1-D int32 .npy; replaced atomically",
+     "a file ending in .bin or .npy"},
     {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL, "encode, info: print one JSON object", NULL},
     {OPT_SPECIAL, 0, "special", CLI_NO_VALUE, 0, NULL,
      "encode: special tokens written in the text (<|endoftext|>)\n"
@@ -40,7 +46,7 @@ static const CliOption tokenize_options[] = {
 static const CliSpec tokenize_spec = {
     .program = PROGRAM,
     .usage = "usage: orion-tokenize --tokenizer PATH encode TEXT|-\n"
-             "       orion-tokenize --tokenizer PATH encode --file FILE\n"
+             "       orion-tokenize --tokenizer PATH encode --file FILE [--output OUT.bin|OUT.npy]\n"
              "       orion-tokenize --tokenizer PATH decode ID...\n"
              "       orion-tokenize --tokenizer PATH info\n"
              "       orion-tokenize train ...\n",
@@ -54,7 +60,7 @@ static const CliSpec tokenize_spec = {
 };
 
 typedef struct TokenizeArgs {
-  const char *tokenizer, *file, *command;
+  const char *tokenizer, *file, *output, *command;
   bool json, special;
   const char **operands; /* after the command */
   int noperands;
@@ -68,6 +74,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   case OPT_VERSION: printf(PROGRAM " %s\n", ORION_VERSION); return 0;
   case OPT_TOKENIZER: a->tokenizer = v; return -1;
   case OPT_FILE: a->file = v; return -1;
+  case OPT_OUTPUT: a->output = v; return -1;
   case OPT_JSON: a->json = true; return -1;
   case OPT_SPECIAL: a->special = true; return -1;
   default: return -1;
@@ -89,10 +96,71 @@ static bool read_input(const char *path, char **data, size_t *len) {
   return ok;
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The ids as raw little-endian uint16, llama2.c's and llm.c's token files:
+ * a wider id cannot be written, and is named rather than truncated. */
+static bool encode_uint16(const int32_t *ids, size_t n, const char *path, StrBuf *out) {
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] > 65535) {
+      fprintf(stderr, PROGRAM ": error: %s: id %d (token %zu) does not fit a .bin token file's uint16; write .npy\n",
+              path, ids[i], i);
+      return false;
+    }
+    sb_putc(out, (char)(ids[i] & 0xff));
+    sb_putc(out, (char)(ids[i] >> 8));
+  }
+  return true;
+}
+
+/* The ids as numpy writes a 1-D int32 array (format 1.0, the header padded
+ * with numpy's growth spaces and to 64 bytes, as runtime/npy.c writes it; the
+ * tokenizer tools link no runtime). */
+static void encode_npy(const int32_t *ids, size_t n, StrBuf *out) {
+  enum { PREAMBLE = 10, ALIGN = 64, GROWTH_DIGITS = 21 };
+  StrBuf h;
+  sb_init(&h);
+  sb_printf(&h, "{'descr': '<i4', 'fortran_order': False, 'shape': (%zu,), }", n);
+  char digits[24];
+  for (int i = snprintf(digits, sizeof digits, "%zu", n); i < GROWTH_DIGITS; i++) sb_putc(&h, ' ');
+  for (size_t pad = ALIGN - (PREAMBLE + h.len + 1) % ALIGN; pad; pad--) sb_putc(&h, ' ');
+  sb_putc(&h, '\n');
+  sb_puts(out, "\x93NUMPY");
+  sb_putc(out, 1);
+  sb_putc(out, 0);
+  sb_putc(out, (char)(h.len & 0xff));
+  sb_putc(out, (char)(h.len >> 8));
+  sb_putn(out, h.data, h.len);
+  sb_free(&h);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t v = (uint32_t)ids[i];
+    for (int b = 0; b < 4; b++) sb_putc(out, (char)((v >> (8 * b)) & 0xff));
+  }
+}
+
+static int write_token_file(const char *path, const int32_t *ids, size_t n) {
+  StrBuf out;
+  sb_init(&out);
+  bool ok = true;
+  if (ends_with(path, ".npy")) encode_npy(ids, n, &out);
+  else ok = encode_uint16(ids, n, path, &out);
+  const char *err = NULL;
+  if (ok && !write_file_atomic(path, out.data, out.len, &err)) {
+    fprintf(stderr, PROGRAM ": error: cannot write %s: %s\n", path, err);
+    ok = false;
+  }
+  sb_free(&out);
+  return ok ? 0 : 1;
+}
+
 static int run_encode(const TokenizeArgs *a, const OrionTokenizer *t, Diag *d) {
   if (a->noperands > 1) return cli_usage_error(PROGRAM, "encode takes one text ('%s' is a second)", a->operands[1]);
   if (a->file && a->noperands) return cli_usage_error(PROGRAM, "encode takes a text or --file, not both");
   if (!a->file && !a->noperands) return cli_usage_error(PROGRAM, "encode needs a text, '-' or --file FILE");
+  if (a->output && a->json) return cli_usage_error(PROGRAM, "--output writes the ids to a file; --json prints them: not both");
   char *data = NULL;
   size_t len = 0;
   const char *source = a->file ? a->file : a->operands[0];
@@ -107,6 +175,11 @@ static int run_encode(const TokenizeArgs *a, const OrionTokenizer *t, Diag *d) {
   bool ok = orion_tokenizer_encode_flags(t, data, len, a->special ? ORION_ENCODE_SPECIAL : 0, &ids, &n, d);
   free(data);
   if (!ok) return 1;
+  if (a->output) {
+    int rc = write_token_file(a->output, ids, n);
+    free(ids);
+    return rc;
+  }
   StrBuf out;
   sb_init(&out);
   sb_puts(&out, a->json ? "{\"ids\":[" : "");
@@ -206,6 +279,10 @@ int main(int argc, char **argv) {
     else if (strcmp(a.command, "encode") && strcmp(a.command, "decode") && strcmp(a.command, "info"))
       rc = cli_usage_error(PROGRAM, "unknown command '%s' (encode, decode, info or train)", a.command);
     else if (!a.tokenizer) rc = cli_usage_error(PROGRAM, "%s needs --tokenizer PATH", a.command);
+    else if (a.output && strcmp(a.command, "encode"))
+      rc = cli_usage_error(PROGRAM, "--output is for encode (not %s)", a.command);
+    else if (a.output && !ends_with(a.output, ".bin") && !ends_with(a.output, ".npy"))
+      rc = cli_usage_error(PROGRAM, "--output '%s': the name ends in .bin (uint16 tokens) or .npy (int32)", a.output);
   }
   if (rc >= 0) {
     free(a.operands);

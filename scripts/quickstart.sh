@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds orion, and runs the main job on a shipped
-# example: compile the GPT-2-style model to a package (printing its canonical
-# IR and a summary), inspect the package (checksums verified), and run it on
-# the CPU reference backend with ANE numerics on an input of ones.
+# The README's main job: installs what is missing (scripts/setup.sh), builds
+# orion, then runs examples/generate/fortunes/run.sh, which trains a small
+# llama on Debian's fortunes with a BPE learned by orion-tokenize train
+# (printing the loss as it falls), turns the trained weights into a Hugging
+# Face llama directory, converts and compiles it, and generates text from a
+# prompt (printing the text and the tokens/s).
+#
+#   bash scripts/quickstart.sh              # the main job
+#   bash scripts/quickstart.sh MODEL.oir    # instead: compile MODEL.oir, print its
+#                                           # canonical IR and summary, inspect the package
+#
+# With examples/gpt2_block.oir (the quick start of earlier versions) it also
+# runs the package on the CPU reference backend with ANE numerics on an input
+# of ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
-example=${1:-examples/gpt2_block.oir}
+if [ $# = 0 ]; then
+  exec bash examples/generate/fortunes/run.sh
+fi
+example=$1
 name=$(basename "${example%.oir}")
 package="build/$name.anepkg"
 ./build/driver/orionc --emit=oir "$example"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # orion-tokenize's command line with the tiny committed BPE (testsuite/text/tiny):
 # encode/decode (TEXT, -, --file, --json, --special), info, the exact bytes of
-# decode, and its usage and input errors with their exit statuses.
+# decode and of encode's token files (--output X.bin, X.npy), and its usage and
+# input errors with their exit statuses.
 #   tokenize.sh ORION_TOKENIZE SOURCE_ROOT
 set -u
-tok=$(realpath "$1") tiny=$(realpath "$2")/testsuite/text/tiny
+tok=$(realpath "$1") tiny=$(realpath "$2")/testsuite/text/tiny py=/usr/bin/python3
 source "$(dirname "$0")/lib.sh"
 
 check encode 0 "$tok" --tokenizer "$tiny" encode " the thing"
@@ -34,6 +35,38 @@ contains info "vocab size 270"
 contains info "bos 269"
 check info-json 0 "$tok" --tokenizer "$tiny" --json info
 contains info-json '{"kind":"bpe","vocab_size":270,"bos":269,"eos":269,"adds_bos":false}'
+
+# token files: raw little-endian uint16 (.bin), a 1-D int32 .npy as numpy writes it
+check output-bin 0 "$tok" --tokenizer "$tiny" encode " the thing" --output ids.bin
+printf '\x02\x01\x00\x01\x68\x00\x06\x01' >want.bin
+same_bytes output-bin-bytes ids.bin want.bin
+if [ ! -s out ]; then pass; else fail "output-bin: printed '$(cat out)'"; fi
+check output-npy 0 "$tok" --tokenizer "$tiny" encode --file bytes.txt -o ids.npy
+dict="{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%s' "$dict"; printf "%$((128 - 10 - ${#dict} - 1))s\n" ''; printf '\x61\0\0\0\xff\0\0\0\x62\0\0\0'; } >want.npy
+same_bytes output-npy-bytes ids.npy want.npy
+check output-empty 0 "$tok" --tokenizer "$tiny" encode "" --output empty.bin
+if [ -f empty.bin ] && [ ! -s empty.bin ]; then pass; else fail "output-empty: empty.bin is not an empty file"; fi
+# an id above 65535 has no .bin spelling: named, and no file written (a vocabulary of 70,001 ids, "aa" = 70000)
+mkdir wide
+"$py" - wide <<'PY'
+import json, sys
+printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+chars = {b: chr(b) for b in printable}
+chars.update({b: chr(256 + i) for i, b in enumerate(b for b in range(256) if b not in chars)})
+vocab = {chars[b]: b for b in range(256)}
+vocab.update({f"<filler{i}>": i for i in range(256, 70000)})
+vocab["aa"] = 70000
+json.dump(vocab, open(f"{sys.argv[1]}/vocab.json", "w"))
+open(f"{sys.argv[1]}/merges.txt", "w").write("#version: 0.2\na a\n")
+PY
+check output-wide 1 "$tok" --tokenizer wide encode "baab" --output wide.bin
+contains output-wide "orion-tokenize: error: wide.bin: id 70000 (token 1) does not fit a .bin token file's uint16; write .npy"
+if [ ! -e wide.bin ]; then pass; else fail "output-wide: wide.bin was written"; fi
+check output-wide-npy 0 "$tok" --tokenizer wide encode "baab" --output wide.npy
+if [ "$(tail -c 12 wide.npy | od -An -tu4 | tr -s ' ')" = " 98 70000 98" ]; then pass; else fail "output-wide-npy: $(tail -c 12 wide.npy | od -An -tu4)"; fi
+check output-unwritable 1 "$tok" --tokenizer "$tiny" encode x --output nodir/ids.bin
+contains output-unwritable "orion-tokenize: error: cannot write nodir/ids.bin:"
 
 # input errors: exit 1
 check decode-range 1 "$tok" --tokenizer "$tiny" decode 1 270
@@ -85,6 +118,12 @@ check typo 2 "$tok" --tokeniser "$tiny" info
 contains typo "note: did you mean '--tokenizer'?"
 check train-later 2 "$tok" --tokenizer "$tiny" train
 contains train-later "orion-tokenize: error: train comes first: orion-tokenize train ..."
+check output-suffix 2 "$tok" --tokenizer "$tiny" encode x --output ids.txt
+contains output-suffix "orion-tokenize: error: --output 'ids.txt': the name ends in .bin (uint16 tokens) or .npy (int32)"
+check output-decode 2 "$tok" --tokenizer "$tiny" decode 97 --output ids.bin
+contains output-decode "orion-tokenize: error: --output is for encode (not decode)"
+check output-json 2 "$tok" --tokenizer "$tiny" --json encode x --output ids.bin
+contains output-json "orion-tokenize: error: --output writes the ids to a file; --json prints them: not both"
 # A BPE learned by train encodes and decodes a text of its corpus back exactly.
 printf 'the cat sat on the mat; the cat sat on the hat.\nthe mat, the hat, the cat.\n' >learn.txt
 check train 0 "$tok" train --vocab-size 280 learn.txt -o learned

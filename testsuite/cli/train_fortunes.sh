@@ -52,11 +52,11 @@ else
 fi
 
 # The committed models are what their generator makes (below the comments).
-for spec in "model.oir --dim 288 --layers 6 --heads 6 --hidden 768 --seq 128 --batch 4" \
-  "small.oir --dim 64 --layers 2 --heads 4 --hidden 192 --seq 64 --batch 8"; do
+for spec in "model.oir --dim 288 --layers 6 --heads 6 --hidden 768 --seq 128 --batch 4 --vocab 32000" \
+  "small.oir --dim 64 --layers 2 --heads 4 --hidden 192 --seq 128 --batch 4 --vocab 1024"; do
   read -r file shape <<<"$spec"
   # shellcheck disable=SC2086
-  check "generate-$file" 0 "$py" "$root/bench/make_train_models.py" llama gen.oir $shape --vocab 256 --dtype fp16
+  check "generate-$file" 0 "$py" "$root/bench/make_train_models.py" llama gen.oir $shape --names hf --dtype fp16
   if cmp -s <(grep -v '^//' gen.oir) <(grep -v '^//' "$demo/$file"); then pass; else fail "$file is not what make_train_models.py makes"; fi
 done
 

@@ -11,15 +11,23 @@ orion-run train reads):
                   the whole sequence, 0-based), each followed by "\n%\n"
   OUT/eval.bin    every 20th fortune, the same way: held back for evaluation
 
+With --text, the same split is written as the UTF-8 text itself, for a
+tokenizer to learn from and encode (`orion-tokenize train`, then
+`orion-tokenize encode --file ... --output X.bin`):
+
+  OUT/train.txt   the training fortunes, each followed by "\n%\n"
+  OUT/eval.txt    the held-back fortunes, the same way
+
 The split depends only on the files' contents and names, so the same
 fortunes package gives the same bytes (the script prints counts and the
 files' SHA-256). Standard library only.
 
-  prepare.py [--source DIR] [--holdout N] [--eval-bytes B] OUT
+  prepare.py [--source DIR] [--holdout N] [--eval-bytes B] [--text] OUT
 
 --eval-bytes B keeps only the first B bytes of the held-back text in
 eval.bin (0: all of it; evaluation runs the forward over every window of the
 file, so a shorter file makes evaluating cheaper); the rest stays unused.
+With --text it keeps the whole held-back fortunes that fit in B bytes.
 """
 import argparse
 import hashlib
@@ -59,12 +67,19 @@ def write_tokens(path, data):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def write_text(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+    return hashlib.sha256(data).hexdigest()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out")
     p.add_argument("--source", default="/usr/share/games/fortunes")
     p.add_argument("--holdout", type=int, default=20, help="every Nth fortune goes to eval.bin (default 20)")
     p.add_argument("--eval-bytes", type=int, default=0, help="keep the first B bytes of the held-back text (0: all)")
+    p.add_argument("--text", action="store_true", help="write train.txt and eval.txt (the text) instead of byte tokens")
     a = p.parse_args()
     if a.holdout < 2:
         sys.exit("prepare.py: --holdout must be at least 2")
@@ -83,9 +98,19 @@ def main():
             train += f + SEPARATOR
             ntrain += 1
     held_all = len(held)
-    if a.eval_bytes:
+    if a.eval_bytes and a.text:  # whole fortunes only: a cut one would be text no tokenizer sees in training
+        cut = held.rfind(SEPARATOR, 0, a.eval_bytes - len(SEPARATOR) + 1)
+        held = held[:cut + len(SEPARATOR)] if cut >= 0 else held[:0]
+    elif a.eval_bytes:
         held = held[:a.eval_bytes]
     os.makedirs(a.out, exist_ok=True)
+    if a.text:
+        sha_train = write_text(os.path.join(a.out, "train.txt"), train)
+        sha_eval = write_text(os.path.join(a.out, "eval.txt"), held)
+        print(f"fortunes: {len(names)} files, {len(all_fortunes)} fortunes")
+        print(f"train.txt: {ntrain} fortunes, {len(train)} bytes, sha256 {sha_train}")
+        print(f"eval.txt: {nheld} fortunes held back, {held_all} bytes, {len(held)} bytes kept, sha256 {sha_eval}")
+        return
     sha_train = write_tokens(os.path.join(a.out, "train.bin"), train)
     sha_eval = write_tokens(os.path.join(a.out, "eval.bin"), held)
     print(f"fortunes: {len(names)} files, {len(all_fortunes)} fortunes")
