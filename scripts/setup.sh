@@ -5,7 +5,9 @@ set -euo pipefail
 
 pkgs=(meson ninja-build pkg-config gcc flex bison libxml2-dev libcjson-dev
       libcriterion-dev clang libclang-rt-dev python3 python3-jsonschema libopenblas-dev
-      libxxhash-dev nettle-dev fortunes g++ libsentencepiece-dev python3-sentencepiece libpcre2-dev)
+      libxxhash-dev nettle-dev fortunes g++ libsentencepiece-dev python3-sentencepiece libpcre2-dev
+      gobjc)
+# gobjc (GNU Objective-C, with libobjc) builds the ane backend's Linux stand-in framework (testsuite/ane/).
 # node and npm run the GPT-2 tokenizer's reference (testsuite/text/gpt2_agree.sh):
 # Debian's, unless the machine has its own.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then pkgs+=(nodejs npm); fi

@@ -1,0 +1,101 @@
+/*
+ * Binding the ane backend to the framework (ane_framework.h). The names are
+ * the ones the reference system and its peers use (orion-reference.md §3.1,
+ * peers.md §4.7); the descriptor factory has drifted across macOS
+ * versions, so its variants are tried in the order the Go binding probes
+ * them.
+ */
+#include "ane_framework.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef BOOL (*RespondsFn)(id, SEL, SEL);
+
+/* The descriptor factory's variants, newest first. */
+static const char *const descriptor_variants[] = {
+    "modelWithMILText:weights:optionsPlist:isMILModel:",
+    "modelWithMILText:weights:optionsPlist:",
+};
+
+const char *ane_framework_path(const char *path) {
+  if (path) return path;
+  const char *env = getenv(ANE_FRAMEWORK_ENV);
+  return env && *env ? env : ANE_FRAMEWORK_DEFAULT;
+}
+
+/* Sends query (respondsToSelector: or instancesRespondToSelector:) to a
+ * class object, having first made sure the class answers it at all. */
+static bool class_answers(Class cls, const char *query, SEL sel) {
+  SEL q = sel_registerName(query);
+  if (!class_respondsToSelector(object_getClass((id)cls), q)) return false;
+  return ANE_SEND(cls, q, RespondsFn)((id)cls, q, sel) != 0;
+}
+
+static bool bind_class(AneFramework *fw, Class *out, const char *name, char *why, size_t len) {
+  *out = objc_getClass(name);
+  if (!*out) snprintf(why, len, "the ane backend's framework '%s' has no class %s", fw->path, name);
+  return *out != NULL;
+}
+
+/* A class method (factory) of cls, or an instance method of its objects. */
+static bool bind_selector(AneFramework *fw, SEL *out, Class cls, bool instance, const char *name, char *why,
+                          size_t len) {
+  SEL sel = sel_registerName(name);
+  if (!class_answers(cls, instance ? "instancesRespondToSelector:" : "respondsToSelector:", sel)) {
+    snprintf(why, len, "the ane backend's framework '%s': %s does not respond to %s%s", fw->path,
+             class_getName(cls), instance ? "-" : "+", name);
+    return false;
+  }
+  *out = sel;
+  return true;
+}
+
+static bool bind_descriptor_factory(AneFramework *fw, char *why, size_t len) {
+  size_t n = sizeof descriptor_variants / sizeof *descriptor_variants;
+  for (size_t i = 0; i < n; i++) {
+    SEL sel = sel_registerName(descriptor_variants[i]);
+    if (class_answers(fw->descriptor, "respondsToSelector:", sel)) {
+      fw->descriptor_from_mil = sel;
+      fw->descriptor_from_mil_name = descriptor_variants[i];
+      return true;
+    }
+  }
+  snprintf(why, len, "the ane backend's framework '%s': _ANEInMemoryModelDescriptor responds to none of "
+                     "+%s, +%s", fw->path, descriptor_variants[0], descriptor_variants[1]);
+  return false;
+}
+
+bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t len) {
+  memset(fw, 0, sizeof *fw);
+  fw->path = ane_framework_path(path);
+  fw->handle = dlopen(fw->path, RTLD_NOW | RTLD_LOCAL);
+  if (!fw->handle) {
+    const char *err = dlerror();
+    snprintf(why, len, "the ane backend cannot open its framework '%s' (set %s to another path): %s", fw->path,
+             ANE_FRAMEWORK_ENV, err ? err : "unknown error");
+    return false;
+  }
+  bool ok = bind_class(fw, &fw->descriptor, "_ANEInMemoryModelDescriptor", why, len) &&
+            bind_class(fw, &fw->model, "_ANEInMemoryModel", why, len) &&
+            bind_class(fw, &fw->request, "_ANERequest", why, len) &&
+            bind_class(fw, &fw->surface_object, "_ANEIOSurfaceObject", why, len) &&
+            bind_descriptor_factory(fw, why, len) &&
+            bind_selector(fw, &fw->model_from_descriptor, fw->model, false, "inMemoryModelWithDescriptor:", why,
+                          len) &&
+            bind_selector(fw, &fw->compile, fw->model, true, "compileWithQoS:options:error:", why, len) &&
+            bind_selector(fw, &fw->load, fw->model, true, "loadWithQoS:options:error:", why, len) &&
+            bind_selector(fw, &fw->evaluate, fw->model, true, "evaluateWithQoS:options:request:error:", why, len) &&
+            bind_selector(fw, &fw->unload, fw->model, true, "unloadWithQoS:error:", why, len) &&
+            bind_selector(fw, &fw->request_new, fw->request, false,
+                          "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:"
+                          "procedureIndex:",
+                          why, len) &&
+            bind_selector(fw, &fw->surface_object_new, fw->surface_object, false, "objectWithIOSurface:", why, len);
+  if (!ok) ane_framework_close(fw);
+  return ok;
+}
+
+void ane_framework_close(AneFramework *fw) { memset(fw, 0, sizeof *fw); }

@@ -1,0 +1,47 @@
+/*
+ * The ane backend's binding to AppleNeuralEngine.framework (or to the
+ * Linux stand-in, testsuite/ane/): the framework opened with dlopen, the
+ * classes the lifecycle needs looked up, and every selector it sends
+ * checked with respondsToSelector: — where the framework has drifted
+ * (docs/ane-backend.md, the variants of peers.md §4.7), the known variants
+ * are probed in order and the one found is recorded. A framework that is
+ * missing or lacks a class or selector is a clear error at open, not a
+ * crash at the first message.
+ */
+#ifndef ORION_ANE_FRAMEWORK_H
+#define ORION_ANE_FRAMEWORK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "objc_port.h"
+
+/* Where the framework is: the environment variable names another file (the
+ * stand-in's shared library in the tests); the default is Apple's. */
+#define ANE_FRAMEWORK_ENV "ORION_ANE_FRAMEWORK"
+#define ANE_FRAMEWORK_DEFAULT "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine"
+
+typedef struct AneFramework {
+  void *handle;
+  const char *path;
+  Class descriptor, model, request, surface_object;
+  /* The descriptor factory that was found, and its name (a variant). */
+  SEL descriptor_from_mil;
+  const char *descriptor_from_mil_name;
+  SEL model_from_descriptor, compile, load, evaluate, unload, request_new, surface_object_new;
+} AneFramework;
+
+/* The framework's path: path if given, else $ORION_ANE_FRAMEWORK if set,
+ * else ANE_FRAMEWORK_DEFAULT. */
+const char *ane_framework_path(const char *path);
+
+/* Opens the framework at ane_framework_path(path) and binds it. On failure
+ * writes into why a clause naming the ane backend (no final period) and
+ * returns false. */
+bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t len);
+
+/* Forgets the binding. The library stays mapped: an Objective-C runtime
+ * cannot unregister the classes a framework brought. */
+void ane_framework_close(AneFramework *fw);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * The ane backend's IOSurfaces: the system functions it needs
+ * (iosurface_port.h) resolved from an opened library with dlsym — the
+ * stand-in framework on Linux — so a missing one is a clear error; and a
+ * surface made the way the reference makes its tensors (orion-reference.md
+ * §3.1: width = bytes, height 1, one byte per element, bytes per row =
+ * alloc size = bytes, pixel format 0).
+ */
+#ifndef ORION_ANE_IOSURFACE_H
+#define ORION_ANE_IOSURFACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "iosurface_port.h"
+
+typedef struct AneSystem {
+  CFNumberRef (*number_create)(CFAllocatorRef, CFNumberType, const void *);
+  CFDictionaryRef (*dictionary_create)(CFAllocatorRef, const void **, const void **, CFIndex,
+                                       const CFDictionaryKeyCallBacks *, const CFDictionaryValueCallBacks *);
+  void (*release)(CFTypeRef);
+  IOSurfaceRef (*surface_create)(CFDictionaryRef);
+  kern_return_t (*lock)(IOSurfaceRef, uint32_t, uint32_t *);
+  kern_return_t (*unlock)(IOSurfaceRef, uint32_t, uint32_t *);
+  void *(*base_address)(IOSurfaceRef);
+  size_t (*alloc_size)(IOSurfaceRef);
+  const CFDictionaryKeyCallBacks *key_callbacks;
+  const CFDictionaryValueCallBacks *value_callbacks;
+  CFStringRef width, height, bytes_per_element, bytes_per_row, alloc_size_key, pixel_format;
+} AneSystem;
+
+/* Resolves every function and constant from handle (a dlopen'd library
+ * called where, for the message); on failure writes into why a clause
+ * naming the ane backend and the missing symbol. */
+bool ane_system_bind(AneSystem *sys, void *handle, const char *where, char *why, size_t len);
+
+/* A surface of bytes bytes (NULL if the system refuses it); free it with
+ * sys->release. */
+IOSurfaceRef ane_iosurface_create(const AneSystem *sys, uint64_t bytes);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * The ane backend's binding to its framework (runtime/ane/ane_framework.h)
+ * against the Linux stand-in (standin_objects.m, three builds): the classes
+ * and selectors bound, the descriptor factory's variants probed in order
+ * (the newer one when present, else the fallback), and the exact errors for
+ * a missing framework, a missing class and the path's defaults. Each test
+ * runs in its own process (Criterion), so the classes one stand-in build
+ * registers never meet another's.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ane_framework.h"
+
+static const char *standin(const char *name, char *buf, size_t len) {
+  const char *dir = getenv("ANE_STANDIN_DIR");
+  cr_assert_not_null(dir, "ANE_STANDIN_DIR (meson test sets it)");
+  snprintf(buf, len, "%s/%s", dir, name);
+  return buf;
+}
+
+Test(framework, binds_every_class_and_falls_back_to_the_older_descriptor_factory) {
+  char path[4096], why[1024] = "";
+  AneFramework fw;
+  bool ok = ane_framework_open(&fw, standin("libane_standin.so", path, sizeof path), why, sizeof why);
+  cr_assert(ok, "%s", why);
+  cr_assert_str_eq(class_getName(fw.descriptor), "_ANEInMemoryModelDescriptor");
+  cr_assert_str_eq(class_getName(fw.model), "_ANEInMemoryModel");
+  cr_assert_str_eq(class_getName(fw.request), "_ANERequest");
+  cr_assert_str_eq(class_getName(fw.surface_object), "_ANEIOSurfaceObject");
+  cr_assert_str_eq(fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:");
+  cr_assert_str_eq(sel_getName(fw.descriptor_from_mil), "modelWithMILText:weights:optionsPlist:");
+  cr_assert_str_eq(sel_getName(fw.compile), "compileWithQoS:options:error:");
+  cr_assert_str_eq(sel_getName(fw.evaluate), "evaluateWithQoS:options:request:error:");
+  cr_assert_str_eq(sel_getName(fw.surface_object_new), "objectWithIOSurface:");
+  ane_framework_close(&fw);
+  cr_assert_null(fw.handle);
+}
+
+Test(framework, prefers_the_newer_descriptor_factory_when_both_are_there) {
+  char path[4096], why[1024] = "";
+  AneFramework fw;
+  cr_assert(ane_framework_open(&fw, standin("libane_standin_newer.so", path, sizeof path), why, sizeof why), "%s",
+            why);
+  cr_assert_str_eq(fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:");
+  ane_framework_close(&fw);
+}
+
+/* A selector the stand-in does not have is not answered: the probe does not
+ * take a class's silence for a yes (the GNU runtime's lookup of a missing
+ * method returns a forwarding stub, never NULL). */
+Test(framework, an_instance_selector_is_checked_not_assumed) {
+  char path[4096], why[1024] = "";
+  AneFramework fw;
+  cr_assert(ane_framework_open(&fw, standin("libane_standin.so", path, sizeof path), why, sizeof why), "%s", why);
+  SEL q = sel_registerName("instancesRespondToSelector:");
+  typedef BOOL (*RespondsFn)(id, SEL, SEL);
+  cr_assert(ANE_SEND(fw.model, q, RespondsFn)((id)fw.model, q, fw.load));
+  cr_assert_not(ANE_SEND(fw.model, q, RespondsFn)((id)fw.model, q, sel_registerName("loadWithQoS:error:")));
+  ane_framework_close(&fw);
+}
+
+Test(framework, a_missing_class_is_named) {
+  char path[4096], why[1024] = "", want[8192];
+  AneFramework fw;
+  standin("libane_standin_no_request.so", path, sizeof path);
+  cr_assert_not(ane_framework_open(&fw, path, why, sizeof why));
+  snprintf(want, sizeof want, "the ane backend's framework '%s' has no class _ANERequest", path);
+  cr_assert_str_eq(why, want);
+  cr_assert_null(fw.handle);
+}
+
+Test(framework, a_missing_framework_is_a_clear_error) {
+  char why[1024] = "";
+  AneFramework fw;
+  cr_assert_not(ane_framework_open(&fw, "/nonexistent/libane_standin.so", why, sizeof why));
+  const char *want = "the ane backend cannot open its framework '/nonexistent/libane_standin.so' (set "
+                     "ORION_ANE_FRAMEWORK to another path): ";
+  cr_assert_eq(strncmp(why, want, strlen(want)), 0, "%s", why);
+}
+
+/* meson test sets ORION_ANE_FRAMEWORK to the stand-in. */
+Test(framework, the_path_is_the_argument_else_the_environment_else_apples) {
+  cr_assert_str_eq(ane_framework_path("/x/y.so"), "/x/y.so");
+  const char *env = getenv(ANE_FRAMEWORK_ENV);
+  cr_assert_not_null(env);
+  cr_assert_str_eq(ane_framework_path(NULL), env);
+  char why[1024] = "";
+  AneFramework fw;
+  cr_assert(ane_framework_open(&fw, NULL, why, sizeof why), "%s", why);
+  cr_assert_str_eq(fw.path, env);
+  ane_framework_close(&fw);
+  cr_assert_str_eq(ANE_FRAMEWORK_DEFAULT,
+                   "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine");
+}
