@@ -112,7 +112,8 @@ static const CliSpec run_spec = {
              "       orion-run patch PACKAGE --weights FILE.safetensors ...  (see orion-run patch --help)\n"
              "       orion-run plot LOG.jsonl -o FILE.svg  (see orion-run plot --help)\n"
              "       orion-run train PACKAGE --data FILE --steps N --lr LR ...  (see orion-run train --help)\n"
-             "       orion-run generate PACKAGE --tokenizer PATH --prompt TEXT ...  (see orion-run generate --help)\n",
+             "       orion-run generate PACKAGE --tokenizer PATH --prompt TEXT ...  (see orion-run generate --help)\n"
+             "       orion-run probe [--backend ane] [--chip NAME] [-o FILE]  (see orion-run probe --help)\n",
     .description = "Runs a compiled orion program (a .anepkg package, or a directory holding a\n"
                    "model.mil and its weights) on a backend (by default the CPU reference backend).\n",
     .options = run_options,
@@ -398,6 +399,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "plot")) return orion_run_plot(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "train")) return orion_run_train(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "generate")) return orion_run_generate(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "probe")) return orion_run_probe(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) return rc;

@@ -1,6 +1,6 @@
 /*
  * The parts of orion-run that live in their own files: the `patch`, `plot`,
- * `train` and `generate` subcommands and the check behind patch --verify.
+ * `train`, `generate` and `probe` subcommands and the check behind patch --verify.
  */
 #ifndef ORION_RUN_H
 #define ORION_RUN_H
@@ -15,6 +15,8 @@ int orion_run_patch(int argc, char **argv);
 int orion_run_plot(int argc, char **argv);
 /* `orion-run train PACKAGE --data FILE --steps N --lr LR ...` (argv[0] is "train"). */
 int orion_run_train(int argc, char **argv);
+/* `orion-run probe [--backend ane] [--chip NAME] [-o FILE] ...` (argv[0] is "probe"). */
+int orion_run_probe(int argc, char **argv);
 /* `orion-run generate PACKAGE --tokenizer PATH --prompt TEXT ...` (argv[0] is "generate"). */
 int orion_run_generate(int argc, char **argv);
 

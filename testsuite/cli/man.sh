@@ -5,7 +5,7 @@
 # installed, each page must also format without a warning.
 #
 #   man.sh ORIONC ORION_RUN ORION_INSPECT ORION_LINT orionc.1 orion-run.1 orion-run-patch.1 orion-run-plot.1 \
-#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1 orion-convert.1 orion-tokenize.1 ...
+#     orion-run-train.1 orion-inspect.1 orion-lint.1 orion-run-generate.1 orion-convert.1 orion-tokenize.1 ... orion-run-probe.1
 # (the tools first: ORIONC ORION_RUN ORION_INSPECT ORION_LINT ORION_CONVERT ORION_TOKENIZE, then the pages)
 set -u
 orionc=$(realpath "$1") run=$(realpath "$2") inspect=$(realpath "$3") lint=$(realpath "$4")
@@ -86,6 +86,7 @@ agree orion-run-generate "${pages[7]}" "$run" generate
 agree orion-convert "${pages[8]}" "$convert"
 agree orion-tokenize "${pages[9]}" "$tokenize"
 agree orion-tokenize-train "${pages[10]}" "$tokenize" train
+agree orion-run-probe "${pages[11]}" "$run" probe
 # Every option of --help, the hidden spellings aside, is in the page of its tool.
 check orionc-werror 0 grep -c -- '\\-Werror' "${pages[0]}"
 finish
