@@ -199,8 +199,6 @@ int orion_run_probe(int argc, char **argv) {
   if (!table) goto done;
   const ConstraintChip *known = constraints_chip(table, chip);
   if (!a.target_given) a.opt.target = known ? known->target : MIL_IOS18;
-  if (!known)
-    fprintf(stderr, "orion-run probe: note: the table has no chip '%s'; the JSON adds it (name it with --chip)\n", chip);
   b = orion_backend_open(a.backend, NULL, &d);
   if (!b) {
     if (!strcmp(a.backend, "ane"))
@@ -208,6 +206,8 @@ int orion_run_probe(int argc, char **argv) {
                 "which rejects nothing");
     goto done;
   }
+  if (!known)
+    fprintf(stderr, "orion-run probe: note: the table has no chip '%s'; the JSON adds it (name it with --chip)\n", chip);
   fprintf(stderr, "orion-run probe: backend %s, chip %s, programs in MIL %s <%s>\n", a.backend, chip,
           mil_program_version(a.opt.target), mil_target_name(a.opt.target));
   a.opt.progress = say_progress;

@@ -8,6 +8,7 @@
 #include "probe_internal.h"
 
 #include "orion/fp16.h"
+#include "orion/temporaries.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -192,6 +193,7 @@ ProbeProgram *probe_program_open(ProbeSession *s, const char *mil, float fill, c
   if (!ok) sb_printf(&messages, "cannot make %s: %s", pp->dir, strerror(errno));
   sb_puts(&path, "/model.mil");
   if (ok && !write_text(path.data, mil, error)) goto fail;
+  test_pause_at("probe-program"); /* a program written in the private directory (testsuite/cli/probe.sh) */
   if (ok) pp->program = orion_open(pp->dir, &(OrionOpenOptions){.reload = ORION_RELOAD_AUTO}, &d);
   if (ok && !pp->program) ok = false;
   if (ok) pp->exec = orion_backend_prepare(s->backend, pp->program, 0, &(OrionPrepareOptions){0}, &d);
