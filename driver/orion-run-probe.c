@@ -36,15 +36,17 @@ static const CliOption probe_options[] = {
      "a chip name"},
     {OPT_TARGET, 0, "target", CLI_VALUE, CLI_WORD, " T",
      "the MIL dialect of the probe programs: ios16, ios17\n"
-     "or ios18 (default: the chip's in the table, else ios18)",
+     "or ios18 (default: the chip's in the table, else\n"
+     "ios18; the newest accepted if the device refuses it)",
      "a target"},
     {OPT_OUTPUT, 'o', "output", CLI_VALUE, 0, " FILE",
      "write the JSON to FILE (atomically: nothing is left\n"
      "on failure or interruption) instead of standard output",
      "a file"},
     {OPT_ONLY, 0, "only", CLI_VALUE, 0, " LIST",
-     "run only these probes, comma-separated: channels,\n"
-     "surface, concat, gelu, sram, dispatch, compiles",
+     "run only these probes, comma-separated: dialect,\n"
+     "channels, surface, concat, gelu, sram, dispatch,\n"
+     "compiles",
      "a list of probes"},
     {OPT_MAX_COMPILES, 0, "max-compiles", CLI_VALUE, 0, " N",
      "the compile-budget probe stops after N programs,\n"
@@ -54,7 +56,9 @@ static const CliOption probe_options[] = {
      "the SRAM probe's largest working set (default:\n"
      "100663296, 96 MiB)",
      "a number of bytes"},
-    {OPT_RUNS, 0, "runs", CLI_VALUE, 0, " N", "timed runs of the dispatch probe, 1 to 100000 (default: 100)",
+    {OPT_RUNS, 0, "runs", CLI_VALUE, 0, " N",
+     "timed runs of the dispatch probe, 1 to 100000\n"
+     "(default: 100)",
      "a count"},
     {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL, "print the JSON on standard output also with -o", NULL},
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "report every program tried", NULL},
@@ -65,17 +69,17 @@ static const CliSpec probe_spec = {
     .program = "orion-run probe",
     .usage = "usage: orion-run probe [options] [--backend ane] [--chip NAME] [-o FILE]\n",
     .description = "Measures what the ANE constraint table's per-chip figures come from, with\n"
-                   "small programs run on the backend: the largest channel count, the smallest\n"
-                   "surface, whether concat and gelu are accepted, the SRAM cliff, the dispatch\n"
-                   "overhead and the compile budget. A rejection is a prepare or run that\n"
-                   "fails; its error is kept. The JSON holds the chip's entry for\n"
-                   "constraints/ane_constraints.json and every measurement (see\n"
+                   "small programs run on the backend: the newest MIL dialect accepted (the\n"
+                   "other probes use it if the chosen one is refused), the largest channel\n"
+                   "count, the smallest surface, whether concat and gelu are accepted, the SRAM\n"
+                   "cliff, the dispatch overhead and the compile budget. A rejection is a\n"
+                   "prepare or run that fails; its error is kept. The JSON holds the chip's\n"
+                   "entry for constraints/ane_constraints.json and every measurement (see\n"
                    "docs/ane-backend.md, \"Validating on a Mac\"); progress and a summary go to\n"
                    "standard error.\n",
     .options = probe_options,
     .noptions = sizeof probe_options / sizeof *probe_options,
-    .epilogue = "exit status: 0 the probes ran (rejections are results), 1 they could not run or the\n"
-                "output could not be written, 2 usage error, 3 out of memory\n",
+    .epilogue = "exit status: 0 the probes ran (rejections are results), 1 they could not run or write, 2 usage error\n",
     .help_column = 25,
 };
 
@@ -93,7 +97,7 @@ static int parse_only(ProbeArgs *a, const char *v) {
   for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
     OrionProbeKind k;
     if (!orion_probe_from_name(w, &k)) {
-      rc = usage_error("unknown probe '%s' (expected channels, surface, concat, gelu, sram, dispatch or compiles)", w);
+      rc = usage_error("unknown probe '%s' (expected dialect, channels, surface, concat, gelu, sram, dispatch or compiles)", w);
       break;
     }
     a->opt.only |= 1u << k;

@@ -21,6 +21,7 @@ typedef struct FakeDevice {
   uint64_t max_channels;      /* M: dims[1] of every input and output */
   uint32_t compile_budget;    /* K: successful prepares */
   bool reject_concat, reject_gelu;
+  bool reject_v13; /* program(1.3) (ios18), as M1 and M2 do */
   uint32_t compiles; /* so far */
 } FakeDevice;
 
@@ -52,6 +53,10 @@ static bool tensor_ok(const OrionTensorInfo *t, Diag *d) {
 
 static void *fake_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
   const MilFunc *f = orion_function_mil(p, fn);
+  if (fake.reject_v13 && f->ios >= 18) {
+    diag_error(d, (SrcSpan){0}, "fake device: the MIL parser refuses <%s>", f->opset);
+    return NULL;
+  }
   for (uint32_t i = 0; i < f->nstmts; i++)
     if ((fake.reject_concat && !strcmp(f->stmts[i].op, "concat")) ||
         (fake.reject_gelu && !strcmp(f->stmts[i].op, "gelu"))) {
@@ -166,6 +171,46 @@ Test(probe, finds_the_fake_devices_limits) {
   finish(b, &r);
 }
 
+static ConstraintTable *builtin(void);
+static const ConstraintChip *merged_chip(const cJSON *entry, const char *chip, ConstraintTable **out);
+
+/* The dialect probe finds program(1.3) refused, and the probes after it
+ * use the newest dialect accepted; the JSON's chip target says so and
+ * still loads into the table. */
+Test(probe, dialect_refused_falls_back) {
+  FakeDevice dev = typical;
+  dev.reject_v13 = true;
+  OrionBackend *b = open_fake(dev);
+  OrionProbeReport r;
+  OrionProbeOptions o = small_options(1u << ORION_PROBE_DIALECT | 1u << ORION_PROBE_GELU | 1u << ORION_PROBE_CHANNELS |
+                                      1u << ORION_PROBE_SURFACE);
+  cr_assert(orion_probe_run(b, &o, &r, &diag), "%s", messages.data);
+  cr_assert(r.dialects.ran && r.dialects.found);
+  cr_assert(r.dialects.accepted[MIL_IOS16] && r.dialects.accepted[MIL_IOS17] && !r.dialects.accepted[MIL_IOS18]);
+  cr_assert_not_null(strstr(r.dialects.error[MIL_IOS18], "refuses <ios18>"), "%s", r.dialects.error[MIL_IOS18]);
+  cr_assert_eq(r.dialects.newest, MIL_IOS17);
+  cr_assert_eq(r.target, MIL_IOS17);
+  cr_assert_eq(r.surface.accepted * 64, 4096); /* found in program(1.0), not refused for its dialect */
+  cr_assert(!r.gelu.accepted);
+  cr_assert_not_null(strstr(r.gelu.error, "FAILED: gelu"), "%s", r.gelu.error);
+  ConstraintTable *t = builtin();
+  cr_assert_not_null(t, "%s", messages.data);
+  char *text = orion_probe_report_json(&r, t, "m4", "9.9.9", "2026-12-02");
+  cJSON *root = cJSON_Parse(text);
+  const cJSON *entry = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "chips"), "m4");
+  const cJSON *target = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry, "target"), "value");
+  cr_assert_str_eq(target->valuestring, "ios17");
+  ConstraintTable *merged;
+  const ConstraintChip *c = merged_chip(entry, "m4", &merged);
+  cr_assert_eq(c->target, MIL_IOS17);
+  cr_assert_eq(c->min_surface_bytes.value, 4096);
+  constraints_free(merged);
+  cJSON_Delete(root);
+  free(text);
+  constraints_free(t);
+  finish(b, &r);
+}
+
 /* The searches' boundaries wherever they fall, not only at round numbers. */
 Test(probe, finds_odd_limits) {
   OrionBackend *b = open_fake((FakeDevice){.min_surface_bytes = 49152 + 1, .max_channels = 16385,
@@ -204,6 +249,7 @@ Test(probe, nothing_rejected_in_either_dialect) {
     o.max_surface_bytes = 8192;
     o.max_compiles = 3;
     cr_assert(orion_probe_run(b, &o, &r, &diag), "%s", messages.data);
+    for (int d = MIL_IOS16; d <= MIL_IOS18; d++) cr_assert(r.dialects.accepted[d], "%s", r.dialects.error[d]);
     cr_assert(r.channels.all_accepted && !r.channels.found);
     cr_assert_eq(r.channels.accepted, 4096);
     cr_assert(!r.surface.found && !r.surface.none);
@@ -285,7 +331,8 @@ static void check_json(const char *chip, bool known) {
     cr_assert_eq(c->sram_budget_bytes.value, before ? before->sram_budget_bytes.value
                                                     : constraints_target(t, MIL_IOS18)->sram_budget_bytes);
   }
-  if (known) cr_assert_eq(c->target, constraints_chip(t, chip)->target);
+  cr_assert_eq(c->target, MIL_IOS18); /* measured: the fake takes every dialect */
+  if (known) cr_assert_str_eq(c->description, constraints_chip(t, chip)->description);
   constraints_free(merged);
   cJSON_Delete(root);
   free(text);

@@ -3,7 +3,7 @@
  * directories (model.mil, no weights) in a private temporary directory,
  * opened with orion_open and prepared and run on any OrionBackend, to
  * measure what the constraint table's per-chip figures come from: the
- * smallest surface accepted, the largest channel count, whether concat and
+ * newest MIL dialect accepted, the smallest surface accepted, the largest channel count, whether concat and
  * gelu are accepted, the SRAM cliff, the dispatch overhead and the compile
  * budget. A rejection is a prepare or run that fails (or gives a wrong
  * result); its error text is kept. Every probe is bounded in sizes, program
@@ -17,6 +17,7 @@
 #include "orion/constraint_table.h"
 
 typedef enum OrionProbeKind {
+  ORION_PROBE_DIALECT,  /* first: a dialect the device refuses would fail every other probe */
   ORION_PROBE_CHANNELS, /* runs before the surface probe, which stays below its limit */
   ORION_PROBE_SURFACE,
   ORION_PROBE_CONCAT,
@@ -27,7 +28,7 @@ typedef enum OrionProbeKind {
   ORION_PROBE_COUNT
 } OrionProbeKind;
 
-/* "channels", "surface", "concat", "gelu", "sram", "dispatch", "compiles". */
+/* "dialect", "channels", "surface", "concat", "gelu", "sram", "dispatch", "compiles". */
 const char *orion_probe_name(OrionProbeKind k);
 /* The kind called name; false if none. */
 bool orion_probe_from_name(const char *name, OrionProbeKind *out);
@@ -39,7 +40,9 @@ bool orion_probe_from_name(const char *name, OrionProbeKind *out);
 
 typedef struct OrionProbeOptions {
   unsigned only;            /* bits 1u << OrionProbeKind; 0: every probe */
-  MilTarget target;         /* the MIL dialect of the programs */
+  /* The MIL dialect of the programs; if the dialect probe finds the
+   * device refuses it, the newest one it accepts. */
+  MilTarget target;
   uint32_t max_compiles;    /* the compile-budget probe stops here (0: 200) */
   uint64_t max_surface_bytes; /* the surface search's top (0: 1 MiB) */
   uint64_t max_channels;    /* the channel search's top (0: 262144) */
@@ -74,6 +77,16 @@ typedef struct OrionProbeSearch {
   OrionProbeAttempt *attempts;
   uint32_t nattempts;
 } OrionProbeSearch;
+
+/* The same relu program in each dialect (ios16 and ios17 are program(1.0),
+ * ios18 program(1.3)). */
+typedef struct OrionProbeDialects {
+  bool ran;
+  bool accepted[CONSTRAINT_TARGET_COUNT]; /* indexed by MilTarget */
+  char *error[CONSTRAINT_TARGET_COUNT];
+  bool found;       /* one was accepted */
+  MilTarget newest; /* the newest accepted (when found) */
+} OrionProbeDialects;
 
 typedef struct OrionProbeAcceptance {
   bool ran, accepted;
@@ -117,7 +130,8 @@ typedef struct OrionProbeCompiles {
 
 typedef struct OrionProbeReport {
   char *backend;
-  MilTarget target;
+  MilTarget target; /* the dialect the probes after the dialect probe used */
+  OrionProbeDialects dialects;
   OrionProbeSearch channels, surface;
   OrionProbeAcceptance concat, gelu;
   OrionProbeSram sram;

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const probe_names[ORION_PROBE_COUNT] = {"channels", "surface", "concat", "gelu",
-                                                           "sram",     "dispatch", "compiles"};
+static const char *const probe_names[ORION_PROBE_COUNT] = {"dialect", "channels", "surface", "concat",
+                                                           "gelu",    "sram",     "dispatch", "compiles"};
 
 const char *orion_probe_name(OrionProbeKind k) { return k < ORION_PROBE_COUNT ? probe_names[k] : "?"; }
 
@@ -43,7 +43,6 @@ bool orion_probe_run(OrionBackend *b, const OrionProbeOptions *opt, OrionProbeRe
   *r = (OrionProbeReport){0};
   ProbeSession s = {.backend = b, .opt = with_defaults(opt), .report = r};
   r->backend = xstrdup(orion_backend_name(b));
-  r->target = s.opt.target;
   const char *parent = s.opt.temp_parent ? s.opt.temp_parent : getenv("TMPDIR");
   if (!parent || !*parent) parent = "/tmp";
   StrBuf dir;
@@ -57,6 +56,16 @@ bool orion_probe_run(OrionBackend *b, const OrionProbeOptions *opt, OrionProbeRe
   s.dir = dir.data;
   unsigned only = s.opt.only ? s.opt.only : (1u << ORION_PROBE_COUNT) - 1;
 #define WANT(k) (only & (1u << (k)))
+  if (WANT(ORION_PROBE_DIALECT)) {
+    probe_say(&s, false, "probing the MIL dialects");
+    probe_dialects(&s, &r->dialects);
+    if (!r->dialects.accepted[s.opt.target] && r->dialects.found) {
+      probe_say(&s, false, "%s was rejected: the other probes use %s", mil_target_name(s.opt.target),
+                mil_target_name(r->dialects.newest));
+      s.opt.target = r->dialects.newest;
+    }
+  }
+  r->target = s.opt.target;
   uint64_t limit = s.opt.max_channels;
   if (WANT(ORION_PROBE_CHANNELS)) {
     probe_say(&s, false, "probing the largest channel count (up to %llu)", (unsigned long long)limit);
@@ -108,6 +117,7 @@ static void free_search(OrionProbeSearch *s) {
 void orion_probe_report_free(OrionProbeReport *r) {
   if (!r) return;
   free(r->backend);
+  for (int t = 0; t < CONSTRAINT_TARGET_COUNT; t++) free(r->dialects.error[t]);
   free_search(&r->channels);
   free_search(&r->surface);
   free(r->concat.error);
@@ -134,6 +144,12 @@ static void put_acceptance(StrBuf *out, const char *what, const OrionProbeAccept
 
 void orion_probe_report_summary(const OrionProbeReport *r, StrBuf *out) {
   const OrionProbeSearch *c = &r->channels, *s = &r->surface;
+  if (r->dialects.ran) {
+    sb_printf(out, "  %-15s ", "dialects:");
+    for (int t = MIL_IOS16; t <= MIL_IOS18; t++)
+      sb_printf(out, "%s%s %s", t ? ", " : "", mil_target_name((MilTarget)t), r->dialects.accepted[t] ? "accepted" : "rejected");
+    sb_putc(out, '\n');
+  }
   if (c->ran) {
     sb_printf(out, "  %-15s ", "channels:");
     if (c->found)

@@ -58,6 +58,7 @@ void probe_say(ProbeSession *s, bool verbose_only, const char *fmt, ...) ORION_P
 
 /* ---- the probes (probe_limits.c, probe_timing.c) ---- */
 
+void probe_dialects(ProbeSession *s, OrionProbeDialects *out);
 void probe_channels(ProbeSession *s, OrionProbeSearch *out);
 /* Below max_channels (the channel probe's result, or a default). */
 void probe_surface(ProbeSession *s, uint64_t max_channels, OrionProbeSearch *out);

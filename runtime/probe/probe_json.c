@@ -51,15 +51,18 @@ static cJSON *chip_number(bool measured, uint64_t value, const char *how, const 
 
 static cJSON *chip_entry(const OrionProbeReport *r, const ConstraintTable *table, const char *chip, const char *stamp) {
   const ConstraintChip *c = constraints_chip(table, chip);
-  MilTarget target = c ? c->target : r->target;
+  MilTarget target = r->dialects.found ? r->dialects.newest : c ? c->target : r->target;
   const ConstraintTarget *defaults = constraints_target(table, target);
   Known surface, sram, dim;
   StrBuf inherited_source; /* cJSON copies it */
   sb_init(&inherited_source);
   if (c) {
-    surface = (Known){c->min_surface_bytes, c->min_surface_bytes.value};
-    sram = (Known){c->sram_budget_bytes, c->sram_budget_bytes.value};
-    dim = (Known){c->max_tensor_dim, c->max_tensor_dim.value};
+    /* An inherited figure follows the target (the dialect probe may have changed it). */
+    surface = (Known){c->min_surface_bytes,
+                      c->min_surface_bytes.inherited ? defaults->min_surface_bytes : c->min_surface_bytes.value};
+    sram = (Known){c->sram_budget_bytes,
+                   c->sram_budget_bytes.inherited ? defaults->sram_budget_bytes : c->sram_budget_bytes.value};
+    dim = (Known){c->max_tensor_dim, c->max_tensor_dim.inherited ? defaults->max_tensor_dim : c->max_tensor_dim.value};
   } else {
     sb_printf(&inherited_source, "no figure for this chip yet: the default of target %s", mil_target_name(target));
     ConstraintChipValue inherited = {.inherited = true, .source = inherited_source.data};
@@ -69,7 +72,18 @@ static cJSON *chip_entry(const OrionProbeReport *r, const ConstraintTable *table
   }
   cJSON *e = cJSON_CreateObject();
   cJSON_AddStringToObject(e, "description", c ? c->description : "a chip orion-run probe measured (describe it)");
-  if (c) {
+  if (r->dialects.found) {
+    StrBuf src;
+    sb_init(&src);
+    sb_printf(&src, "orion-run probe (%s): the newest MIL dialect whose relu program was accepted", stamp);
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "value", mil_target_name(r->dialects.newest));
+    cJSON_AddBoolToObject(t, "inherited", false);
+    cJSON_AddStringToObject(t, "source", src.data);
+    cJSON_AddBoolToObject(t, "disputed", false);
+    cJSON_AddItemToObject(e, "target", t);
+    sb_free(&src);
+  } else if (c) {
     cJSON *t = table_value(&c->dialect, 0);
     cJSON_ReplaceItemInObject(t, "value", cJSON_CreateString(mil_target_name(c->target)));
     cJSON_AddItemToObject(e, "target", t);
@@ -145,6 +159,15 @@ static cJSON *probe_json(const OrionProbeReport *r, const char *chip, const char
   cJSON_AddStringToObject(p, "chip", chip);
   cJSON_AddStringToObject(p, "target", mil_target_name(r->target));
   cJSON_AddNumberToObject(p, "programs_prepared", r->prepared);
+  if (r->dialects.ran) {
+    cJSON *o = cJSON_AddObjectToObject(p, "dialects");
+    for (int t = MIL_IOS16; t <= MIL_IOS18; t++) {
+      cJSON *d = cJSON_AddObjectToObject(o, mil_target_name((MilTarget)t));
+      cJSON_AddStringToObject(d, "program", mil_program_version((MilTarget)t));
+      cJSON_AddBoolToObject(d, "accepted", r->dialects.accepted[t]);
+      add_text(d, "error", r->dialects.error[t]);
+    }
+  }
   if (r->channels.ran) cJSON_AddItemToObject(p, "channels", search_json(&r->channels, false));
   if (r->surface.ran) cJSON_AddItemToObject(p, "surface", search_json(&r->surface, true));
   if (r->concat.ran) cJSON_AddItemToObject(p, "concat", acceptance_json(&r->concat));

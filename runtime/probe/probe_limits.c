@@ -78,6 +78,21 @@ static void search(ProbeSession *s, OrionProbeSearch *out, const char *what, uin
   free(error);
 }
 
+void probe_dialects(ProbeSession *s, OrionProbeDialects *out) {
+  out->ran = true;
+  for (int t = MIL_IOS16; t <= MIL_IOS18; t++) {
+    /* 768 channels: the table's default minimum surface, 49152 bytes. */
+    char *mil = probe_mil_text((MilTarget)t, PROBE_OP_RELU, 768, ORION_PROBE_WIDTH, 0);
+    out->accepted[t] = probe_try(s, mil, &out->error[t]);
+    free(mil);
+    probe_say(s, true, "  dialect: %s %s", mil_target_name((MilTarget)t), out->accepted[t] ? "accepted" : "rejected");
+    if (out->accepted[t]) {
+      out->found = true;
+      out->newest = (MilTarget)t;
+    }
+  }
+}
+
 void probe_channels(ProbeSession *s, OrionProbeSearch *out) {
   /* 1024 channels: a 64 KiB surface, above every reported minimum. */
   uint64_t start = s->opt.max_channels < 1024 ? s->opt.max_channels : 1024;

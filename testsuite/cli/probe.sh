@@ -22,7 +22,7 @@ check listed 0 "$run" --help
 contains listed "orion-run probe [--backend ane]"
 
 check only-unknown 2 "$run" probe --backend=cpu --only concat,cliff
-contains only-unknown "orion-run probe: error: unknown probe 'cliff' (expected channels, surface, concat, gelu, sram, dispatch or compiles)"
+contains only-unknown "orion-run probe: error: unknown probe 'cliff' (expected dialect, channels, surface, concat, gelu, sram, dispatch or compiles)"
 check only-empty 2 "$run" probe --backend=cpu --only ,
 contains only-empty "--only needs at least one probe"
 check max-compiles-0 2 "$run" probe --backend=cpu --max-compiles 0
@@ -46,7 +46,7 @@ contains no-ane "note: 'orion-run probe --backend=cpu' tries the probes on the C
 if [ "$(cat kept.json)" = old ]; then pass; else fail "no-ane: kept.json changed"; fi
 
 # Both spellings of each option; the CPU backend accepts every program.
-check cpu 0 "$run" probe --backend cpu --chip=m3 --only=concat,gelu,channels --output=p.json
+check cpu 0 "$run" probe --backend cpu --chip=m3 --only=concat,gelu,channels,dialect --output=p.json
 contains cpu "orion-run probe: backend cpu, chip m3, programs in MIL 1.0 <ios16>"
 contains cpu "concat:         accepted"
 contains cpu "channels:       every count up to the cap, 262144, accepted"
@@ -58,12 +58,13 @@ e = j["chips"]["m3"]
 assert sorted(e) == ["description", "max_tensor_dim", "min_surface_bytes", "sram_budget_bytes", "target"], sorted(e)
 for k in ["min_surface_bytes", "sram_budget_bytes", "max_tensor_dim"]:
     assert {"value", "inherited", "source", "disputed"} <= set(e[k]), e[k]
-assert e["target"]["value"] == "ios16", e["target"]  # as the table has it for m3
 p = j["probe"]
 assert p["backend"] == "cpu" and p["chip"] == "m3", p
 assert p["concat"] == {"rule": "ANE001", "accepted": True, "error": None}, p["concat"]
 assert p["gelu"]["accepted"] is True
 assert p["channels"]["all_accepted"] is True and p["channels"]["largest_accepted"] == 262144
+assert [p["dialects"][t]["accepted"] for t in ["ios16", "ios17", "ios18"]] == [True] * 3, p["dialects"]
+assert e["target"]["value"] == "ios18" and "orion-run probe" in e["target"]["source"], e["target"]
 assert "surface" not in p and "sram" not in p and "compiles" not in p, sorted(p)
 ' p.json
 # Standard output by default; with -o and --json both.
