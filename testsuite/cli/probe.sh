@@ -6,10 +6,10 @@
 # run or while the file is written leaves neither the file nor the private
 # directory (ORION_TEST_PAUSE_AT, docs/testing.md).
 #
-#   probe.sh ORION_RUN
+#   probe.sh ORION_RUN ORION_LINT SOURCE_ROOT
 set -u
 set -m # background jobs keep SIGINT
-run=$(realpath "$1")
+run=$(realpath "$1") lint=$(realpath "$2") root=$(realpath "$3")
 source "$(dirname "$0")/lib.sh"
 export TMPDIR="$tmp/t"
 mkdir "$TMPDIR"
@@ -67,6 +67,16 @@ assert [p["dialects"][t]["accepted"] for t in ["ios16", "ios17", "ios18"]] == [T
 assert e["target"]["value"] == "ios18" and "orion-run probe" in e["target"]["source"], e["target"]
 assert "surface" not in p and "sram" not in p and "compiles" not in p, sorted(p)
 ' p.json
+# Merged into the shipped table as docs/ane-backend.md says, the table still loads (orion-lint's loader).
+check merge 0 /usr/bin/python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+t["chips"].update(p["chips"]); json.dump(t, open("merged.json", "w"), indent=2, ensure_ascii=False)' \
+  "$root/constraints/ane_constraints.json" p.json
+check merged-loads 0 "$lint" --table=merged.json --list
+check merged-target 0 /usr/bin/python3 -c '
+import json
+assert json.load(open("merged.json"))["chips"]["m3"]["target"]["value"] == "ios18"'
 # Standard output by default; with -o and --json both.
 "$run" probe --backend=cpu --only gelu --chip m1 --target ios16 >stdout.json 2>err.txt
 check stdout-json 0 /usr/bin/python3 -c '
