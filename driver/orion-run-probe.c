@@ -223,7 +223,10 @@ int orion_run_probe(int argc, char **argv) {
   fprintf(stderr, "orion-run probe: found\n%s", summary.data ? summary.data : "");
   sb_free(&summary);
   char date[32];
-  time_t now = time(NULL);
+  /* SOURCE_DATE_EPOCH (reproducible-builds.org) fixes the date the sources name, as for the tests. */
+  const char *epoch = getenv("SOURCE_DATE_EPOCH");
+  uint64_t fixed;
+  time_t now = epoch && cli_value_count(epoch, &fixed) ? (time_t)fixed : time(NULL);
   struct tm tm;
   strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tm));
   json = orion_probe_report_json(&report, table, chip, ORION_VERSION, date);

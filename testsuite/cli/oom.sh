@@ -133,5 +133,6 @@ sweep inspect-json orion-inspect with_package "$inspect" --json m.anepkg
 sweep lint-oir orion-lint fresh_dir "$lint" m.oir
 sweep lint-package orion-lint with_package "$lint" m.anepkg
 sweep patch orion-run with_package patched patch m.anepkg --weight fc1.bias=b.npy
+sweep probe orion-run fresh_dir env SOURCE_DATE_EPOCH=0 "$run" probe --backend=cpu --only dialect,concat,gelu -o p.json
 sweep patch-verify orion-run with_package patched patch m.anepkg --weight fc1.bias=b.npy --verify
 finish
