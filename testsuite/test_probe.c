@@ -374,7 +374,7 @@ Test(probe, names) {
   OrionProbeKind k;
   for (int i = 0; i < ORION_PROBE_COUNT; i++) {
     cr_assert(orion_probe_from_name(orion_probe_name((OrionProbeKind)i), &k));
-    cr_assert_eq(k, i);
+    cr_assert_eq((int)k, i);
   }
   cr_assert(!orion_probe_from_name("cliff", &k));
   cr_assert_str_eq(orion_probe_name(ORION_PROBE_COMPILES), "compiles");

@@ -135,7 +135,7 @@ void probe_compiles(ProbeSession *s, uint64_t channels, OrionProbeCompiles *out)
     /* y = x + (i + 1) on zeros: each program distinct (no cache can serve
      * it), and a silently failed compile shows as a wrong value. */
     float k = (float)(i + 1);
-    char *mil = probe_mil_text(s->opt.target, PROBE_OP_ADD_CONST, channels, ORION_PROBE_WIDTH, k);
+    char *mil = probe_mil_text(s->opt.target, PROBE_OP_ADD_CONST, channels, ORION_PROBE_WIDTH, (double)k);
     char *err = NULL;
     held[i] = probe_program_open(s, mil, 0, &err);
     free(mil);

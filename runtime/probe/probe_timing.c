@@ -29,7 +29,7 @@ void probe_sram(ProbeSession *s, OrionProbeSram *out) {
     char *err = NULL;
     ProbeProgram *pp = probe_program_open(s, mil, 1.0f / 64, &err);
     free(mil);
-    double best = INFINITY, ms;
+    double best = HUGE_VAL, ms;
     bool ok = pp && probe_program_run(pp, NULL, &err); /* the first run is not timed: it may load */
     for (uint32_t r = 0; ok && r < s->opt.repeats; r++) {
       ok = probe_program_run(pp, &ms, &err);
@@ -53,7 +53,7 @@ void probe_sram(ProbeSession *s, OrionProbeSram *out) {
   }
   /* The cliff: the first point whose time per FLOP is well above the best
    * of the smaller ones (which fall at first, while the dispatch dominates). */
-  double best = INFINITY;
+  double best = HUGE_VAL;
   for (uint32_t i = 0; i < out->npoints; i++) {
     double v = out->points[i].ns_per_flop;
     if (i > 0 && v > KNEE_RISE * best) {
