@@ -22,6 +22,7 @@ root=$dest$prefix
 for f in bin/orionc bin/orion-run bin/orion-inspect bin/orion-lint bin/orion-tokenize \
   share/man/man1/orionc.1 share/man/man1/orion-run.1 share/man/man1/orion-run-patch.1 share/man/man1/orion-run-plot.1 \
   share/man/man1/orion-inspect.1 share/man/man1/orion-lint.1 share/man/man1/orion-run-generate.1 share/man/man1/orion-tokenize.1 \
+  share/man/man1/orion-run-probe.1 include/orion/probe.h \
   include/orion/tokenizer.h include/orion/runtime.h include/orion/backend.h include/orion/cpu.h include/orion/npy.h include/orion/compile.h \
   include/orion/generate.h include/orion/sample.h; do
   if [ -s "$root/$f" ]; then pass; else fail "not installed: $f"; fi
