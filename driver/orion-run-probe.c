@@ -18,7 +18,7 @@
 
 enum {
   OPT_BACKEND = 1, OPT_CHIP, OPT_TARGET, OPT_OUTPUT, OPT_ONLY, OPT_MAX_COMPILES, OPT_MAX_WORKING_SET, OPT_RUNS,
-  OPT_JSON, OPT_VERBOSE, OPT_HELP,
+  OPT_PACE, OPT_JSON, OPT_VERBOSE, OPT_HELP,
 };
 
 /* Past this the add-constant programs' constants stop being exact in fp16. */
@@ -41,7 +41,8 @@ static const CliOption probe_options[] = {
      "a target"},
     {OPT_OUTPUT, 'o', "output", CLI_VALUE, 0, " FILE",
      "write the JSON to FILE (atomically: nothing is left\n"
-     "on failure or interruption) instead of standard output",
+     "on failure or interruption) instead of standard\n"
+     "output (-: standard output)",
      "a file"},
     {OPT_ONLY, 0, "only", CLI_VALUE, 0, " LIST",
      "run only these probes, comma-separated: dialect,\n"
@@ -60,6 +61,11 @@ static const CliOption probe_options[] = {
      "timed runs of the dispatch probe, 1 to 100000\n"
      "(default: 100)",
      "a count"},
+    {OPT_PACE, 0, "pace", CLI_VALUE, 0, " MS",
+     "wait MS milliseconds after each rejected program,\n"
+     "for the ANE's compile service to restart (default:\n"
+     "15000 on the ane backend, 0 on the others)",
+     "a number of milliseconds"},
     {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL, "print the JSON on standard output also with -o", NULL},
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "report every program tried", NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
@@ -87,7 +93,7 @@ static const CliSpec probe_spec = {
 
 typedef struct ProbeArgs {
   const char *backend, *chip, *output;
-  bool target_given, json, verbose;
+  bool target_given, pace_given, json, verbose;
   OrionProbeOptions opt;
 } ProbeArgs;
 
@@ -147,6 +153,12 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     if (!cli_value_count(v, &n) || n < 1 || n > 100000)
       return usage_error("%s needs a count from 1 to 100000 (not '%s')", spelling, v);
     a->opt.dispatch_runs = (uint32_t)n;
+    return -1;
+  case OPT_PACE:
+    if (!cli_value_count(v, &n) || n > 600000)
+      return usage_error("%s needs a number of milliseconds from 0 to 600000 (not '%s')", spelling, v);
+    a->opt.pace_ms = (uint32_t)n;
+    a->pace_given = true;
     return -1;
   case OPT_JSON: a->json = true; return -1;
   case OPT_VERBOSE: a->verbose = true; return -1;
@@ -214,6 +226,7 @@ int orion_run_probe(int argc, char **argv) {
     fprintf(stderr, "orion-run probe: note: the table has no chip '%s'; the JSON adds it (name it with --chip)\n", chip);
   fprintf(stderr, "orion-run probe: backend %s, chip %s, programs in MIL %s <%s>\n", a.backend, chip,
           mil_program_version(a.opt.target), mil_target_name(a.opt.target));
+  if (!a.pace_given && !strcmp(a.backend, "ane")) a.opt.pace_ms = 15000;
   a.opt.progress = say_progress;
   a.opt.verbose = a.verbose;
   if (!orion_probe_run(b, &a.opt, &report, &d)) goto done;
@@ -232,6 +245,7 @@ int orion_run_probe(int argc, char **argv) {
   json = orion_probe_report_json(&report, table, chip, ORION_VERSION, date);
   size_t n = strlen(json);
   json[n] = 0;
+  if (a.output && !strcmp(a.output, "-")) a.output = NULL; /* -o -: standard output */
   if (a.output) {
     const char *err;
     StrBuf withnl;

@@ -49,6 +49,10 @@ typedef struct OrionProbeOptions {
   uint64_t max_working_set; /* the SRAM series' largest working set (0: 96 MiB) */
   uint32_t repeats;         /* timed runs per SRAM point, best kept (0: 5) */
   uint32_t dispatch_runs;   /* timed runs of the dispatch probe (0: 100) */
+  /* Milliseconds to wait after a rejected program before the next: a failed
+   * compile restarts the ANE's compile service, and a compile sent while it
+   * restarts fails for that reason alone (peers report ~15 s). 0: none. */
+  uint32_t pace_ms;
   const char *temp_parent;  /* where the private directory is made (NULL: $TMPDIR, else /tmp) */
   /* One line of progress (no newline), or NULL. */
   void (*progress)(void *ctx, const char *line);

@@ -250,5 +250,10 @@ bool probe_try(ProbeSession *s, const char *mil, char **error) {
   ProbeProgram *pp = probe_program_open(s, mil, 0.25f, error);
   bool ok = pp && probe_program_run(pp, NULL, error);
   probe_program_close(pp);
+  if (!ok && s->opt.pace_ms) {
+    struct timespec ts = {.tv_sec = s->opt.pace_ms / 1000, .tv_nsec = (long)(s->opt.pace_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
   return ok;
 }

@@ -35,6 +35,8 @@ check target 2 "$run" probe --backend=cpu --target ios15
 contains target "unknown target 'ios15' (expected ios16, ios17 or ios18)"
 check operand 2 "$run" probe --backend=cpu m.anepkg
 contains operand "unexpected operand 'm.anepkg' (orion-run probe takes options only)"
+check pace 2 "$run" probe --backend=cpu --pace soon
+contains pace "--pace needs a number of milliseconds from 0 to 600000 (not 'soon')"
 check runs 2 "$run" probe --backend=cpu --runs 0
 contains runs "--runs needs a count from 1 to 100000 (not '0')"
 
@@ -84,6 +86,9 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["probe"]["target"] == "ios16" and j["probe"]["gelu"]["accepted"] is True
 ' stdout.json
+"$run" probe --backend=cpu --only gelu --pace=0 -o - >dash.json 2>err.txt
+check dash-json 0 /usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' dash.json
+if [ ! -e ./- ]; then pass; else fail "-o -: wrote a file named -"; fi
 check both 0 "$run" probe --backend=cpu --only dispatch --runs 3 -o both.json --json
 contains both '"runs":	3'
 if [ -s both.json ]; then pass; else fail "both: no both.json"; fi
