@@ -70,10 +70,11 @@ static bool take_line(const char **p, const char *end, const char *key, char *va
   return true;
 }
 
-static const char *parse(const char *text, size_t len, const char *os_build, const char *ane_arch,
-                         OrionReloadStrategy *out) {
+const char *ane_update_cache_parse(const char *text, size_t len, const char *os_build, const char *ane_arch,
+                                   OrionReloadStrategy *out) {
   const char *p = text, *end = text + len;
   size_t mlen = strlen(ANE_UPDATE_CACHE_MAGIC);
+  if (memchr(text, '\0', len)) return "it is malformed"; /* a NUL would end a value early */
   if (len < mlen + 1 || memcmp(p, ANE_UPDATE_CACHE_MAGIC, mlen) || p[mlen] != '\n')
     return "it is not an orion weight-update choice";
   p += mlen + 1;
@@ -103,7 +104,7 @@ bool ane_update_cache_read(const char *path, const char *os_build, const char *a
                  path, err ? err : "unreadable");
     return false;
   }
-  const char *problem = parse(text, len, os_build, ane_arch, out);
+  const char *problem = ane_update_cache_parse(text, len, os_build, ane_arch, out);
   free(text);
   if (problem) {
     diag_warning(d, (SrcSpan){0}, "ignoring the weight-update choice in '%s': %s; running the self-test again", path,

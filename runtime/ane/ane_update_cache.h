@@ -22,6 +22,11 @@ bool ane_update_cache_path(const char *dir, AneGetenv *env, const char *os_build
                            Diag *d);
 /* The file's text for that choice. */
 void ane_update_cache_format(const char *os_build, const char *ane_arch, const char *strategy, StrBuf *out);
+/* Why the file's text is not a usable choice for that build and
+ * architecture ("its checksum does not match (the file is corrupt)"), or
+ * NULL with *out set. Any bytes are safe (fuzz_ane_update_cache). */
+const char *ane_update_cache_parse(const char *text, size_t len, const char *os_build, const char *ane_arch,
+                                   OrionReloadStrategy *out);
 /* The cached choice; false when there is none usable (missing: silently;
  * unreadable, corrupt or foreign: with a warning through d). */
 bool ane_update_cache_read(const char *path, const char *os_build, const char *ane_arch, OrionReloadStrategy *out,

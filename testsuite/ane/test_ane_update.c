@@ -365,3 +365,17 @@ Test(ane_update, strategies_apply_outside_the_self_test) {
   ops.unload(ops.ctx, p);
   ops.release(ops.ctx, p);
 }
+
+Test(ane_update, a_nul_byte_makes_a_file_malformed) {
+  /* Found by fuzz_ane_update_cache: "sha256 <sum>\0\n" passed as the sum. */
+  StrBuf text;
+  sb_init(&text);
+  ane_update_cache_format("25F84", "h16", "recompile", &text);
+  OrionReloadStrategy s;
+  cr_assert_null(ane_update_cache_parse(text.data, text.len, "25F84", "h16", &s));
+  cr_assert_eq(s, ORION_RELOAD_RECOMPILE);
+  text.data[text.len - 1] = '\0';
+  sb_putc(&text, '\n');
+  cr_assert_str_eq(ane_update_cache_parse(text.data, text.len, "25F84", "h16", &s), "it is malformed");
+  sb_free(&text);
+}
