@@ -76,13 +76,14 @@ void ane_budget_init(AneBudget *b, const AneLimit *limit) { *b = (AneBudget){.li
 static void refuse(const AneBudget *b, const char *what, Diag *d) {
   StrBuf held;
   sb_init(&held);
-  if (b->reserved) sb_printf(&held, ", %llu more set aside for the weight-update self-test", (unsigned long long)b->reserved);
+  if (b->reserved)
+    sb_printf(&held, ", %llu more set aside for %s", (unsigned long long)b->reserved, b->reserved_for);
   diag_error(d, (SrcSpan){0},
              "the ane backend will not compile %s: this process has used %llu of its compile budget of %llu (from "
              "%s%s), past which the ANE compiler fails silently (%s); restart the process to get a new budget, or "
              "set %s if this device is known to take more",
-             what, (unsigned long long)b->used, (unsigned long long)b->limit.value, b->limit.origin, held.data ? held.data : "",
-             ANE_LIMITS_RULE, ANE_COMPILE_BUDGET_ENV);
+             what, (unsigned long long)b->used, (unsigned long long)b->limit.value, b->limit.origin,
+             held.data ? held.data : "", ANE_LIMITS_RULE, ANE_COMPILE_BUDGET_ENV);
   sb_free(&held);
 }
 
@@ -96,6 +97,7 @@ bool ane_budget_reserve(AneBudget *b, uint64_t n, const char *who, Diag *d) {
     return false;
   }
   b->reserved += n;
+  snprintf(b->reserved_for, sizeof b->reserved_for, "%s", who);
   return true;
 }
 

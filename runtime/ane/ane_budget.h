@@ -45,6 +45,7 @@ typedef struct AneBudget {
   AneLimit limit;
   uint64_t used;     /* compiles asked of the device */
   uint64_t reserved; /* set aside (the weight-update self-test's) and not yet used */
+  char reserved_for[64]; /* who set it aside, for messages */
 } AneBudget;
 
 void ane_budget_init(AneBudget *b, const AneLimit *limit);

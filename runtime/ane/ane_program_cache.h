@@ -25,7 +25,8 @@ typedef struct AneProgramCacheStats {
  * (the digests of its MIL text and weights, its OS build and architecture). */
 void ane_program_key(const AneProgramSource *src, char key[65]);
 
-/* cap: the resident-program cap (AneLimits.resident_cap). ops and budget are borrowed and must outlive the cache; retry may be NULL. */
+/* cap: the resident-program cap (AneLimits.resident_cap). ops and budget
+ * are borrowed and must outlive the cache; retry may be NULL. */
 AneProgramCache *ane_program_cache_new(const AneDeviceOps *ops, AneBudget *budget, const AneLimit *cap,
                                        const AneRetryPolicy *retry);
 /* Unloads and releases every program (held or not); NULL is fine. */

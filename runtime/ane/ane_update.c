@@ -56,7 +56,8 @@ bool ane_update_apply(OrionReloadStrategy s, const AneDeviceOps *dev, const AneU
     diag_error(d, (SrcSpan){0}, "the ane backend cannot update weights by %s on this device", name);
     return false;
   }
-  if (s == ORION_RELOAD_INPUTS) return op(up->ctx, program, weights, &err) || device_failed("bind weights of", src, &err, d);
+  if (s == ORION_RELOAD_INPUTS)
+    return op(up->ctx, program, weights, &err) || device_failed("bind weights of", src, &err, d);
   dev->unload(dev->ctx, program);
   if (!op(up->ctx, program, weights, &err))
     return device_failed(s == ORION_RELOAD_PATCH_DATA ? "patch the compiled data of" : "write the weight files of",

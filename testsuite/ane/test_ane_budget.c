@@ -92,7 +92,8 @@ Test(table, malformed_figures_are_named) {
                   "(at most 48 characters)\n");
   figures_refused("\"figures\": {\"compiles\": 1.5}",
                   "t: error: t.json: constraint ANE005: figure 'compiles' must be a positive integer\n");
-  figures_refused("\"figures\": {\"a\": 1, \"a\": 2}", "t: error: t.json: constraint ANE005: figure 'a' listed twice\n");
+  figures_refused("\"figures\": {\"a\": 1, \"a\": 2}",
+                  "t: error: t.json: constraint ANE005: figure 'a' listed twice\n");
 }
 
 Test(limits, come_from_the_table_by_default) {
