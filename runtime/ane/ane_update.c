@@ -40,19 +40,23 @@ static bool device_failed(const char *what, const AneProgramSource *src, const A
 
 typedef bool WeightOp(void *ctx, void *program, const void *weights, AneDeviceError *err);
 
+static WeightOp *weight_op(OrionReloadStrategy s, const AneDeviceOps *dev, const AneUpdateOps *up) {
+  if (s == ORION_RELOAD_RECOMPILE && !dev->recompile) return NULL;
+  return s == ORION_RELOAD_PATCH_DATA ? up->patch_data : s == ORION_RELOAD_INPUTS ? up->bind_weights
+                                                                                  : up->write_weight_files;
+}
+
 bool ane_update_apply(OrionReloadStrategy s, const AneDeviceOps *dev, const AneUpdateOps *up, AneBudget *budget,
                       const AneRetryPolicy *retry, void *program, const AneProgramSource *src,
                       const void *weights, bool from_reserve, Diag *d) {
   AneDeviceError err = {0};
-  WeightOp *op = s == ORION_RELOAD_PATCH_DATA ? up->patch_data
-                 : s == ORION_RELOAD_INPUTS   ? up->bind_weights
-                                              : up->write_weight_files;
+  WeightOp *op = weight_op(s, dev, up);
   const char *name = ane_update_strategy_name(s);
   if (!name) {
     diag_error(d, (SrcSpan){0}, "the ane backend has no weight-update strategy %d", (int)s);
     return false;
   }
-  if (!op || (s == ORION_RELOAD_RECOMPILE && !dev->recompile)) {
+  if (!op) {
     diag_error(d, (SrcSpan){0}, "the ane backend cannot update weights by %s on this device", name);
     return false;
   }
@@ -139,6 +143,10 @@ static void note(Run *r, OrionReloadStrategy s, const char *why) {
 
 /* Tries strategy s: true when the probe, updated by it, gives `fresh`. */
 static bool try_strategy(Run *r, OrionReloadStrategy s, const uint16_t *fresh, uint16_t *got) {
+  if (!weight_op(s, r->dev, r->up)) { /* known before spending a compile on it */
+    note(r, s, "this device's operations cannot do it");
+    return false;
+  }
   const AneProgramSource *src = r->up->probe_source(r->up->ctx, r->test->old_weights, s == ORION_RELOAD_INPUTS);
   Scratch sc = {.last = "failed"};
   diag_init(&sc.d, NULL);

@@ -379,3 +379,19 @@ Test(ane_update, a_nul_byte_makes_a_file_malformed) {
   cr_assert_str_eq(ane_update_cache_parse(text.data, text.len, "25F84", "h16", &s), "it is malformed");
   sb_free(&text);
 }
+
+Test(ane_update, a_strategy_the_device_cannot_do_costs_no_compile) {
+  dev.load_reads_patched_data = true; /* would match, but the operations have no patch_data */
+  up.patch_data = NULL;
+  AneSelfTest t = probe();
+  AneSelfTestResult r;
+  cr_assert(ane_update_self_test(&ops, &up, &budget, NULL, &t, &r, &d), "%s", msgs.data);
+  cr_assert_eq(r.strategy, ORION_RELOAD_RECOMPILE);
+  log_is(FRESH RELOAD_FILES "compile probe-old-inputs; " PROBE_OLD
+         "unload probe-old; write-files probe-old; recompile probe-old; load probe-old; eval probe-old; " DONE_OLD);
+  cr_assert_str_eq(r.tried, "reload-files: the updated probe's outputs differ from a fresh compile's; "
+                            "patch-data: this device's operations cannot do it; "
+                            "inputs: the ANE compiler rejected 'probe-old-inputs' (code 0x50001: weights as inputs "
+                            "are not supported); not retried: the device refuses this program");
+  cr_assert_eq(r.compiles, 5);
+}
