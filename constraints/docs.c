@@ -112,6 +112,9 @@ void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *
     sb_puts(out, "\nnotes\n");
     put_wrapped(out, c->notes, 2);
   }
+  if (c->nfigures) sb_puts(out, "\nfigures (what the runtime tracks)\n");
+  for (uint32_t i = 0; i < c->nfigures; i++)
+    sb_printf(out, "  %s: %llu\n", c->figures[i].name, (unsigned long long)c->figures[i].value);
   bool header = false;
   for (int i = 0; i < PARAM_COUNT; i++) {
     const ConstraintParam *p = &t->params[i];
@@ -367,6 +370,12 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
       sb_puts(out, "\n**Notes.** ");
       md_sentence(out, c->notes);
       sb_putc(out, '\n');
+    }
+    if (c->nfigures) {
+      sb_puts(out, "\n**Figures** (what the runtime tracks):");
+      for (uint32_t k = 0; k < c->nfigures; k++)
+        sb_printf(out, "%s `%s` = %llu", k ? "," : "", c->figures[k].name, (unsigned long long)c->figures[k].value);
+      sb_puts(out, ".\n");
     }
   }
 }

@@ -30,7 +30,7 @@ static const char *const top_fields[] = {"schema_version", "description", "param
                                          "constraints"};
 static const char *const rule_fields[] = {"id",       "name",     "summary", "category", "severity",
                                           "check",    "ops",      "symptom", "workaround", "fixed_by",
-                                          "source",   "disputed", "dispute_note", "notes"};
+                                          "source",   "disputed", "dispute_note", "notes", "figures"};
 static const char *const param_fields[] = {"description", "unit", "rule", "source", "disputed", "dispute_note"};
 static const char *const chip_fields[] = {"description", "target", "min_surface_bytes", "sram_budget_bytes",
                                           "max_tensor_dim"};
@@ -295,6 +295,50 @@ static void read_ops(Loader *l, const cJSON *obj, const char *where, Constraint 
   c->nops = n;
 }
 
+static bool valid_figure_name(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > 48 || s[0] == '_' || s[n - 1] == '_') return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') || (c == '_' && s[i + 1] == '_')) return false;
+  }
+  return true;
+}
+
+/* The optional "figures": {"name": positive integer, ...}. */
+static void read_figures(Loader *l, const cJSON *obj, const char *where, Constraint *c) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "figures");
+  if (!v) return;
+  if (!cJSON_IsObject(v) || !v->child) {
+    wrong_type(l, where, "figures", "a non-empty object of positive integers");
+    return;
+  }
+  ConstraintFigure *figs = arena_alloc(&l->t->arena, sizeof *figs * CONSTRAINTS_MAX_FIGURES);
+  uint32_t n = 0;
+  for (const cJSON *k = v->child; k; k = k->next) {
+    if (n == CONSTRAINTS_MAX_FIGURES) {
+      fail(l, where, "too many figures (limit is %u)", CONSTRAINTS_MAX_FIGURES);
+      return;
+    }
+    if (!valid_figure_name(k->string)) {
+      fail(l, where, "figure name '%.48s' must be lowercase words joined by '_' (at most 48 characters)", k->string);
+      return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+      if (!strcmp(figs[i].name, k->string)) {
+        fail(l, where, "figure '%s' listed twice", k->string);
+        return;
+      }
+    if (!is_positive_int(k)) {
+      fail(l, where, "figure '%s' must be a positive integer", k->string);
+      return;
+    }
+    figs[n++] = (ConstraintFigure){arena_strdup(&l->t->arena, k->string), (uint64_t)k->valuedouble};
+  }
+  c->figures = figs;
+  c->nfigures = n;
+}
+
 /* A disputed flag and its note: the note is required exactly when disputed. */
 static void read_dispute(Loader *l, const cJSON *obj, const char *where, bool *disputed, const char **note) {
   *disputed = get_bool(l, obj, "disputed", where);
@@ -365,6 +409,7 @@ static void read_rule(Loader *l, const cJSON *obj, uint32_t index, int16_t *firs
   c->source = get_text(l, obj, "source", where, true, false, false);
   read_dispute(l, obj, where, &c->disputed, &c->dispute_note);
   c->notes = get_text(l, obj, "notes", where, false, false, false);
+  read_figures(l, obj, where, c);
   if (c->id) l->t->nrules++;
 }
 
@@ -735,6 +780,12 @@ void constraint_checks_print(unsigned checks, StrBuf *out) {
       sb_printf(out, "%s%s", first ? "" : ", ", check_names[i]);
       first = false;
     }
+}
+
+const ConstraintFigure *constraint_figure(const Constraint *c, const char *name) {
+  for (uint32_t i = 0; i < c->nfigures; i++)
+    if (!strcmp(c->figures[i].name, name)) return &c->figures[i];
+  return NULL;
 }
 
 bool constraint_has_op(const Constraint *c, IrOpKind op) {

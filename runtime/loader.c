@@ -825,8 +825,10 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
   case ORION_RELOAD_INPUTS: return true; /* nothing is baked in: the caller binds the new weights */
   case ORION_RELOAD_RELOAD_FILES:
   case ORION_RELOAD_RECOMPILE:
+  case ORION_RELOAD_PATCH_DATA:
     diag_error(d, (SrcSpan){0}, "reloading weights by %s needs the ANE backend, which runs only on macOS; the CPU "
                "backend remaps (ORION_RELOAD_REMAP)", opt->reload == ORION_RELOAD_RECOMPILE ? "recompiling" :
+               opt->reload == ORION_RELOAD_PATCH_DATA ? "patching the compiled program's data" :
                "loading the compiled program again");
     return false;
   }

@@ -25,6 +25,8 @@ fuzz_targets() {
   echo fuzz_convert_config testsuite/fuzz/corpus_convert_config
   # Texts (even first byte) and vocab.json/merges.txt pairs (odd) for the tokenizers; the tiny BPE's files are seeds too.
   echo fuzz_tokenize testsuite/fuzz/corpus_tokenize
+  # The ane backend's cached weight-update choice (a file under ~/.cache that anything may have written).
+  echo fuzz_ane_update_cache testsuite/fuzz/corpus_ane_update_cache
 }
 
 # Configures (once) and builds every target with clang, ASan and UBSan.

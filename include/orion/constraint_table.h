@@ -39,6 +39,16 @@ enum {
   CHECK_ADVISORY = 1u << 3,       /* not checkable: documented only */
 };
 
+/* A number a rule states (the table's optional "figures" of a rule), e.g.
+ * ANE005's compiles_per_process: what the runtime tracks instead of finding
+ * the limit by failure. */
+typedef struct ConstraintFigure {
+  const char *name; /* lowercase words joined by '_': "compiles_per_process" */
+  uint64_t value;
+} ConstraintFigure;
+
+#define CONSTRAINTS_MAX_FIGURES 8u /* per rule */
+
 typedef struct Constraint {
   const char *id;      /* "ANE001" */
   uint32_t number;     /* 1 */
@@ -56,6 +66,8 @@ typedef struct Constraint {
   bool disputed;
   const char *dispute_note; /* set iff disputed */
   const char *notes;        /* other caveats, or NULL */
+  const ConstraintFigure *figures; /* in table order (may be none) */
+  uint32_t nfigures;
 } Constraint;
 
 /* Per-target parameters (the table's "parameters" section documents each). */
@@ -153,6 +165,8 @@ bool constraint_severity_from_name(const char *s, DiagLevel *out);
 /* "static-ir, runtime" */
 void constraint_checks_print(unsigned checks, StrBuf *out);
 bool constraint_has_op(const Constraint *c, IrOpKind op);
+/* The rule's figure of that name; NULL if it states none. */
+const ConstraintFigure *constraint_figure(const Constraint *c, const char *name);
 /* The .oir name of an op the table can name ("concat"), as ir_op_info
  * gives it but without IR code; NULL for one ops.def does not spell. */
 const char *constraint_op_name(IrOpKind op);

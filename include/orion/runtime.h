@@ -23,15 +23,18 @@ typedef struct OrionProgram OrionProgram;
  * (orion_reload_weights). The CPU backend reads weights from memory and
  * remaps; the ANE bakes them into its compiled program, so its backend
  * reloads the compiled program from the patched files (the reference
- * system's unload -> patch -> reload), or compiles again where a device
- * refuses that, or — for programs compiled with their weights as inputs,
- * like LoRA adapters — binds new buffers and reloads nothing. */
+ * system's unload -> patch -> reload), or patches the compiled program's
+ * data, or compiles again where a device refuses those, or — for programs
+ * compiled with their weights as inputs, like LoRA adapters — binds new
+ * buffers and reloads nothing. Which works on an OS build is disputed; the
+ * ane backend's self-test picks (docs/ane-backend.md). */
 typedef enum OrionReloadStrategy {
   ORION_RELOAD_AUTO,         /* the backend's best: REMAP on the CPU, RELOAD_FILES on the ANE */
   ORION_RELOAD_REMAP,        /* map the patched weight file again; backends read weights in place */
   ORION_RELOAD_RELOAD_FILES, /* ANE: unload and load the compiled program from the patched package */
   ORION_RELOAD_RECOMPILE,    /* ANE: compile the package's MIL with the patched weights again */
   ORION_RELOAD_INPUTS,       /* weights compiled as inputs: the caller binds new buffers */
+  ORION_RELOAD_PATCH_DATA,   /* ANE: write the new weights into the compiled program's data and load it, no compile */
 } OrionReloadStrategy;
 
 typedef struct OrionOpenOptions {
