@@ -68,6 +68,19 @@ static bool bind_descriptor_factory(AneFramework *fw, char *why, size_t len) {
   return false;
 }
 
+/* dlsym's object pointers stored into function pointers, as POSIX allows. */
+static bool bind_pool(AneFramework *fw, char *why, size_t len) {
+  void *push = dlsym(fw->handle, "objc_autoreleasePoolPush"), *pop = dlsym(fw->handle, "objc_autoreleasePoolPop");
+  if (!push || !pop) {
+    snprintf(why, len, "the ane backend's framework '%s' lacks %s", fw->path,
+             push ? "objc_autoreleasePoolPop" : "objc_autoreleasePoolPush");
+    return false;
+  }
+  memcpy(&fw->pool_push, &push, sizeof push);
+  memcpy(&fw->pool_pop, &pop, sizeof pop);
+  return true;
+}
+
 bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t len) {
   memset(fw, 0, sizeof *fw);
   fw->path = ane_framework_path(path);
@@ -93,7 +106,9 @@ bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t le
                           "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:"
                           "procedureIndex:",
                           why, len) &&
-            bind_selector(fw, &fw->surface_object_new, fw->surface_object, false, "objectWithIOSurface:", why, len);
+            bind_selector(fw, &fw->surface_object_new, fw->surface_object, false, "objectWithIOSurface:", why, len) &&
+            bind_selector(fw, &fw->hex_identifier, fw->model, true, "hexStringIdentifier", why, len) &&
+            bind_pool(fw, why, len);
   if (!ok) ane_framework_close(fw);
   return ok;
 }
