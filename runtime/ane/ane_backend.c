@@ -21,6 +21,7 @@
 #include "ane_iosurface.h"
 #include "ane_model.h"
 #include "ane_surfaces.h"
+#include "ane_unavailable.h"
 #include "loader_internal.h"
 #include "orion/ane_check.h"
 #include "orion/backend.h"
@@ -46,7 +47,17 @@ typedef struct AneExec {
   AneRequest request;
 } AneExec;
 
+/* Off macOS the only framework there can be is a stand-in that
+ * $ORION_ANE_FRAMEWORK names; without it the backend says what the
+ * placeholder says. */
 static bool bind(AneFramework *fw, AneSystem *sys, char *why, size_t len) {
+#if !defined(__APPLE__)
+  const char *env = getenv(ANE_FRAMEWORK_ENV);
+  if (!env || !*env) {
+    snprintf(why, len, "%s", ORION_ANE_NOT_MACOS);
+    return false;
+  }
+#endif
   if (!ane_framework_open(fw, NULL, why, len)) return false;
   if (ane_system_bind(sys, fw->handle, fw->path, why, len)) return true;
   ane_framework_close(fw);
@@ -86,6 +97,13 @@ static void ane_close(void *impl) {
   constraints_free(b->table);
   ane_framework_close(&b->fw);
   free(b);
+}
+
+static void ane_describe(const void *impl, char *out, size_t len) {
+  const AneBackend *b = impl;
+  snprintf(out, len, "framework '%s'; descriptor factory +%s (probed in order: +%s, +%s); %s", b->fw.path,
+           b->fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:",
+           "modelWithMILText:weights:optionsPlist:", "update strategy: recompile");
 }
 
 static OrionBackendCaps ane_caps(const void *impl) {
@@ -253,4 +271,5 @@ const OrionBackendVtable orion_backend_ane = {
     .profile_stmt = ane_profile_stmt,
     .profile_reset = ane_profile_reset,
     .release = ane_release,
+    .describe = ane_describe,
 };

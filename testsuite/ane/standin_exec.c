@@ -127,7 +127,7 @@ static uint64_t minimum_surface(Diag *d) {
 
 void standin_program_free(StandinProgram *p) {
   if (!p) return;
-  for (uint32_t i = 0; i < p->nfuncs; i++) orion_exec_release(p->execs[i]);
+  for (uint32_t i = 0; p->execs && i < p->nfuncs; i++) orion_exec_release(p->execs[i]);
   free(p->execs);
   orion_backend_close(p->cpu);
   orion_close(p->program);
@@ -166,10 +166,27 @@ static bool open_model(StandinProgram *p, const char *dir, long *code, char **de
   return true;
 }
 
+/* Every function of the runtime the stand-in calls, resolved. */
+static bool runtime_present(void) {
+  void (*const fns[])(void) = {
+      (void (*)(void))orion_open, (void (*)(void))orion_close, (void (*)(void))orion_function_count,
+      (void (*)(void))orion_input_count, (void (*)(void))orion_input, (void (*)(void))orion_output_count,
+      (void (*)(void))orion_output, (void (*)(void))orion_ane_check, (void (*)(void))orion_backend_open,
+      (void (*)(void))orion_backend_close, (void (*)(void))orion_backend_prepare, (void (*)(void))orion_exec_run,
+      (void (*)(void))orion_exec_release, (void (*)(void))diag_init, (void (*)(void))srcset_init,
+      (void (*)(void))srcset_free, (void (*)(void))sb_init, (void (*)(void))sb_free,
+      (void (*)(void))fp16_from_float_array, (void (*)(void))fp16_to_float_array,
+      (void (*)(void))constraints_builtin_text, (void (*)(void))constraints_parse,
+      (void (*)(void))constraints_target, (void (*)(void))constraints_free, (void (*)(void))remove_tree};
+  for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
+    if (!fns[i]) return false;
+  return true;
+}
+
 StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
                                 long *code, char **description) {
   compiles++;
-  if (!orion_open || !orion_backend_prepare || !constraints_parse || !remove_tree) {
+  if (!runtime_present()) {
     fail(code, description, STANDIN_ERROR_COMPILE,
          "the stand-in framework needs orion's runtime in the process that loads it (linked with export_dynamic)");
     return NULL;
