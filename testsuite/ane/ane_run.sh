@@ -43,6 +43,34 @@ npy16 '(1, 4, 1, 8)' "$b" bias.npy
 cpu_and_ane two two.anepkg x=x.npy bias=bias.npy
 if cmp -s two.ane/q.npy two.ane/d.npy; then fail "two: q and d are equal, the test proves nothing"; else pass; fi
 
+# A LoRA adapter swap (adapters are inputs: nothing is recompiled) and a
+# patch (new weights in the package: the next compile bakes them).
+cat >l.oir <<'OIR'
+func main(x: fp16[1,4]) {
+  param w: fp16[4,4] = fill(0.25);
+  param b: fp16[4] = zeros;
+  y = linear(x, w, b);
+  return y;
+}
+OIR
+npy16 '(1, 4)' '\x00\x3c\x00\x40\x00\x42\x00\x44' lx.npy
+check compile-lora 0 "$orionc" -w --lora=w:1:2 -o lora.anepkg l.oir
+python3 "$root/testsuite/tools/make_safetensors.py" a1.safetensors base_model.model.w.lora_A.weight=F32:1x4:1,0,0,0 base_model.model.w.lora_B.weight=F32:4x1:1,2,3,4
+python3 "$root/testsuite/tools/make_safetensors.py" a2.safetensors base_model.model.w.lora_A.weight=F32:1x4:0,1,0,0 base_model.model.w.lora_B.weight=F32:4x1:4,3,2,1
+for a in a1 a2; do
+  check "lora-$a-cpu" 0 "$run" lora.anepkg --input x=lx.npy --adapter $a.safetensors --output-dir "lora_$a.cpu"
+  check "lora-$a-ane" 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane lora.anepkg --input x=lx.npy --adapter $a.safetensors --output-dir "lora_$a.ane"
+  same_bytes "lora-$a" "lora_$a.cpu/y.npy" "lora_$a.ane/y.npy"
+done
+if cmp -s lora_a1.ane/y.npy lora_a2.ane/y.npy; then fail "lora: both adapters gave the same output"; else pass; fi
+check compile-patch 0 "$orionc" -w -o p.anepkg l.oir
+cpu_and_ane before p.anepkg x=lx.npy
+npy16 '(4, 4)' '\x00\x3c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x3c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x3c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x3c' eye.npy
+check patch 0 "$run" patch p.anepkg --weight w=eye.npy
+cpu_and_ane after p.anepkg x=lx.npy
+same_bytes patched-is-identity after.ane/y.npy lx.npy
+if cmp -s before.ane/y.npy after.ane/y.npy; then fail "patch: the ane backend did not see the new weights"; else pass; fi
+
 # The device refuses concat (ANE001) at compile: past orion's check, its error.
 printf 'func main(a: fp16[1,64,1,384], b: fp16[1,64,1,384]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >cat.oir
 check compile-concat 0 "$orionc" -w --no-lint -o cat.anepkg cat.oir
