@@ -24,6 +24,7 @@
 typedef struct AneFramework {
   void *handle;
   const char *path;
+  AneObjc objc; /* the Objective-C runtime's functions, through handle */
   Class descriptor, model, request, surface_object;
   /* The descriptor factory that was found, and its name (a variant). */
   SEL descriptor_from_mil;

@@ -31,44 +31,45 @@ typedef BOOL (*RespondsFn)(id, SEL, SEL);
 /* A CoreFoundation object as the Objective-C object it is on Apple (toll-free bridged). */
 static id as_id(const void *cf) { return (id)(uintptr_t)cf; }
 
-static bool responds(id obj, const char *name) {
-  SEL q = sel_registerName("respondsToSelector:"), sel = sel_registerName(name);
-  return obj && ANE_SEND(obj, q, RespondsFn)(obj, q, sel);
+static bool responds(const AneObjc *o, id obj, const char *name) {
+  SEL q = o->sel("respondsToSelector:"), sel = o->sel(name);
+  return obj && ANE_SEND(o, obj, q, RespondsFn)(obj, q, sel);
 }
 
-static id send_get(id obj, const char *name) {
-  SEL sel = sel_registerName(name);
-  return ANE_SEND(obj, sel, GetFn)(obj, sel);
+static id send_get(const AneObjc *o, id obj, const char *name) {
+  SEL sel = o->sel(name);
+  return ANE_SEND(o, obj, sel, GetFn)(obj, sel);
 }
 
-static id retain(id obj) { return obj ? send_get(obj, "retain") : obj; }
+static id retain(const AneObjc *o, id obj) { return obj ? send_get(o, obj, "retain") : obj; }
 
-static void release(id obj) {
-  SEL sel = sel_registerName("release");
-  if (obj) ANE_SEND(obj, sel, ReleaseFn)(obj, sel);
+static void release(const AneObjc *o, id obj) {
+  SEL sel = o->sel("release");
+  if (obj) ANE_SEND(o, obj, sel, ReleaseFn)(obj, sel);
 }
 
 /* An NSString's text, or NULL. */
-static const char *utf8(id s) {
-  if (!responds(s, "UTF8String")) return NULL;
-  SEL sel = sel_registerName("UTF8String");
-  return ANE_SEND(s, sel, Utf8Fn)(s, sel);
+static const char *utf8(const AneObjc *o, id s) {
+  if (!responds(o, s, "UTF8String")) return NULL;
+  SEL sel = o->sel("UTF8String");
+  return ANE_SEND(o, s, sel, Utf8Fn)(s, sel);
 }
 
 /* "the ane backend: the device refused to compile function 'main' (error
  * 1): ..." from an NSError, read only through the selectors it answers. */
-static void device_error(char *why, size_t len, const char *action, const char *what, id err) {
+static void device_error(const AneObjc *o, char *why, size_t len, const char *action, const char *what, id err) {
   if (!err) {
     snprintf(why, len, "the ane backend: the device failed to %s %s, without an error", action, what);
     return;
   }
   long code = 0;
-  bool has_code = responds(err, "code");
+  bool has_code = responds(o, err, "code");
   if (has_code) {
-    SEL sel = sel_registerName("code");
-    code = ANE_SEND(err, sel, CodeFn)(err, sel);
+    SEL sel = o->sel("code");
+    code = ANE_SEND(o, err, sel, CodeFn)(err, sel);
   }
-  const char *text = responds(err, "localizedDescription") ? utf8(send_get(err, "localizedDescription")) : NULL;
+  const char *text =
+      responds(o, err, "localizedDescription") ? utf8(o, send_get(o, err, "localizedDescription")) : NULL;
   if (has_code)
     snprintf(why, len, "the ane backend: the device failed to %s %s (error code %ld, 0x%lx): %s", action, what, code,
              (unsigned long)code, text ? text : "no description");
@@ -99,7 +100,7 @@ static bool write_file(const char *dir, const char *rel, const void *data, size_
 static bool write_directory(AneModel *m, const AneFramework *fw, const char *mil, size_t mil_len,
                             const AneWeightFile *w, uint32_t nw, char *why, size_t len) {
   SEL sel = fw->hex_identifier;
-  const char *hex = utf8(ANE_SEND(m->model, sel, GetFn)(m->model, sel));
+  const char *hex = utf8(&fw->objc, ANE_SEND(&fw->objc, m->model, sel, GetFn)(m->model, sel));
   if (!hex || !*hex || strchr(hex, '/') || !strcmp(hex, "..")) {
     snprintf(why, len, "the ane backend's framework '%s' gave the model no usable -hexStringIdentifier", fw->path);
     return false;
@@ -177,9 +178,9 @@ static id make_descriptor(const AneFramework *fw, const AneSystem *sys, const ch
   SEL sel = fw->descriptor_from_mil;
   if (text && weights) {
     if (!strcmp(fw->descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:"))
-      desc = ANE_SEND(cls, sel, DescriptorMilFn)(cls, sel, as_id(text), as_id(weights), nil, YES);
+      desc = ANE_SEND(&fw->objc, cls, sel, DescriptorMilFn)(cls, sel, as_id(text), as_id(weights), nil, YES);
     else
-      desc = ANE_SEND(cls, sel, DescriptorFn)(cls, sel, as_id(text), as_id(weights), nil);
+      desc = ANE_SEND(&fw->objc, cls, sel, DescriptorFn)(cls, sel, as_id(text), as_id(weights), nil);
   }
   release_made(&made, sys);
   return desc;
@@ -202,14 +203,14 @@ bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys
   if (!desc)
     snprintf(why, len, "the ane backend's framework '%s' made no model descriptor of %s (+%s)", fw->path, what,
              fw->descriptor_from_mil_name);
-  else if (!(m->model = retain(ANE_SEND(cls, fw->model_from_descriptor, FactoryFn)(cls, fw->model_from_descriptor, desc))))
+  else if (!(m->model = retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->model_from_descriptor, FactoryFn)(cls, fw->model_from_descriptor, desc))))
     snprintf(why, len, "the ane backend's framework '%s' made no in-memory model of %s", fw->path, what);
   else if (write_directory(m, fw, mil, mil_len, weights, nweights, why, len)) {
     id err = nil;
-    if (!ANE_SEND(m->model, fw->compile, CompileFn)(m->model, fw->compile, QOS, as_id(options), &err))
-      device_error(why, len, "compile", what, err);
-    else if (err = nil, !ANE_SEND(m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options), &err))
-      device_error(why, len, "load", what, err);
+    if (!ANE_SEND(&fw->objc, m->model, fw->compile, CompileFn)(m->model, fw->compile, QOS, as_id(options), &err))
+      device_error(&fw->objc, why, len, "compile", what, err);
+    else if (err = nil, !ANE_SEND(&fw->objc, m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options), &err))
+      device_error(&fw->objc, why, len, "load", what, err);
     else
       ok = m->loaded = true;
   }
@@ -223,8 +224,8 @@ void ane_model_free(AneModel *m, const AneFramework *fw) {
   if (m->model) {
     void *pool = fw->pool_push();
     id err = nil;
-    if (m->loaded) (void)ANE_SEND(m->model, fw->unload, UnloadFn)(m->model, fw->unload, QOS, &err);
-    release(m->model);
+    if (m->loaded) (void)ANE_SEND(&fw->objc, m->model, fw->unload, UnloadFn)(m->model, fw->unload, QOS, &err);
+    release(&fw->objc, m->model);
     fw->pool_pop(pool);
   }
   if (m->dir) remove_tree(m->dir);
@@ -261,7 +262,7 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
     IOSurfaceRef s = ane_iosurface_create(sys, bytes);
     if (i < ninputs) r->inputs[i] = s;
     else r->outputs[i - ninputs] = s;
-    r->objects[i] = s ? retain(ANE_SEND(cls, fw->surface_object_new, SurfaceObjectFn)(cls, fw->surface_object_new, s))
+    r->objects[i] = s ? retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->surface_object_new, SurfaceObjectFn)(cls, fw->surface_object_new, s))
                       : nil;
     ok = r->objects[i] != nil;
   }
@@ -277,7 +278,7 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
     const void *proc = keep(&made, sys->number_create(NULL, kCFNumberSInt64Type, &p));
     id rcls = (id)fw->request;
     if (ins && outs && in_idx && out_idx && proc)
-      r->request = retain(ANE_SEND(rcls, fw->request_new, RequestFn)(rcls, fw->request_new, as_id(ins), as_id(in_idx),
+      r->request = retain(&fw->objc, ANE_SEND(&fw->objc, rcls, fw->request_new, RequestFn)(rcls, fw->request_new, as_id(ins), as_id(in_idx),
                                                                       as_id(outs), as_id(out_idx), nil, nil, as_id(proc)));
     ok = r->request != nil;
     if (!ok) snprintf(why, len, "the ane backend's framework '%s' made no request of %u inputs and %u outputs", fw->path,
@@ -292,8 +293,8 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
 void ane_request_free(AneRequest *r, const AneFramework *fw, const AneSystem *sys) {
   if (r->objects || r->request) {
     void *pool = fw->pool_push();
-    release(r->request);
-    for (uint32_t i = 0; r->objects && i < r->ninputs + r->noutputs; i++) release(r->objects[i]);
+    release(&fw->objc, r->request);
+    for (uint32_t i = 0; r->objects && i < r->ninputs + r->noutputs; i++) release(&fw->objc, r->objects[i]);
     fw->pool_pop(pool);
   }
   for (uint32_t i = 0; r->inputs && i < r->ninputs; i++)
@@ -310,8 +311,8 @@ bool ane_model_evaluate(const AneModel *m, const AneFramework *fw, const AneRequ
                         size_t len) {
   void *pool = fw->pool_push();
   id err = nil;
-  bool ok = ANE_SEND(m->model, fw->evaluate, EvaluateFn)(m->model, fw->evaluate, QOS, nil, r->request, &err);
-  if (!ok) device_error(why, len, "evaluate", what, err);
+  bool ok = ANE_SEND(&fw->objc, m->model, fw->evaluate, EvaluateFn)(m->model, fw->evaluate, QOS, nil, r->request, &err);
+  if (!ok) device_error(&fw->objc, why, len, "evaluate", what, err);
   fw->pool_pop(pool);
   return ok;
 }
