@@ -28,14 +28,18 @@
 #include "orion/constraint_table.h"
 #include "orion/mil_reader.h"
 
+typedef struct AneExec AneExec;
+
 typedef struct AneBackend {
   AneFramework fw;
   AneSystem sys;
   ConstraintTable *table; /* the minimum surface per target */
+  AneExec *execs;         /* the prepared functions, for the directories they share */
 } AneBackend;
 
-typedef struct AneExec {
+struct AneExec {
   AneBackend *b;
+  AneExec *next;
   OrionProgram *p;
   uint32_t fn;
   char what[256]; /* "function 'main'" */
@@ -45,7 +49,7 @@ typedef struct AneExec {
   AneSurfacePlan plan;
   AneModel model;
   AneRequest request;
-} AneExec;
+};
 
 /* Off macOS the only framework there can be is a stand-in that
  * $ORION_ANE_FRAMEWORK names; without it the backend says what the
@@ -188,6 +192,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
     diag_error(d, (SrcSpan){0}, "%s", why);
     ok = false;
   }
+  e->next = b->execs;
+  b->execs = e;
   if (!ok) {
     ane_release(e);
     return NULL;
@@ -227,11 +233,23 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
   return true;
 }
 
+/* Frees e's model; its directory stays while another prepared function's
+ * model uses it (equal MIL and weights give one hexStringIdentifier: two
+ * functions of one MIL file, or a recompile to the same weights). */
+static void free_model(AneExec *e) {
+  for (const AneExec *o = e->b->execs; o && e->model.dir; o = o->next)
+    if (o != e && o->model.dir && !strcmp(o->model.dir, e->model.dir)) {
+      free(e->model.dir);
+      e->model.dir = NULL;
+    }
+  ane_model_free(&e->model, &e->b->fw);
+}
+
 /* Recompiles from the program's current weights; the surfaces and the
  * request stay (they do not depend on the model). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
-  ane_model_free(&e->model, &e->b->fw);
+  free_model(e);
   return compile(e, d);
 }
 
@@ -249,8 +267,13 @@ static void ane_profile_reset(void *exec) { (void)exec; }
 
 static void ane_release(void *exec) {
   AneExec *e = exec;
+  for (AneExec **at = &e->b->execs; *at; at = &(*at)->next)
+    if (*at == e) {
+      *at = e->next;
+      break;
+    }
   ane_request_free(&e->request, &e->b->fw, &e->b->sys);
-  ane_model_free(&e->model, &e->b->fw);
+  free_model(e);
   ane_surface_plan_free(&e->plan);
   free(e);
 }

@@ -116,7 +116,8 @@ static bool write_directory(AneModel *m, const AneFramework *fw, const char *mil
     return false;
   }
   bool ok = write_file(m->dir, "model.mil", mil, mil_len, why, len);
-  for (uint32_t i = 0; ok && i < nw; i++) ok = write_file(m->dir, w[i].key + strlen(MODEL_PATH), w[i].data, w[i].len, why, len);
+  for (uint32_t i = 0; ok && i < nw; i++)
+    ok = write_file(m->dir, w[i].key + strlen(MODEL_PATH), w[i].data, w[i].len, why, len);
   return ok;
 }
 
@@ -203,13 +204,15 @@ bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys
   if (!desc)
     snprintf(why, len, "the ane backend's framework '%s' made no model descriptor of %s (+%s)", fw->path, what,
              fw->descriptor_from_mil_name);
-  else if (!(m->model = retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->model_from_descriptor, FactoryFn)(cls, fw->model_from_descriptor, desc))))
+  else if (!(m->model = retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->model_from_descriptor,
+                                                   FactoryFn)(cls, fw->model_from_descriptor, desc))))
     snprintf(why, len, "the ane backend's framework '%s' made no in-memory model of %s", fw->path, what);
   else if (write_directory(m, fw, mil, mil_len, weights, nweights, why, len)) {
     id err = nil;
     if (!ANE_SEND(&fw->objc, m->model, fw->compile, CompileFn)(m->model, fw->compile, QOS, as_id(options), &err))
       device_error(&fw->objc, why, len, "compile", what, err);
-    else if (err = nil, !ANE_SEND(&fw->objc, m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options), &err))
+    else if (err = nil,
+             !ANE_SEND(&fw->objc, m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options), &err))
       device_error(&fw->objc, why, len, "load", what, err);
     else
       ok = m->loaded = true;
@@ -246,8 +249,8 @@ static const void *index_array(Made *made, const AneSystem *sys, uint32_t n) {
   return a;
 }
 
-bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sys, uint32_t ninputs,
-                      uint32_t noutputs, uint64_t bytes, uint32_t procedure, char *why, size_t len) {
+bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sys, uint32_t ninputs, uint32_t noutputs,
+                      uint64_t bytes, uint32_t procedure, char *why, size_t len) {
   memset(r, 0, sizeof *r);
   r->ninputs = ninputs;
   r->noutputs = noutputs;
@@ -260,9 +263,12 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
   id cls = (id)fw->surface_object;
   for (uint32_t i = 0; ok && i < ninputs + noutputs; i++) {
     IOSurfaceRef s = ane_iosurface_create(sys, bytes);
-    if (i < ninputs) r->inputs[i] = s;
-    else r->outputs[i - ninputs] = s;
-    r->objects[i] = s ? retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->surface_object_new, SurfaceObjectFn)(cls, fw->surface_object_new, s))
+    if (i < ninputs)
+      r->inputs[i] = s;
+    else
+      r->outputs[i - ninputs] = s;
+    r->objects[i] = s ? retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->surface_object_new,
+                                                   SurfaceObjectFn)(cls, fw->surface_object_new, s))
                       : nil;
     ok = r->objects[i] != nil;
   }
@@ -270,19 +276,21 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
   Made made = {0};
   if (ok) {
     int64_t p = procedure;
-    const void *ins = keep(&made, sys->array_create(NULL, (const void **)r->objects, (CFIndex)ninputs,
-                                                    sys->array_callbacks));
-    const void *outs = keep(&made, sys->array_create(NULL, (const void **)(r->objects + ninputs),
-                                                     (CFIndex)noutputs, sys->array_callbacks));
+    const void *ins =
+        keep(&made, sys->array_create(NULL, (const void **)r->objects, (CFIndex)ninputs, sys->array_callbacks));
+    const void *outs = keep(
+        &made, sys->array_create(NULL, (const void **)(r->objects + ninputs), (CFIndex)noutputs, sys->array_callbacks));
     const void *in_idx = index_array(&made, sys, ninputs), *out_idx = index_array(&made, sys, noutputs);
     const void *proc = keep(&made, sys->number_create(NULL, kCFNumberSInt64Type, &p));
     id rcls = (id)fw->request;
     if (ins && outs && in_idx && out_idx && proc)
-      r->request = retain(&fw->objc, ANE_SEND(&fw->objc, rcls, fw->request_new, RequestFn)(rcls, fw->request_new, as_id(ins), as_id(in_idx),
-                                                                      as_id(outs), as_id(out_idx), nil, nil, as_id(proc)));
+      r->request = retain(&fw->objc, ANE_SEND(&fw->objc, rcls, fw->request_new,
+                                              RequestFn)(rcls, fw->request_new, as_id(ins), as_id(in_idx), as_id(outs),
+                                                         as_id(out_idx), nil, nil, as_id(proc)));
     ok = r->request != nil;
-    if (!ok) snprintf(why, len, "the ane backend's framework '%s' made no request of %u inputs and %u outputs", fw->path,
-                      ninputs, noutputs);
+    if (!ok)
+      snprintf(why, len, "the ane backend's framework '%s' made no request of %u inputs and %u outputs", fw->path,
+               ninputs, noutputs);
   }
   release_made(&made, sys);
   fw->pool_pop(pool);

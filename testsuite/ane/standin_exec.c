@@ -63,7 +63,8 @@ static unsigned long compiles;
 
 unsigned long ane_standin_compile_count(void) { return compiles; }
 
-static bool fail(long *code, char **description, long value, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool fail(long *code, char **description, long value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static bool fail(long *code, char **description, long value, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

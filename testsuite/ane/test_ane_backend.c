@@ -8,10 +8,12 @@
 #define _XOPEN_SOURCE 700
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../helpers.h"
 #include "orion/backend.h"
@@ -118,7 +120,8 @@ Test(ane_backend, fp32_tensors_give_the_cpu_backends_bits, .init = setup, .fini 
     run(e); /* surfaces reused */
     if (!k) memcpy(want, y, sizeof want);
     else
-      for (int i = 0; i < N; i++) cr_assert_eq(y[i], want[i], "y[%d]: ane %g, cpu %g", i, (double)y[i], (double)want[i]);
+      for (int i = 0; i < N; i++)
+        cr_assert_eq(y[i], want[i], "y[%d]: ane %g, cpu %g", i, (double)y[i], (double)want[i]);
     orion_backend_close(b);
   }
   cr_assert_float_eq(want[0], 0.75f, 0);
@@ -157,4 +160,37 @@ Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown
             msgs.data);
   orion_backend_close(b);
   orion_close(p);
+}
+
+static int entries(const char *path) {
+  DIR *listing = opendir(path);
+  cr_assert_not_null(listing, "%s", path);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(listing));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(listing);
+  return n;
+}
+
+/* Equal MIL and weights give one hexStringIdentifier, so one directory: it
+ * stays until the last function compiled into it is released. */
+Test(ane_backend, a_shared_directory_stays_until_its_last_user_goes, .init = setup, .fini = teardown) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  cr_assert_eq(mkdir(tmp, 0700), 0);
+  cr_assert_eq(setenv("TMPDIR", tmp, 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert(e1 && e2, "%s", msgs.data);
+  cr_assert_eq(entries(tmp), 1);
+  orion_exec_release(e1);
+  cr_assert_eq(entries(tmp), 1, "the other function's directory stays");
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  orion_exec_release(e2);
+  cr_assert_eq(entries(tmp), 0);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("TMPDIR");
 }
