@@ -7,7 +7,7 @@
  * entry is the placeholder, runtime/backend_ane.c.
  *
  * The program handed to the device is the function's MIL file as it was
- * read (the SourceSet of the Diag the program was opened with) and the
+ * read (from the SourceSet of the Diag given to prepare, copied) and the
  * program's weight files as they are now (orion_program_weight_file_at:
  * after a reload or a training step's write, the new bytes), so a weight
  * change is a recompile. That is the only update strategy for now; the
@@ -43,7 +43,7 @@ struct AneExec {
   OrionProgram *p;
   uint32_t fn;
   char what[256]; /* "function 'main'" */
-  const char *mil;
+  char *mil; /* a copy: recompiles outlive the caller's Diag */
   size_t mil_len;
   uint32_t procedure; /* the function's index in its MIL file */
   AneSurfacePlan plan;
@@ -174,7 +174,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   e->p = p;
   e->fn = fn;
   snprintf(e->what, sizeof e->what, "function '%s'", orion_function_name(p, fn));
-  e->mil = src->text;
+  e->mil = xmalloc(src->len + 1);
+  memcpy(e->mil, src->text, src->len + 1);
   e->mil_len = src->len;
   e->procedure = (uint32_t)(orion_function_mil(p, fn) - prog->funcs);
   uint32_t nin = orion_input_count(p, fn), nout = orion_output_count(p, fn);
@@ -275,6 +276,7 @@ static void ane_release(void *exec) {
   ane_request_free(&e->request, &e->b->fw, &e->b->sys);
   free_model(e);
   ane_surface_plan_free(&e->plan);
+  free(e->mil);
   free(e);
 }
 
