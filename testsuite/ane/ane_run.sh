@@ -6,7 +6,8 @@
 # reads surfaces in ASCII order of MIL names, as the device does); a
 # program with concat, run past orion's own check, is refused by the
 # "device" with its error code and the constraint id; a framework that is
-# not there is a clear error; -v names the framework and the variant bound.
+# not there is a clear error; -v names the framework and the variant bound;
+# training and generation packages (int32 token inputs) are refused by name.
 #
 #   ane_run.sh ORIONC ORION_RUN STANDIN SOURCE_ROOT
 set -u
@@ -92,6 +93,16 @@ contains unnamed-framework "orion-run: error: the ane backend is only available 
 # -v: the framework and the descriptor factory's variant found.
 check verbose 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
 contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+
+# Not yet: packages whose inputs are token ids (int32) are refused by name,
+# before anything runs (docs/ane-backend.md, what is next).
+model=$root/testsuite/train/model
+check compile-train 0 "$orionc" -w --train-contract "$model/bigram.train.json" "$model/bigram.oir" -o b.anepkg
+check train-int32 1 env ORION_ANE_FRAMEWORK="$standin" "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 2 --lr 0.5 --optimizer sgd
+contains train-int32 "orion-run: error: the ane backend cannot bind input 'tokens': the device's surfaces hold fp16 (or fp32 converted at the boundary), not int32"
+check compile-gen 0 "$orionc" -w -o gen.anepkg "$root/testsuite/generate/tiny_gen.oir"
+check generate-int32 1 env ORION_ANE_FRAMEWORK="$standin" "$run" generate gen.anepkg --ids 1,2,3 --max-tokens 4 --backend ane
+contains generate-int32 "orion-run generate: error: the ane backend cannot bind input 'tokens': the device's surfaces hold fp16 (or fp32 converted at the boundary), not int32"
 
 # Every temporary directory of the backend and of the stand-in was removed.
 left=$(ls -A "$TMPDIR")
