@@ -426,7 +426,11 @@ int main(int argc, char **argv) {
     rc = EXIT_USAGE; /* a backend this build does not have is a wrong command line */
     goto done;
   }
-  if (o.verbose) fprintf(stderr, "orion-run: backend %s\n", orion_backend_name(backend));
+  if (o.verbose) {
+    char about[2048];
+    bool has = orion_backend_describe(backend, about, sizeof about);
+    fprintf(stderr, "orion-run: backend %s%s%s\n", orion_backend_name(backend), has ? ": " : "", has ? about : "");
+  }
   OrionOpenOptions oo = {.verify_checksums = o.verify};
   if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);
   p = orion_open(o.program, &oo, &d);

@@ -87,6 +87,13 @@ const char *orion_backend_name(const OrionBackend *b) { return b->vt->name; }
 
 OrionBackendCaps orion_backend_caps(const OrionBackend *b) { return b->vt->caps(b->impl); }
 
+bool orion_backend_describe(const OrionBackend *b, char *out, size_t len) {
+  if (len) out[0] = '\0';
+  if (!b->vt->describe || !len) return false;
+  b->vt->describe(b->impl, out, len);
+  return out[0] != '\0';
+}
+
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d) {
   return b->vt->supports(b->impl, p, fn, d);
 }

@@ -9,9 +9,10 @@
 
 #include <stdio.h>
 
+#include "ane_unavailable.h"
+
 static bool ane_available(char *why, size_t len) {
-  snprintf(why, len, "the ane backend is only available on macOS (Apple's Neural Engine, through the private "
-                     "AppleNeuralEngine.framework), and this build is not for macOS");
+  snprintf(why, len, "%s", ORION_ANE_NOT_MACOS);
   return false;
 }
 

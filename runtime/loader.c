@@ -682,6 +682,14 @@ void orion_program_weights_committed(OrionProgram *p, Package *manifest) {
   p->weights_written = false;
 }
 
+uint32_t orion_program_weight_file_count(const OrionProgram *p) { return p->nmaps; }
+
+const uint8_t *orion_program_weight_file_at(const OrionProgram *p, uint32_t i, const char **relpath, size_t *len) {
+  *relpath = p->maps[i].rel;
+  *len = p->maps[i].len;
+  return p->maps[i].base;
+}
+
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len) {
   StrBuf full;
   sb_init(&full);

@@ -15,6 +15,13 @@ const MilProgram *orion_function_program(const OrionProgram *p, uint32_t fn);
 /* The mapped bytes of a weight file named by a path relative to the model
  * directory, if the loader mapped it; NULL otherwise. */
 const uint8_t *orion_program_weight_file(const OrionProgram *p, const char *relpath, size_t *len);
+/* The weight files the loader mapped, i < orion_program_weight_file_count:
+ * each one's path under the model directory and its current bytes (after a
+ * reload the new mapping's; in a writable program with what
+ * orion_write_weights wrote), for a backend that hands them to a device
+ * compiler (runtime/ane/). */
+uint32_t orion_program_weight_file_count(const OrionProgram *p);
+const uint8_t *orion_program_weight_file_at(const OrionProgram *p, uint32_t i, const char **relpath, size_t *len);
 
 /* For orion_write_weights (runtime/weight_write.c): the data of weight i of
  * fn, writable, or NULL when the program was not opened writable_weights. */

@@ -103,6 +103,10 @@ typedef struct OrionBackendVtable {
   const OrionStmtTime *(*profile_stmt)(const void *exec, uint32_t i);
   void (*profile_reset)(void *exec);
   void (*release)(void *exec);
+  /* Optional (NULL: nothing to say): one line on what the opened backend
+   * found, for orion-run -v, e.g. the ane backend's framework and the
+   * selector variants it bound. */
+  void (*describe)(const void *impl, char *out, size_t len);
 } OrionBackendVtable;
 
 /* ---- the registry ---- */
@@ -133,6 +137,8 @@ OrionBackend *orion_backend_open_vtable(const OrionBackendVtable *vt, const Orio
 void orion_backend_close(OrionBackend *b);
 const char *orion_backend_name(const OrionBackend *b);
 OrionBackendCaps orion_backend_caps(const OrionBackend *b);
+/* The backend's describe line into out; false (out empty) when it has none. */
+bool orion_backend_describe(const OrionBackend *b, char *out, size_t len);
 
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d);
 /* Checks the options against the backend's caps, then prepares. */

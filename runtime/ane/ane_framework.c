@@ -28,14 +28,14 @@ const char *ane_framework_path(const char *path) {
 
 /* Sends query (respondsToSelector: or instancesRespondToSelector:) to a
  * class object, having first made sure the class answers it at all. */
-static bool class_answers(Class cls, const char *query, SEL sel) {
-  SEL q = sel_registerName(query);
-  if (!class_respondsToSelector(object_getClass((id)cls), q)) return false;
-  return ANE_SEND(cls, q, RespondsFn)((id)cls, q, sel) != 0;
+static bool class_answers(const AneObjc *o, Class cls, const char *query, SEL sel) {
+  SEL q = o->sel(query);
+  if (!o->class_responds(o->meta_class(o->class_name(cls)), q)) return false;
+  return ANE_SEND(o, cls, q, RespondsFn)((id)cls, q, sel) != 0;
 }
 
 static bool bind_class(AneFramework *fw, Class *out, const char *name, char *why, size_t len) {
-  *out = objc_getClass(name);
+  *out = fw->objc.get_class(name);
   if (!*out) snprintf(why, len, "the ane backend's framework '%s' has no class %s", fw->path, name);
   return *out != NULL;
 }
@@ -43,10 +43,10 @@ static bool bind_class(AneFramework *fw, Class *out, const char *name, char *why
 /* A class method (factory) of cls, or an instance method of its objects. */
 static bool bind_selector(AneFramework *fw, SEL *out, Class cls, bool instance, const char *name, char *why,
                           size_t len) {
-  SEL sel = sel_registerName(name);
-  if (!class_answers(cls, instance ? "instancesRespondToSelector:" : "respondsToSelector:", sel)) {
+  SEL sel = fw->objc.sel(name);
+  if (!class_answers(&fw->objc, cls, instance ? "instancesRespondToSelector:" : "respondsToSelector:", sel)) {
     snprintf(why, len, "the ane backend's framework '%s': %s does not respond to %s%s", fw->path,
-             class_getName(cls), instance ? "-" : "+", name);
+             fw->objc.class_name(cls), instance ? "-" : "+", name);
     return false;
   }
   *out = sel;
@@ -56,8 +56,8 @@ static bool bind_selector(AneFramework *fw, SEL *out, Class cls, bool instance, 
 static bool bind_descriptor_factory(AneFramework *fw, char *why, size_t len) {
   size_t n = sizeof descriptor_variants / sizeof *descriptor_variants;
   for (size_t i = 0; i < n; i++) {
-    SEL sel = sel_registerName(descriptor_variants[i]);
-    if (class_answers(fw->descriptor, "respondsToSelector:", sel)) {
+    SEL sel = fw->objc.sel(descriptor_variants[i]);
+    if (class_answers(&fw->objc, fw->descriptor, "respondsToSelector:", sel)) {
       fw->descriptor_from_mil = sel;
       fw->descriptor_from_mil_name = descriptor_variants[i];
       return true;
@@ -66,6 +66,44 @@ static bool bind_descriptor_factory(AneFramework *fw, char *why, size_t len) {
   snprintf(why, len, "the ane backend's framework '%s': _ANEInMemoryModelDescriptor responds to none of "
                      "+%s, +%s", fw->path, descriptor_variants[0], descriptor_variants[1]);
   return false;
+}
+
+/* dlsym's object pointer stored into a function pointer, as POSIX allows. */
+static bool resolve(AneFramework *fw, const char *name, void *fn, size_t fn_size, char *why, size_t len) {
+  void *sym = dlsym(fw->handle, name);
+  if (!sym) {
+    snprintf(why, len, "the ane backend's framework '%s' lacks %s (the Objective-C runtime's)", fw->path, name);
+    return false;
+  }
+  memcpy(fn, &sym, fn_size);
+  return true;
+}
+
+#define RESOLVE(field, name) resolve(fw, name, &fw->objc.field, sizeof fw->objc.field, why, len)
+
+/* The Objective-C runtime the framework was linked with. */
+static bool bind_objc(AneFramework *fw, char *why, size_t len) {
+  return RESOLVE(get_class, "objc_getClass") && RESOLVE(sel, "sel_registerName") &&
+         RESOLVE(meta_class, "objc_getMetaClass") && RESOLVE(class_responds, "class_respondsToSelector") &&
+         RESOLVE(class_name, "class_getName") &&
+#if defined(__APPLE__)
+         RESOLVE(msg_send, "objc_msgSend");
+#else
+         RESOLVE(msg_lookup, "objc_msg_lookup");
+#endif
+}
+
+/* dlsym's object pointers stored into function pointers, as POSIX allows. */
+static bool bind_pool(AneFramework *fw, char *why, size_t len) {
+  void *push = dlsym(fw->handle, "objc_autoreleasePoolPush"), *pop = dlsym(fw->handle, "objc_autoreleasePoolPop");
+  if (!push || !pop) {
+    snprintf(why, len, "the ane backend's framework '%s' lacks %s", fw->path,
+             push ? "objc_autoreleasePoolPop" : "objc_autoreleasePoolPush");
+    return false;
+  }
+  memcpy(&fw->pool_push, &push, sizeof push);
+  memcpy(&fw->pool_pop, &pop, sizeof pop);
+  return true;
 }
 
 bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t len) {
@@ -78,7 +116,7 @@ bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t le
              ANE_FRAMEWORK_ENV, err ? err : "unknown error");
     return false;
   }
-  bool ok = bind_class(fw, &fw->descriptor, "_ANEInMemoryModelDescriptor", why, len) &&
+  bool ok = bind_objc(fw, why, len) && bind_class(fw, &fw->descriptor, "_ANEInMemoryModelDescriptor", why, len) &&
             bind_class(fw, &fw->model, "_ANEInMemoryModel", why, len) &&
             bind_class(fw, &fw->request, "_ANERequest", why, len) &&
             bind_class(fw, &fw->surface_object, "_ANEIOSurfaceObject", why, len) &&
@@ -93,7 +131,9 @@ bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t le
                           "requestWithInputs:inputIndices:outputs:outputIndices:weightsBuffer:perfStats:"
                           "procedureIndex:",
                           why, len) &&
-            bind_selector(fw, &fw->surface_object_new, fw->surface_object, false, "objectWithIOSurface:", why, len);
+            bind_selector(fw, &fw->surface_object_new, fw->surface_object, false, "objectWithIOSurface:", why, len) &&
+            bind_selector(fw, &fw->hex_identifier, fw->model, true, "hexStringIdentifier", why, len) &&
+            bind_pool(fw, why, len);
   if (!ok) ane_framework_close(fw);
   return ok;
 }

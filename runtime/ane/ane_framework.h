@@ -24,11 +24,17 @@
 typedef struct AneFramework {
   void *handle;
   const char *path;
+  AneObjc objc; /* the Objective-C runtime's functions, through handle */
   Class descriptor, model, request, surface_object;
   /* The descriptor factory that was found, and its name (a variant). */
   SEL descriptor_from_mil;
   const char *descriptor_from_mil_name;
-  SEL model_from_descriptor, compile, load, evaluate, unload, request_new, surface_object_new;
+  SEL model_from_descriptor, compile, load, evaluate, unload, request_new, surface_object_new, hex_identifier;
+  /* The runtime's autorelease pool (the framework's factories autorelease):
+   * libobjc's on Apple, found through the framework's handle; the
+   * stand-in's own on Linux. */
+  void *(*pool_push)(void);
+  void (*pool_pop)(void *);
 } AneFramework;
 
 /* The framework's path: path if given, else $ORION_ANE_FRAMEWORK if set,

@@ -36,15 +36,20 @@ static bool resolve_string(void *handle, const char *name, CFStringRef *out, con
 bool ane_system_bind(AneSystem *sys, void *handle, const char *where, char *why, size_t len) {
   memset(sys, 0, sizeof *sys);
   bool ok = RESOLVE(number_create, "CFNumberCreate") && RESOLVE(dictionary_create, "CFDictionaryCreate") &&
+            RESOLVE(data_create, "CFDataCreate") && RESOLVE(string_create, "CFStringCreateWithCString") &&
+            RESOLVE(array_create, "CFArrayCreate") &&
             RESOLVE(release, "CFRelease") && RESOLVE(surface_create, "IOSurfaceCreate") &&
             RESOLVE(lock, "IOSurfaceLock") && RESOLVE(unlock, "IOSurfaceUnlock") &&
             RESOLVE(base_address, "IOSurfaceGetBaseAddress") && RESOLVE(alloc_size, "IOSurfaceGetAllocSize");
   if (ok) {
     sys->key_callbacks = dlsym(handle, "kCFTypeDictionaryKeyCallBacks");
     sys->value_callbacks = dlsym(handle, "kCFTypeDictionaryValueCallBacks");
-    if (!sys->key_callbacks || !sys->value_callbacks) {
+    sys->array_callbacks = dlsym(handle, "kCFTypeArrayCallBacks");
+    if (!sys->key_callbacks || !sys->value_callbacks || !sys->array_callbacks) {
       snprintf(why, len, "the ane backend's framework '%s' lacks %s", where,
-               !sys->key_callbacks ? "kCFTypeDictionaryKeyCallBacks" : "kCFTypeDictionaryValueCallBacks");
+               !sys->key_callbacks     ? "kCFTypeDictionaryKeyCallBacks"
+               : !sys->value_callbacks ? "kCFTypeDictionaryValueCallBacks"
+                                       : "kCFTypeArrayCallBacks");
       ok = false;
     }
   }

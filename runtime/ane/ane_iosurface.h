@@ -18,6 +18,9 @@ typedef struct AneSystem {
   CFNumberRef (*number_create)(CFAllocatorRef, CFNumberType, const void *);
   CFDictionaryRef (*dictionary_create)(CFAllocatorRef, const void **, const void **, CFIndex,
                                        const CFDictionaryKeyCallBacks *, const CFDictionaryValueCallBacks *);
+  CFDataRef (*data_create)(CFAllocatorRef, const uint8_t *, CFIndex);
+  CFStringRef (*string_create)(CFAllocatorRef, const char *, CFStringEncoding);
+  CFArrayRef (*array_create)(CFAllocatorRef, const void **, CFIndex, const CFArrayCallBacks *);
   void (*release)(CFTypeRef);
   IOSurfaceRef (*surface_create)(CFDictionaryRef);
   kern_return_t (*lock)(IOSurfaceRef, uint32_t, uint32_t *);
@@ -26,6 +29,7 @@ typedef struct AneSystem {
   size_t (*alloc_size)(IOSurfaceRef);
   const CFDictionaryKeyCallBacks *key_callbacks;
   const CFDictionaryValueCallBacks *value_callbacks;
+  const CFArrayCallBacks *array_callbacks;
   CFStringRef width, height, bytes_per_element, bytes_per_row, alloc_size_key, pixel_format;
 } AneSystem;
 

@@ -7,8 +7,13 @@
  * the same cast. Everything else (objc_getClass, sel_registerName,
  * respondsToSelector:) is the same on both.
  *
+ * The runtime's functions are not linked: they are resolved with dlsym
+ * through the framework's handle (AneObjc, ane_framework_open), so orion's
+ * runtime library does not load an Objective-C runtime into every program
+ * that links it, only into one that opens the ane backend.
+ *
  *   typedef id (*NewFn)(id, SEL);
- *   id obj = ANE_SEND(cls, sel, NewFn)(cls, sel);
+ *   id obj = ANE_SEND(&fw->objc, cls, sel, NewFn)(cls, sel);
  */
 #ifndef ORION_ANE_OBJC_PORT_H
 #define ORION_ANE_OBJC_PORT_H
@@ -16,12 +21,26 @@
 #include <objc/message.h>
 #include <objc/runtime.h>
 
+typedef struct AneObjc {
+  Class (*get_class)(const char *name);
+  SEL (*sel)(const char *name);
+  Class (*meta_class)(const char *name); /* a class object's class: object_getClass is inline in GNU's header */
+  BOOL (*class_responds)(Class cls, SEL sel);
+  const char *(*class_name)(Class cls);
+#if defined(__APPLE__)
+  void (*msg_send)(void); /* objc_msgSend, only ever called through a cast */
+#else
+  IMP (*msg_lookup)(id receiver, SEL sel);
+#endif
+} AneObjc;
+
 /* Through void (*)(void): a cast between unrelated function types is what
  * the call needs, and -Wcast-function-type accepts it only from there. */
 #if defined(__APPLE__)
-#define ANE_SEND(receiver, sel, fn_type) ((fn_type)(void (*)(void))objc_msgSend)
+#define ANE_SEND(objc, receiver, sel, fn_type) ((fn_type)(objc)->msg_send)
 #else
-#define ANE_SEND(receiver, sel, fn_type) ((fn_type)(void (*)(void))objc_msg_lookup((id)(receiver), (sel)))
+#define ANE_SEND(objc, receiver, sel, fn_type) \
+  ((fn_type)(void (*)(void))(objc)->msg_lookup((id)(receiver), (sel)))
 #endif
 
 #endif

@@ -1,12 +1,15 @@
 /*
  * The stand-in for AppleNeuralEngine.framework (Linux CI, GNU Objective-C):
- * the classes and selectors the ane backend binds (runtime/ane/
- * ane_framework.c), with the method signatures the reference system sends.
+ * the classes and selectors the ane backend uses (runtime/ane/), with the
+ * method signatures the reference system sends, executing what it is given
+ * on orion's CPU backend (standin_exec.c) and refusing what the device
+ * refuses, in the device's error style (an error object answering -code and
+ * -localizedDescription).
  *
- * This increment carries the framework's surface only: the backend's
- * binding and selector probing run against it. The lifecycle methods
- * answer failure (nil / NO); executing programs on orion's CPU backend and
- * the device's rejections are the next increment (docs/ane-backend.md).
+ * Memory follows Apple's conventions, so that the backend's ownership is
+ * the one it needs on a Mac: factories return autoreleased objects (the
+ * stand-in's objc_autoreleasePoolPush/Pop drain them), -retain/-release
+ * count, and an error handed out through an NSError ** is autoreleased.
  *
  * Of the descriptor factory's variants it has by default only the one
  * every stored source still uses, +modelWithMILText:weights:optionsPlist:,
@@ -17,20 +20,51 @@
  * framework that has changed would.
  */
 #include <objc/runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* NSObject's part that the backend relies on: allocation and the
- * respondsToSelector: family (GNU libobjc has no Foundation). */
+#include "standin_cf.h"
+#include "standin_exec.h"
+
+/* NSObject's part that the backend relies on: allocation, reference counts,
+ * autorelease and the respondsToSelector: family (GNU libobjc has no
+ * Foundation). */
 __attribute__((objc_root_class))
 @interface ANEStandinObject {
   Class isa;
+  long extra_retains;
 }
 + (id)alloc;
 - (id)init;
+- (id)retain;
 - (void)release;
+- (id)autorelease;
+- (void)dealloc;
 + (BOOL)respondsToSelector:(SEL)sel;
 - (BOOL)respondsToSelector:(SEL)sel;
 + (BOOL)instancesRespondToSelector:(SEL)sel;
 @end
+
+/* The autorelease pool: one stack of objects; a push is its depth. */
+static id *pool;
+static size_t pool_len, pool_cap;
+
+void *objc_autoreleasePoolPush(void);
+void objc_autoreleasePoolPop(void *marker);
+
+void *objc_autoreleasePoolPush(void) { return (void *)(uintptr_t)(pool_len + 1); }
+
+void objc_autoreleasePoolPop(void *marker) {
+  size_t depth = (size_t)(uintptr_t)marker - 1;
+  while (pool_len > depth) [pool[--pool_len] release];
+  if (pool_len == 0) {
+    free(pool);
+    pool = NULL;
+    pool_cap = 0;
+  }
+}
 
 @implementation ANEStandinObject
 + (id)alloc {
@@ -39,7 +73,22 @@ __attribute__((objc_root_class))
 - (id)init {
   return self;
 }
+- (id)retain {
+  extra_retains++;
+  return self;
+}
 - (void)release {
+  if (extra_retains-- == 0) [self dealloc];
+}
+- (id)autorelease {
+  if (pool_len == pool_cap) {
+    pool_cap = pool_cap ? 2 * pool_cap : 16;
+    pool = realloc(pool, pool_cap * sizeof *pool);
+  }
+  pool[pool_len++] = self;
+  return self;
+}
+- (void)dealloc {
   object_dispose(self);
 }
 + (BOOL)respondsToSelector:(SEL)sel {
@@ -53,7 +102,72 @@ __attribute__((objc_root_class))
 }
 @end
 
-@interface _ANEInMemoryModelDescriptor : ANEStandinObject
+/* NSString's one method the backend sends. */
+@interface ANEStandinString : ANEStandinObject {
+  char *text;
+}
++ (id)stringWithText:(const char *)text;
+- (const char *)UTF8String;
+@end
+
+@implementation ANEStandinString
++ (id)stringWithText:(const char *)t {
+  ANEStandinString *s = [[self alloc] init];
+  s->text = strdup(t);
+  return [s autorelease];
+}
+- (const char *)UTF8String {
+  return text;
+}
+- (void)dealloc {
+  free(text);
+  [super dealloc];
+}
+@end
+
+/* NSError's: the device's code and its message. */
+@interface ANEStandinError : ANEStandinObject {
+  long code;
+  id description;
+}
++ (id)errorWithCode:(long)code description:(char *)text;
+- (long)code;
+- (id)localizedDescription;
+@end
+
+@implementation ANEStandinError
+/* Takes text (malloc'd). */
++ (id)errorWithCode:(long)c description:(char *)text {
+  ANEStandinError *e = [[self alloc] init];
+  e->code = c;
+  e->description = [[ANEStandinString stringWithText:text ? text : "unknown error"] retain];
+  free(text);
+  return [e autorelease];
+}
+- (long)code {
+  return code;
+}
+- (id)localizedDescription {
+  return description;
+}
+- (void)dealloc {
+  [description release];
+  [super dealloc];
+}
+@end
+
+static void set_error(id *error, long code, char *text) {
+  id e = [ANEStandinError errorWithCode:code description:text];
+  if (error) *error = e;
+}
+
+@interface _ANEInMemoryModelDescriptor : ANEStandinObject {
+@public
+  char *mil;
+  size_t mil_len;
+  StandinWeight *weights;
+  size_t nweights;
+}
 + (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options;
 #ifdef ANE_STANDIN_NEWER_FACTORY
 + (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options isMILModel:(BOOL)isMIL;
@@ -61,44 +175,76 @@ __attribute__((objc_root_class))
 @end
 
 @implementation _ANEInMemoryModelDescriptor
-+ (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options {
-  return nil;
+/* Keeps copies of the MIL (NSData) and of each weight of the dictionary
+ * {path: {"offset": NSNumber, "data": NSData}}; nil when they are not that. */
++ (id)modelWithMILText:(id)text weights:(id)w optionsPlist:(id)options {
+  size_t len;
+  const uint8_t *bytes = standin_cf_data(text, &len);
+  long n = w ? standin_cf_count(w) : 0;
+  if (!bytes || n < 0) return nil;
+  _ANEInMemoryModelDescriptor *d = [[self alloc] init];
+  d->mil = malloc(len + 1);
+  memcpy(d->mil, bytes, len);
+  d->mil[len] = '\0';
+  d->mil_len = len;
+  d->weights = calloc((size_t)n + 1, sizeof *d->weights);
+  for (long i = 0; i < n; i++) {
+    const char *key = standin_cf_string(standin_cf_dictionary_key(w, i));
+    const void *entry = standin_cf_dictionary_value(w, i);
+    int64_t offset;
+    const uint8_t *data = standin_cf_data(standin_cf_dictionary_get(entry, "data"), &len);
+    if (!key || !data || !standin_cf_number(standin_cf_dictionary_get(entry, "offset"), &offset) || offset < 0) {
+      [d release];
+      return nil;
+    }
+    StandinWeight *sw = &d->weights[d->nweights++];
+    sw->key = strdup(key);
+    sw->offset = (uint64_t)offset;
+    sw->data = malloc(len ? len : 1);
+    memcpy(sw->data, data, len);
+    sw->len = len;
+  }
+  return [d autorelease];
 }
 #ifdef ANE_STANDIN_NEWER_FACTORY
-+ (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options isMILModel:(BOOL)isMIL {
-  return nil;
++ (id)modelWithMILText:(id)text weights:(id)w optionsPlist:(id)options isMILModel:(BOOL)isMIL {
+  return [self modelWithMILText:text weights:w optionsPlist:options];
 }
 #endif
+- (void)dealloc {
+  for (size_t i = 0; i < nweights; i++) {
+    free(weights[i].key);
+    free(weights[i].data);
+  }
+  free(weights);
+  free(mil);
+  [super dealloc];
+}
 @end
 
-@interface _ANEInMemoryModel : ANEStandinObject
-+ (id)inMemoryModelWithDescriptor:(id)descriptor;
-- (BOOL)compileWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
-- (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
-- (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error;
-- (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error;
+@interface _ANEIOSurfaceObject : ANEStandinObject {
+@public
+  IOSurfaceRef surface;
+}
++ (id)objectWithIOSurface:(IOSurfaceRef)surface;
 @end
 
-@implementation _ANEInMemoryModel
-+ (id)inMemoryModelWithDescriptor:(id)descriptor {
-  return nil;
-}
-- (BOOL)compileWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
-  return NO;
-}
-- (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
-  return NO;
-}
-- (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error {
-  return NO;
-}
-- (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error {
-  return NO;
+@implementation _ANEIOSurfaceObject
++ (id)objectWithIOSurface:(IOSurfaceRef)s {
+  if (!s) return nil;
+  _ANEIOSurfaceObject *o = [[self alloc] init];
+  o->surface = s;
+  return [o autorelease];
 }
 @end
 
 #ifndef ANE_STANDIN_WITHOUT_REQUEST
-@interface _ANERequest : ANEStandinObject
+@interface _ANERequest : ANEStandinObject {
+@public
+  IOSurfaceRef *inputs, *outputs; /* by binding index */
+  long ninputs, noutputs;
+  int64_t procedure;
+}
 + (id)requestWithInputs:(id)inputs
            inputIndices:(id)inputIndices
                 outputs:(id)outputs
@@ -108,25 +254,138 @@ __attribute__((objc_root_class))
          procedureIndex:(id)procedureIndex;
 @end
 
+/* surfaces[indices[i]] = objects[i]'s surface; false unless the indices are each of 0..n-1 once. */
+static bool bind_surfaces(id objects, id indices, IOSurfaceRef **surfaces, long *n) {
+  *n = standin_cf_count(objects);
+  if (*n < 0 || standin_cf_count(indices) != *n) return false;
+  *surfaces = calloc((size_t)*n + 1, sizeof **surfaces);
+  for (long i = 0; i < *n; i++) {
+    int64_t at;
+    _ANEIOSurfaceObject *o = (id)standin_cf_array_at(objects, i);
+    if (!standin_cf_number(standin_cf_array_at(indices, i), &at) || at < 0 || at >= *n || (*surfaces)[at] ||
+        object_getClass(o) != objc_getClass("_ANEIOSurfaceObject"))
+      return false;
+    (*surfaces)[at] = o->surface;
+  }
+  return true;
+}
+
 @implementation _ANERequest
-+ (id)requestWithInputs:(id)inputs
++ (id)requestWithInputs:(id)ins
            inputIndices:(id)inputIndices
-                outputs:(id)outputs
+                outputs:(id)outs
           outputIndices:(id)outputIndices
           weightsBuffer:(id)weightsBuffer
               perfStats:(id)perfStats
          procedureIndex:(id)procedureIndex {
-  return nil;
+  _ANERequest *r = [[self alloc] init];
+  if (!bind_surfaces(ins, inputIndices, &r->inputs, &r->ninputs) ||
+      !bind_surfaces(outs, outputIndices, &r->outputs, &r->noutputs) ||
+      !standin_cf_number(procedureIndex, &r->procedure)) {
+    [r release];
+    return nil;
+  }
+  return [r autorelease];
+}
+- (void)dealloc {
+  free(inputs);
+  free(outputs);
+  [super dealloc];
 }
 @end
 #endif
 
-@interface _ANEIOSurfaceObject : ANEStandinObject
-+ (id)objectWithIOSurface:(void *)surface;
+@interface _ANEInMemoryModel : ANEStandinObject {
+  _ANEInMemoryModelDescriptor *descriptor;
+  StandinProgram *program;
+  BOOL loaded;
+  id identifier;
+}
++ (id)inMemoryModelWithDescriptor:(id)descriptor;
+- (id)hexStringIdentifier;
+- (BOOL)compileWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
+- (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
+- (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error;
+- (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error;
 @end
 
-@implementation _ANEIOSurfaceObject
-+ (id)objectWithIOSurface:(void *)surface {
-  return nil;
+/* FNV-1a over the MIL and the weights: one identifier per content, as the
+ * device's (the reference's delta reload relies on equal content giving
+ * the same directory). */
+static uint64_t fnv(uint64_t h, const void *data, size_t len) {
+  const uint8_t *b = data;
+  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+@implementation _ANEInMemoryModel
++ (id)inMemoryModelWithDescriptor:(id)d {
+  if (!d || object_getClass(d) != objc_getClass("_ANEInMemoryModelDescriptor")) return nil;
+  _ANEInMemoryModel *m = [[self alloc] init];
+  m->descriptor = [d retain];
+  _ANEInMemoryModelDescriptor *desc = d;
+  uint64_t h = fnv(0xcbf29ce484222325ull, desc->mil, desc->mil_len);
+  for (size_t i = 0; i < desc->nweights; i++) {
+    h = fnv(h, desc->weights[i].key, strlen(desc->weights[i].key));
+    h = fnv(h, desc->weights[i].data, desc->weights[i].len);
+  }
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  m->identifier = [[ANEStandinString stringWithText:hex] retain];
+  return [m autorelease];
+}
+- (id)hexStringIdentifier {
+  return identifier;
+}
+- (BOOL)compileWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
+  long code = 0;
+  char *text = NULL;
+  standin_program_free(program);
+  loaded = NO;
+  program = standin_compile(descriptor->mil, descriptor->mil_len, descriptor->weights, descriptor->nweights, &code,
+                            &text);
+  if (!program) set_error(error, code, text);
+  return program != NULL;
+}
+- (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
+  if (!program) {
+    set_error(error, STANDIN_ERROR_EVALUATE, strdup("load failed: the model is not compiled"));
+    return NO;
+  }
+  loaded = YES;
+  return YES;
+}
+- (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error {
+#ifndef ANE_STANDIN_WITHOUT_REQUEST
+  long code = 0;
+  char *text = NULL;
+  if (!loaded) {
+    set_error(error, STANDIN_ERROR_EVALUATE, strdup("program evaluation failed: the model is not loaded"));
+    return NO;
+  }
+  if (!request || object_getClass(request) != objc_getClass("_ANERequest")) {
+    set_error(error, STANDIN_ERROR_EVALUATE, strdup("program evaluation failed: no request"));
+    return NO;
+  }
+  _ANERequest *r = request;
+  if (standin_evaluate(program, r->procedure, r->inputs, r->ninputs, r->outputs, r->noutputs, &code, &text))
+    return YES;
+  set_error(error, code, text);
+#endif
+  return NO;
+}
+- (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error {
+  if (!loaded) {
+    set_error(error, STANDIN_ERROR_EVALUATE, strdup("unload failed: the model is not loaded"));
+    return NO;
+  }
+  loaded = NO;
+  return YES;
+}
+- (void)dealloc {
+  standin_program_free(program);
+  [descriptor release];
+  [identifier release];
+  [super dealloc];
 }
 @end

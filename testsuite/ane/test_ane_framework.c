@@ -57,8 +57,8 @@ Test(framework, an_instance_selector_is_checked_not_assumed) {
   cr_assert(ane_framework_open(&fw, standin("libane_standin.so", path, sizeof path), why, sizeof why), "%s", why);
   SEL q = sel_registerName("instancesRespondToSelector:");
   typedef BOOL (*RespondsFn)(id, SEL, SEL);
-  cr_assert(ANE_SEND(fw.model, q, RespondsFn)((id)fw.model, q, fw.load));
-  cr_assert_not(ANE_SEND(fw.model, q, RespondsFn)((id)fw.model, q, sel_registerName("loadWithQoS:error:")));
+  cr_assert(ANE_SEND(&fw.objc, fw.model, q, RespondsFn)((id)fw.model, q, fw.load));
+  cr_assert_not(ANE_SEND(&fw.objc, fw.model, q, RespondsFn)((id)fw.model, q, sel_registerName("loadWithQoS:error:")));
   ane_framework_close(&fw);
 }
 

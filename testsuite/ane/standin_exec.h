@@ -1,0 +1,58 @@
+/*
+ * What the stand-in's _ANEInMemoryModel does with a compiled program, in C
+ * over orion's runtime (standin_exec.c): compile = write the descriptor's
+ * MIL and weights as a bare model directory of its own, open it with orion,
+ * refuse what the device refuses (orion_ane_check: the constraint table's
+ * rules) and prepare every function on orion's CPU backend in ane numerics;
+ * evaluate = check the request's surfaces as the device does, read the
+ * inputs in ASCII order of their MIL names, run, write the outputs likewise.
+ *
+ * The weights are baked at compile: the stand-in's directory is its own
+ * copy, removed once opened, so a later change to any weight file is not
+ * seen until the program is compiled again, as on the device.
+ *
+ * orion's runtime is not linked into the stand-in: its functions are weak
+ * references resolved from the process that loads the framework (orion-run,
+ * the tests; linked with export_dynamic), so the stand-in and that process
+ * share one copy of the runtime and its state. In a process without the
+ * runtime the stand-in still loads (the binding's tests) and a compile
+ * fails saying so.
+ */
+#ifndef ORION_STANDIN_EXEC_H
+#define ORION_STANDIN_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "iosurface_port.h"
+
+/* The device's error codes as the stand-in reports them: 0x1d is the code
+ * reported for a request the device refuses at evaluation (peers.md §4.5);
+ * no stored source gives the compiler's, so the stand-in's compile
+ * failures carry code 1. */
+enum { STANDIN_ERROR_COMPILE = 1, STANDIN_ERROR_EVALUATE = 0x1d };
+
+typedef struct StandinWeight {
+  char *key; /* "@model_path/weights/weight.bin" */
+  uint64_t offset;
+  uint8_t *data;
+  size_t len;
+} StandinWeight;
+
+typedef struct StandinProgram StandinProgram;
+
+/* On failure returns NULL and sets *code and *description (malloc'd). */
+StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
+                                long *code, char **description);
+void standin_program_free(StandinProgram *p);
+
+/* Runs function procedure on the request's surfaces: inputs[k] and
+ * outputs[k] are the surfaces bound at index k. */
+bool standin_evaluate(StandinProgram *p, int64_t procedure, IOSurfaceRef const *inputs, long ninputs,
+                      IOSurfaceRef const *outputs, long noutputs, long *code, char **description);
+
+/* Compiles asked for since the stand-in was loaded (the tests read it). */
+unsigned long ane_standin_compile_count(void);
+
+#endif

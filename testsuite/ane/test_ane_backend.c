@@ -1,0 +1,196 @@
+/*
+ * The ane backend behind the backend interface (runtime/ane/ane_backend.c)
+ * against the stand-in framework: its caps and its -v line, a run on the
+ * caller's fp32 tensors with the cpu backend's bits in ane numerics, a
+ * training step's weight write taken up by a recompile (counted by the
+ * stand-in), and the update strategies it does not carry out refused.
+ */
+#define _XOPEN_SOURCE 700
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../helpers.h"
+#include "orion/backend.h"
+#include "orion/fp16.h"
+#include "orion/package.h"
+#include "orion/passes.h"
+
+static const char *const program =
+    "func main(x: fp32[1,4,1,8], bias: fp32[1,4,1,8]) {\n"
+    "  param w: fp32[1,4,1,8] = fill(0.5);\n"
+    "  d = sub(x, bias);\n"
+    "  y = mul(d, w);\n"
+    "  return y;\n"
+    "}\n";
+
+enum { N = 32 };
+
+static char dir[64], pkg[160];
+static SourceSet ss;
+static Diag d;
+static StrBuf msgs;
+
+static void setup(void) {
+  snprintf(dir, sizeof dir, "/tmp/orion-ane-backend-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  Parsed p;
+  parsed_open(&p, program);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = program,
+                       .source_len = strlen(program)};
+  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+  srcset_init(&ss);
+  diag_init(&d, &ss);
+  sb_init(&msgs);
+  d.capture = &msgs;
+  d.program = "test";
+}
+
+static void teardown(void) {
+  sb_free(&msgs);
+  srcset_free(&ss);
+  remove_tree(dir);
+}
+
+static unsigned long compiles(void) {
+  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(h, "the backend has the stand-in loaded");
+  void *sym = dlsym(h, "ane_standin_compile_count");
+  dlclose(h);
+  unsigned long (*count)(void);
+  cr_assert_not_null(sym);
+  memcpy(&count, &sym, sizeof sym);
+  return count();
+}
+
+static float x[N], bias[N], y[N];
+static const OrionTensor in[] = {{.dtype = MIL_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8}, .data = x},
+                                 {.dtype = MIL_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8}, .data = bias}};
+
+static float run(OrionExec *e) {
+  for (int i = 0; i < N; i++) x[i] = 2.0f + (float)i, bias[i] = 0.5f;
+  OrionTensor out = {0};
+  cr_assert(orion_exec_run_alloc(e, in, &out, &d), "%s", msgs.data);
+  cr_assert_eq(out.dtype, MIL_DT_FP32);
+  memcpy(y, out.data, sizeof y);
+  orion_tensor_free(&out);
+  return y[0];
+}
+
+Test(ane_backend, caps_and_the_verbose_line, .init = setup, .fini = teardown) {
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackendCaps caps = orion_backend_caps(b);
+  cr_assert_not(caps.numerics_fp32);
+  cr_assert_eq(caps.update_strategies, 1u << ORION_RELOAD_RECOMPILE);
+  char about[1024];
+  cr_assert(orion_backend_describe(b, about, sizeof about));
+  char want[2048];
+  snprintf(want, sizeof want, "framework '%s'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in "
+           "order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); "
+           "update strategy: recompile", getenv("ORION_ANE_FRAMEWORK"));
+  cr_assert_str_eq(about, want);
+  OrionBackend *cpu = orion_backend_open("cpu", NULL, &d);
+  cr_assert_not(orion_backend_describe(cpu, about, sizeof about), "the cpu backend has nothing to say");
+  cr_assert_str_eq(about, "");
+  orion_backend_close(cpu);
+  orion_backend_close(b);
+}
+
+Test(ane_backend, fp32_tensors_give_the_cpu_backends_bits, .init = setup, .fini = teardown) {
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  float want[N];
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  for (int k = 0; k < 2; k++) {
+    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &d);
+    cr_assert_not_null(b, "%s", msgs.data);
+    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+    cr_assert_not_null(e, "%s", msgs.data);
+    run(e);
+    run(e); /* surfaces reused */
+    if (!k) memcpy(want, y, sizeof want);
+    else
+      for (int i = 0; i < N; i++)
+        cr_assert_eq(y[i], want[i], "y[%d]: ane %g, cpu %g", i, (double)y[i], (double)want[i]);
+    orion_backend_close(b);
+  }
+  cr_assert_float_eq(want[0], 0.75f, 0);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  po.numerics = ORION_NUMERICS_FP32;
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d), "fp32 numerics are not the device's");
+  orion_backend_close(b);
+  orion_close(p);
+}
+
+Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown) {
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  unsigned long before = compiles();
+  uint32_t wi = UINT32_MAX;
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
+    if (!strcmp(orion_weight(p, 0, i)->name, "w")) wi = i;
+  cr_assert_neq(wi, UINT32_MAX);
+  float two[N];
+  for (int i = 0; i < N; i++) two[i] = 2.0f;
+  OrionWeightValues v = {.fn = 0, .weight = wi, .values = two};
+  cr_assert(orion_backend_write_weights(b, p, &v, 1, &d), "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1);
+  cr_assert_float_eq(run(e), 3.0f, 0, "the new weights, compiled in");
+  bool changed = true;
+  oo.reload = ORION_RELOAD_REMAP;
+  cr_assert_not(orion_backend_update_weights(b, p, &oo, &changed, &d));
+  cr_assert(strstr(msgs.data, "test: error: the ane backend cannot update weights by remapping the weight file"), "%s",
+            msgs.data);
+  orion_backend_close(b);
+  orion_close(p);
+}
+
+static int entries(const char *path) {
+  DIR *listing = opendir(path);
+  cr_assert_not_null(listing, "%s", path);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(listing));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(listing);
+  return n;
+}
+
+/* Equal MIL and weights give one hexStringIdentifier, so one directory: it
+ * stays until the last function compiled into it is released. */
+Test(ane_backend, a_shared_directory_stays_until_its_last_user_goes, .init = setup, .fini = teardown) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s/tmp", dir);
+  cr_assert_eq(mkdir(tmp, 0700), 0);
+  cr_assert_eq(setenv("TMPDIR", tmp, 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert(e1 && e2, "%s", msgs.data);
+  cr_assert_eq(entries(tmp), 1);
+  orion_exec_release(e1);
+  cr_assert_eq(entries(tmp), 1, "the other function's directory stays");
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  orion_exec_release(e2);
+  cr_assert_eq(entries(tmp), 0);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("TMPDIR");
+}
