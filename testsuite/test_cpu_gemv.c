@@ -265,3 +265,40 @@ Test(cpu_gemv, fp16_input_matmuls_with_broadcast_batches_against_ir_eval) {
   unload(&l);
   cleanup();
 }
+
+/* x·W with an fp16 weight W [K, N] from the weight file (GPT-2's Conv1D in
+ * decode): read in place by gemv_axpy when every use streams it (1 or 3
+ * rows of x), converted to fp32 when one use has more rows than the gemv
+ * kernels take (12: sgemm); against ir_eval in both numerics. */
+Test(cpu_gemv, matmul_reads_an_fp16_weight_in_place_when_every_use_streams_it) {
+  const char *text = "func main(x: fp32[1,3,96], y: fp32[1,1,96], z: fp32[1,12,96]) {\n"
+                     "  param w: fp16[96,300] = normal(seed=1, std=0.5);\n"
+                     "  param u: fp16[96,200] = normal(seed=2, std=0.5);\n"
+                     "  xh = cast(x, dtype=\"fp16\");\n  yh = cast(y, dtype=\"fp16\");\n"
+                     "  zh = cast(z, dtype=\"fp16\");\n"
+                     "  a = matmul(xh, w);\n  c = matmul(yh, w);\n  d = matmul(yh, u);\n  e = matmul(zh, u);\n"
+                     "  af = cast(a, dtype=\"fp32\");\n  cf = cast(c, dtype=\"fp32\");\n"
+                     "  df = cast(d, dtype=\"fp32\");\n  ef = cast(e, dtype=\"fp32\");\n"
+                     "  return af, cf, df, ef;\n"
+                     "}\n";
+  check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_FP32, 1e-5, NULL, 9);
+  check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_ANE, 2e-3, NULL, 9);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  uint32_t w_in_place = 0, u_in_place = 0, u_converted = 0;
+  for (uint32_t s = 0; s < l.c->nslots; s++) {
+    if (l.c->slots[s].kind != SK_CONST) continue;
+    w_in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 96 * 300;
+    u_in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 96 * 200;
+    u_converted += l.c->vals[s].st == ST_F32 && l.c->vals[s].n == 96 * 200;
+  }
+  cr_assert_eq(w_in_place, 1, "the weight every matmul streams is not fp16 in place");
+  cr_assert(u_in_place == 0 && u_converted == 1, "the weight a 12-row matmul reads is not converted");
+  unload(&l);
+  cleanup();
+}
