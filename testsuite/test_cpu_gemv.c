@@ -353,3 +353,29 @@ Test(cpu_gemv, matmul_in_place_row_pieces_give_the_same_bits_with_any_thread_cou
   }
   cleanup();
 }
+
+/* A product of two fp16 weights with few rows ([8, 4096] x [4096, 8]): each
+ * could be streamed against the other, but not both in place; both are
+ * converted (sgemm), against ir_eval. */
+Test(cpu_gemv, a_product_of_two_weights_converts_both) {
+  const char *text = "func main(x: fp32[1,8]) {\n"
+                     "  param a: fp16[8,4096] = normal(seed=1, std=0.5);\n"
+                     "  param b: fp16[4096,8] = normal(seed=2, std=0.5);\n"
+                     "  c = matmul(a, b);\n  cf = cast(c, dtype=\"fp32\");\n  y = add(cf, x);\n"
+                     "  return y;\n"
+                     "}\n";
+  check("matmul of two weights", text, CPU_NUMERICS_FP32, 1e-5, NULL, 13);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  uint32_t converted = 0;
+  for (uint32_t s = 0; s < l.c->nslots; s++)
+    converted += l.c->slots[s].kind == SK_CONST && l.c->vals[s].st == ST_F32 && l.c->vals[s].n == 8 * 4096;
+  cr_assert_eq(converted, 2, "the two weights are not both converted");
+  unload(&l);
+  cleanup();
+}

@@ -96,6 +96,17 @@ size_t plan_buffers(CpuProgram *c) {
   return (size_t)end;
 }
 
+/* Whether matmul si streams const `slot` itself (not a view of it: the
+ * matmul binds with the const's storage) against an operand that is no
+ * const: of two weights at most one could be read in place, and sgemm on
+ * both converted is the faster product then. */
+static bool streams_weight(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  uint32_t other = slot == xs ? ys : xs;
+  return c->slots[slot].kind == SK_CONST && other != UINT32_MAX && c->slots[root_of(c, other)].kind != SK_CONST &&
+         matmul_reads_fp16(c, si, slot);
+}
+
 /* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
  * use, through views, is the weight operand of linear or conv (which
  * convert as they go), the table of a gather (which converts the rows it
@@ -118,8 +129,8 @@ void choose_fp16_weights(CpuProgram *c) {
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
         if (c->ops[si]->family == OF_VIEW) use[slot] |= use[c->base[si]];
-        else if (c->ops[si]->family == OF_MATMUL && c->slots[slot].kind == SK_CONST && matmul_reads_fp16(c, si, slot))
-          use[slot] |= 4; /* the const itself, not a view of it: the matmul binds with the const's storage */
+        else if (c->ops[si]->family == OF_MATMUL && streams_weight(c, si, slot))
+          use[slot] |= 4;
         else use[slot] |= &s->args[k] == weight ? 1 : 2;
       }
   }
