@@ -2,7 +2,9 @@
  * The CPU backend's matrix-vector kernels (runtime/cpu/k_gemv.c) and fp16
  * inputs read in place: the kernels against a double-precision reference
  * within the fp32 reassociation bound, their strided forms giving the same
- * bits; a linear with an fp16 weight and few rows against ir_eval; decode's
+ * bits; a linear with an fp16 weight and few rows against ir_eval; x·W with
+ * an fp16 weight read in place (against ir_eval, the same bits with any
+ * thread count, converted when a many-row matmul reads it too); decode's
  * q k^T and p v against an fp16 KV cache given as an input, which is never
  * converted (the backend's counter) and gives the bits of the converted run.
  * Reads the backend's internal header for the kernels and the counter.
@@ -262,6 +264,118 @@ Test(cpu_gemv, fp16_input_matmuls_with_broadcast_batches_against_ir_eval) {
     bool cache = !strcmp(name, "k") || !strcmp(name, "v");
     cr_assert_eq(l.c->vals[l.c->in_param[i]].st == ST_H16, cache, "input %s: in place %d", name, cache);
   }
+  unload(&l);
+  cleanup();
+}
+
+/* x·W with an fp16 weight W [K, N] from the weight file (GPT-2's Conv1D in
+ * decode): read in place by gemv_axpy when every use streams it (1 or 3
+ * rows of x), converted to fp32 when one use has more rows than the gemv
+ * kernels take (12: sgemm); against ir_eval in both numerics. */
+Test(cpu_gemv, matmul_reads_an_fp16_weight_in_place_when_every_use_streams_it) {
+  const char *text = "func main(x: fp32[1,3,96], y: fp32[1,1,96], z: fp32[1,12,96]) {\n"
+                     "  param w: fp16[96,300] = normal(seed=1, std=0.5);\n"
+                     "  param u: fp16[96,200] = normal(seed=2, std=0.5);\n"
+                     "  xh = cast(x, dtype=\"fp16\");\n  yh = cast(y, dtype=\"fp16\");\n"
+                     "  zh = cast(z, dtype=\"fp16\");\n"
+                     "  a = matmul(xh, w);\n  c = matmul(yh, w);\n  d = matmul(yh, u);\n  e = matmul(zh, u);\n"
+                     "  af = cast(a, dtype=\"fp32\");\n  cf = cast(c, dtype=\"fp32\");\n"
+                     "  df = cast(d, dtype=\"fp32\");\n  ef = cast(e, dtype=\"fp32\");\n"
+                     "  return af, cf, df, ef;\n"
+                     "}\n";
+  check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_FP32, 1e-5, NULL, 9);
+  check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_ANE, 2e-3, NULL, 9);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  uint32_t w_in_place = 0, u_in_place = 0, u_converted = 0;
+  for (uint32_t s = 0; s < l.c->nslots; s++) {
+    if (l.c->slots[s].kind != SK_CONST) continue;
+    w_in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 96 * 300;
+    u_in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 96 * 200;
+    u_converted += l.c->vals[s].st == ST_F32 && l.c->vals[s].n == 96 * 200;
+  }
+  cr_assert_eq(w_in_place, 1, "the weight every matmul streams is not fp16 in place");
+  cr_assert(u_in_place == 0 && u_converted == 1, "the weight a 12-row matmul reads is not converted");
+  unload(&l);
+  cleanup();
+}
+
+/* x·W read in place in several row pieces (K 300: 128, 128 and 44 rows, the
+ * partial sums added in piece order) and more columns than one chunk of
+ * partial sums (N 4099): against ir_eval, and the same bits with 1, 2 and 3
+ * threads (the pieces follow K alone; the next rows' prefetch reads
+ * nothing it could change). */
+Test(cpu_gemv, matmul_in_place_row_pieces_give_the_same_bits_with_any_thread_count) {
+  const char *text = "func main(x: fp32[1,3,300], y: fp32[1,1,300]) {\n"
+                     "  param w: fp16[300,4099] = normal(seed=3, std=0.5);\n"
+                     "  xh = cast(x, dtype=\"fp16\");\n  yh = cast(y, dtype=\"fp16\");\n"
+                     "  a = matmul(xh, w);\n  c = matmul(yh, w);\n"
+                     "  af = cast(a, dtype=\"fp32\");\n  cf = cast(c, dtype=\"fp32\");\n"
+                     "  return af, cf;\n"
+                     "}\n";
+  check("matmul x W, 3 row pieces", text, CPU_NUMERICS_FP32, 1e-5, NULL, 11);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  float x[3 * 300], y[300];
+  fill_random(x, 3 * 300, 5, false);
+  fill_random(y, 300, 6, false);
+  CpuTensor in[2] = {f32_tensor(x, 3, (int64_t[]){1, 3, 300}), f32_tensor(y, 3, (int64_t[]){1, 1, 300})};
+  CpuTensor out[3][2];
+  for (uint32_t threads = 1; threads <= 3; threads++) {
+    Loaded l;
+    load(&l, path, CPU_NUMERICS_FP32); /* for its sources and diagnostics; prepared again with the thread count */
+    cpu_free(l.c);
+    CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
+    l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    uint32_t in_place = 0;
+    for (uint32_t s = 0; s < l.c->nslots; s++)
+      in_place += l.c->slots[s].kind == SK_CONST && l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 300 * 4099;
+    cr_assert_eq(in_place, 1, "the weight is not read in place");
+    cr_assert(cpu_run(l.c, in, out[threads - 1], &l.d), "%s", l.diags.data);
+    unload(&l);
+  }
+  for (uint32_t k = 0; k < 2; k++) {
+    size_t bytes = (size_t)prod(out[0][k].dims, out[0][k].rank) * sizeof(float);
+    for (uint32_t t = 1; t < 3; t++) {
+      cr_assert(memcmp(out[0][k].data, out[t][k].data, bytes) == 0, "output %u differs between 1 and %u threads", k,
+                t + 1);
+      cpu_tensor_free(&out[t][k]);
+    }
+    cpu_tensor_free(&out[0][k]);
+  }
+  cleanup();
+}
+
+/* A product of two fp16 weights with few rows ([8, 4096] x [4096, 8]): each
+ * could be streamed against the other, but not both in place; both are
+ * converted (sgemm), against ir_eval. */
+Test(cpu_gemv, a_product_of_two_weights_converts_both) {
+  const char *text = "func main(x: fp32[1,8]) {\n"
+                     "  param a: fp16[8,4096] = normal(seed=1, std=0.5);\n"
+                     "  param b: fp16[4096,8] = normal(seed=2, std=0.5);\n"
+                     "  c = matmul(a, b);\n  cf = cast(c, dtype=\"fp32\");\n  y = add(cf, x);\n"
+                     "  return y;\n"
+                     "}\n";
+  check("matmul of two weights", text, CPU_NUMERICS_FP32, 1e-5, NULL, 13);
+  make_dir();
+  char path[128];
+  snprintf(path, sizeof path, "%s/m.anepkg", dir);
+  compile_pkg(text, path);
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  uint32_t converted = 0;
+  for (uint32_t s = 0; s < l.c->nslots; s++)
+    converted += l.c->slots[s].kind == SK_CONST && l.c->vals[s].st == ST_F32 && l.c->vals[s].n == 8 * 4096;
+  cr_assert_eq(converted, 2, "the two weights are not both converted");
   unload(&l);
   cleanup();
 }

@@ -96,13 +96,27 @@ size_t plan_buffers(CpuProgram *c) {
   return (size_t)end;
 }
 
+/* Whether matmul si streams const `slot` itself (not a view of it: the
+ * matmul binds with the const's storage) against an operand that is no
+ * const: of two weights at most one could be read in place, and sgemm on
+ * both converted is the faster product then. */
+static bool streams_weight(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  uint32_t other = slot == xs ? ys : xs;
+  return c->slots[slot].kind == SK_CONST && other != UINT32_MAX && c->slots[root_of(c, other)].kind != SK_CONST &&
+         matmul_reads_fp16(c, si, slot);
+}
+
 /* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
  * use, through views, is the weight operand of linear or conv (which
- * convert as they go) or the table of a gather (which converts the rows it
- * takes). Small ones are converted (no gain). */
+ * convert as they go), the table of a gather (which converts the rows it
+ * takes), or the streamed operand of a matmul with few rows on the other
+ * side (gemv_axpy reads it as fp16: GPT-2's Conv1D x·W in decode, which
+ * converted read twice the bytes per token). Small ones are converted (no
+ * gain). */
 void choose_fp16_weights(CpuProgram *c) {
   const MilFunc *f = c->f;
-  uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise */
+  uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise, bit 4: a matmul's, in place */
   for (uint32_t i = 0; i < c->nout; i++) use[c->out_slot[i]] |= 2;
   for (uint32_t si = f->nstmts; si-- > 0;) {
     const MilStmt *s = &f->stmts[si];
@@ -115,16 +129,20 @@ void choose_fp16_weights(CpuProgram *c) {
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];
         if (c->ops[si]->family == OF_VIEW) use[slot] |= use[c->base[si]];
+        else if (c->ops[si]->family == OF_MATMUL && streams_weight(c, si, slot))
+          use[slot] |= 4;
         else use[slot] |= &s->args[k] == weight ? 1 : 2;
       }
   }
   for (uint32_t s = 0; s < c->nslots; s++) {
     const Slot *sl = &c->slots[s];
     Val *v = &c->vals[s];
-    if (sl->kind != SK_CONST || sl->weight < 0 || use[s] != 1 || v->dt != MIL_DT_FP16 || v->n < 4096 || v->rank < 2)
+    if (sl->kind != SK_CONST || sl->weight < 0 || !use[s] || (use[s] & 2) || v->dt != MIL_DT_FP16 || v->n < 4096 ||
+        v->rank < 2)
       continue;
     if (orion_weight(c->prog, c->fn, (uint32_t)sl->weight)->dtype != MIL_DT_FP16) continue;
     v->st = ST_H16;
+    if (!(use[s] & 1)) continue; /* a matmul streams it without scratch */
     int64_t row = v->dims[0] ? v->n / v->dims[0] : 0;
     if (panel_ld(row) * PANEL > c->scratch_floats) c->scratch_floats = panel_ld(row) * PANEL;
   }
