@@ -143,6 +143,24 @@ Test(diag, werror_promotes_and_w_suppresses_with_notes) {
   teardown(&f);
 }
 
+Test(diag, remarks_print_as_notes_and_w_drops_them_with_their_notes) {
+  Fixture f;
+  setup(&f, "x\n");
+  diag_remark(&f.d, (SrcSpan){0}, "binding order");
+  cr_assert_str_eq(f.out.data, "orionc: note: binding order\n");
+  cr_assert_eq(f.d.nwarnings, 0);
+  f.out.len = 0;
+  f.out.data[0] = 0;
+  f.d.suppress_warnings = true;
+  diag_remark(&f.d, (SrcSpan){0}, "quiet");
+  diag_note(&f.d, (SrcSpan){0}, "its note");
+  diag_error(&f.d, (SrcSpan){0}, "loud");
+  diag_note(&f.d, (SrcSpan){0}, "kept");
+  cr_assert_str_eq(f.out.data, "orionc: error: loud\norionc: note: kept\n");
+  cr_assert_eq(f.d.nwarnings, 0);
+  teardown(&f);
+}
+
 Test(diag, long_lines_are_windowed_and_binary_is_masked) {
   Fixture f;
   char text[1001];
