@@ -1,7 +1,8 @@
 /*
  * Helpers shared by the weight-file check (weight_check.c) and weight
- * materialization (weights_data.c), so that both resolve paths the same way
- * and word the same problem the same way. Internal to the backend.
+ * materialization (weights_data.c, weights_random.c, weights_file_data.c),
+ * so that both resolve paths the same way and word the same problem the
+ * same way. Internal to the backend.
  */
 #ifndef ORION_WEIGHTS_INTERNAL_H
 #define ORION_WEIGHTS_INTERNAL_H

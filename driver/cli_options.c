@@ -271,6 +271,34 @@ int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, co
   return -1;
 }
 
+/* cli_parse_one_operand's context: the caller's option handler and its ctx, and where the operand goes. */
+typedef struct OneOperand {
+  const CliSpec *spec;
+  CliOptionHandler *on_option;
+  void *ctx;
+  const char *what;
+  const char **slot;
+} OneOperand;
+
+static int one_option(void *ctx, int id, const char *value, const char *spelling) {
+  OneOperand *o = ctx;
+  return o->on_option(o->ctx, id, value, spelling);
+}
+
+static int one_operand(void *ctx, const char *operand) {
+  OneOperand *o = ctx;
+  return cli_one_operand(o->spec, o->what, o->slot, operand);
+}
+
+int cli_parse_one_operand(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_option, void *ctx,
+                          const char *what, const char **slot, const char *missing) {
+  OneOperand o = {.spec = spec, .on_option = on_option, .ctx = ctx, .what = what, .slot = slot};
+  int rc = cli_parse(spec, argc, argv, one_option, one_operand, &o);
+  if (rc >= 0) return rc;
+  if (!*slot) return cli_usage_error(spec->program, "%s", missing);
+  return -1;
+}
+
 /* ---- --help ---- */
 
 static void left_column(const CliOption *o, StrBuf *sb) {

@@ -108,6 +108,12 @@ int cli_parse(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_o
  * second one is "PROGRAM: error: more than one WHAT ('x')" (returns 2). */
 int cli_one_operand(const CliSpec *spec, const char *what, const char **slot, const char *operand);
 
+/* cli_parse for a command of exactly one operand (a subcommand's package or
+ * log): it goes into *slot; a second one is cli_one_operand's error, none at
+ * all the usage error `missing` ("no package"). Returns as cli_parse does. */
+int cli_parse_one_operand(const CliSpec *spec, int argc, char **argv, CliOptionHandler *on_option, void *ctx,
+                          const char *what, const char **slot, const char *missing);
+
 /* Option values: a finite decimal or hex float (all of v), and a whole
  * number of digits only (no sign, no spaces) that fits *out. False when v is
  * not one; the caller reports it in its own words. */

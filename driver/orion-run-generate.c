@@ -155,15 +155,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   }
 }
 
-static int take_operand(void *ctx, const char *v) {
-  return cli_one_operand(&generate_spec, "package", &((GenArgs *)ctx)->package, v);
-}
-
 static int parse(int argc, char **argv, GenArgs *a) {
   *a = (GenArgs){.max_tokens = DEFAULT_MAX_TOKENS, .eos = -1, .backend = "cpu", .sampling = orion_sampler_defaults()};
-  int rc = cli_parse(&generate_spec, argc, argv, take_option, take_operand, a);
+  int rc = cli_parse_one_operand(&generate_spec, argc, argv, take_option, a, "package", &a->package, "no package");
   if (rc >= 0) return rc;
-  if (!a->package) return usage_error("%s", "no package");
   int prompts = !!a->prompt + !!a->prompt_file + !!a->ids;
   if (prompts != 1)
     return usage_error("%s", prompts ? "give one of --prompt, --prompt-file and --ids"
@@ -363,27 +358,25 @@ int orion_run_generate(int argc, char **argv) {
   GenArgs a;
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  d.program = "orion-run generate";
+  RunDiag rd;
+  run_diag_open(&rd, "orion-run generate");
+  Diag *d = &rd.d;
   rc = 1;
   GenText *tx = NULL;
   OrionGen *g = NULL;
   GenRun r = {0};
   sb_init(&r.text);
-  if (a.tokenizer && !(tx = gen_text_open(a.tokenizer, &d))) goto done;
-  if (!prompt_ids(&a, tx, &r, &d)) goto done;
+  if (a.tokenizer && !(tx = gen_text_open(a.tokenizer, d))) goto done;
+  if (!prompt_ids(&a, tx, &r, d)) goto done;
   OrionGenOptions go = {.backend_name = a.backend, .numerics = a.numerics};
-  if (!(g = orion_gen_open(a.package, &go, &d))) goto done;
+  if (!(g = orion_gen_open(a.package, &go, d))) goto done;
   if (tx && gen_text_vocab(tx) > orion_gen_shape(g)->vocab) { /* a model may pad its vocabulary, never lack ids */
-    diag_error(&d, (SrcSpan){0}, "the tokenizer has %u ids, more than the model's vocabulary of %u",
+    diag_error(d, (SrcSpan){0}, "the tokenizer has %u ids, more than the model's vocabulary of %u",
                gen_text_vocab(tx), orion_gen_shape(g)->vocab);
     goto done;
   }
   int32_t eos = a.eos >= 0 ? (int32_t)a.eos : tx ? gen_text_eos(tx) : -1;
-  if (!generate(&a, g, tx, eos, &r, &d)) goto done;
+  if (!generate(&a, g, tx, eos, &r, d)) goto done;
   if (a.json) print_json(&a, &r, tx && !a.print_ids);
   print_stats(&r);
   rc = 0;
@@ -392,6 +385,6 @@ done:
   gen_text_free(tx);
   free(r.prompt), free(r.all);
   sb_free(&r.text);
-  srcset_free(&sources);
+  run_diag_close(&rd);
   return rc;
 }

@@ -103,15 +103,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   }
 }
 
-static int take_operand(void *ctx, const char *v) {
-  return cli_one_operand(&patch_spec, "package", &((PatchArgs *)ctx)->package, v);
-}
-
 static int parse(int argc, char **argv, PatchArgs *a) {
   *a = (PatchArgs){0};
-  int rc = cli_parse(&patch_spec, argc, argv, take_option, take_operand, a);
+  int rc = cli_parse_one_operand(&patch_spec, argc, argv, take_option, a, "package", &a->package, "no package");
   if (rc >= 0) return rc;
-  if (!a->package) return usage_error("%s", "no package");
   if (!a->recover && !a->nfiles) return usage_error("%s", "no new weights (give --weights FILE or --weight NAME=FILE.npy)");
   if (a->recover && a->nfiles) return usage_error("%s", "--recover takes no weights");
   return -1;
@@ -168,11 +163,9 @@ int orion_run_patch(int argc, char **argv) {
   PatchArgs a;
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  d.program = "orion-run";
+  RunDiag rd;
+  run_diag_open(&rd, "orion-run");
+  Diag *d = &rd.d;
   rc = 1;
   PatchSet set = {0};
   /* What a killed patch left beside the package; inside it, its own files
@@ -181,7 +174,7 @@ int orion_run_patch(int argc, char **argv) {
   if (a.recover) {
     bool did;
     PatchRemovedHook removed = {.fn = say_removed};
-    if (package_recover_reporting(a.package, &did, a.verbose ? &removed : NULL, &d)) {
+    if (package_recover_reporting(a.package, &did, a.verbose ? &removed : NULL, d)) {
       printf("%s: %s\n", a.package, did ? "completed an interrupted weight update" : "no interrupted weight update");
       rc = 0;
     }
@@ -189,23 +182,23 @@ int orion_run_patch(int argc, char **argv) {
   }
   bool ok = true;
   for (uint32_t i = 0; i < a.nfiles; i++)
-    ok = (a.npy_names[i] ? patch_set_add_npy(&set, a.npy_names[i], a.files[i], &d)
-                         : patch_set_add_safetensors(&set, a.files[i], &d)) && ok;
+    ok = (a.npy_names[i] ? patch_set_add_npy(&set, a.npy_names[i], a.files[i], d)
+                         : patch_set_add_safetensors(&set, a.files[i], d)) && ok;
   if (!ok) goto done;
   PatchStats stats;
   PatchOptions po = {.clamp_fp16 = a.clamp, .stats = &stats};
   /* --verify checks a patched copy first, so that a failure leaves the
    * package exactly as it was; the package itself is then patched with the
    * same tensors, which gives the same bytes. */
-  if (a.verify && !verify_on_a_copy(&a, &set, &po, &d)) {
-    diag_note(&d, (SrcSpan){0}, "'%s' is unchanged", a.package);
+  if (a.verify && !verify_on_a_copy(&a, &set, &po, d)) {
+    diag_note(d, (SrcSpan){0}, "'%s' is unchanged", a.package);
     goto done;
   }
   Package before;
-  if (!package_read(a.package, &before, &d)) goto done;
+  if (!package_read(a.package, &before, d)) goto done;
   uint64_t prior = before.weights_generation;
   package_free(&before);
-  if (!package_patch(a.package, set.tensors, set.n, &po, &d)) goto done;
+  if (!package_patch(a.package, set.tensors, set.n, &po, d)) goto done;
   if (!stats.regions)
     printf("%s: %u weight%s given, all already hold these values: nothing written (generation %llu)\n", a.package,
            stats.tensors, stats.tensors == 1 ? "" : "s", (unsigned long long)stats.generation);
@@ -222,6 +215,6 @@ int orion_run_patch(int argc, char **argv) {
 done:
   patch_set_free(&set);
   for (uint32_t i = 0; i < a.nfiles; i++) free((void *)(uintptr_t)a.npy_names[i]);
-  srcset_free(&sources);
+  run_diag_close(&rd);
   return rc;
 }

@@ -73,15 +73,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   }
 }
 
-static int take_operand(void *ctx, const char *v) {
-  return cli_one_operand(&plot_spec, "log", &((PlotArgs *)ctx)->log, v);
-}
-
 static int parse(int argc, char **argv, PlotArgs *a) {
   *a = (PlotArgs){0};
-  int rc = cli_parse(&plot_spec, argc, argv, take_option, take_operand, a);
+  int rc = cli_parse_one_operand(&plot_spec, argc, argv, take_option, a, "log", &a->log, "no training log");
   if (rc >= 0) return rc;
-  if (!a->log) return usage_error("%s", "no training log");
   return -1;
 }
 
@@ -89,39 +84,37 @@ int orion_run_plot(int argc, char **argv) {
   PlotArgs a;
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  d.program = "orion-run";
+  RunDiag rd;
+  run_diag_open(&rd, "orion-run");
+  Diag *d = &rd.d;
   rc = 1;
   OrionTrainLogData log;
   char *svg = NULL;
   size_t len = 0;
-  if (!orion_train_log_read(a.log, &log, &d)) goto done;
+  if (!orion_train_log_read(a.log, &log, d)) goto done;
   FILE *mem = open_memstream(&svg, &len);
   if (!mem) {
-    diag_error(&d, (SrcSpan){0}, "cannot draw the loss curve: %s", strerror(errno));
+    diag_error(d, (SrcSpan){0}, "cannot draw the loss curve: %s", strerror(errno));
     goto done;
   }
   bool drawn = orion_plot_loss_svg(&log, &a.plot, mem);
   fclose(mem);
   if (!drawn) {
-    if (!log.n) diag_error(&d, (SrcSpan){0}, "'%s' has no training steps to plot", a.log);
+    if (!log.n) diag_error(d, (SrcSpan){0}, "'%s' has no training steps to plot", a.log);
     else
-      diag_error(&d, (SrcSpan){0}, "'%s' has no train loss to plot (none of its %u steps has a finite%s loss)", a.log,
+      diag_error(d, (SrcSpan){0}, "'%s' has no train loss to plot (none of its %u steps has a finite%s loss)", a.log,
                  log.n, a.plot.log_scale ? " positive" : "");
     goto done;
   }
   if (!a.output || !strcmp(a.output, "-")) {
     if (fwrite(svg, 1, len, stdout) != len || fflush(stdout) != 0) {
-      diag_error(&d, (SrcSpan){0}, "cannot write the loss curve: %s", strerror(errno));
+      diag_error(d, (SrcSpan){0}, "cannot write the loss curve: %s", strerror(errno));
       goto done;
     }
   } else {
     const char *err;
     if (!write_file_atomic(a.output, svg, len, &err)) {
-      diag_error(&d, (SrcSpan){0}, "cannot write '%s': %s", a.output, err);
+      diag_error(d, (SrcSpan){0}, "cannot write '%s': %s", a.output, err);
       goto done;
     }
   }
@@ -129,6 +122,6 @@ int orion_run_plot(int argc, char **argv) {
 done:
   free(svg);
   orion_train_log_data_free(&log);
-  srcset_free(&sources);
+  run_diag_close(&rd);
   return rc;
 }

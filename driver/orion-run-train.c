@@ -200,17 +200,12 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   }
 }
 
-static int take_operand(void *ctx, const char *v) {
-  return cli_one_operand(&train_spec, "package", &((TrainArgs *)ctx)->o.package, v);
-}
-
 static int parse(int argc, char **argv, TrainArgs *a) {
   *a = (TrainArgs){0};
   orion_train_options_init(&a->o);
   a->o.inputs = a->inputs;
-  int rc = cli_parse(&train_spec, argc, argv, take_option, take_operand, a);
+  int rc = cli_parse_one_operand(&train_spec, argc, argv, take_option, a, "package", &a->o.package, "no package");
   if (rc >= 0) return rc;
-  if (!a->o.package) return usage_error("%s", "no package");
   if (!a->data) return usage_error("%s", "--data FILE is required");
   if (!a->steps) return usage_error("%s", "--steps N is required");
   if (!a->lr) return usage_error("%s", "--lr LR is required");
@@ -252,11 +247,9 @@ int orion_run_train(int argc, char **argv) {
     for (uint32_t i = 0; i < a.o.ninputs; i++) free(a.input_names[i]);
     return rc;
   }
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  d.program = "orion-run";
+  RunDiag rd;
+  run_diag_open(&rd, "orion-run");
+  Diag *d = &rd.d;
   const char *tmp = getenv("TMPDIR");
   StrBuf work;
   sb_init(&work);
@@ -265,13 +258,13 @@ int orion_run_train(int argc, char **argv) {
   OrionTrainReport r = {0};
   Progress prog = {.tty = isatty(STDERR_FILENO) == 1};
   if (!mkdtemp(work.data)) {
-    diag_error(&d, (SrcSpan){0}, "cannot make the working directory '%s': %s", work.data, strerror(errno));
+    diag_error(d, (SrcSpan){0}, "cannot make the working directory '%s': %s", work.data, strerror(errno));
     goto done;
   }
   a.o.work_dir = work.data;
   a.o.on_step = on_step;
   a.o.ctx = &prog;
-  bool ok = orion_train_run(&a.o, &r, &d);
+  bool ok = orion_train_run(&a.o, &r, d);
   if (prog.tty && r.steps_run) fputc('\n', stderr);
   remove_tree(work.data);
   if (!ok) goto done;
@@ -293,6 +286,6 @@ done:
   orion_train_report_free(&r);
   for (uint32_t i = 0; i < a.o.ninputs; i++) free(a.input_names[i]);
   sb_free(&work);
-  srcset_free(&sources);
+  run_diag_close(&rd);
   return rc;
 }

@@ -9,6 +9,22 @@
 #include "orion/cpu.h"
 #include "orion/patch.h"
 
+/* A subcommand's diagnostics: on stderr as `program`, quoting the sources
+ * read through `sources`. Opened once its options are parsed, closed on every
+ * way out; d stays where it is (it points at sources). */
+typedef struct RunDiag {
+  SourceSet sources;
+  Diag d;
+} RunDiag;
+
+static inline void run_diag_open(RunDiag *r, const char *program) {
+  srcset_init(&r->sources);
+  diag_init(&r->d, &r->sources);
+  r->d.program = program;
+}
+
+static inline void run_diag_close(RunDiag *r) { srcset_free(&r->sources); }
+
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);
 /* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */

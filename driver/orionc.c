@@ -176,7 +176,10 @@ static const CliOption orionc_options[] = {
     {OPT_TIME, 0, "time", CLI_NO_VALUE, 0, NULL, "print the time of each phase", NULL},
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print progress", NULL},
     {OPT_WERROR, 0, "Werror", CLI_NO_VALUE, CLI_SINGLE_DASH, NULL, "treat warnings as errors", NULL},
-    {OPT_NO_WARNINGS, 'w', NULL, CLI_NO_VALUE, 0, NULL, "do not print warnings", NULL},
+    {OPT_NO_WARNINGS, 'w', NULL, CLI_NO_VALUE, 0, NULL,
+     "do not print warnings, nor remarks such as the ANE's\n"
+     "binding order",
+     NULL},
     {OPT_ERROR_LIMIT, 0, "ferror-limit", CLI_VALUE, CLI_SINGLE_DASH, "=N", "stop after N errors (default 20; 0 = no limit)",
      "a number"},
     {OPT_CLEAN, 0, "clean", CLI_NO_VALUE, 0, NULL,

@@ -181,8 +181,8 @@ static void check(IrModule *m, IrFuncId f, PassCtx *ctx, bool outputs) {
                  outputs ? "outputs" : "inputs", b[folded[k].index].name, b[folded[k + 1].index].name, fn->name);
   free(folded);
   if (!declared_order)
-    diag_note(ctx->d, fn->loc, "the %s of '%s' bind in alphabetical order on the ANE, not in declared order; the package manifest records the order [%s]",
-              outputs ? "outputs" : "inputs", fn->name, outputs ? "ANE003" : "ANE019");
+    diag_remark(ctx->d, fn->loc, "the %s of '%s' bind in alphabetical order on the ANE, not in declared order; the package manifest records the order [%s]",
+                outputs ? "outputs" : "inputs", fn->name, outputs ? "ANE003" : "ANE019");
 }
 
 bool pass_io_legalize(IrModule *m, PassCtx *ctx) {

@@ -10,7 +10,9 @@
  * when most of the file changes, so the bytes are written once, not twice).
  * Once the journal exists the patch is decided: applying it is idempotent, and
  * package_recover re-applies it after a crash. Before it exists, the old files
- * are untouched and leftovers are simply removed.
+ * are untouched and leftovers are simply removed. The file steps themselves
+ * (confined to the package, synced, counted for the crash tests' fault
+ * injection) are patch_files.c's.
  */
 #define _GNU_SOURCE
 #include "orion/patch.h"
@@ -35,6 +37,7 @@
 #include "orion/hash.h"
 #include "orion/pkg_paths.h"
 #include "orion/temporaries.h"
+#include "patch_files.h"
 #include "plist_util.h"
 
 #define JOURNAL_MAGIC "ORIONJ01"
@@ -45,200 +48,15 @@
 #define JOURNAL_HEADER 40u /* magic, generation, manifest length, regions, mode + reserved */
 #define MODE_REGIONS 0u
 #define MODE_SHADOW 1u
-/* Writes are cut into pieces of this size so that injected faults (and real
- * crashes) can land inside a region. */
-#define WRITE_PIECE (4u << 20)
 
-/* ---- small helpers ---------------------------------------------------------- */
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static char *pkg_path(const char *pkg, const char *name) {
-  size_t n = strlen(pkg) + strlen(name) + 2;
-  char *p = xmalloc(n);
-  snprintf(p, n, "%s/%s", pkg, name);
-  return p;
-}
-
-/* Fault injection for the crash tests: every durable step counts. */
-static long fault_at = -1, fault_step;
-
-static void fault_init(void) {
-  const char *e = getenv(PATCH_FAULT_ENV);
-  fault_at = e && *e ? strtol(e, NULL, 10) : 0;
-  fault_step = 0;
-}
-
-static void step(void) {
-  if (fault_at > 0 && ++fault_step == fault_at) raise(SIGKILL);
-}
-
-static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-static bool write_all(int fd, const uint8_t *p, uint64_t n, uint64_t off) {
-  while (n) {
-    size_t piece = n < WRITE_PIECE ? (size_t)n : WRITE_PIECE;
-    step();
-    ssize_t w = pwrite(fd, p, piece, (off_t)off);
-    if (w <= 0) {
-      if (w < 0 && errno == EINTR) continue;
-      if (w == 0) errno = EIO;
-      return false;
-    }
-    p += w;
-    off += (uint64_t)w;
-    n -= (uint64_t)w;
-  }
-  return true;
-}
-
-static bool sync_fd(int fd) {
-  step();
-  return fdatasync(fd) == 0;
-}
-
-static bool sync_dir(const char *path) {
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return false;
-  step();
-  bool ok = fsync(fd) == 0;
-  close(fd);
-  return ok;
-}
-
-/* The package's files are written, renamed and removed relative to
- * descriptors opened by the package rule (orion/pkg_paths.h), so that a
- * directory of the package swapped for a link cannot redirect an update. */
-
-/* The directory holding package file `name`, and name's last component; -1 with errno. */
-static int open_parent(const char *pkg, const char *name, const char **base) {
-  PkgDir dir;
-  const char *err;
-  if (!pkg_dir_open(&dir, pkg, &err)) return -1;
-  int fd = pkg_open_parent(&dir, name, base);
-  int saved = errno;
-  pkg_dir_close(&dir);
-  errno = saved;
-  return fd;
-}
-
-/* Opens package file `name` with `flags` by the package rule; -1 with errno (ELOOP when it leads outside). */
-static int open_member(const char *pkg, const char *name, int flags) {
-  PkgDir dir;
-  const char *err;
-  if (!pkg_dir_open(&dir, pkg, &err)) return -1;
-  bool outside;
-  char why[4096 + 128];
-  int fd = pkg_open_file(&dir, name, flags, &outside, why, sizeof why);
-  int saved = outside ? ELOOP : errno;
-  pkg_dir_close(&dir);
-  errno = saved;
-  return fd;
-}
-
-static bool sync_parent(const char *pkg, const char *sub) {
-  int fd = open_member(pkg, sub, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return false;
-  step();
-  bool ok = fsync(fd) == 0;
-  close(fd);
-  return ok;
-}
-
-/* A patch's temporary files have fixed names in the package: registered
- * while they are only temporaries, so that SIGINT/SIGTERM removes them
- * (orion/temporaries.h); after a kill, the next update or open removes them
- * under the package's lock (remove_leftovers), which proves no updater is left. */
-static void track_in(const char *pkg, const char *name) {
-  char *p = pkg_path(pkg, name);
-  temp_track(p);
-  free(p);
-}
-
-static void untrack_in(const char *pkg, const char *name) {
-  char *p = pkg_path(pkg, name);
-  temp_untrack(p);
-  free(p);
-}
-
-/* Both names in one directory of the package (a temporary beside its file). */
-static bool rename_in(const char *pkg, const char *from, const char *to) {
-  const char *a, *b;
-  int fd = open_parent(pkg, from, &a);
-  if (fd < 0) return false;
-  b = strrchr(to, '/') ? strrchr(to, '/') + 1 : to;
-  if ((size_t)(a - from) != (size_t)(b - to) || strncmp(from, to, (size_t)(a - from)))
-    ice("rename_in: %s and %s differ in directory", from, to);
-  step();
-  bool ok = renameat(fd, a, fd, b) == 0;
-  int saved = errno;
-  close(fd);
-  errno = saved;
-  return ok;
-}
-
-static bool unlink_in(const char *pkg, const char *name) {
-  const char *base;
-  int fd = open_parent(pkg, name, &base);
-  if (fd < 0) return false;
-  bool ok = unlinkat(fd, base, 0) == 0;
-  int saved = errno;
-  close(fd);
-  errno = saved;
-  return ok;
-}
-
-/* Writes a whole file under a temporary name in the package, synced; a
- * link planted under that name is refused, not followed (O_NOFOLLOW). */
-static bool write_new_file(const char *pkg, const char *name, const uint8_t *const *parts, const uint64_t *lens,
-                           uint32_t nparts) {
-  const char *base;
-  int dir = open_parent(pkg, name, &base);
-  if (dir < 0) return false;
-  int fd = openat(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  close(dir);
-  if (fd < 0) return false;
-  uint64_t off = 0;
-  bool ok = true;
-  for (uint32_t i = 0; ok && i < nparts; i++) {
-    ok = write_all(fd, parts[i], lens[i], off);
-    off += lens[i];
-  }
-  ok = ok && sync_fd(fd);
-  return close(fd) == 0 && ok;
-}
-
-static bool read_member(const char *pkg, const char *name, char **text, size_t *len, const char **err) {
-  int fd = open_member(pkg, name, O_RDONLY);
-  if (fd < 0) {
-    *err = strerror(errno);
-    return false;
-  }
-  bool ok = read_fd(fd, SIZE_MAX / 2, text, len, err);
-  close(fd);
-  return ok;
-}
+/* ---- the journal -------------------------------------------------------------- */
 
 bool package_has_journal(const char *path) {
-  char *j = pkg_path(path, JOURNAL_NAME);
+  char *j = patch_pkg_path(path, JOURNAL_NAME);
   bool has = access(j, F_OK) == 0;
   free(j);
   return has;
 }
-
-/* ---- the journal -------------------------------------------------------------- */
 
 typedef struct Region {
   uint64_t offset; /* of the data in weight.bin */
@@ -258,11 +76,11 @@ typedef struct Journal {
 static bool journal_parse(const uint8_t *p, size_t len, Journal *j) {
   memset(j, 0, sizeof *j);
   if (len < JOURNAL_HEADER + 8 || memcmp(p, JOURNAL_MAGIC, 8)) return false;
-  if (get_u64(p + len - 8) != XXH64(p, len - 8, 0)) return false;
-  j->generation = get_u64(p + 8);
-  j->manifest_len = get_u64(p + 16);
-  uint64_t n = get_u64(p + 24);
-  j->mode = (uint32_t)get_u64(p + 32);
+  if (patch_get_u64(p + len - 8) != XXH64(p, len - 8, 0)) return false;
+  j->generation = patch_get_u64(p + 8);
+  j->manifest_len = patch_get_u64(p + 16);
+  uint64_t n = patch_get_u64(p + 24);
+  j->mode = (uint32_t)patch_get_u64(p + 32);
   uint64_t at = JOURNAL_HEADER, end = len - 8;
   if (j->mode > MODE_SHADOW || j->manifest_len > end - at || n > (end - at) / 16) return false;
   j->manifest = (const char *)p + at;
@@ -271,8 +89,8 @@ static bool journal_parse(const uint8_t *p, size_t len, Journal *j) {
   for (uint64_t i = 0; i < n; i++) {
     if (end - at < 16) return false;
     Region *r = &j->regions[j->nregions++];
-    r->offset = get_u64(p + at);
-    r->len = get_u64(p + at + 8);
+    r->offset = patch_get_u64(p + at);
+    r->len = patch_get_u64(p + at + 8);
     at += 16;
     if (r->len > end - at) return false;
     r->data = p + at;
@@ -294,17 +112,17 @@ static bool journal_write(const char *pkg, const Journal *j) {
   uint64_t *lens = xcalloc(nparts, sizeof *lens);
   uint8_t head[JOURNAL_HEADER], *rheads = xcalloc(j->nregions ? j->nregions : 1, 16), tail[8];
   memcpy(head, JOURNAL_MAGIC, 8);
-  put_u64(head + 8, j->generation);
-  put_u64(head + 16, j->manifest_len);
-  put_u64(head + 24, j->nregions);
-  put_u64(head + 32, j->mode);
+  patch_put_u64(head + 8, j->generation);
+  patch_put_u64(head + 16, j->manifest_len);
+  patch_put_u64(head + 24, j->nregions);
+  patch_put_u64(head + 32, j->mode);
   parts[0] = head;
   lens[0] = sizeof head;
   parts[1] = (const uint8_t *)j->manifest;
   lens[1] = j->manifest_len;
   for (uint32_t i = 0; i < j->nregions; i++) {
-    put_u64(rheads + 16 * i, j->regions[i].offset);
-    put_u64(rheads + 16 * i + 8, j->regions[i].len);
+    patch_put_u64(rheads + 16 * i, j->regions[i].offset);
+    patch_put_u64(rheads + 16 * i + 8, j->regions[i].len);
     parts[2 + 2 * i] = rheads + 16 * i;
     lens[2 + 2 * i] = 16;
     parts[3 + 2 * i] = j->regions[i].data;
@@ -319,21 +137,21 @@ static bool journal_write(const char *pkg, const Journal *j) {
     memcpy(all + at, parts[i], (size_t)lens[i]);
     at += (size_t)lens[i];
   }
-  put_u64(tail, XXH64(all, total, 0)); /* XXH64 in every format: journals stay readable */
+  patch_put_u64(tail, XXH64(all, total, 0)); /* XXH64 in every format: journals stay readable */
   free(all);
   parts[nparts - 1] = tail;
   lens[nparts - 1] = 8;
-  track_in(pkg, JOURNAL_TMP);
-  bool ok = write_new_file(pkg, JOURNAL_TMP, parts, lens, nparts);
+  patch_track_in(pkg, JOURNAL_TMP);
+  bool ok = patch_write_new_file(pkg, JOURNAL_TMP, parts, lens, nparts);
   if (ok) test_pause_at("patch-journal");
   /* The commit: from the rename on, the shadow copy is part of the update,
    * no temporary any more; the signal cleanup must see both before or both after. */
   temp_registry_lock();
-  ok = ok && rename_in(pkg, JOURNAL_TMP, JOURNAL_NAME);
-  untrack_in(pkg, JOURNAL_TMP);
-  if (ok) untrack_in(pkg, SHADOW_NAME);
+  ok = ok && patch_rename_in(pkg, JOURNAL_TMP, JOURNAL_NAME);
+  patch_untrack_in(pkg, JOURNAL_TMP);
+  if (ok) patch_untrack_in(pkg, SHADOW_NAME);
   temp_registry_unlock();
-  ok = ok && sync_parent(pkg, "weights");
+  ok = ok && patch_sync_parent(pkg, "weights");
   free(parts);
   free(lens);
   free(rheads);
@@ -343,34 +161,34 @@ static bool journal_write(const char *pkg, const Journal *j) {
 /* Carries out a committed journal; safe to repeat after a crash at any point. */
 static bool journal_apply(const char *pkg, const Journal *j, const char **err) {
   if (j->mode == MODE_SHADOW) {
-    char *shadow = pkg_path(pkg, SHADOW_NAME);
+    char *shadow = patch_pkg_path(pkg, SHADOW_NAME);
     bool present = access(shadow, F_OK) == 0;
     free(shadow);
     /* Absent means the rename below already happened before a crash. */
-    if (present && (!rename_in(pkg, SHADOW_NAME, PACKAGE_WEIGHTS) || !sync_parent(pkg, "weights"))) {
+    if (present && (!patch_rename_in(pkg, SHADOW_NAME, PACKAGE_WEIGHTS) || !patch_sync_parent(pkg, "weights"))) {
       *err = strerror(errno);
       return false;
     }
   } else {
-    int fd = open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
+    int fd = patch_open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
     bool ok = fd >= 0;
-    for (uint32_t i = 0; ok && i < j->nregions; i++) ok = write_all(fd, j->regions[i].data, j->regions[i].len, j->regions[i].offset);
-    ok = ok && sync_fd(fd);
+    for (uint32_t i = 0; ok && i < j->nregions; i++) ok = patch_write_all(fd, j->regions[i].data, j->regions[i].len, j->regions[i].offset);
+    ok = ok && patch_sync_fd(fd);
     if (!ok) *err = strerror(errno);
     if (fd >= 0) close(fd);
     if (!ok) return false;
   }
   const uint8_t *parts[1] = {(const uint8_t *)j->manifest};
   uint64_t lens[1] = {j->manifest_len};
-  track_in(pkg, MANIFEST_TMP); /* removed by a signal, the journal still has it */
-  bool written = write_new_file(pkg, MANIFEST_TMP, parts, lens, 1) && rename_in(pkg, MANIFEST_TMP, PACKAGE_MANIFEST);
-  untrack_in(pkg, MANIFEST_TMP);
-  if (!written || !sync_dir(pkg)) {
+  patch_track_in(pkg, MANIFEST_TMP); /* removed by a signal, the journal still has it */
+  bool written = patch_write_new_file(pkg, MANIFEST_TMP, parts, lens, 1) && patch_rename_in(pkg, MANIFEST_TMP, PACKAGE_MANIFEST);
+  patch_untrack_in(pkg, MANIFEST_TMP);
+  if (!written || !patch_sync_dir(pkg)) {
     *err = strerror(errno);
     return false;
   }
-  step();
-  bool ok = unlink_in(pkg, JOURNAL_NAME) && sync_parent(pkg, "weights");
+  patch_step();
+  bool ok = patch_unlink_in(pkg, JOURNAL_NAME) && patch_sync_parent(pkg, "weights");
   if (!ok) *err = strerror(errno);
   return ok;
 }
@@ -382,8 +200,8 @@ static void remove_leftovers(const char *pkg, const PatchRemovedHook *removed) {
   static const char *const names[] = {JOURNAL_TMP,  SHADOW_NAME,  MANIFEST_TMP, JOURNAL_TMP "-removing",
                                       SHADOW_NAME "-removing", MANIFEST_TMP "-removing"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    char *p = pkg_path(pkg, names[i]);
-    if (unlink_in(pkg, names[i]) && removed && removed->fn) removed->fn(removed->ctx, p);
+    char *p = patch_pkg_path(pkg, names[i]);
+    if (patch_unlink_in(pkg, names[i]) && removed && removed->fn) removed->fn(removed->ctx, p);
     free(p);
   }
 }
@@ -423,14 +241,14 @@ bool package_recover_reporting(const char *path, bool *did_recover, const PatchR
 
 static bool recover_locked(const char *path, bool *did_recover, const PatchRemovedHook *removed, Diag *d) {
   if (did_recover) *did_recover = false;
-  char *jp = pkg_path(path, JOURNAL_NAME);
+  char *jp = patch_pkg_path(path, JOURNAL_NAME);
   char *text = NULL;
   size_t len = 0;
   const char *err = NULL;
   bool ok = true;
   if (access(jp, F_OK) != 0) {
     remove_leftovers(path, removed); /* an uncommitted patch: the old weights stand */
-  } else if (!read_member(path, JOURNAL_NAME, &text, &len, &err)) {
+  } else if (!patch_read_member(path, JOURNAL_NAME, &text, &len, &err)) {
     diag_error(d, (SrcSpan){0}, "%s: cannot read the journal of an interrupted weight update: %s", jp, err);
     ok = false;
   } else {
@@ -760,19 +578,19 @@ static bool map_fd(int fd, int flags, uint8_t **base, size_t *len, int *fd_out, 
  * manifest by rename, nothing synced (a working copy; see patch.h). */
 static bool apply_unsynced(const char *pkg, const Region *regions, uint32_t nr, const char *manifest, size_t mlen,
                            const char **err) {
-  int fd = open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
+  int fd = patch_open_member(pkg, PACKAGE_WEIGHTS, O_WRONLY);
   bool ok = fd >= 0;
-  for (uint32_t r = 0; ok && r < nr; r++) ok = write_all(fd, regions[r].data, regions[r].len, regions[r].offset);
+  for (uint32_t r = 0; ok && r < nr; r++) ok = patch_write_all(fd, regions[r].data, regions[r].len, regions[r].offset);
   if (fd >= 0 && close(fd) != 0) ok = false;
   if (ok) {
     const char *base;
-    int dir = open_parent(pkg, PACKAGE_MANIFEST ".tmp", &base);
+    int dir = patch_open_parent(pkg, PACKAGE_MANIFEST ".tmp", &base);
     int mfd = dir < 0 ? -1 : openat(dir, base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (dir >= 0) close(dir);
-    ok = mfd >= 0 && write_all(mfd, (const uint8_t *)manifest, mlen, 0);
+    ok = mfd >= 0 && patch_write_all(mfd, (const uint8_t *)manifest, mlen, 0);
     if (mfd >= 0 && close(mfd) != 0) ok = false;
   }
-  ok = ok && rename_in(pkg, PACKAGE_MANIFEST ".tmp", PACKAGE_MANIFEST);
+  ok = ok && patch_rename_in(pkg, PACKAGE_MANIFEST ".tmp", PACKAGE_MANIFEST);
   if (!ok) *err = strerror(errno);
   return ok;
 }
@@ -785,8 +603,8 @@ static int by_offset(const void *a, const void *b) {
 bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const PatchOptions *opt, Diag *d) {
   static const PatchOptions defaults = {0};
   if (!opt) opt = &defaults;
-  fault_init();
-  double t0 = now_ms();
+  patch_fault_init();
+  double t0 = patch_now_ms();
   int lock = lock_package(path, d);
   if (lock < 0) return false;
   Package pkg;
@@ -794,7 +612,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     close(lock);
     return false;
   }
-  char *wpath = pkg_path(path, PACKAGE_WEIGHTS);
+  char *wpath = patch_pkg_path(path, PACKAGE_WEIGHTS);
   char *mtext = NULL;
   size_t mlen = 0;
   const char *err = NULL;
@@ -804,8 +622,8 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
   Target *targets = NULL;
   uint32_t nt = 0;
   bool ok = false;
-  if (!read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
-      !map_fd(open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
+  if (!patch_read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
+      !map_fd(patch_open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
     goto out;
   }
@@ -844,7 +662,7 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
       at = end + regions[r].len;
     }
   }
-  double t1 = now_ms();
+  double t1 = patch_now_ms();
   if (nr == 0) { /* every value is already there: nothing to write, the generation stays */
     if (opt->stats)
       *opt->stats = (PatchStats){.tensors = n, .generation = pkg.weights_generation, .validate_ms = t1 - t0};
@@ -867,8 +685,8 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     if (!ok) diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s", path, err);
     shadow = false;
   } else if (shadow) {
-    track_in(path, SHADOW_NAME); /* until the journal commits it */
-    ok = write_new_file(path, SHADOW_NAME, parts, lens, np);
+    patch_track_in(path, SHADOW_NAME); /* until the journal commits it */
+    ok = patch_write_new_file(path, SHADOW_NAME, parts, lens, np);
     if (!ok) err = strerror(errno);
   }
   if (!opt->unsynced) ok = ok && journal_write(path, &j);
@@ -885,13 +703,13 @@ bool package_patch(const char *path, const PatchTensor *t, uint32_t n, const Pat
     }
   } else {
     remove_leftovers(path, NULL);
-    if (shadow) untrack_in(path, SHADOW_NAME);
+    if (shadow) patch_untrack_in(path, SHADOW_NAME);
     diag_error(d, (SrcSpan){0}, "cannot patch '%s': %s (the package is unchanged)", path, err);
   }
   if (opt->stats) {
     *opt->stats = (PatchStats){.tensors = n, .regions = nr, .bytes_changed = changed, .shadow = shadow,
                                .generation = ok ? generation : pkg.weights_generation, .validate_ms = t1 - t0,
-                               .commit_ms = now_ms() - t1};
+                               .commit_ms = patch_now_ms() - t1};
   }
   free(new_manifest);
   free(regions);
@@ -915,7 +733,7 @@ out:
 bool package_refresh_checksums(const char *path, uint32_t *nchanged, Diag *d) {
   static const PatchOptions no_options = {0};
   if (nchanged) *nchanged = 0;
-  fault_init();
+  patch_fault_init();
   int lock = lock_package(path, d);
   if (lock < 0) return false;
   Package pkg;
@@ -933,8 +751,8 @@ bool package_refresh_checksums(const char *path, uint32_t *nchanged, Diag *d) {
   bool ok = false;
   BlobFile bf;
   char berr[256];
-  if (!read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
-      !map_fd(open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
+  if (!patch_read_member(path, PACKAGE_MANIFEST, &mtext, &mlen, &err) ||
+      !map_fd(patch_open_member(path, PACKAGE_WEIGHTS, O_RDONLY), 0, &image, &size, &fd, &err)) {
     diag_error(d, (SrcSpan){0}, "cannot update the checksums of '%s': %s", path, err);
   } else if (size != pkg.weights_size || !blob_file_open(&bf, image, size, berr, sizeof berr)) {
     diag_error(d, (SrcSpan){0}, "%s/%s: %s", path, PACKAGE_WEIGHTS,

@@ -260,6 +260,17 @@ void diag_report(Diag *d, DiagLevel level, SrcSpan span, const char *fmt, ...) {
   va_end(ap);
 }
 
+void diag_remark(Diag *d, SrcSpan span, const char *fmt, ...) {
+  if (d->suppress_warnings) {
+    d->last_suppressed = true;
+    return;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  diag_vreport(d, DIAG_NOTE, span, fmt, ap);
+  va_end(ap);
+}
+
 int cli_usage_error(const char *program, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -1,59 +1,64 @@
-/* Shared helpers for the Criterion unit tests. */
+/*
+ * The helpers of helpers.h that need only the support library: captured
+ * diagnostics, files read whole, temporary directories and the committed
+ * fixtures under ORION_SOURCE_ROOT. Tests of any library link them.
+ */
 #include "helpers.h"
 
+#include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-void parsed_open(Parsed *p, const char *text) {
-  srcset_init(&p->sources);
-  diag_init(&p->d, &p->sources);
-  sb_init(&p->diags);
-  p->d.capture = &p->diags;
-  p->m = oir_parse_string("t.oir", text, strlen(text), &p->d);
+void capture_init(Capture *c, const char *program) {
+  srcset_init(&c->sources);
+  sb_init(&c->text);
+  diag_init(&c->d, &c->sources);
+  c->d.capture = &c->text;
+  c->d.program = program;
 }
 
-void parsed_close(Parsed *p) {
-  ir_module_free(p->m);
-  srcset_free(&p->sources);
-  sb_free(&p->diags);
+void capture_free(Capture *c) {
+  sb_free(&c->text);
+  srcset_free(&c->sources);
 }
 
-const char *parsed_output_type(Parsed *p, uint32_t index) {
-  static char buf[256];
-  IrFuncId f = ir_func_lookup(p->m, "main");
-  StrBuf sb;
-  sb_init(&sb);
-  ir_type_print(&sb, &ir_value(p->m, ir_func(p->m, f)->outputs[index].value)->type);
-  snprintf(buf, sizeof buf, "%s", sb.data);
-  sb_free(&sb);
-  return buf;
+const char *captured(const Capture *c) { return c->text.data ? c->text.data : ""; }
+
+char *slurp(const char *path, size_t *len) {
+  char *data;
+  size_t n;
+  const char *err;
+  cr_assert(read_file(path, 1u << 30, &data, &n, &err), "cannot read %s: %s", path, err);
+  if (len) *len = n;
+  return data;
 }
 
-const char *diags_of(const char *text) {
-  static char buf[8192];
-  Parsed p;
-  parsed_open(&p, text);
-  snprintf(buf, sizeof buf, "%s", p.diags.data ? p.diags.data : "");
-  parsed_close(&p);
-  return buf;
+void test_dir_make(char *dir, size_t cap, const char *name) {
+  int n = snprintf(dir, cap, "/tmp/orion-%s-XXXXXX", name);
+  cr_assert(n > 0 && (size_t)n < cap, "no room for the name of the directory '%s'", name);
+  cr_assert_not_null(mkdtemp(dir), "cannot make %s", dir);
 }
 
-const char *infer_of(const char *inputs, const char *body) {
-  static char buf[1024];
-  char text[4096];
-  snprintf(text, sizeof text, "func main(%s) {\n%s\n}\n", inputs, body);
-  Parsed p;
-  parsed_open(&p, text);
-  if (p.m) {
-    snprintf(buf, sizeof buf, "%s", parsed_output_type(&p, 0));
-  } else {
-    /* First line of the first error, without the "t.oir:L:C: error: " prefix. */
-    const char *s = p.diags.data ? p.diags.data : "";
-    const char *e = strstr(s, "error: ");
-    s = e ? e + 7 : s;
-    size_t n = strcspn(s, "\n");
-    snprintf(buf, sizeof buf, "%.*s", (int)n, s);
-  }
-  parsed_close(&p);
-  return buf;
+void test_dir_remove(const char *dir) {
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0, "cannot remove %s", dir);
+}
+
+void source_path(char *buf, size_t cap, const char *rel) {
+  const char *r = getenv("ORION_SOURCE_ROOT");
+  cr_assert(r && *r, "ORION_SOURCE_ROOT is not set (meson test sets it)");
+  snprintf(buf, cap, "%s/%s", r, rel);
+}
+
+cJSON *load_json_fixture(const char *rel) {
+  char path[4096];
+  source_path(path, sizeof path, rel);
+  size_t len;
+  char *text = slurp(path, &len);
+  cJSON *j = cJSON_ParseWithLength(text, len);
+  free(text);
+  cr_assert_not_null(j, "%s is not JSON", path);
+  return j;
 }

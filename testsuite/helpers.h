@@ -1,8 +1,44 @@
-/* Shared helpers for the Criterion unit tests. */
+/*
+ * Shared helpers for the Criterion unit tests. helpers.c needs only the
+ * support library (and cJSON); the parsing helpers (helpers_parse.c) need
+ * the front end. Failures are Criterion assertions in the calling test.
+ */
 #ifndef ORION_TEST_HELPERS_H
 #define ORION_TEST_HELPERS_H
 
+#include <cjson/cJSON.h>
+
 #include "orion/frontend.h"
+#include "orion/support.h"
+
+/* ---- helpers.c ------------------------------------------------------------ */
+
+/* A Diag whose messages are captured as text, as `program` reports them. */
+typedef struct Capture {
+  SourceSet sources;
+  StrBuf text;
+  Diag d;
+} Capture;
+
+void capture_init(Capture *c, const char *program);
+/* What was reported so far ("" if nothing). */
+const char *captured(const Capture *c);
+void capture_free(Capture *c);
+
+/* The whole file (asserted readable), malloc'd and NUL-terminated; its length in *len unless len is NULL. */
+char *slurp(const char *path, size_t *len);
+
+/* Makes a fresh /tmp/orion-NAME-XXXXXX into dir[cap] (asserted). */
+void test_dir_make(char *dir, size_t cap, const char *name);
+/* Removes dir and everything below it (asserted). */
+void test_dir_remove(const char *dir);
+
+/* ORION_SOURCE_ROOT/rel into buf[cap] (asserts that meson set the variable). */
+void source_path(char *buf, size_t cap, const char *rel);
+/* The committed JSON fixture ORION_SOURCE_ROOT/rel, parsed (asserted); cJSON_Delete it. */
+cJSON *load_json_fixture(const char *rel);
+
+/* ---- helpers_parse.c ------------------------------------------------------ */
 
 /* Parses `text` as "t.oir"; diagnostics go to *diag_text (caller frees). */
 typedef struct Parsed {

@@ -318,3 +318,32 @@ Test(cli_options, one_operand_then_a_usage_error, .init = redirect) {
   cr_assert_stderr_eq_str("tool: error: more than one package ('b.anepkg')\n"
                           "Try 'tool --help' for more information.\n");
 }
+
+static int count_option(void *ctx, int id, const char *value, const char *spelling) {
+  (void)value, (void)spelling;
+  int *n = ctx;
+  *n += id == VERB;
+  return -1;
+}
+
+Test(cli_options, exactly_one_operand_with_the_options_passed_on, .init = redirect) {
+  char *argv[8];
+  const char *slot = NULL;
+  int verbs = 0;
+  int argc = make_argv((const char *[]){"-v", "a.anepkg", "-v", NULL}, argv);
+  cr_assert_eq(cli_parse_one_operand(&spec, argc, argv, count_option, &verbs, "package", &slot, "no package"), -1);
+  cr_assert_str_eq(slot, "a.anepkg");
+  cr_assert_eq(verbs, 2);
+  slot = NULL;
+  argc = make_argv((const char *[]){"a.anepkg", "b.anepkg", NULL}, argv);
+  cr_assert_eq(cli_parse_one_operand(&spec, argc, argv, count_option, &verbs, "package", &slot, "no package"), 2);
+  slot = NULL;
+  argc = make_argv((const char *[]){"-v", NULL}, argv);
+  cr_assert_eq(cli_parse_one_operand(&spec, argc, argv, count_option, &verbs, "package", &slot, "no package"), 2);
+  cr_assert_null(slot);
+  fflush(stderr);
+  cr_assert_stderr_eq_str("tool: error: more than one package ('b.anepkg')\n"
+                          "Try 'tool --help' for more information.\n"
+                          "tool: error: no package\n"
+                          "Try 'tool --help' for more information.\n");
+}

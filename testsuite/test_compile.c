@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "orion/compile.h"
 #include "orion/frontend.h"
 #include "orion/runtime.h"
@@ -29,16 +30,11 @@ static char dir[64];
 static char out[128];
 
 static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-compile-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "compile");
   snprintf(out, sizeof out, "%s/m.anepkg", dir);
 }
 
-static void cleanup(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void cleanup(void) { test_dir_remove(dir); }
 
 TestSuite(compile, .init = make_dir, .fini = cleanup);
 

@@ -22,16 +22,9 @@
 
 static char dir[64];
 
-static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-lint-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-}
+static void make_dir(void) { test_dir_make(dir, sizeof dir, "lint"); }
 
-static void remove_dir(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void remove_dir(void) { test_dir_remove(dir); }
 
 static const char *const pkg_program =
     "func main(xin: fp16[1,4,4], amat: fp16[1,4,4]) {\n"

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "orion/cpu.h"
 
 #define MIL_HEAD "program(1.3)\n[buildInfo = dict<string, string>({{\"coremlc-version\", \"3505.4.1\"}})]\n{\n"
@@ -314,8 +315,7 @@ static const BindCase cases[] = {
  * that cpu_prepare failed with exactly the expected message at `at`. */
 static void expect_rejected(const BindCase *k) {
   char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/orion-cpubind-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "cpubind");
   StrBuf mil;
   sb_init(&mil);
   sb_printf(&mil, "%s    func main<ios18>(%s) {\n%s    } -> (y);\n}\n", MIL_HEAD, k->params ? k->params : FUNC_PARAMS,
@@ -335,37 +335,29 @@ static void expect_rejected(const BindCase *k) {
   char want[512];
   snprintf(want, sizeof want, "%s:%u:%u: error: %s\n", path, line, col, k->msg);
 
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  StrBuf diags;
-  sb_init(&diags);
-  d.capture = &diags;
+  Capture cap;
+  capture_init(&cap, NULL);
   /* The MIL reader checks argument names and kinds against the MIL op
    * table, so some of these are refused by orion_open already; the rest by
    * cpu_prepare. Either way, before anything runs, with the same message. */
-  OrionProgram *prog = orion_open(dir, NULL, &d);
+  OrionProgram *prog = orion_open(dir, NULL, &cap.d);
   if (prog) {
-    CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &d);
+    CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &cap.d);
     cr_assert_null(c, "prepared; wanted %s", want);
-    cr_assert_not_null(strstr(diags.data, want), "got:\n%s\nwant:\n%s", diags.data, want);
+    cr_assert_not_null(strstr(cap.text.data, want), "got:\n%s\nwant:\n%s", cap.text.data, want);
   } else {
     /* The reader points at the argument, on the statement's line. */
     char line_prefix[160], msg[400];
     snprintf(line_prefix, sizeof line_prefix, "%s:%u:", path, line);
     snprintf(msg, sizeof msg, ": error: %s\n", k->msg);
-    const char *at = strstr(diags.data, line_prefix), *m = strstr(diags.data, msg);
-    cr_assert(at == diags.data && m && !memchr(at, '\n', (size_t)(m - at)), "got:\n%s\nwant on line %u:%s",
-              diags.data, line, msg);
+    const char *at = strstr(cap.text.data, line_prefix), *m = strstr(cap.text.data, msg);
+    cr_assert(at == cap.text.data && m && !memchr(at, '\n', (size_t)(m - at)), "got:\n%s\nwant on line %u:%s",
+              cap.text.data, line, msg);
   }
   orion_close(prog);
-  srcset_free(&sources);
-  sb_free(&diags);
+  capture_free(&cap);
   sb_free(&mil);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
+  test_dir_remove(dir);
 }
 
 Test(cpu_bind, argument_errors_are_rejected_at_prepare) {
@@ -401,8 +393,7 @@ Test(cpu_bind, every_bound_statement_is_checked) {
  * implies is checked when it runs. */
 Test(cpu_bind, runtime_shape_arguments_are_checked_when_they_run) {
   char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/orion-cpubind-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "cpubind");
   const char *mil = MIL_HEAD "    func main<ios18>(tensor<fp32, [2, 3]> a, tensor<int32, [2]> ib) {\n"
                     "        tensor<fp32, [2, 6]> y = tile(reps = ib, x = a)[name = " S_("y") "];\n"
                     "    } -> (y);\n}\n";
@@ -410,35 +401,27 @@ Test(cpu_bind, runtime_shape_arguments_are_checked_when_they_run) {
   snprintf(path, sizeof path, "%s/model.mil", dir);
   const char *err;
   cr_assert(write_file_atomic(path, mil, strlen(mil), &err), "%s", err);
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  StrBuf diags;
-  sb_init(&diags);
-  d.capture = &diags;
-  OrionProgram *prog = orion_open(dir, NULL, &d);
-  cr_assert_not_null(prog, "%s", diags.data);
-  CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &d);
-  cr_assert_not_null(c, "%s", diags.data);
+  Capture cap;
+  capture_init(&cap, NULL);
+  OrionProgram *prog = orion_open(dir, NULL, &cap.d);
+  cr_assert_not_null(prog, "%s", cap.text.data);
+  CpuProgram *c = cpu_prepare(prog, 0, CPU_NUMERICS_FP32, &cap.d);
+  cr_assert_not_null(c, "%s", cap.text.data);
   float a[6] = {1, 2, 3, 4, 5, 6}, y[12];
   int32_t reps[2] = {1, 2};
   CpuTensor in[2] = {{.dtype = MIL_DT_FP32, .rank = 2, .dims = {2, 3}, .data = a},
                      {.dtype = MIL_DT_INT32, .rank = 1, .dims = {2}, .data = reps}};
   CpuTensor out = {.dtype = MIL_DT_FP32, .rank = 2, .dims = {2, 6}, .data = y};
-  cr_assert(cpu_run_into(c, in, &out, &d), "%s", diags.data);
+  cr_assert(cpu_run_into(c, in, &out, &cap.d), "%s", cap.text.data);
   const float want[12] = {1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6};
   cr_assert(memcmp(y, want, sizeof want) == 0);
   reps[1] = 3;
-  cr_assert_not(cpu_run_into(c, in, &out, &d));
+  cr_assert_not(cpu_run_into(c, in, &out, &cap.d));
   char msg[256];
   snprintf(msg, sizeof msg, "%s:5:34: error: tile: the result shape is [2, 9] but the statement declares [2, 6]\n", path);
-  cr_assert_not_null(strstr(diags.data, msg), "got:\n%s\nwant:\n%s", diags.data, msg);
+  cr_assert_not_null(strstr(cap.text.data, msg), "got:\n%s\nwant:\n%s", cap.text.data, msg);
   cpu_free(c);
   orion_close(prog);
-  srcset_free(&sources);
-  sb_free(&diags);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
+  capture_free(&cap);
+  test_dir_remove(dir);
 }

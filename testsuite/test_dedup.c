@@ -12,21 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "orion/compile.h"
 #include "orion/manifest.h"
 
 static char dir[64];
 
-static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-dedup-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-}
+static void make_dir(void) { test_dir_make(dir, sizeof dir, "dedup"); }
 
-static void cleanup(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void cleanup(void) { test_dir_remove(dir); }
 
 TestSuite(dedup, .init = make_dir, .fini = cleanup);
 

@@ -143,6 +143,22 @@ Test(diag, werror_promotes_and_w_suppresses_with_notes) {
   teardown(&f);
 }
 
+Test(diag, remarks_print_as_notes_and_w_drops_them_with_their_notes) {
+  for (int quiet = 0; quiet < 2; quiet++) {
+    Fixture f;
+    setup(&f, "x\n");
+    f.d.suppress_warnings = quiet;
+    diag_remark(&f.d, (SrcSpan){0}, "binding order");
+    diag_note(&f.d, (SrcSpan){0}, "its note");
+    diag_error(&f.d, (SrcSpan){0}, "loud");
+    cr_assert_str_eq(f.out.data, quiet ? "orionc: error: loud\n"
+                                       : "orionc: note: binding order\norionc: note: its note\norionc: error: loud\n");
+    cr_assert_eq(f.d.nwarnings, 0, "a remark is no warning");
+    cr_assert_eq(f.d.nerrors, 1);
+    teardown(&f);
+  }
+}
+
 Test(diag, long_lines_are_windowed_and_binary_is_masked) {
   Fixture f;
   char text[1001];

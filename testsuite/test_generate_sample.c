@@ -16,23 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "orion/sample.h"
 #include "orion/support.h"
 
-static cJSON *load_fixture(void) {
-  const char *r = getenv("ORION_SOURCE_ROOT");
-  cr_assert(r && *r, "ORION_SOURCE_ROOT is not set (meson test sets it)");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/testsuite/generate/sample_fixture.json", r);
-  char *text;
-  size_t len;
-  const char *why;
-  cr_assert(read_file(path, 1 << 24, &text, &len, &why), "cannot read %s: %s", path, why);
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  cr_assert_not_null(j);
-  return j;
-}
+static cJSON *load_fixture(void) { return load_json_fixture("testsuite/generate/sample_fixture.json"); }
 
 static const cJSON *item(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);

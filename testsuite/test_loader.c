@@ -36,17 +36,12 @@ static char pkg[128];  /* dir/m.anepkg */
 static char bare[128]; /* dir/bare */
 
 static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-loader-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "loader");
   snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
   snprintf(bare, sizeof bare, "%s/bare", dir);
 }
 
-static void cleanup(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void cleanup(void) { test_dir_remove(dir); }
 
 static void run(const char *cmd) { cr_assert_eq(system(cmd), 0, "failed: %s", cmd); }
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "orion/manifest.h"
 #include "orion/support.h"
 
@@ -139,18 +140,13 @@ static const char *const lines[] = {
 static char dir[64];
 
 static void in_scratch(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion_manifest_lines_XXXXXX");
-  cr_assert(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "manifest-lines");
   char p[128];
   snprintf(p, sizeof p, "%s/p.anepkg", dir);
   cr_assert_eq(mkdir(p, 0755), 0);
 }
 
-static void out_of_scratch(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void out_of_scratch(void) { test_dir_remove(dir); }
 
 /* The template with line `at` (1-based) replaced by `with` (NULL: removed;
  * 0: nothing replaced), and `pad` blank lines before it, written as the

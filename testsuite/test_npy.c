@@ -15,46 +15,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers.h"
 #include "orion/fp16.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
 
 static char dir[64];
 
-static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-npy-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void make_dir(void) { test_dir_make(dir, sizeof dir, "npy"); }
+static void remove_dir(void) { test_dir_remove(dir); }
 
 TestSuite(npy, .init = make_dir, .fini = remove_dir);
-
-/* A Diag whose messages are captured as text. */
-typedef struct Capture {
-  SourceSet sources;
-  StrBuf text;
-  Diag d;
-} Capture;
-
-static void capture_init(Capture *c) {
-  srcset_init(&c->sources);
-  sb_init(&c->text);
-  diag_init(&c->d, &c->sources);
-  c->d.capture = &c->text;
-  c->d.program = "orion-run";
-}
-
-static void capture_free(Capture *c) {
-  sb_free(&c->text);
-  srcset_free(&c->sources);
-}
-
-static const char *captured(const Capture *c) { return c->text.data ? c->text.data : ""; }
 
 static void path_in_dir(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
@@ -63,21 +34,6 @@ static void write_bytes(const char *path, const void *data, size_t len) {
   cr_assert_not_null(f);
   cr_assert_eq(fwrite(data, 1, len, f), len);
   cr_assert_eq(fclose(f), 0);
-}
-
-static uint8_t *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f);
-  cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-  long n = ftell(f);
-  cr_assert_geq(n, 0);
-  rewind(f);
-  uint8_t *buf = malloc((size_t)n + 1);
-  cr_assert_not_null(buf);
-  cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return buf;
 }
 
 /* An array of the given dtype and shape filled with a byte pattern that is a
@@ -112,10 +68,10 @@ static void round_trip(const NpyArray *a, const char *name) {
   char path[128];
   path_in_dir(path, sizeof path, name);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   cr_assert(npy_write(path, a, &c.d), "%s", captured(&c));
   size_t len;
-  uint8_t *file = slurp(path, &len);
+  uint8_t *file = (uint8_t *)slurp(path, &len);
   cr_assert_geq(len, 10 + a->nbytes);
   size_t header = len - a->nbytes;
   cr_assert_eq(header % 64, 0, "%s: header of %zu bytes", name, header);
@@ -153,7 +109,7 @@ Test(npy, header_matches_numpy_byte_for_byte) {
   NpyArray a = make_array(ORION_DT_FP16, 2, dims);
   memset(a.data, 0, a.nbytes);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   uint8_t *bytes;
   size_t len;
   cr_assert(npy_encode(&a, "x.npy", &bytes, &len, &c.d), "%s", captured(&c));
@@ -166,7 +122,7 @@ Test(npy, header_matches_numpy_byte_for_byte) {
   path_in_dir(path, sizeof path, "x.npy");
   cr_assert(npy_write(path, &a, &c.d), "%s", captured(&c));
   size_t flen;
-  uint8_t *file = slurp(path, &flen);
+  uint8_t *file = (uint8_t *)slurp(path, &flen);
   cr_assert_eq(flen, len);
   cr_assert_eq(memcmp(file, bytes, len), 0);
   free(file);
@@ -178,7 +134,7 @@ Test(npy, header_matches_numpy_byte_for_byte) {
 /* Checks the dict text (without padding) and total header size of an encoding. */
 static void assert_dict(const NpyArray *a, const char *dict, size_t header_len) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   uint8_t *bytes;
   size_t len;
   cr_assert(npy_encode(a, "x.npy", &bytes, &len, &c.d), "%s", captured(&c));
@@ -269,7 +225,7 @@ Test(npy, write_overwrites_atomically) {
 
 Test(npy, write_rejections) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   int64_t dims[] = {2, 3};
   NpyArray a = make_array(ORION_DT_FP32, 2, dims);
   a.nbytes -= 4;
@@ -324,7 +280,7 @@ static Bytes npy_file(unsigned major, const char *dict, size_t data_len) {
 
 Test(npy, reads_version_1_and_2) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   for (unsigned major = 1; major <= 3; major++) {
     Bytes b = npy_file(major, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 1, 3)}", 24);
     NpyArray a;
@@ -365,7 +321,7 @@ Test(npy, reads_every_dtype_code) {
   } codes[] = {{"<f2", ORION_DT_FP16}, {"<f4", ORION_DT_FP32}, {"<i4", ORION_DT_INT32}, {"|i1", ORION_DT_INT8},
                {"|u1", ORION_DT_UINT8}, {"|b1", ORION_DT_BOOL}, {"<u1", ORION_DT_UINT8}, {"<b1", ORION_DT_BOOL}};
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     char dict[128];
     snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (), }", codes[i].descr);
@@ -384,7 +340,7 @@ Test(npy, reads_every_dtype_code) {
 /* Reads bytes that must be rejected with exactly `message`. */
 static void assert_rejected(const uint8_t *data, size_t len, const char *message) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   NpyArray a;
   memset(&a, 0xab, sizeof a);
   cr_assert_not(npy_read_bytes(data, len, "x.npy", &a, &c.d));
@@ -437,7 +393,7 @@ Test(npy, rejections) {
 
 Test(npy, file_rejections) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   NpyArray a;
   char path[128];
   path_in_dir(path, sizeof path, "missing.npy");
@@ -487,7 +443,7 @@ Test(npy, fp32_to_fp16_rounds_to_nearest_even) {
   cr_assert_not_null(a.data);
   memcpy(a.data, in, sizeof in);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   NpyArray h;
   cr_assert(npy_convert(&a, ORION_DT_FP16, &h, &c.d), "%s", captured(&c));
   cr_assert_eq(h.dtype, ORION_DT_FP16);
@@ -507,7 +463,7 @@ Test(npy, fp16_to_fp32_is_exact) {
   cr_assert_not_null(a.data);
   for (uint32_t i = 0; i < 65536; i++) ((uint16_t *)a.data)[i] = (uint16_t)i;
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   NpyArray f;
   cr_assert(npy_convert(&a, ORION_DT_FP32, &f, &c.d), "%s", captured(&c));
   cr_assert_eq(f.dtype, ORION_DT_FP32);
@@ -537,7 +493,7 @@ Test(npy, convert_same_dtype_copies_and_others_fail) {
   int64_t dims[] = {3};
   NpyArray a = make_array(ORION_DT_INT8, 1, dims);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   NpyArray b;
   cr_assert(npy_convert(&a, ORION_DT_INT8, &b, &c.d), "%s", captured(&c));
   assert_same(&a, &b);

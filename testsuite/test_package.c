@@ -27,16 +27,9 @@ static const char *const program =
 
 static char dir[64];
 
-static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-pkg-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-}
+static void make_dir(void) { test_dir_make(dir, sizeof dir, "pkg"); }
 
-static void cleanup(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void cleanup(void) { test_dir_remove(dir); }
 
 /* Compiles `text` into dir/name; returns the diagnostics. */
 static const char *compile_to(const char *text, const char *name, bool *ok) {
@@ -52,13 +45,6 @@ static const char *compile_to(const char *text, const char *name, bool *ok) {
   snprintf(diags, sizeof diags, "%s", p.diags.data ? p.diags.data : "");
   parsed_close(&p);
   return diags;
-}
-
-static char *slurp(const char *path, size_t *len) {
-  char *data;
-  const char *err;
-  cr_assert(read_file(path, 1u << 30, &data, len, &err), "%s: %s", path, err);
-  return data;
 }
 
 static int count_entries(void) {

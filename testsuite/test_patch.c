@@ -51,32 +51,12 @@ static void compile_with(const char *text) {
 }
 
 static void setup(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-patch-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  test_dir_make(dir, sizeof dir, "patch");
   snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
   compile_with(program);
 }
 
 static void teardown(void) { remove_tree(dir); }
-
-typedef struct Ctx {
-  SourceSet sources;
-  Diag d;
-  StrBuf text;
-} Ctx;
-
-static void ctx_open(Ctx *c) {
-  srcset_init(&c->sources);
-  diag_init(&c->d, &c->sources);
-  sb_init(&c->text);
-  c->d.capture = &c->text;
-  c->d.program = "test";
-}
-
-static void ctx_close(Ctx *c) {
-  sb_free(&c->text);
-  srcset_free(&c->sources);
-}
 
 static PatchTensor f32_tensor(const char *name, const float *v, uint32_t rank, int64_t d0, int64_t d1) {
   PatchTensor t = {.name = name, .origin = "memory", .dtype = ORION_DT_FP32, .rank = rank, .data = v};
@@ -95,8 +75,8 @@ static const uint16_t *weight_data(OrionProgram *p, const char *name) {
 }
 
 Test(patch, from_memory_then_reload, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   OrionProgram *p = orion_open(pkg, NULL, &c.d);
   cr_assert_not_null(p, "%s", c.text.data);
   cr_assert_eq(orion_weights_generation(p), 0);
@@ -139,12 +119,12 @@ Test(patch, from_memory_then_reload, .init = setup, .fini = teardown) {
   cr_assert_eq(weight_data(p, "w")[5], fp16_from_float(1.25f));
   cr_assert_eq(weight_data(p, "b")[1], 0x4000);
   orion_close(p);
-  ctx_close(&c);
+  capture_free(&c);
 }
 
 Test(patch, reload_refuses_a_recompiled_package, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   OrionProgram *p = orion_open(pkg, NULL, &c.d);
   cr_assert_not_null(p, "%s", c.text.data);
   /* Recompiled with another program, then patched so that the generation moves. */
@@ -159,12 +139,12 @@ Test(patch, reload_refuses_a_recompiled_package, .init = setup, .fini = teardown
   /* The program still holds its old weights. */
   cr_assert_eq(weight_data(p, "w")[0], 0x3800);
   orion_close(p);
-  ctx_close(&c);
+  capture_free(&c);
 }
 
 Test(patch, errors_name_the_tensor_and_write_nothing, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   char *before;
   size_t blen;
   const char *err;
@@ -183,7 +163,7 @@ Test(patch, errors_name_the_tensor_and_write_nothing, .init = setup, .fini = tea
   cr_assert_eq(memcmp(before, after, blen), 0);
   free(before);
   free(after);
-  ctx_close(&c);
+  capture_free(&c);
 }
 
 Test(patch, journal_integrity) {
@@ -200,8 +180,8 @@ Test(patch, journal_integrity) {
 }
 
 Test(program_cache, hits_by_content_and_evicts_the_least_recently_used, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   /* Three packages: pkg, a copy of it under another path (same content), and two others. */
   char copy[160], other[160], third[160], cmd[512];
   snprintf(copy, sizeof copy, "%s/copy.anepkg", dir);
@@ -247,7 +227,7 @@ Test(program_cache, hits_by_content_and_evicts_the_least_recently_used, .init = 
   cr_assert_not_null(b2, "%s", c.text.data);
   cr_assert_neq(b2, b);
   orion_program_cache_free(cache);
-  ctx_close(&c);
+  capture_free(&c);
 }
 
 /* h = x W^T + b, run on the CPU backend. */
@@ -265,8 +245,8 @@ static void run_cpu(CpuProgram *cpu, const uint16_t *x, uint16_t *h) {
 }
 
 Test(patch, the_cpu_backend_computes_with_reloaded_weights, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   OrionProgram *p = orion_open(pkg, NULL, &c.d);
   cr_assert_not_null(p, "%s", c.text.data);
   CpuProgram *cpu = cpu_prepare(p, 0, CPU_NUMERICS_ANE, &c.d);
@@ -289,7 +269,7 @@ Test(patch, the_cpu_backend_computes_with_reloaded_weights, .init = setup, .fini
   cr_assert_eq(h[3], 0x4400);
   cpu_free(cpu);
   orion_close(p);
-  ctx_close(&c);
+  capture_free(&c);
 }
 
 /* The finite check reads fp16 four at a time, then the rest one by one: a NaN
@@ -297,8 +277,8 @@ Test(patch, the_cpu_backend_computes_with_reloaded_weights, .init = setup, .fini
 Test(patch, non_finite_fp16_found_at_every_position, .init = setup, .fini = teardown) {
   static const int at[] = {0, 1, 2, 3, 4, 5, 127, 252, 254, 255};
   for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
-    Ctx c;
-    ctx_open(&c);
+    Capture c;
+    capture_init(&c, "test");
     uint16_t w[256];
     for (int k = 0; k < 256; k++) w[k] = 0x3800;
     w[at[i]] = i % 2 ? 0x7C00 : 0xFE01; /* +inf, or a NaN */
@@ -311,15 +291,15 @@ Test(patch, non_finite_fp16_found_at_every_position, .init = setup, .fini = tear
     else
       snprintf(want, sizeof want, "test: error: memory: weight 'w' has NaN at index %d\n", at[i]);
     cr_assert_str_eq(c.text.data, want);
-    ctx_close(&c);
+    capture_free(&c);
   }
 }
 
 /* The strategies for backends that bake weights in are part of the API; this
  * runtime says which it can carry out. */
 Test(patch, reload_strategies, .init = setup, .fini = teardown) {
-  Ctx c;
-  ctx_open(&c);
+  Capture c;
+  capture_init(&c, "test");
   OrionProgram *p = orion_open(pkg, NULL, &c.d);
   cr_assert_not_null(p, "%s", c.text.data);
   const float b[4] = {2, 2, 2, 2};
@@ -340,5 +320,5 @@ Test(patch, reload_strategies, .init = setup, .fini = teardown) {
   cr_assert_eq(orion_weights_generation(p), 1);
   cr_assert_eq(weight_data(p, "b")[0], 0x4000);
   orion_close(p);
-  ctx_close(&c);
+  capture_free(&c);
 }

@@ -14,55 +14,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "orion/train_optim.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
 
 static void fixture_path(char *buf, size_t len, const char *name) {
-  const char *r = getenv("ORION_SOURCE_ROOT");
-  cr_assert(r && *r, "ORION_SOURCE_ROOT is not set (meson test sets it)");
-  snprintf(buf, len, "%s/testsuite/train/%s", r, name);
+  char rel[256];
+  snprintf(rel, sizeof rel, "testsuite/train/%s", name);
+  source_path(buf, len, rel);
 }
 
-static cJSON *load_fixture(void) {
-  char path[4096];
-  fixture_path(path, sizeof path, "data_fixture.json");
-  char *text;
-  size_t len;
-  const char *why;
-  cr_assert(read_file(path, 1 << 20, &text, &len, &why), "cannot read %s: %s", path, why);
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  cr_assert_not_null(j);
-  return j;
-}
+static cJSON *load_fixture(void) { return load_json_fixture("testsuite/train/data_fixture.json"); }
 
 static int64_t get_int(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   cr_assert(cJSON_IsNumber(v), "fixture has no number '%s'", key);
   return (int64_t)v->valuedouble;
 }
-
-typedef struct Capture {
-  SourceSet sources;
-  StrBuf text;
-  Diag d;
-} Capture;
-
-static void capture_init(Capture *c) {
-  srcset_init(&c->sources);
-  sb_init(&c->text);
-  diag_init(&c->d, &c->sources);
-  c->d.capture = &c->text;
-  c->d.program = "orion-run";
-}
-
-static void capture_free(Capture *c) {
-  sb_free(&c->text);
-  srcset_free(&c->sources);
-}
-
-static const char *captured(const Capture *c) { return c->text.data ? c->text.data : ""; }
 
 static TrainDataOptions fixture_options(const cJSON *fx, bool shuffle) {
   return (TrainDataOptions){.batch = get_int(fx, "batch"),
@@ -76,7 +45,7 @@ static TrainData *open_fixture(const char *name, const TrainDataOptions *opt) {
   char path[4096];
   fixture_path(path, sizeof path, name);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   TrainData *td;
   cr_assert(train_data_open(path, opt, &td, &c.d), "%s: %s", name, captured(&c));
   capture_free(&c);
@@ -269,7 +238,7 @@ Test(train_data, a_saved_position_continues_the_same_batches) {
 
   TrainData *b = open_fixture("tokens_int32.npy", &opt);
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   cr_assert(train_data_seek(b, &back, &c.d));
   for (int i = 0; i < 6; i++) {
     train_data_next(a, tok, tgt);
@@ -328,7 +297,7 @@ static void expect_open_error(const char *name, const TrainDataOptions *opt, con
   sb_puts(&want, after);
   sb_putc(&want, '\n');
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   TrainData *td = (TrainData *)&c; /* must be reset to NULL */
   cr_assert_not(train_data_open(path, opt, &td, &c.d), "%s opened", name);
   cr_assert_null(td);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers.h"
 #include "orion/fp16.h"
 #include "orion/train_optim.h"
 
@@ -32,20 +33,7 @@
 
 /* ---- fixture ------------------------------------------------------------- */
 
-static cJSON *load_fixture(void) {
-  const char *r = getenv("ORION_SOURCE_ROOT");
-  cr_assert(r && *r, "ORION_SOURCE_ROOT is not set (meson test sets it)");
-  char path[4096];
-  snprintf(path, sizeof path, "%s/testsuite/train/optim_fixture.json", r);
-  char *text;
-  size_t len;
-  const char *why;
-  cr_assert(read_file(path, 1 << 24, &text, &len, &why), "cannot read %s: %s", path, why);
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  cr_assert_not_null(j);
-  return j;
-}
+static cJSON *load_fixture(void) { return load_json_fixture("testsuite/train/optim_fixture.json"); }
 
 static const cJSON *item(const cJSON *obj, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -433,30 +421,9 @@ Test(train_optim, restored_state_continues_bit_identically) {
 
 /* ---- configuration errors --------------------------------------------------- */
 
-typedef struct Capture {
-  SourceSet sources;
-  StrBuf text;
-  Diag d;
-} Capture;
-
-static void capture_init(Capture *c) {
-  srcset_init(&c->sources);
-  sb_init(&c->text);
-  diag_init(&c->d, &c->sources);
-  c->d.capture = &c->text;
-  c->d.program = "orion-run";
-}
-
-static const char *captured(const Capture *c) { return c->text.data ? c->text.data : ""; }
-
-static void capture_free(Capture *c) {
-  sb_free(&c->text);
-  srcset_free(&c->sources);
-}
-
 Test(train_optim, invalid_configurations_are_refused_with_the_reason) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   TrainOptimizerConfig a = train_optimizer_defaults(TRAIN_OPT_ADAMW);
   a.beta1 = 1.0;
   cr_assert_null(train_optimizer_new(&a, NULL, 0, &c.d));
@@ -534,7 +501,7 @@ Test(train_optim, fp16_guard_converts_finite_weights_and_refuses_the_rest) {
   float bad[5] = {1.0f, 65520.0f, NAN, -INFINITY, -1e6f};
   uint16_t guard[5] = {0xAAAA, 0xAAAA, 0xAAAA, 0xAAAA, 0xAAAA};
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-run");
   cr_assert_not(train_fp16_convert_checked("layers.0.wq", bad, 5, guard, &check, &c.d));
   for (int i = 0; i < 5; i++) cr_assert_eq(guard[i], 0xAAAA, "element %d was written", i);
   cr_assert_eq(check.overflow, 2);

@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The generator is defined with separate roundings (see weights_data.c). */
+/* The generator is defined with separate roundings (see weights_random.c). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif

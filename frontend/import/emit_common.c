@@ -1,7 +1,9 @@
 /*
  * The pieces of a converted .oir that both families write the same way: a
- * param line, the block functions' names and params, decode's attention over
- * the KV cache, and the logits.
+ * param line, the block functions' names and params, the layer functions
+ * around each family's norms and MLP (grouped-query attention where the
+ * model has fewer key/value heads), decode's attention over the KV cache,
+ * the entries' signatures and the logits.
  */
 #include "hf_import.h"
 
@@ -96,4 +98,94 @@ void hf_put_decode_signature(StrBuf *sb, const HfPlan *p) {
     sb_printf(sb, ", cache.%lld.k: %s[1,%lld,%lld,%lld], cache.%lld.v: %s[1,%lld,%lld,%lld]", (long long)l, p->dtype,
               KVH, C, HD, (long long)l, p->dtype, KVH, C, HD);
   sb_puts(sb, ") {\n");
+}
+
+void hf_put_prefill_signature(StrBuf *sb, int64_t T) {
+  long long t = T;
+  sb_printf(sb,
+            "// Prefill of %lld tokens (the prompt padded at the end): logits at every position and\n"
+            "// every layer's keys and values for the cache.\n"
+            "func prefill_%lld(tokens: int32[1,%lld]) {\n",
+            t, t, t);
+}
+
+/* k or v [1,KVH,T,HD] repeated for the query heads sharing it (Hugging
+ * Face's repeat_kv: head h reads key/value head h / G), into NAME: a
+ * broadcasting multiply by ones, since the ANE rejects this concat (ANE001). */
+static void put_repeat_kv(StrBuf *sb, const HfPlan *p, const char *t, const char *name, int64_t T) {
+  const HfModel *m = p->m;
+  long long KVH = m->kv_heads, HD = m->head_dim, n = T;
+  sb_printf(sb,
+            "  %s_5 = reshape(%s, shape=[1, %lld, 1, %lld, %lld]);\n"
+            "  %s_rep = mul(%s_5, kv_repeat);\n"
+            "  %s = reshape(%s_rep, shape=[1, %lld, %lld, %lld]);\n",
+            t, t, KVH, n, HD, t, t, name, t, (long long)m->heads, n, HD);
+}
+
+/* The layer over T tokens: causal attention over its own keys and values. */
+static void put_prefill_block(StrBuf *sb, const HfPlan *p, const HfLayerWriter *w, int64_t T, uint32_t v) {
+  const HfModel *m = p->m;
+  long long E = m->dim, HD = m->head_dim, t = T;
+  sb_printf(sb, "// One %s layer over %lld tokens: %s.\n// Returns the hidden state and %s.\nfunc ", w->title, t,
+            w->prefill_summary, w->prefill_returns);
+  hf_block_name(sb, p, w->family, T, v);
+  sb_printf(sb, "(x: %s[1,%lld,%lld]", p->dtype, t, E);
+  if (w->rope) sb_printf(sb, ", cos: %s[%lld,%lld], sin: %s[%lld,%lld]", p->dtype, t, HD, p->dtype, t, HD);
+  sb_puts(sb, ") {\n");
+  hf_put_block_params(sb, p, v);
+  sb_putc(sb, '\n');
+  w->put_attention_input(sb, p, T);
+  const char *k = w->key, *vv = "vh";
+  if (m->heads != m->kv_heads) {
+    long long G = m->heads / m->kv_heads;
+    sb_printf(sb, "  // Grouped-query attention: each key/value head serves %lld query heads.\n"
+                  "  const kv_repeat: %s[1,1,%lld,1,1] = 1.0;\n",
+              G, p->dtype, G);
+    put_repeat_kv(sb, p, w->key, "k_all", T);
+    put_repeat_kv(sb, p, "vh", "v_all", T);
+    k = "k_all";
+    vv = "v_all";
+  }
+  sb_printf(sb,
+            "  att = sdpa(%s, %s, %s, causal=true);\n"
+            "  att_t = transpose(att, perm=[0, 2, 1, 3]);\n"
+            "  att_m = reshape(att_t, shape=[1, %lld, %lld]);\n",
+            w->query, k, vv, t, (long long)(m->heads * HD));
+  w->put_block_tail(sb, p);
+  sb_printf(sb, "  return y, %s, vh;\n}\n\n", w->key);
+}
+
+/* The layer for one token at position `pos`, attending over the KV cache. */
+static void put_decode_block(StrBuf *sb, const HfPlan *p, const HfLayerWriter *w, uint32_t v) {
+  const HfModel *m = p->m;
+  long long E = m->dim, KVH = m->kv_heads, HD = m->head_dim, C = p->ctx, G = m->heads / m->kv_heads;
+  sb_printf(sb,
+            "// One %s layer for one token at position `pos`, attending over the KV cache.\n"
+            "// Returns the hidden state and %s.\nfunc ",
+            w->title, w->decode_returns);
+  hf_block_name(sb, p, w->family, 0, v);
+  sb_printf(sb, "(x: %s[1,1,%lld]", p->dtype, E);
+  if (w->rope) sb_printf(sb, ", cos: %s[1,%lld], sin: %s[1,%lld]", p->dtype, HD, p->dtype, HD);
+  sb_printf(sb, ", mask: %s[1,1,1,%lld], ck: %s[1,%lld,%lld,%lld], cv: %s[1,%lld,%lld,%lld]) {\n", p->dtype, C,
+            p->dtype, KVH, C, HD, p->dtype, KVH, C, HD);
+  hf_put_block_params(sb, p, v);
+  sb_putc(sb, '\n');
+  w->put_attention_input(sb, p, 1);
+  const char *q = w->query;
+  if (w->grouped_decode_query) {
+    sb_printf(sb,
+              "  // The %lld query heads of each key/value head side by side: the cache is read as it is.\n"
+              "  qg = reshape(%s, shape=[1, %lld, %lld, %lld]);\n",
+              G, w->query, KVH, G, HD);
+    q = "qg";
+  }
+  hf_put_decode_attention(sb, p, q, w->key, "vh");
+  w->put_block_tail(sb, p);
+  sb_printf(sb, "  return y, %s, vh;\n}\n\n", w->key);
+}
+
+void hf_put_layer_blocks(StrBuf *sb, const HfPlan *p, const HfLayerWriter *w) {
+  for (uint32_t b = 0; b < p->nseqs; b++)
+    for (uint32_t v = 0; v < p->nvariants; v++) put_prefill_block(sb, p, w, p->seqs[b], v);
+  for (uint32_t v = 0; v < p->nvariants; v++) put_decode_block(sb, p, w, v);
 }

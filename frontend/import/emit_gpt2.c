@@ -53,40 +53,6 @@ static void put_block_tail(StrBuf *sb, const HfPlan *p) {
           "  y = add(h, down);\n");
 }
 
-static void put_prefill_block(StrBuf *sb, const HfPlan *p, int64_t T, uint32_t v) {
-  long long E = p->m->dim, t = T;
-  sb_printf(sb, "// One GPT-2 layer over %lld tokens: pre-norm causal attention and MLP, each with a residual.\n", t);
-  sb_puts(sb, "// Returns the hidden state and the layer's keys and values (the KV cache rows).\nfunc ");
-  hf_block_name(sb, p, "gpt2", T, v);
-  sb_printf(sb, "(x: %s[1,%lld,%lld]) {\n", p->dtype, t, E);
-  hf_put_block_params(sb, p, v);
-  sb_putc(sb, '\n');
-  put_attention_input(sb, p, T);
-  sb_printf(sb,
-            "  att = sdpa(qh, kh, vh, causal=true);\n"
-            "  att_t = transpose(att, perm=[0, 2, 1, 3]);\n"
-            "  att_m = reshape(att_t, shape=[1, %lld, %lld]);\n",
-            t, E);
-  put_block_tail(sb, p);
-  sb_puts(sb, "  return y, kh, vh;\n}\n\n");
-}
-
-static void put_decode_block(StrBuf *sb, const HfPlan *p, uint32_t v) {
-  const HfModel *m = p->m;
-  long long E = m->dim, H = m->heads, HD = m->head_dim, C = p->ctx;
-  sb_puts(sb, "// One GPT-2 layer for one token at position `pos`, attending over the KV cache.\n"
-              "// Returns the hidden state and this token's key and value.\nfunc ");
-  hf_block_name(sb, p, "gpt2", 0, v);
-  sb_printf(sb, "(x: %s[1,1,%lld], mask: %s[1,1,1,%lld], ck: %s[1,%lld,%lld,%lld], cv: %s[1,%lld,%lld,%lld]) {\n",
-            p->dtype, E, p->dtype, C, p->dtype, H, C, HD, p->dtype, H, C, HD);
-  hf_put_block_params(sb, p, v);
-  sb_putc(sb, '\n');
-  put_attention_input(sb, p, 1);
-  hf_put_decode_attention(sb, p, "qh", "kh", "vh");
-  put_block_tail(sb, p);
-  sb_puts(sb, "  return y, kh, vh;\n}\n\n");
-}
-
 static void put_globals(StrBuf *sb, const HfPlan *p) {
   const HfModel *m = p->m;
   StrBuf key;
@@ -131,11 +97,7 @@ static void put_entries(StrBuf *sb, const HfPlan *p) {
   long long E = m->dim;
   for (uint32_t b = 0; b < p->nseqs; b++) {
     long long T = p->seqs[b];
-    sb_printf(sb,
-              "// Prefill of %lld tokens (the prompt padded at the end): logits at every position and\n"
-              "// every layer's keys and values for the cache.\n"
-              "func prefill_%lld(tokens: int32[1,%lld]) {\n",
-              T, T, T);
+    hf_put_prefill_signature(sb, T);
     put_globals(sb, p);
     sb_printf(sb,
               "\n"
@@ -161,9 +123,19 @@ static void put_entries(StrBuf *sb, const HfPlan *p) {
   put_return(sb, p, true);
 }
 
+static const HfLayerWriter gpt2_layers = {
+    .family = "gpt2",
+    .title = "GPT-2",
+    .prefill_summary = "pre-norm causal attention and MLP, each with a residual",
+    .prefill_returns = "the layer's keys and values (the KV cache rows)",
+    .decode_returns = "this token's key and value",
+    .query = "qh",
+    .key = "kh",
+    .put_attention_input = put_attention_input,
+    .put_block_tail = put_block_tail,
+};
+
 void hf_write_gpt2(StrBuf *sb, const HfPlan *p) {
-  for (uint32_t b = 0; b < p->nseqs; b++)
-    for (uint32_t v = 0; v < p->nvariants; v++) put_prefill_block(sb, p, p->seqs[b], v);
-  for (uint32_t v = 0; v < p->nvariants; v++) put_decode_block(sb, p, v);
+  hf_put_layer_blocks(sb, p, &gpt2_layers);
   put_entries(sb, p);
 }

@@ -71,71 +71,6 @@ static void put_block_tail(StrBuf *sb, const HfPlan *p) {
           "  y = add(h, down);\n");
 }
 
-/* k or v [1,KVH,T,HD] repeated for the query heads sharing it (Hugging
- * Face's repeat_kv: head h reads key/value head h / G), into NAME: a
- * broadcasting multiply by ones, since the ANE rejects this concat (ANE001). */
-static void put_repeat_kv(StrBuf *sb, const HfPlan *p, const char *t, const char *name, int64_t T) {
-  const HfModel *m = p->m;
-  long long KVH = m->kv_heads, HD = m->head_dim, n = T;
-  sb_printf(sb,
-            "  %s_5 = reshape(%s, shape=[1, %lld, 1, %lld, %lld]);\n"
-            "  %s_rep = mul(%s_5, kv_repeat);\n"
-            "  %s = reshape(%s_rep, shape=[1, %lld, %lld, %lld]);\n",
-            t, t, KVH, n, HD, t, t, name, t, (long long)m->heads, n, HD);
-}
-
-static void put_prefill_block(StrBuf *sb, const HfPlan *p, int64_t T, uint32_t v) {
-  const HfModel *m = p->m;
-  long long E = m->dim, HD = m->head_dim, t = T;
-  sb_printf(sb, "// One llama layer over %lld tokens: RMSNorm, causal attention with RoPE, SwiGLU MLP.\n", t);
-  sb_puts(sb, "// Returns the hidden state and the layer's keys (after RoPE) and values.\nfunc ");
-  hf_block_name(sb, p, "llama", T, v);
-  sb_printf(sb, "(x: %s[1,%lld,%lld], cos: %s[%lld,%lld], sin: %s[%lld,%lld]) {\n", p->dtype, t, E, p->dtype, t, HD,
-            p->dtype, t, HD);
-  hf_put_block_params(sb, p, v);
-  sb_putc(sb, '\n');
-  put_attention_input(sb, p, T);
-  const char *k = "kr", *vv = "vh";
-  if (m->heads != m->kv_heads) {
-    sb_printf(sb, "  // Grouped-query attention: each key/value head serves %lld query heads.\n"
-                  "  const kv_repeat: %s[1,1,%lld,1,1] = 1.0;\n",
-              (long long)(m->heads / m->kv_heads), p->dtype, (long long)(m->heads / m->kv_heads));
-    put_repeat_kv(sb, p, "kr", "k_all", T);
-    put_repeat_kv(sb, p, "vh", "v_all", T);
-    k = "k_all";
-    vv = "v_all";
-  }
-  sb_printf(sb,
-            "  att = sdpa(qr, %s, %s, causal=true);\n"
-            "  att_t = transpose(att, perm=[0, 2, 1, 3]);\n"
-            "  att_m = reshape(att_t, shape=[1, %lld, %lld]);\n",
-            k, vv, t, (long long)(m->heads * HD));
-  put_block_tail(sb, p);
-  sb_puts(sb, "  return y, kr, vh;\n}\n\n");
-}
-
-static void put_decode_block(StrBuf *sb, const HfPlan *p, uint32_t v) {
-  const HfModel *m = p->m;
-  long long E = m->dim, KVH = m->kv_heads, HD = m->head_dim, C = p->ctx, G = m->heads / m->kv_heads;
-  sb_puts(sb, "// One llama layer for one token at position `pos`, attending over the KV cache.\n"
-              "// Returns the hidden state and this token's key (after RoPE) and value.\nfunc ");
-  hf_block_name(sb, p, "llama", 0, v);
-  sb_printf(sb,
-            "(x: %s[1,1,%lld], cos: %s[1,%lld], sin: %s[1,%lld], mask: %s[1,1,1,%lld], ck: %s[1,%lld,%lld,%lld], "
-            "cv: %s[1,%lld,%lld,%lld]) {\n",
-            p->dtype, E, p->dtype, HD, p->dtype, HD, p->dtype, C, p->dtype, KVH, C, HD, p->dtype, KVH, C, HD);
-  hf_put_block_params(sb, p, v);
-  sb_putc(sb, '\n');
-  put_attention_input(sb, p, 1);
-  sb_printf(sb,
-            "  // The %lld query heads of each key/value head side by side: the cache is read as it is.\n"
-            "  qg = reshape(qr, shape=[1, %lld, %lld, %lld]);\n",
-            G, KVH, G, HD);
-  hf_put_decode_attention(sb, p, "qg", "kr", "vh");
-  put_block_tail(sb, p);
-  sb_puts(sb, "  return y, kr, vh;\n}\n\n");
-}
-
 static void put_globals(StrBuf *sb, const HfPlan *p) {
   const HfModel *m = p->m;
   const char *names[] = {"embed_tokens.weight", "norm.weight", "lm_head.weight"};
@@ -184,11 +119,7 @@ static void put_entries(StrBuf *sb, const HfPlan *p) {
   long long HD = m->head_dim, E = m->dim;
   for (uint32_t b = 0; b < p->nseqs; b++) {
     long long T = p->seqs[b];
-    sb_printf(sb,
-              "// Prefill of %lld tokens (the prompt padded at the end): logits at every position and\n"
-              "// every layer's keys and values for the cache.\n"
-              "func prefill_%lld(tokens: int32[1,%lld]) {\n",
-              T, T, T);
+    hf_put_prefill_signature(sb, T);
     put_globals(sb, p);
     sb_printf(sb,
               "\n"
@@ -210,9 +141,21 @@ static void put_entries(StrBuf *sb, const HfPlan *p) {
   put_layers(sb, p, 0);
 }
 
+static const HfLayerWriter llama_layers = {
+    .family = "llama",
+    .title = "llama",
+    .prefill_summary = "RMSNorm, causal attention with RoPE, SwiGLU MLP",
+    .prefill_returns = "the layer's keys (after RoPE) and values",
+    .decode_returns = "this token's key (after RoPE) and value",
+    .rope = true,
+    .grouped_decode_query = true,
+    .query = "qr",
+    .key = "kr",
+    .put_attention_input = put_attention_input,
+    .put_block_tail = put_block_tail,
+};
+
 void hf_write_llama(StrBuf *sb, const HfPlan *p) {
-  for (uint32_t b = 0; b < p->nseqs; b++)
-    for (uint32_t v = 0; v < p->nvariants; v++) put_prefill_block(sb, p, p->seqs[b], v);
-  for (uint32_t v = 0; v < p->nvariants; v++) put_decode_block(sb, p, v);
+  hf_put_layer_blocks(sb, p, &llama_layers);
   put_entries(sb, p);
 }

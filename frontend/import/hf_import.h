@@ -92,6 +92,30 @@ void hf_put_decode_signature(StrBuf *sb, const HfPlan *p);
  * output `logits` [1,T,V], cast to fp32 when the activations are fp16. */
 void hf_put_logits(StrBuf *sb, const HfPlan *p, const char *hidden, const char *head, int64_t T);
 
+/* What a family's layer functions differ in: hf_put_layer_blocks writes the
+ * rest, the same for both (signature, params, causal or cached attention,
+ * return of the hidden state and the key and value for the cache). */
+typedef struct HfLayerWriter {
+  const char *family;          /* the block functions' prefix: "gpt2" (gpt2_block_16) */
+  const char *title;           /* in their comments: "GPT-2" */
+  const char *prefill_summary; /* "pre-norm causal attention and MLP, each with a residual" */
+  const char *prefill_returns; /* what besides the hidden state: "the layer's keys and values (...)" */
+  const char *decode_returns;  /* "this token's key and value" */
+  bool rope;                   /* cos and sin inputs after x */
+  /* Decode's query regrouped as qg [1,KVH,G,HD], so the cache is read as it is. */
+  bool grouped_decode_query;
+  const char *query, *key;     /* what put_attention_input defines besides the value vh ("qh", "kh") */
+  /* The norm and projections to q, k and v heads, for T tokens (1: decode). */
+  void (*put_attention_input)(StrBuf *sb, const HfPlan *p, int64_t T);
+  /* From att_m [1,T,H*HD]: the output projection, the residual and the MLP, into y. */
+  void (*put_block_tail)(StrBuf *sb, const HfPlan *p);
+} HfLayerWriter;
+
+/* Every block function: one per prefill bucket and shard variant, then decode's per variant. */
+void hf_put_layer_blocks(StrBuf *sb, const HfPlan *p, const HfLayerWriter *w);
+/* A prefill entry's header comment and signature, up to its opening brace. */
+void hf_put_prefill_signature(StrBuf *sb, int64_t T);
+
 void hf_write_gpt2(StrBuf *sb, const HfPlan *p);
 void hf_write_llama(StrBuf *sb, const HfPlan *p);
 

@@ -148,7 +148,7 @@ typedef struct Diag {
   uint32_t nerrors, nwarnings;
   uint32_t error_limit;   /* 0 = unlimited */
   bool warnings_as_errors;
-  bool suppress_warnings; /* -w: warnings are neither printed nor counted */
+  bool suppress_warnings; /* -w: warnings (and remarks) are neither printed nor counted */
   bool last_suppressed;   /* the last message was dropped, so are its notes */
   bool limit_reported;    /* the "too many errors" line was printed */
   bool color;
@@ -176,6 +176,10 @@ void diag_report_line(Diag *d, DiagLevel level, const char *file, uint32_t line,
 #define diag_error(d, ...) diag_report((d), DIAG_ERROR, __VA_ARGS__)
 #define diag_warning(d, ...) diag_report((d), DIAG_WARNING, __VA_ARGS__)
 #define diag_note(d, ...) diag_report((d), DIAG_NOTE, __VA_ARGS__)
+/* A note on its own (advice, not about the message before it, such as the
+ * ANE binding order): printed as a note, but -w (suppress_warnings) drops
+ * it with the warnings, and the notes that follow it with it. */
+void diag_remark(Diag *d, SrcSpan span, const char *fmt, ...) ORION_PRINTF(3, 4);
 /* True once the error limit is reached: callers stop producing more work. */
 bool diag_should_stop(const Diag *d);
 bool diag_has_errors(const Diag *d);

@@ -98,6 +98,14 @@ check no-warn 0 "$orionc" -w "$tmp/warn.oir"
 if [ ! -s "$tmp/out" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: -w printed something"; fi
 check werror 1 "$orionc" -Werror "$tmp/warn.oir"
 contains werror "error: input 'u' is never used [-Werror]"
+# Remarks too: outputs named out of alphabetical order get the ANE003 note, which -w drops (from the cache too).
+printf 'func main(x: fp16[2]) {\n  y = relu(x);\n  z = neg(x);\n  return zeta = y, alpha = z;\n}\n' >"$tmp/remark.oir"
+check remark 0 "$orionc" -o "$tmp/remark.anepkg" "$tmp/remark.oir"
+contains remark "$tmp/remark.oir:1:6: note: the outputs of 'main' bind in alphabetical order on the ANE, not in declared order; the package manifest records the order [ANE003]"
+check no-remark 0 "$orionc" -w -o "$tmp/remark.anepkg" "$tmp/remark.oir"
+if [ ! -s "$tmp/out" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: -w printed a remark"; cat "$tmp/out"; fi
+check no-remark-uncached 0 "$orionc" -w --no-cache -o "$tmp/remark.anepkg" "$tmp/remark.oir"
+if [ ! -s "$tmp/out" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: -w printed a remark"; cat "$tmp/out"; fi
 
 # Hostile input: 10 MB of random bytes ends quickly with at most 20 errors.
 head -c 10000000 /dev/urandom >"$tmp/garbage.oir"

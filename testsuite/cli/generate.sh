@@ -2,16 +2,18 @@
 # orion-run generate on testsuite/generate/tiny_gen.oir: ids in and out
 # (--ids, --print-ids), greedy and seeded runs reproducible, --json's exact
 # structure, the end of the KV cache, a prompt longer than the largest
-# bucket, --eos, usage errors; and, through orion-run-stubtok (orion-run
-# with the test-only stand-in tokenizer testsuite/generate/tokenizer_stub.c),
-# streamed text, a piece ending inside a UTF-8 character, stop strings
-# spanning tokens, EOS.
+# bucket, --eos, usage errors; and text through the real tokenizer library
+# with the tiny BPE of testsuite/text/tiny (270 ids: the 256 bytes, its
+# merges, <|endoftext|>) on tiny_gen.oir widened to 270 ids: the prompt's
+# ids, the text equal to orion-tokenize's decode of the generated ids, the
+# streamed text equal to the JSON's, stop strings spanning tokens, a
+# tokenizer larger than the model's vocabulary.
 #
-#   generate.sh ORIONC ORION_RUN ORION_RUN_STUBTOK SOURCE_ROOT
+#   generate.sh ORIONC ORION_RUN ORION_TOKENIZE SOURCE_ROOT
 set -u
 orionc=$(realpath "$1")
 run=$(realpath "$2")
-stubtok=$(realpath "$3")
+tokenize=$(realpath "$3")
 root=$(realpath "$4")
 source "$(dirname "$0")/lib.sh"
 jcheck() { # jcheck NAME STATUS CMD...: stdout alone in out, stderr in err
@@ -21,9 +23,10 @@ jcheck() { # jcheck NAME STATUS CMD...: stdout alone in out, stderr in err
   local got=$?
   if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want"; cat out err; fi
 }
-py() { # py NAME SCRIPT: the script reads the JSON in out (as j) and asserts
+py() { # py NAME SCRIPT: the script reads the JSON in out (as j) and asserts; b(s): a text's bytes
   if /usr/bin/python3 -c "import json,sys
-j = json.load(open('out'))
+j = json.loads(open('out', 'rb').read().decode('utf-8', 'surrogateescape'))
+b = lambda s: s.encode('utf-8', 'surrogateescape')
 $2" 2>py.err; then pass; else fail "$1: $(cat py.err)"; cat out; fi
 }
 same_text() { # same_text NAME WANT: stdout (out) is exactly WANT
@@ -101,7 +104,7 @@ same_bytes ignore-eos out greedy.out
 # Usage and setup errors.
 check no-prompt 2 gen
 contains no-prompt "no prompt (--prompt TEXT, --prompt-file FILE or --ids LIST)"
-check two-prompts 2 gen --ids 1 --prompt hi --tokenizer stub-bytes
+check two-prompts 2 gen --ids 1 --prompt hi --tokenizer "$root/testsuite/text/tiny"
 contains two-prompts "give one of --prompt, --prompt-file and --ids"
 check prompt-needs-tokenizer 2 gen --prompt hi
 contains prompt-needs-tokenizer "--prompt needs --tokenizer"
@@ -111,41 +114,56 @@ check top-p-range 2 gen --ids 1 --top-p 2
 contains top-p-range "--top-p is between 0 and 1 (not '2')"
 check bad-ids 1 gen --ids 1,x
 contains bad-ids "--ids: '1,x' is not a list of token ids (whole numbers, e.g. 1,2,3)"
-check missing-tokenizer 1 gen --ids 1 --tokenizer stub-bytes
-contains missing-tokenizer "orion-run generate: error: cannot open tokenizer stub-bytes: No such file or directory"
+check missing-tokenizer 1 gen --ids 1 --tokenizer no-such-tokenizer
+contains missing-tokenizer "orion-run generate: error: cannot open tokenizer no-such-tokenizer: No such file or directory"
 printf 'func main(x: fp32[1,4]) {\n  y = relu(x);\n  return y;\n}\n' >plain.oir
 check plain-compile 0 "$orionc" -w -o plain.anepkg plain.oir
 check not-contract 1 "$run" generate plain.anepkg --ids 1
 contains not-contract "the package has no 'decode' entry (the generation contract, docs/generation.md)"
 
-# Text, through the stand-in tokenizer.
-sgen() { "$stubtok" generate tiny.anepkg --tokenizer stub-bytes "$@"; }
-jcheck text 0 sgen --prompt "the cat" --temperature 0 --max-tokens 12 --json
+# Text, through the tiny BPE on a copy of tiny_gen.oir with its 270 ids.
+tok="$root/testsuite/text/tiny"
+sed 's/61/270/g' "$root/testsuite/generate/tiny_gen.oir" >text.oir
+check text-compile 0 "$orionc" -w -o text.anepkg text.oir
+tgen() { "$run" generate text.anepkg --tokenizer "$tok" "$@"; }
+# "the cat" is pre-tokenized as "the" and " cat": in "the" the merge "h e" (rank 1) makes "he" (id 257), and
+# "Ġt he" cannot apply without the space; no merge has a pair of " cat", which stays the bytes 32 99 97 116.
+jcheck text 0 tgen --prompt "the cat" --temperature 0 --max-tokens 10 --json
 py text '
-assert j["prompt_ids"] == [58, 59, 2, 0, 19], j["prompt_ids"]
+assert j["prompt_ids"] == [116, 257, 32, 99, 97, 116], j["prompt_ids"]
 assert isinstance(j["text"], str) and j["stop_reason"] in ("length", "eos"), j'
-/usr/bin/python3 -c "import json; print(json.load(open('out'))['text'], end='')" >text.want
-jcheck text-stream 0 sgen --prompt "the cat" --temperature 0 --max-tokens 12
-printf '\n' >>text.want
-same_bytes text-stream out text.want
-# A stop string across tokens: characters 3 to 5 of the greedy text ("vWe": v, W and the start of "e ").
-stop=$(/usr/bin/python3 -c "print(open('text.want').read()[3:6], end='')")
-want=$(/usr/bin/python3 -c "t = open('text.want').read(); print(t[:t.index('$stop')], end='')")
-jcheck stop 0 sgen --prompt "the cat" --temperature 0 --max-tokens 12 --stop "$stop" --json
+cp out text.json
+/usr/bin/python3 -c "import json; print(*json.loads(open('text.json', 'rb').read().decode('utf-8', 'surrogateescape'))['generated_ids'])" >ids.txt
+# The text is the tokenizer's decode of the generated ids, byte for byte (decode adds nothing).
+read -ra ids <ids.txt
+"$tokenize" --tokenizer "$tok" decode "${ids[@]}" >text.want
+py text-decode 'assert b(j["text"]) == open("text.want", "rb").read(), (b(j["text"]), open("text.want", "rb").read())'
+jcheck text-stream 0 tgen --prompt "the cat" --temperature 0 --max-tokens 10
+cp text.want stream.want
+printf '\n' >>stream.want
+same_bytes text-stream out stream.want
+# A stop string across tokens: the text of generated tokens 3, 4 and 5; the text ends just before its first
+# occurrence. (A command-line argument holds no NUL and keeps no final newline: the check says if the ids give one.)
+"$tokenize" --tokenizer "$tok" decode "${ids[@]:3:3}" >stop.bin
+if /usr/bin/python3 -c "import sys; s = open('stop.bin', 'rb').read(); sys.exit(not s or b'\0' in s or s.endswith(b'\n'))"
+then pass; else fail "stop: tokens 3 to 5 decode to '$(od -c stop.bin)', not usable as an argument"; fi
+stop=$(cat stop.bin)
+/usr/bin/python3 -c "t = open('text.want', 'rb').read(); open('stop.want', 'wb').write(t[:t.index(open('stop.bin', 'rb').read())])"
+jcheck stop 0 tgen --prompt "the cat" --temperature 0 --max-tokens 10 --stop "$stop" --json
 py stop "
-assert j['stop_reason'] == 'stop' and j['stop_string'] == '$stop', j
-assert j['text'] == '$want', (j['text'], '$want')"
-jcheck stop-stream 0 sgen --prompt "the cat" --temperature 0 --max-tokens 12 --stop "$stop"
-[ "$(cat out)" = "$want" ] && pass || fail "stop-stream: '$(cat out)', expected '$want'"
+assert j['stop_reason'] == 'stop' and b(j['stop_string']) == open('stop.bin', 'rb').read(), j
+assert b(j['text']) == open('stop.want', 'rb').read(), (j['text'], open('stop.want', 'rb').read())"
+jcheck stop-stream 0 tgen --prompt "the cat" --temperature 0 --max-tokens 10 --stop "$stop"
+[ -s stop.want ] && printf '\n' >>stop.want
+same_bytes stop-stream out stop.want
 # A prompt file, the same ids as --prompt.
 printf 'the cat' >prompt.txt
-jcheck prompt-file 0 sgen --prompt-file prompt.txt --temperature 0 --max-tokens 12 --json
-py prompt-file 'assert j["prompt_ids"] == [58, 59, 2, 0, 19], j["prompt_ids"]'
-check stub-unknown-byte 1 sgen --prompt "the cat?"
-contains stub-unknown-byte "the stub tokenizer has no piece for byte 0x3f"
-# A model with fewer ids than the tokenizer.
-sed 's/61/40/g' "$root/testsuite/generate/tiny_gen.oir" >small.oir
-check small-compile 0 "$orionc" -w -o small.anepkg small.oir
-check small-vocab 1 "$stubtok" generate small.anepkg --tokenizer stub-bytes --prompt "the cat"
-same_text small-vocab "orion-run generate: error: the tokenizer has 61 ids, more than the model's vocabulary of 40"
+jcheck prompt-file 0 tgen --prompt-file prompt.txt --temperature 0 --max-tokens 10 --json
+py prompt-file 'assert j["prompt_ids"] == [116, 257, 32, 99, 97, 116], j["prompt_ids"]'
+# A prompt the tokenizer turns into no ids (every byte is a token here, so no text fails to encode).
+check empty-prompt 1 tgen --prompt ""
+same_text empty-prompt "orion-run generate: error: the prompt encodes to no tokens"
+# A model with fewer ids than the tokenizer: tiny_gen.oir's 61.
+check small-vocab 1 "$run" generate tiny.anepkg --tokenizer "$tok" --prompt "the cat"
+same_text small-vocab "orion-run generate: error: the tokenizer has 270 ids, more than the model's vocabulary of 61"
 finish

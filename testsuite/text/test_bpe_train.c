@@ -16,51 +16,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "helpers.h"
 #include "orion/tokenizer.h"
 #include "text_internal.h"
 
 static char dir[64];
 
-static void make_dir(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-bpe-train-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static void make_dir(void) { test_dir_make(dir, sizeof dir, "bpe-train"); }
+static void remove_dir(void) { test_dir_remove(dir); }
 
 TestSuite(bpe_train, .init = make_dir, .fini = remove_dir);
-
-typedef struct Capture {
-  SourceSet sources;
-  StrBuf text;
-  Diag d;
-} Capture;
-
-static void capture_init(Capture *c) {
-  srcset_init(&c->sources);
-  sb_init(&c->text);
-  diag_init(&c->d, &c->sources);
-  c->d.capture = &c->text;
-  c->d.program = "orion-tokenize";
-}
-
-static void capture_free(Capture *c) {
-  sb_free(&c->text);
-  srcset_free(&c->sources);
-}
-
-static const char *captured(const Capture *c) { return c->text.data ? c->text.data : ""; }
-
-static char *slurp(const char *path, size_t *len) {
-  char *data;
-  const char *err;
-  cr_assert(read_file(path, 64u << 20, &data, len, &err), "cannot read %s: %s", path, err);
-  return data;
-}
 
 static char *in_dir(const char *sub, const char *name) {
   StrBuf sb = {0};
@@ -72,7 +37,7 @@ static char *in_dir(const char *sub, const char *name) {
 static void train(const char *const *texts, const size_t *lens, size_t n, uint32_t vocab, uint32_t min_freq,
                   const char *sub) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-tokenize");
   StrBuf out = {0};
   sb_printf(&out, "%s/%s", dir, sub);
   OrionBpeTrainOptions opt = {.vocab_size = vocab, .min_frequency = min_freq};
@@ -236,7 +201,7 @@ Test(bpe_train, invalid_bytes_are_words_of_their_own) {
 
 Test(bpe_train, errors_are_reported_exactly) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-tokenize");
   const char *text = "x";
   size_t len = 1;
   OrionBpeTrainOptions opt = {.vocab_size = 256, .min_frequency = 2};
@@ -280,7 +245,7 @@ static bool collect_word(void *ctx, const char *word, size_t len) {
 /* The encoder's pre-tokenized words of text (pointers into it). */
 static Words encoder_words(const char *text, size_t len) {
   Capture c;
-  capture_init(&c);
+  capture_init(&c, "orion-tokenize");
   pcre2_code *re = pretok_compile(&c.d);
   cr_assert_not_null(re, "%s", captured(&c));
   PretokMatcher m;
@@ -321,7 +286,7 @@ Test(bpe_train, the_trainer_splits_words_as_the_encoder_does) {
     const char *whole = text;
     train(&whole, &len, 1, 1u << 20, 1, "whole");
     Capture c;
-    capture_init(&c);
+    capture_init(&c, "orion-tokenize");
     char *tok_dir = in_dir("whole", "");
     OrionTokenizer *t = orion_tokenizer_open(tok_dir, &c.d);
     cr_assert_not_null(t, "%s", captured(&c));
