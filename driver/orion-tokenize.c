@@ -20,15 +20,15 @@
 enum { OPT_TOKENIZER = 1, OPT_FILE, OPT_OUTPUT, OPT_JSON, OPT_SPECIAL, OPT_HELP, OPT_VERSION };
 
 static const CliOption tokenize_options[] = {
-    {OPT_TOKENIZER, 't', "tokenizer", CLI_VALUE, 0, "PATH",
+    {OPT_TOKENIZER, 't', "tokenizer", CLI_VALUE, 0, " PATH",
      "the tokenizer: a directory with vocab.json + merges.txt or\n"
      "encoder.json + vocab.bpe (GPT-2 BPE), or tokenizer.model\n"
      "(SentencePiece), or one of those files",
      "a tokenizer path"},
-    {OPT_FILE, 'f', "file", CLI_VALUE, 0, "FILE",
+    {OPT_FILE, 'f', "file", CLI_VALUE, 0, " FILE",
      "encode: the text of FILE instead of TEXT ('-': standard input);\n"
      "decode: the ids in FILE, separated by white space", "a file"},
-    {OPT_OUTPUT, 'o', "output", CLI_VALUE, 0, "OUT",
+    {OPT_OUTPUT, 'o', "output", CLI_VALUE, 0, " OUT",
      "encode: write the ids to OUT instead of printing them:\n"
      "OUT.bin raw little-endian uint16 (the token files of\n"
      "orion-run train --data; an id above 65535 is an error),\n"

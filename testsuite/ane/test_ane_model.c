@@ -46,19 +46,6 @@ static size_t mil_len, weights_len;
 static AneFramework fw;
 static AneSystem sys;
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  *len = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *data = malloc(*len + 1);
-  cr_assert_eq(fread(data, 1, *len, f), *len);
-  data[*len] = '\0';
-  fclose(f);
-  return data;
-}
-
 static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/orion-ane-model-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
