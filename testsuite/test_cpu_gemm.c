@@ -205,3 +205,72 @@ Test(cpu_gemm, linear_layers_with_many_rows_against_double_and_threads) {
       cleanup();
     }
 }
+
+/* A backward's dx = dy W and a classifier's h E^T as matmuls of x [2, R, K]
+ * by an fp16 weight y ([K, N], and [N, K] transposed): y stays fp16 in
+ * place (no fp32 copy) where the packed GEMM runs, and the results are
+ * within the bound of double, the same bits with 1 and 2 threads. */
+Test(cpu_gemm, matmul_reads_an_fp16_weight_in_place) {
+  static const int64_t shapes[][3] = {{37, 300, 130}, {9, 20, 700}, {5, 64, 70}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int ty = 0; ty < 2; ty++) {
+      int64_t R = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+      char text[512];
+      snprintf(text, sizeof text,
+               "func main(x: fp32[2,%lld,%lld]) {\n  param w: fp16[%lld,%lld] = normal(seed=3, std=0.5);\n"
+               "  xc = cast(x, dtype=\"fp16\");\n  a = matmul(xc, w%s);\n  af = cast(a, dtype=\"fp32\");\n"
+               "  return af;\n}\n",
+               (long long)R, (long long)K, (long long)(ty ? N : K), (long long)(ty ? K : N),
+               ty ? ", transpose_y=true" : "");
+      make_dir();
+      char path[128];
+      snprintf(path, sizeof path, "%s/m.anepkg", dir);
+      compile_pkg(text, path);
+      float *x = malloc(sizeof(float) * (size_t)(2 * R * K)), *first = malloc(sizeof(float) * (size_t)(2 * R * N));
+      fill_random(x, 2 * R * K, (uint32_t)(31 + s), false);
+      for (int64_t i = 0; i < 2 * R * K; i++) x[i] = fp16_to_float(fp16_from_float(x[i]));
+      int64_t dims[3] = {2, R, K};
+      CpuTensor in = f32_tensor(x, 3, dims);
+      for (uint32_t threads = 1; threads <= 2; threads++) {
+        Loaded l;
+        srcset_init(&l.sources);
+        diag_init(&l.d, &l.sources);
+        sb_init(&l.diags);
+        l.d.capture = &l.diags;
+        l.p = orion_open(path, NULL, &l.d);
+        cr_assert_not_null(l.p, "%s", l.diags.data);
+        CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
+        l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
+        cr_assert_not_null(l.c, "%s", l.diags.data);
+        bool in_place = false;
+        for (uint32_t i = 0; i < l.c->nslots; i++) in_place |= l.c->vals[i].st == ST_H16 && l.c->vals[i].n == K * N;
+        cr_assert_eq(in_place, gemm_packed_fast(), "shape %zu ty %d: the weight in place %d", s, ty, in_place);
+        CpuTensor out;
+        cr_assert(cpu_run(l.c, &in, &out, &l.d), "%s", l.diags.data);
+        const float *y = out.data;
+        if (threads == 1) {
+          double *w = const_values(l.c, K * N, true);
+          for (int64_t r = 0; r < 2 * R; r++)
+            for (int64_t n = 0; n < N; n++) {
+              double ref = 0, mag = 0;
+              for (int64_t k = 0; k < K; k++) {
+                double p = (double)x[r * K + k] * w[ty ? n * K + k : k * N + n];
+                ref += p, mag += fabs(p);
+              }
+              double bound = (double)K * ldexp(1.0, -24) * mag;
+              cr_assert(fabs((double)y[r * N + n] - ref) <= bound, "shape %zu ty %d [%lld, %lld]: %.9g vs %.9g", s, ty,
+                        (long long)r, (long long)n, (double)y[r * N + n], ref);
+            }
+          free(w);
+          memcpy(first, y, sizeof(float) * (size_t)(2 * R * N));
+        } else {
+          cr_assert(memcmp(first, y, sizeof(float) * (size_t)(2 * R * N)) == 0, "shape %zu ty %d: 2 threads differ", s,
+                    ty);
+        }
+        cpu_tensor_free(&out);
+        unload(&l);
+      }
+      free(x), free(first);
+      cleanup();
+    }
+}

@@ -468,6 +468,7 @@ typedef struct WJob {
   int64_t O, K, R; /* R: rows (linear) or P (conv) */
   int64_t panels, blocks;
   bool packed; /* run on the packed GEMM (wjob_reserve decided at binding) */
+  bool w_kn;   /* the weight is [K, O] (a matmul's y read in place), not [O, K]; packed only */
   /* A fused linear's epilogue (linear layout only; b is then NULL): each
    * piece's products rounded to fp16 (round_mid), then post[o] added, then
    * rounded to fp16 again (round_out), as the unfused statements would. */
@@ -571,6 +572,7 @@ int64_t panel_ld(int64_t K);
 void wgemm(Ctx *x, WJob *j, int64_t batch);
 bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
 bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
+bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
 /* k_gemv.c: products with at most GEMV_ROWS rows on the short side S, the
  * long side L streamed once (fp16 in place when h16). dot: out[i*oi + j*oj]
  * = sum_k s[i*lds + k*sk] h[j*ldh + k]; axpy: sum_k s[i*lds + k] h[k*ldh + j]. */

@@ -119,7 +119,7 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 #define PACK_COLS (16 * GEMM_NR) /* positions of a conv's activations per piece */
 
 static GemmSrc weight_src(const WJob *j) {
-  return (GemmSrc){.p = j->w->p, .h16 = j->w->st == ST_H16, .si = j->K, .sk = 1};
+  return (GemmSrc){.p = j->w->p, .h16 = j->w->st == ST_H16, .si = j->w_kn ? 1 : j->K, .sk = j->w_kn ? j->O : 1};
 }
 
 /* The activations' packing: linear, groups of GEMM_MR rows of x [R, K]; conv,
@@ -161,8 +161,11 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
         int64_t nk = j->K - k0 < GEMM_KC ? j->K - k0 : GEMM_KC, k1 = k0 + nk;
         gemm_pack_cols(own, weight_src(j), o0, no, k0, nk, false);
         /* the weight panel's next block, read while this one is multiplied */
-        GemmPrefetch pf = {.p = (const char *)j->w->p + (o0 * j->K + k1) * es, .ld = j->K * es,
-                           .bytes = (j->K - k1 < GEMM_KC ? j->K - k1 : GEMM_KC) * es, .rows = no};
+        int64_t nk1 = j->K - k1 < GEMM_KC ? j->K - k1 : GEMM_KC;
+        GemmPrefetch pf = {.p = (const char *)j->w->p + (o0 * j->K + k1) * es, .ld = j->K * es, .bytes = nk1 * es,
+                           .rows = no};
+        if (j->w_kn) pf = (GemmPrefetch){.p = (const char *)j->w->p + (k1 * j->O + o0) * es, .ld = j->O * es,
+                                         .bytes = no * es, .rows = nk1};
         gemm_block(j->c->gemm_pack + r0 * j->K + k0 * GEMM_MR, j->K * GEMM_MR, own, nk * GEMM_NR, nr, no, nk, C,
                    j->O, acc || k0 > 0, false, k1 < j->K ? &pf : NULL);
       }
@@ -331,12 +334,34 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   return slot == ys ? M <= GEMV_ROWS && !flag[0] : N <= GEMV_ROWS && (flag[1] || b->rank == 1);
 }
 
+/* Whether matmul statement si can read its y (`slot`, an fp16 weight) in
+ * place on the packed GEMM: y is [K, N] or [N, K] with no batch, x float
+ * and untransposed, so x's rows of every batch are one [rows, K] operand (a
+ * backward's dx = dy W). Asked at prepare (choose_fp16_weights). */
+bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  if (!gemm_packed_fast() || xs == UINT32_MAX || slot != ys || xs == ys) return false;
+  uint32_t fs = arg_slot(c, si, MIL_ARG_MATMUL_transpose_x);
+  if (fs != UINT32_MAX) fs = root_of(c, fs);
+  if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1 ||
+                           ld(&c->vals[fs], 0) != 0))
+    return false;
+  uint32_t ts = arg_slot(c, si, MIL_ARG_MATMUL_transpose_y);
+  if (ts != UINT32_MAX) ts = root_of(c, ts);
+  if (ts != UINT32_MAX && (c->slots[ts].kind != SK_CONST || c->vals[ts].st == ST_STR || c->vals[ts].n != 1))
+    return false;
+  const Val *a = &c->vals[xs], *b = &c->vals[ys];
+  return a->rank >= 1 && b->rank == 2 && a->st == ST_F32 && is_float(a->dt) && is_float(c->vals[c->base[si]].dt);
+}
+
 /* A matmul as bound: the sgemm job (fast: float operands), the fp16 one
- * (small), or the strides of the plain loop. */
+ * (small), the packed one (an fp16 y read in place, many rows), or the
+ * strides of the plain loop. */
 typedef struct MatmulBound {
   MmJob j;
   SmallMm sm;
-  bool fast, small;
+  WJob wj;
+  bool fast, small, packed;
   int64_t nb;                        /* matrices in the batch */
   int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
 } MatmulBound;
@@ -409,6 +434,12 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     sm->kblocks = sm->dot ? 1 : (K + AXPY_ROWS - 1) / AXPY_ROWS;
     sm->lblocks = sm->dot ? (sm->L + GEMV_COLS - 1) / GEMV_COLS : sm->kblocks;
   }
+  if (!mb.small && b->st == ST_H16 && b->rank == 2 && !tx && a->st == ST_F32 && out->st == ST_F32) {
+    /* x's rows of every batch, [nb * M, K], by y read in place: the packed GEMM (the plan chose y for it). */
+    mb.wj = (WJob){.x = a, .w = b, .o = out, .O = N, .K = K, .R = mb.nb * M, .w_kn = !ty};
+    wjob_reserve(x, &mb.wj, 1);
+    mb.packed = mb.wj.packed;
+  }
   if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
      * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
@@ -444,6 +475,11 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
       par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
       if (mb->sm.partial) small_mm_sum(&mb->sm, mb->nb);
     }
+    return true;
+  }
+  if (mb->packed) {
+    WJob wj = mb->wj;
+    wgemm(x, &wj, 1);
     return true;
   }
   if (mb->fast) {
