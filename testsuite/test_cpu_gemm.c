@@ -26,7 +26,7 @@ static void packed_product(GemmSrc a, GemmSrc b, int64_t M, int64_t N, int64_t K
   float *bp = malloc(sizeof(float) * (size_t)(panels * GEMM_NR * GEMM_KC));
   for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {
     int64_t nk = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-    gemm_pack_rows(ap, a, 0, M, k0, nk);
+    gemm_pack_rows(ap, a, 0, M, k0, nk, portable);
     gemm_pack_cols(bp, b, 0, N, k0, nk, portable);
     gemm_block(ap, nk * GEMM_MR, bp, nk * GEMM_NR, M, N, nk, C, N, k0 > 0, portable, NULL);
   }

@@ -604,7 +604,7 @@ typedef struct GemmSrc {
 } GemmSrc;
 /* Whether this CPU runs the packed GEMM's fast forms (AVX-512 F, BW, VL with F16C and FMA). */
 bool gemm_packed_fast(void);
-void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk);
+void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool portable);
 void gemm_pack_cols(float *dst, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk, bool portable);
 /* C[M, N] (ldc) = (acc ? C : 0) + A B over one block of kc: row groups ags floats apart, column panels bps apart.
  * portable: the fallback's forms even where AVX-512 is present (tests compare the bits). */

@@ -25,7 +25,7 @@ static inline float src_at(GemmSrc s, int64_t i, int64_t k) {
   return fp16_to_float(b);
 }
 
-void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
+static void pack_rows_portable(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   for (int64_t g = 0; g * GEMM_MR < n; g++) {
     float *d = dst + g * nk * GEMM_MR;
     for (int64_t i = 0; i < GEMM_MR; i++) {
@@ -68,7 +68,7 @@ AVX512 static inline __m512 row16(const void *p, bool h16, __mmask16 m) {
 /* A 16 x 16 transpose in registers: t[k] = (r[0][k], ..., r[15][k]). Pairs of
  * rows interleaved, then groups of four (each 128-bit lane holding four rows
  * at one k), then the lanes gathered across groups. */
-AVX512 static void transpose16(const __m512 r[16], __m512 t[16]) {
+AVX512 static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 t[16]) {
   __m512 p[16], q[16];
   for (int i = 0; i < 16; i += 2) p[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), p[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
   for (int g = 0; g < 4; g++) {
@@ -109,6 +109,28 @@ AVX512 static void pack_cols_transposed(float *dst, GemmSrc s, int64_t j0, int64
         transpose16(r, t);
         for (int64_t kk = 0; kk < kn; kk++) _mm512_storeu_ps(d + (k + kk) * GEMM_NR + h, t[kk]);
       }
+    }
+  }
+}
+
+/* Rows whose k run contiguously (activations [R, K], a conv's weight [O, C]):
+ * 12 rows (and 4 of zeros) by 16 k transposed in registers, each k's 12
+ * values stored together. */
+AVX512 static void pack_rows_transposed(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
+  int64_t es = s.h16 ? 2 : 4;
+  for (int64_t g = 0; g * GEMM_MR < n; g++) {
+    float *d = dst + g * nk * GEMM_MR;
+    for (int64_t k = 0; k < nk; k += 16) {
+      int64_t kn = min64(16, nk - k);
+      __m512 r[16], t[16];
+      for (int64_t i = 0; i < 16; i++) {
+        int64_t row = g * GEMM_MR + i;
+        r[i] = i < GEMM_MR && row < n
+                   ? row16((const unsigned char *)s.p + ((i0 + row) * s.si + k0 + k) * es, s.h16, lanes(kn))
+                   : _mm512_setzero_ps();
+      }
+      transpose16(r, t);
+      for (int64_t kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(d + (k + kk) * GEMM_MR, 0x0fff, t[kk]);
     }
   }
 }
@@ -170,6 +192,16 @@ static void kernel_portable(int64_t kc, const float *A, const float *B, float *C
 }
 
 bool gemm_packed_fast(void) { return HAVE_X86 && cpu_features()->avx512; }
+
+void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool portable) {
+#if HAVE_X86
+  if (!portable && s.sk == 1 && gemm_packed_fast()) {
+    pack_rows_transposed(dst, s, i0, n, k0, nk);
+    return;
+  }
+#endif
+  pack_rows_portable(dst, s, i0, n, k0, nk);
+}
 
 void gemm_pack_cols(float *dst, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk, bool portable) {
 #if HAVE_X86

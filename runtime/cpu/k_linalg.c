@@ -132,7 +132,7 @@ static void pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (!j->conv) {
       GemmSrc s = {.p = fp(j->x), .si = j->K, .sk = 1};
       int64_t r0 = it * GEMM_MR;
-      gemm_pack_rows(dst + r0 * j->K, s, r0, j->R - r0 < GEMM_MR ? j->R - r0 : GEMM_MR, 0, j->K);
+      gemm_pack_rows(dst + r0 * j->K, s, r0, j->R - r0 < GEMM_MR ? j->R - r0 : GEMM_MR, 0, j->K, false);
     } else {
       int64_t per = (j->R + GEMM_NR - 1) / GEMM_NR, nn = it / per, p0 = (it % per) * GEMM_NR;
       GemmSrc s = {.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R};
@@ -180,7 +180,7 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
         }
       for (int64_t k0 = 0; k0 < j->K; k0 += GEMM_KC) {
         int64_t nk = j->K - k0 < GEMM_KC ? j->K - k0 : GEMM_KC;
-        gemm_pack_rows(own, weight_src(j), o0, no, k0, nk);
+        gemm_pack_rows(own, weight_src(j), o0, no, k0, nk, false);
         gemm_block(own, nk * GEMM_MR, j->c->gemm_pack + (nn * per * GEMM_NR + r0) * j->K + k0 * GEMM_NR,
                    j->K * GEMM_NR, no, nr, nk, C, j->R, acc || k0 > 0, false, NULL);
       }
