@@ -274,3 +274,22 @@ Test(cpu_gemm, matmul_reads_an_fp16_weight_in_place) {
       cleanup();
     }
 }
+
+/* Pointwise convs on the packed GEMM's conv layout with several batch items
+ * (each packed apart), positions off the 32-wide panels, fp16 weights in
+ * place and fp32 ones, a bias, against ir_eval. */
+Test(cpu_gemm, pointwise_conv_batches_against_ir_eval) {
+  const char *text = "func main(x: fp32[3,70,37], y: fp32[2,300,20]) {\n"
+                     "  param w: $F[130,70,1] = normal(seed=4, std=0.3);\n"
+                     "  param b: $F[130] = normal(seed=5, std=0.5);\n"
+                     "  param v: $F[40,300,1] = normal(seed=6, std=0.2);\n"
+                     "  xc = cast(x, dtype=\"$F\");\n  yc = cast(y, dtype=\"$F\");\n"
+                     "  c = conv(xc, w, b);\n  d = conv(yc, v);\n"
+                     "  cf = cast(c, dtype=\"fp32\");\n  df = cast(d, dtype=\"fp32\");\n"
+                     "  return cf, df;\n}\n";
+  for (int h16 = 0; h16 < 2; h16++) {
+    char *t = with_dtype(text, h16 ? "fp16" : "fp32");
+    check(h16 ? "pointwise conv fp16" : "pointwise conv fp32", t, CPU_NUMERICS_FP32, 1e-5, NULL, 21);
+    free(t);
+  }
+}

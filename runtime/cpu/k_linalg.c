@@ -334,6 +334,8 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   return slot == ys ? M <= GEMV_ROWS && !flag[0] : N <= GEMV_ROWS && (flag[1] || b->rank == 1);
 }
 
+#define MATMUL_PACK_MAX ((int64_t)1 << 24) /* floats of x a matmul on the packed GEMM may have */
+
 /* Whether matmul statement si can read its y (`slot`, an fp16 weight) in
  * place on the packed GEMM: y is [K, N] or [N, K] with no batch, x float
  * and untransposed, so x's rows of every batch are one [rows, K] operand (a
@@ -351,7 +353,10 @@ bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   if (ts != UINT32_MAX && (c->slots[ts].kind != SK_CONST || c->vals[ts].st == ST_STR || c->vals[ts].n != 1))
     return false;
   const Val *a = &c->vals[xs], *b = &c->vals[ys];
-  return a->rank >= 1 && b->rank == 2 && a->st == ST_F32 && is_float(a->dt) && is_float(c->vals[c->base[si]].dt);
+  /* x is packed whole (rows x K floats): past 64 MiB (a llama backward's dlogits [1024, 32000] by its tied
+   * table) the weight keeps its fp32 copy and sgemm instead. */
+  return a->rank >= 1 && b->rank == 2 && a->st == ST_F32 && is_float(a->dt) && is_float(c->vals[c->base[si]].dt) &&
+         a->n <= MATMUL_PACK_MAX;
 }
 
 /* A matmul as bound: the sgemm job (fast: float operands), the fp16 one
