@@ -297,6 +297,8 @@ struct CpuProgram {
   uint32_t nthreads;     /* the context's threads: the per-thread buffers below */
   float **scratch;       /* per thread: panel of converted fp16 weights, or sdpa's scores */
   int64_t scratch_floats;
+  float *gemm_pack;      /* the packed GEMM's activations, packed once per product (k_linalg.c), or NULL */
+  int64_t gemm_pack_floats; /* its size: the largest a bound product needs */
   bool check_finite;
   bool unfused;          /* CpuOptions.unfused: plan no fusion */
   CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
@@ -321,6 +323,7 @@ struct Ctx {
   uint32_t si;
   bool binding; /* at prepare: scalar, string and list arguments must be constants */
   bool *setting; /* binding: per slot, set when it is read as such an argument */
+  int64_t *gemm_pack_floats; /* binding: raised to what each packed product needs (wjob_reserve) */
 };
 
 /* Work is cut into pieces of about GRAIN elements' worth. */
@@ -464,6 +467,8 @@ typedef struct WJob {
   Val *o;
   int64_t O, K, R; /* R: rows (linear) or P (conv) */
   int64_t panels, blocks;
+  bool packed; /* run on the packed GEMM (wjob_reserve decided at binding) */
+  bool w_kn;   /* the weight is [K, O] (a matmul's y read in place), not [O, K]; packed only */
   /* A fused linear's epilogue (linear layout only; b is then NULL): each
    * piece's products rounded to fp16 (round_mid), then post[o] added, then
    * rounded to fp16 again (round_out), as the unfused statements would. */
@@ -567,6 +572,7 @@ int64_t panel_ld(int64_t K);
 void wgemm(Ctx *x, WJob *j, int64_t batch);
 bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
 bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
+bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
 /* k_gemv.c: products with at most GEMV_ROWS rows on the short side S, the
  * long side L streamed once (fp16 in place when h16). dot: out[i*oi + j*oj]
  * = sum_k s[i*lds + k*sk] h[j*ldh + k]; axpy: sum_k s[i*lds + k] h[k*ldh + j]. */
@@ -581,6 +587,34 @@ void gemv_dot_portable(const float *s, int64_t S, int64_t lds, int64_t sk, const
 void gemv_axpy_portable(const float *s, int64_t S, int64_t lds, const void *h, bool h16, int64_t ldh, int64_t L,
                         int64_t K, float *out, int64_t oi, int64_t oj);
 bool k_linear(Ctx *x, int code, Val *out, uint32_t nout);
+/* At binding: whether wgemm runs j on the packed GEMM, and the room it needs then. */
+void wjob_reserve(Ctx *x, WJob *j, int64_t batch);
+/* k_gemm_pack.c: blocks of the packed GEMM. A packing source's element (i, k)
+ * is p[i * si + k * sk], floats or fp16 bits. Packed rows are groups of
+ * GEMM_MR rows, each [nk][GEMM_MR]; packed columns panels of GEMM_NR, each
+ * [nk][GEMM_NR]; zeros past the last row or column. */
+#define GEMM_MR 12
+#define GEMM_NR 32
+#define GEMM_KC 256 /* k per block: a panel's GEMM_KC x GEMM_NR floats are 32 KiB (L1) */
+#define GEMM_PIECE_FLOATS (((PANEL + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * GEMM_KC) /* a piece's own packing */
+typedef struct GemmSrc {
+  const void *p;
+  bool h16;
+  int64_t si, sk;
+} GemmSrc;
+/* Whether this CPU runs the packed GEMM's fast forms (AVX-512 F, BW, VL with F16C and FMA). */
+bool gemm_packed_fast(void);
+void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool portable);
+void gemm_pack_cols(float *dst, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk, bool portable);
+/* C[M, N] (ldc) = (acc ? C : 0) + A B over one block of kc: row groups ags floats apart, column panels bps apart.
+ * portable: the fallback's forms even where AVX-512 is present (tests compare the bits). */
+/* Source lines to prefetch while a block runs: rows of `bytes` bytes, ld bytes apart (NULL: none). */
+typedef struct GemmPrefetch {
+  const char *p;
+  int64_t ld, bytes, rows;
+} GemmPrefetch;
+void gemm_block(const float *Ap, int64_t ags, const float *Bp, int64_t bps, int64_t M, int64_t N, int64_t kc,
+                float *C, int64_t ldc, bool acc, bool portable, const GemmPrefetch *pf);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_attention.c */
 bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);

@@ -153,6 +153,7 @@ bool bind_fused_linear(Ctx *x, const Fused *f, void **bound) {
   FusedLinearBound fb = {.j = {.conv = false, .x = a, .w = w, .o = y, .O = y->dims[2], .K = a->dims[2],
                                .R = a->dims[0] * a->dims[1], .round_mid = f->round_mid, .round_out = f->round_out},
                          .bias = b};
+  wjob_reserve(x, &fb.j, 1);
   *bound = memcpy(xmalloc(sizeof fb), &fb, sizeof fb);
   return true;
 }

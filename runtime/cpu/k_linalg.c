@@ -1,6 +1,7 @@
 /*
- * Linear algebra: matmul, linear and conv; the pointwise ones on OpenBLAS
- * sgemm, one call per piece (docs/cpu-backend.md, "Linear algebra").
+ * Linear algebra: matmul, linear and conv; the pointwise linear and conv on
+ * the packed GEMM (k_gemm_pack.c) or OpenBLAS sgemm, matmul on sgemm, one
+ * call per piece (docs/cpu-backend.md, "Linear algebra").
  */
 #include "cpu_internal.h"
 
@@ -108,11 +109,109 @@ static void wgemm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
+/* The packed GEMM's pieces (docs/cpu-backend.md, "Linear algebra"): the
+ * activations are packed once per product into c->gemm_pack (in parallel,
+ * by row groups or column panels), then each piece — PANEL output channels
+ * by PACK_ROWS rows (linear) or PACK_COLS positions (conv) — packs its
+ * weight panel GEMM_KC k at a time, converting fp16 as it goes, into the
+ * thread's scratch and runs the microkernel over it. */
+#define PACK_ROWS (40 * GEMM_MR) /* rows of a linear's activations per piece */
+#define PACK_COLS (16 * GEMM_NR) /* positions of a conv's activations per piece */
+
+static GemmSrc weight_src(const WJob *j) {
+  return (GemmSrc){.p = j->w->p, .h16 = j->w->st == ST_H16, .si = j->w_kn ? 1 : j->K, .sk = j->w_kn ? j->O : 1};
+}
+
+/* The activations' packing: linear, groups of GEMM_MR rows of x [R, K]; conv,
+ * per batch item, panels of GEMM_NR positions of x [K, P]; each over all of K. */
+static void pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const WJob *j = arg;
+  float *dst = j->c->gemm_pack;
+  for (int64_t it = lo; it < hi; it++) {
+    if (!j->conv) {
+      GemmSrc s = {.p = fp(j->x), .si = j->K, .sk = 1};
+      int64_t r0 = it * GEMM_MR;
+      gemm_pack_rows(dst + r0 * j->K, s, r0, j->R - r0 < GEMM_MR ? j->R - r0 : GEMM_MR, 0, j->K, false);
+    } else {
+      int64_t per = (j->R + GEMM_NR - 1) / GEMM_NR, nn = it / per, p0 = (it % per) * GEMM_NR;
+      GemmSrc s = {.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R};
+      gemm_pack_cols(dst + (nn * per * GEMM_NR + p0) * j->K, s, p0, j->R - p0 < GEMM_NR ? j->R - p0 : GEMM_NR, 0,
+                     j->K, false);
+    }
+  }
+}
+
+static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const WJob *j = arg;
+  float *own = j->c->scratch[tid];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
+    int64_t step = j->conv ? PACK_COLS : PACK_ROWS;
+    int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * step;
+    int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < step ? j->R - r0 : step;
+    bool acc = j->b != NULL;
+    if (!j->conv) {
+      float *C = fp(j->o) + r0 * j->O + o0;
+      if (j->b)
+        for (int64_t r = 0; r < nr; r++)
+          for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o);
+      int64_t es = j->w->st == ST_H16 ? 2 : 4;
+      for (int64_t k0 = 0; k0 < j->K; k0 += GEMM_KC) {
+        int64_t nk = j->K - k0 < GEMM_KC ? j->K - k0 : GEMM_KC, k1 = k0 + nk;
+        gemm_pack_cols(own, weight_src(j), o0, no, k0, nk, false);
+        /* the weight panel's next block, read while this one is multiplied */
+        int64_t nk1 = j->K - k1 < GEMM_KC ? j->K - k1 : GEMM_KC;
+        GemmPrefetch pf = {.p = (const char *)j->w->p + (o0 * j->K + k1) * es, .ld = j->K * es, .bytes = nk1 * es,
+                           .rows = no};
+        if (j->w_kn) pf = (GemmPrefetch){.p = (const char *)j->w->p + (k1 * j->O + o0) * es, .ld = j->O * es,
+                                         .bytes = no * es, .rows = nk1};
+        gemm_block(j->c->gemm_pack + r0 * j->K + k0 * GEMM_MR, j->K * GEMM_MR, own, nk * GEMM_NR, nr, no, nk, C,
+                   j->O, acc || k0 > 0, false, k1 < j->K ? &pf : NULL);
+      }
+      linear_rows_after(j, C, o0, no, r0, nr, tid);
+    } else {
+      int64_t per = (j->R + GEMM_NR - 1) / GEMM_NR;
+      float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+      if (j->b)
+        for (int64_t o = 0; o < no; o++) {
+          float bv = (float)ld(j->b, o0 + o);
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv;
+        }
+      for (int64_t k0 = 0; k0 < j->K; k0 += GEMM_KC) {
+        int64_t nk = j->K - k0 < GEMM_KC ? j->K - k0 : GEMM_KC;
+        gemm_pack_rows(own, weight_src(j), o0, no, k0, nk, false);
+        gemm_block(own, nk * GEMM_MR, j->c->gemm_pack + (nn * per * GEMM_NR + r0) * j->K + k0 * GEMM_NR,
+                   j->K * GEMM_NR, no, nr, nk, C, j->R, acc || k0 > 0, false, NULL);
+      }
+    }
+  }
+}
+
+/* The packed GEMM where the CPU has its fast forms and the activations have
+ * more than GEMV_ROWS rows (fewer: the gemv kernels); otherwise sgemm on
+ * converted panels, as before. */
+void wjob_reserve(Ctx *x, WJob *j, int64_t batch) {
+  j->packed = gemm_packed_fast() && j->R > GEMV_ROWS && j->K > 0 && x->gemm_pack_floats;
+  if (!j->packed) return;
+  int64_t need = j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
+                         : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
+  if (need > *x->gemm_pack_floats) *x->gemm_pack_floats = need;
+}
+
 void wgemm(Ctx *x, WJob *j, int64_t batch) {
   j->c = x->c;
   j->panels = (j->O + PANEL - 1) / PANEL;
-  j->blocks = (j->R + ROWS - 1) / ROWS;
   if (j->O == 0 || j->R == 0) return;
+  if (j->packed && x->c->gemm_pack) {
+    int64_t step = j->conv ? PACK_COLS : PACK_ROWS;
+    j->blocks = (j->R + step - 1) / step;
+    int64_t groups = j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) : (j->R + GEMM_MR - 1) / GEMM_MR;
+    par_for(x->c, groups, 1, pack_x_task, j);
+    par_for(x->c, batch * j->panels * j->blocks, 1, packed_task, j);
+    return;
+  }
+  j->blocks = (j->R + ROWS - 1) / ROWS;
   par_for(x->c, batch * j->panels * j->blocks, 1, wgemm_task, j);
 }
 
@@ -235,12 +334,39 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   return slot == ys ? M <= GEMV_ROWS && !flag[0] : N <= GEMV_ROWS && (flag[1] || b->rank == 1);
 }
 
+#define MATMUL_PACK_MAX ((int64_t)1 << 24) /* floats of x a matmul on the packed GEMM may have */
+
+/* Whether matmul statement si can read its y (`slot`, an fp16 weight) in
+ * place on the packed GEMM: y is [K, N] or [N, K] with no batch, x float
+ * and untransposed, so x's rows of every batch are one [rows, K] operand (a
+ * backward's dx = dy W). Asked at prepare (choose_fp16_weights). */
+bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  if (!gemm_packed_fast() || xs == UINT32_MAX || slot != ys || xs == ys) return false;
+  uint32_t fs = arg_slot(c, si, MIL_ARG_MATMUL_transpose_x);
+  if (fs != UINT32_MAX) fs = root_of(c, fs);
+  if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1 ||
+                           ld(&c->vals[fs], 0) != 0))
+    return false;
+  uint32_t ts = arg_slot(c, si, MIL_ARG_MATMUL_transpose_y);
+  if (ts != UINT32_MAX) ts = root_of(c, ts);
+  if (ts != UINT32_MAX && (c->slots[ts].kind != SK_CONST || c->vals[ts].st == ST_STR || c->vals[ts].n != 1))
+    return false;
+  const Val *a = &c->vals[xs], *b = &c->vals[ys];
+  /* x is packed whole (rows x K floats): past 64 MiB (a llama backward's dlogits [1024, 32000] by its tied
+   * table) the weight keeps its fp32 copy and sgemm instead. */
+  return a->rank >= 1 && b->rank == 2 && a->st == ST_F32 && is_float(a->dt) && is_float(c->vals[c->base[si]].dt) &&
+         a->n <= MATMUL_PACK_MAX;
+}
+
 /* A matmul as bound: the sgemm job (fast: float operands), the fp16 one
- * (small), or the strides of the plain loop. */
+ * (small), the packed one (an fp16 y read in place, many rows), or the
+ * strides of the plain loop. */
 typedef struct MatmulBound {
   MmJob j;
   SmallMm sm;
-  bool fast, small;
+  WJob wj;
+  bool fast, small, packed;
   int64_t nb;                        /* matrices in the batch */
   int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
 } MatmulBound;
@@ -313,6 +439,12 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     sm->kblocks = sm->dot ? 1 : (K + AXPY_ROWS - 1) / AXPY_ROWS;
     sm->lblocks = sm->dot ? (sm->L + GEMV_COLS - 1) / GEMV_COLS : sm->kblocks;
   }
+  if (!mb.small && b->st == ST_H16 && b->rank == 2 && !tx && a->st == ST_F32 && out->st == ST_F32) {
+    /* x's rows of every batch, [nb * M, K], by y read in place: the packed GEMM (the plan chose y for it). */
+    mb.wj = (WJob){.x = a, .w = b, .o = out, .O = N, .K = K, .R = mb.nb * M, .w_kn = !ty};
+    wjob_reserve(x, &mb.wj, 1);
+    mb.packed = mb.wj.packed;
+  }
   if (mb.fast) {
     /* Each batch's x is [M, K] row-major (a rank-1 x is one row), or [K, M]
      * when transposed; y is [K, N] (a rank-1 y one column), or [N, K]. */
@@ -348,6 +480,11 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
       par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
       if (mb->sm.partial) small_mm_sum(&mb->sm, mb->nb);
     }
+    return true;
+  }
+  if (mb->packed) {
+    WJob wj = mb->wj;
+    wgemm(x, &wj, 1);
     return true;
   }
   if (mb->fast) {
@@ -397,6 +534,7 @@ bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
                             (!b || b->st != ST_STR),
                     .j = {.conv = false, .x = a, .w = w, .b = b, .o = out, .O = dout, .K = din, .R = rows},
                     .din = din, .dout = dout, .rows = rows};
+  if (lb.fast) wjob_reserve(x, &lb.j, 1);
   *bound = dup_job(&lb, sizeof lb);
   return true;
 }
@@ -528,6 +666,7 @@ bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     /* A pointwise conv: per batch item, out[O, P] = weight[O, C] * x[C, P]. */
     cb.pointwise = true;
     cb.wj = (WJob){.conv = true, .x = a, .w = w, .b = b, .o = out, .O = O, .K = C, .R = j.D[0] * j.D[1] * j.D[2]};
+    wjob_reserve(x, &cb.wj, N);
   } else if (out->n) {
     j.C = C, j.O = O, j.CG = CG, j.OG = O / groups;
     cb.per = out->n / (N * O) * CG * j.K[0] * j.K[1] * j.K[2] + 1;

@@ -110,10 +110,10 @@ static bool streams_weight(const CpuProgram *c, uint32_t si, uint32_t slot) {
 /* Which consts can stay fp16 in place: fp16 BLOBFILE weights whose every
  * use, through views, is the weight operand of linear or conv (which
  * convert as they go), the table of a gather (which converts the rows it
- * takes), or the streamed operand of a matmul with few rows on the other
+ * takes), the streamed operand of a matmul with few rows on the other
  * side (gemv_axpy reads it as fp16: GPT-2's Conv1D x·W in decode, which
- * converted read twice the bytes per token). Small ones are converted (no
- * gain). */
+ * converted read twice the bytes per token), or a matmul's y on the packed
+ * GEMM (matmul_packs_fp16). Small ones are converted (no gain). */
 void choose_fp16_weights(CpuProgram *c) {
   const MilFunc *f = c->f;
   uint8_t *use = xcalloc(c->nslots + 1, 1); /* bit 1: as a weight, bit 2: otherwise, bit 4: a matmul's, in place */
@@ -125,6 +125,9 @@ void choose_fp16_weights(CpuProgram *c) {
     const MilArg *weight = wop ? stmt_arg(c, si, SHARED_weight) : NULL;
     /* gather reads its table's rows as fp16 too: a tied embedding (GPT-2's wte, also the classifier) stays fp16. */
     if (c->ops[si]->op == MIL_OP_GATHER) weight = stmt_arg(c, si, MIL_ARG_GATHER_x);
+    /* and a matmul's y on the packed GEMM (a backward's dx = dy W): no fp32 copy to convert on each update */
+    if (c->ops[si]->op == MIL_OP_MATMUL && matmul_packs_fp16(c, si, arg_slot(c, si, MIL_ARG_MATMUL_y)))
+      weight = stmt_arg(c, si, MIL_ARG_MATMUL_y);
     for (uint32_t k = 0; k < s->nargs; k++)
       for (uint32_t j = 0; j < s->args[k].nitems; j++) {
         uint32_t slot = c->opslot[c->argstart[c->argbase[si] + k] + j];

@@ -368,6 +368,11 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     c->tiles = xcalloc(c->nthreads, sizeof *c->tiles);
     for (uint32_t t = 0; t < c->nthreads; t++) c->tiles[t] = xmalloc((size_t)(c->ntiles * c->tile_floats) * sizeof(float));
   }
+  /* The packed GEMM (bound above): the activations packed once per product, and each piece's own packing. */
+  if (c->gemm_pack_floats) {
+    c->gemm_pack = xmalloc((size_t)c->gemm_pack_floats * sizeof(float));
+    if (c->scratch_floats < GEMM_PIECE_FLOATS) c->scratch_floats = GEMM_PIECE_FLOATS;
+  }
   c->scratch = xcalloc(c->nthreads, sizeof *c->scratch);
   for (uint32_t t = 0; c->scratch_floats && t < c->nthreads; t++)
     c->scratch[t] = xmalloc((size_t)c->scratch_floats * sizeof(float));
@@ -392,6 +397,7 @@ void cpu_free(CpuProgram *c) {
   if (c->scratch)
     for (uint32_t t = 0; t < c->nthreads; t++) free(c->scratch[t]);
   free(c->scratch);
+  free(c->gemm_pack);
   if (c->tiles)
     for (uint32_t t = 0; t < c->nthreads; t++) free(c->tiles[t]);
   free(c->tiles);
