@@ -4,8 +4,9 @@
  * ids and a cross_entropy go to the CPU and which to the device, the
  * segments' inputs and outputs in binding order (ASCII order of MIL names)
  * and a segment written back out as MIL; a function without int32/bool
- * values is one device segment (the single-program path); and the program
- * run in parts through the backend interface against the stand-in.
+ * values is one device segment (the single-program path); the program run
+ * in parts through the backend interface against the stand-in; and a device
+ * segment the device refuses, named in the error.
  */
 #define _XOPEN_SOURCE 700
 
@@ -38,6 +39,17 @@ static const char *const float_only =
     "  d = sub(x, bias);\n"
     "  y = tanh(d);\n"
     "  return y, d;\n"
+    "}\n";
+
+/* concat: the device refuses it (ANE001) in the device segment after the gather. */
+static const char *const refused =
+    "func main(tokens: int32[1,4]) {\n"
+    "  param wte: fp16[8,4] = fill(0.5);\n"
+    "  e = gather(wte, tokens, axis=0);\n"
+    "  f = tanh(e);\n"
+    "  c = concat(e, f, axis=-1);\n"
+    "  n = layer_norm(c);\n"
+    "  return n;\n"
     "}\n";
 
 static char dir[64], pkg[160];
@@ -178,5 +190,22 @@ Test(ane_partition, a_function_without_int32_is_one_device_program, .fini = tear
   OrionProgram *p = orion_open(pkg, NULL, &d);
   cr_assert_not_null(p, "%s", msgs.data);
   cr_assert_not(ane_parts_wanted(p, 0));
+  orion_close(p);
+}
+
+/* A device segment the device refuses: the error names the segment and gives the device's. */
+Test(ane_partition, a_refused_segment_is_named, .fini = teardown) {
+  compile(refused);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
+  cr_assert_str_eq(msgs.data,
+                   "test: error: the ane backend cannot prepare segment 1 (device) of function 'main': the ane "
+                   "backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: "
+                   "concat would fail on the ANE: the ANE compiler rejects concat [ANE001]\n");
+  orion_backend_close(b);
   orion_close(p);
 }
