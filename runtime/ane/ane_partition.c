@@ -118,25 +118,62 @@ static void free_segment(AneSegment *g) {
   free(g->outputs);
 }
 
+/* Whether every run-time value statement s reads is made already. */
+static bool ready(const MilFunc *f, const bool *done, uint32_t s) {
+  const MilStmt *st = &f->stmts[s];
+  for (uint32_t a = 0; a < st->nargs; a++)
+    for (uint32_t i = 0; i < st->args[a].nitems; i++) {
+      const MilOperand *o = &st->args[a].items[i];
+      if (runtime_value(f, o) && o->def_stmt != MIL_DEF_PARAM && !done[o->def_stmt]) return false;
+    }
+  return true;
+}
+
+/* The next statement to place: the first ready one of the current segment's
+ * placement, else the first ready one (which starts a segment). */
+static uint32_t next_stmt(const MilFunc *f, const bool *done, const bool *cpu, bool have, bool on_cpu) {
+  uint32_t first = UINT32_MAX;
+  for (uint32_t s = 0; s < f->nstmts; s++) {
+    if (done[s] || !ready(f, done, s)) continue;
+    if (have && cpu[s] == on_cpu) return s;
+    if (first == UINT32_MAX) first = s;
+  }
+  return first;
+}
+
 void ane_partition_plan(AnePartition *part, const MilFunc *f) {
   *part = (AnePartition){0};
   uint32_t *seg_of = malloc((f->nstmts + 1) * sizeof *seg_of);
+  bool *done = calloc(f->nstmts + 1, sizeof *done), *cpu = calloc(f->nstmts + 1, sizeof *cpu);
   part->segs = calloc(f->nstmts + 1, sizeof *part->segs);
-  uint32_t nsegs = 0;
+  uint32_t nsegs = 0, left = 0;
   for (uint32_t s = 0; s < f->nstmts; s++) {
     seg_of[s] = UINT32_MAX;
-    if (is_const(&f->stmts[s])) continue;
-    bool cpu = ane_partition_stmt_on_cpu(f, s);
-    part->cpu_stmts += cpu;
-    if (!nsegs || part->segs[nsegs - 1].on_device == cpu) {
-      part->segs[nsegs].on_device = !cpu;
+    done[s] = is_const(&f->stmts[s]);
+    cpu[s] = ane_partition_stmt_on_cpu(f, s);
+    part->cpu_stmts += cpu[s];
+    left += !done[s];
+  }
+  /* A list schedule, not statement order: a statement joins the current
+   * segment whenever its inputs are made, so that independent statements of
+   * one placement (the loss's target arithmetic, a reshape between two CPU
+   * statements) do not cut the other placement's run. */
+  for (; left; left--) {
+    bool have = nsegs > 0;
+    uint32_t s = next_stmt(f, done, cpu, have, have && !part->segs[nsegs - 1].on_device);
+    if (s == UINT32_MAX) break; /* a cycle: the reader's SSA check rules it out */
+    if (!have || part->segs[nsegs - 1].on_device == cpu[s]) {
+      part->segs[nsegs].on_device = !cpu[s];
       part->segs[nsegs].stmts = malloc((f->nstmts + 1) * sizeof(uint32_t));
       nsegs++;
     }
     AneSegment *g = &part->segs[nsegs - 1];
     g->stmts[g->nstmts++] = s;
     seg_of[s] = nsegs - 1;
+    done[s] = true;
   }
+  free(done);
+  free(cpu);
   for (uint32_t i = 0; i < nsegs; i++) fill_segment(&part->segs[i], f, seg_of, i);
   /* A segment that hands nothing on is dead code: nothing reads it. */
   for (uint32_t i = 0; i < nsegs; i++) {

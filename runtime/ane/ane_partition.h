@@ -4,8 +4,10 @@
  * fp16 (fp32 converted at the boundary), so a statement that reads or
  * produces an int32 or bool value (gather by token ids, cross_entropy's
  * targets, comparisons, position arithmetic) runs on the CPU backend, and
- * each maximal run of the other statements, in statement order, on the
- * device. `const` statements are no value crossing a boundary: each segment
+ * each maximal run of the other statements on the device. The runs are of
+ * a list schedule, not of statement order: a statement joins the current
+ * segment as soon as the values it reads are made, so independent
+ * statements of the other placement do not cut a run. `const` statements are no value crossing a boundary: each segment
  * gets a copy of the consts it references (a BLOBFILE const keeps its
  * offset: every segment is handed the function's weight files whole).
  *
