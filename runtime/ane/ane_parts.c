@@ -156,6 +156,9 @@ static void release_segments(AneParts *a) {
 }
 
 static bool build_segments(AneParts *a, Diag *d) {
+  /* what the last build said is not kept: a training run rebuilds every step */
+  sb_free(&a->messages);
+  sb_init(&a->messages);
   for (uint32_t s = 0; s < a->plan.nsegs; s++)
     if (!build_segment(a, s, d)) return false;
   return true;
