@@ -5,12 +5,15 @@
  * segments' inputs and outputs in binding order (ASCII order of MIL names)
  * and a segment written back out as MIL; a function without int32/bool
  * values is one device segment (the single-program path); the program run
- * in parts through the backend interface against the stand-in; and a device
- * segment the device refuses, named in the error.
+ * in parts through the backend interface against the stand-in; a weight
+ * write rebuilding every segment; and a device segment the device refuses,
+ * named in the error.
  */
 #define _XOPEN_SOURCE 700
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "ane_parts.h"
 #include "loader_internal.h"
 #include "orion/backend.h"
+#include "orion/fp16.h"
 #include "orion/package.h"
 #include "orion/passes.h"
 
@@ -187,6 +191,60 @@ Test(ane_partition, a_function_without_int32_is_one_device_program, .fini = tear
   OrionProgram *p = orion_open(pkg, NULL, &d);
   cr_assert_not_null(p, "%s", msgs.data);
   cr_assert_not(ane_parts_wanted(p, 0));
+  orion_close(p);
+}
+
+static unsigned long compiles(void) {
+  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(h, "the backend has the stand-in loaded");
+  void *sym = dlsym(h, "ane_standin_compile_count");
+  dlclose(h);
+  unsigned long (*count)(void);
+  cr_assert_not_null(sym);
+  memcpy(&count, &sym, sizeof sym);
+  return count();
+}
+
+/* A training step's weight write: every segment rebuilt from the new bytes,
+ * the two device segments compiled again; the CPU segment's gather and the
+ * device's matmul both see the new values. */
+Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
+  compile(program);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 2, "one compile per device segment");
+  int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
+  const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
+                            {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
+  float loss;
+  uint16_t logits[32];
+  OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss},
+                       {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits}};
+  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  /* wte = 0.5 and w = 0.5 everywhere: every logit is tanh(4 * 0.25) = tanh(1), and the loss log(8) */
+  OrionWeightValues v[2] = {{.fn = 0}, {.fn = 0}};
+  float half[32];
+  for (int i = 0; i < 32; i++) half[i] = 0.5f;
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++) {
+    if (!strcmp(orion_weight(p, 0, i)->name, "wte")) v[0].weight = i;
+    if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
+  }
+  v[0].values = v[1].values = half;
+  before = compiles();
+  cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  for (int i = 0; i < 32; i++) cr_assert_eq(logits[i], fp16_from_float(tanhf(1.0f)), "logit %d: %04x", i, logits[i]);
+  cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
+  orion_backend_close(b);
   orion_close(p);
 }
 
