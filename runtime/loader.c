@@ -895,3 +895,20 @@ bool orion_reload_weights(OrionProgram *p, const OrionOpenOptions *opt, bool *ch
   if (changed) *changed = true;
   return true;
 }
+
+static void size_bare_surfaces(OrionTensorInfo *t, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (t[i].surface_bytes) continue;
+    uint64_t elements = 1;
+    for (uint32_t k = 0; k < t[i].rank; k++) elements *= t[i].dims[k] > 0 ? (uint64_t)t[i].dims[k] : 1;
+    t[i].surface_bytes = elements * 2;
+  }
+}
+
+void orion_program_size_bare_surfaces(OrionProgram *p) {
+  if (p->is_package) return;
+  for (uint32_t fn = 0; fn < p->nfuncs; fn++) {
+    size_bare_surfaces(p->funcs[fn].inputs, p->funcs[fn].ninputs);
+    size_bare_surfaces(p->funcs[fn].outputs, p->funcs[fn].noutputs);
+  }
+}

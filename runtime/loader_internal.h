@@ -34,4 +34,9 @@ bool orion_program_weights_written(const OrionProgram *p);
 /* After the manifest was made to match: it becomes the program's (taken
  * from *manifest, which is left empty), with its generation. */
 void orion_program_weights_committed(OrionProgram *p, Package *manifest);
+/* For a bare directory written by a backend itself (the ane backend's
+ * segments, runtime/ane/ane_parts.c): every input and output whose surface
+ * size is not known gets the size of its data in fp16, as a manifest would
+ * have recorded it. A package's sizes are left alone. */
+void orion_program_size_bare_surfaces(OrionProgram *p);
 #endif

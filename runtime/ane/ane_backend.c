@@ -20,6 +20,7 @@
 #include "ane_framework.h"
 #include "ane_iosurface.h"
 #include "ane_model.h"
+#include "ane_parts.h"
 #include "ane_surfaces.h"
 #include "ane_unavailable.h"
 #include "loader_internal.h"
@@ -49,6 +50,7 @@ struct AneExec {
   AneSurfacePlan plan;
   AneModel model;
   AneRequest request;
+  AneParts *parts; /* set: the function runs in parts (ane_parts.h) and nothing above is used */
 };
 
 /* Off macOS the only framework there can be is a stand-in that
@@ -173,6 +175,14 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   e->b = b;
   e->p = p;
   e->fn = fn;
+  /* Hook: int32/bool values cannot be on the device's surfaces; their statements run on the CPU and the rest
+   * as device segments of their own (ane_parts.h). Other functions take the single-program path below. */
+  if (ane_parts_wanted(p, fn)) {
+    e->parts = ane_parts_prepare(p, fn, src->text, src->len, opt, d);
+    if (e->parts) return e;
+    free(e);
+    return NULL;
+  }
   snprintf(e->what, sizeof e->what, "function '%s'", orion_function_name(p, fn));
   e->mil = xmalloc(src->len + 1);
   memcpy(e->mil, src->text, src->len + 1);
@@ -213,6 +223,7 @@ static bool locked_copy(const AneSystem *sys, IOSurfaceRef s, bool write, uint64
 
 static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, Diag *d) {
   AneExec *e = exec;
+  if (e->parts) return ane_parts_run(e->parts, in, out, d); /* hook: ane_parts.h */
   const AneSystem *sys = &e->b->sys;
   for (uint32_t i = 0; i < e->plan.ninputs; i++)
     if (!locked_copy(sys, e->request.inputs[e->plan.input_slot[i]], true, e->plan.surface_bytes, &in[i])) {
@@ -250,6 +261,7 @@ static void free_model(AneExec *e) {
  * request stay (they do not depend on the model). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
+  if (e->parts) return ane_parts_weights_changed(e->parts, d); /* hook: ane_parts.h */
   free_model(e);
   return compile(e, d);
 }
@@ -268,6 +280,11 @@ static void ane_profile_reset(void *exec) { (void)exec; }
 
 static void ane_release(void *exec) {
   AneExec *e = exec;
+  if (e->parts) { /* hook: ane_parts.h; never in the list of execs */
+    ane_parts_free(e->parts);
+    free(e);
+    return;
+  }
   for (AneExec **at = &e->b->execs; *at; at = &(*at)->next)
     if (*at == e) {
       *at = e->next;

@@ -1,0 +1,33 @@
+/*
+ * A function of the ane backend that runs in parts (ane_partition.h): each
+ * device segment a program of its own, compiled, loaded and run through the
+ * lifecycle (prepared on a second instance of the ane backend), each CPU
+ * segment on orion's CPU backend in the caller's numerics. The values that
+ * cross a boundary are kept in buffers of their own between the segments;
+ * a device segment copies them through its surfaces (fp32 converted to fp16
+ * and back) as any function of the backend does.
+ *
+ * A segment is a bare model directory written under $TMPDIR: its MIL and the
+ * function's weight files as they are now, opened with orion's runtime and
+ * removed once prepared (the mappings hold the bytes). A weight change
+ * rebuilds every segment from the new bytes: the device segments are
+ * compiled again, which is the backend's one update strategy anyway.
+ */
+#ifndef ORION_ANE_PARTS_H
+#define ORION_ANE_PARTS_H
+
+#include "orion/backend.h"
+
+typedef struct AneParts AneParts;
+
+/* Whether function fn of p has a statement the CPU must run. */
+bool ane_parts_wanted(const OrionProgram *p, uint32_t fn);
+/* Prepares fn of p in parts; mil is the text of fn's MIL file (copied). */
+AneParts *ane_parts_prepare(OrionProgram *p, uint32_t fn, const char *mil, size_t mil_len,
+                            const OrionPrepareOptions *opt, Diag *d);
+bool ane_parts_run(AneParts *a, const OrionTensor *in, const OrionTensor *out, Diag *d);
+/* The program's weights changed: every segment rebuilt from them. */
+bool ane_parts_weights_changed(AneParts *a, Diag *d);
+void ane_parts_free(AneParts *a);
+
+#endif

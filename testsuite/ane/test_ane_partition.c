@@ -1,0 +1,266 @@
+/*
+ * The ane backend's partition of a function (runtime/ane/ane_partition.c,
+ * ane_parts.c): which statements of a small program with a gather by token
+ * ids and a cross_entropy go to the CPU and which to the device, the
+ * segments' inputs and outputs in binding order (ASCII order of MIL names)
+ * and a segment written back out as MIL; a function without int32/bool
+ * values is one device segment (the single-program path); the program run
+ * in parts through the backend interface against the stand-in; a weight
+ * write rebuilding every segment; and a device segment the device refuses,
+ * named in the error.
+ */
+#define _XOPEN_SOURCE 700
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../helpers.h"
+#include "ane_partition.h"
+#include "ane_parts.h"
+#include "loader_internal.h"
+#include "orion/backend.h"
+#include "orion/fp16.h"
+#include "orion/package.h"
+#include "orion/passes.h"
+
+static const char *const program =
+    "func main(tokens: int32[1,4], targets: int32[1,4]) {\n"
+    "  param wte: fp16[8,4] = normal(seed=1, std=0.5);\n"
+    "  param w: fp16[4,8] = normal(seed=2, std=0.5);\n"
+    "  e = gather(wte, tokens, axis=0);\n"
+    "  h = matmul(e, w);\n"
+    "  logits = tanh(h);\n"
+    "  loss: fp32[] = cross_entropy(logits, targets);\n"
+    "  return loss, logits;\n"
+    "}\n";
+
+static const char *const float_only =
+    "func main(x: fp16[1,4,1,8], bias: fp16[1,4,1,8]) {\n"
+    "  d = sub(x, bias);\n"
+    "  y = tanh(d);\n"
+    "  return y, d;\n"
+    "}\n";
+
+/* concat: the device refuses it (ANE001) in the device segment after the gather. */
+static const char *const refused =
+    "func main(tokens: int32[1,4]) {\n"
+    "  param wte: fp16[8,4] = fill(0.5);\n"
+    "  e = gather(wte, tokens, axis=0);\n"
+    "  f = tanh(e);\n"
+    "  c = concat(e, f, axis=-1);\n"
+    "  n = layer_norm(c);\n"
+    "  return n;\n"
+    "}\n";
+
+static char dir[64], pkg[160];
+static SourceSet ss;
+static Diag d;
+static StrBuf msgs;
+
+static void compile(const char *text) {
+  snprintf(dir, sizeof dir, "/tmp/orion-ane-partition-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+  srcset_init(&ss);
+  diag_init(&d, &ss);
+  sb_init(&msgs);
+  d.capture = &msgs;
+  d.program = "test";
+}
+
+static void teardown(void) {
+  sb_free(&msgs);
+  srcset_free(&ss);
+  remove_tree(dir);
+}
+
+/* "cpu[e,...] device[h,...]": each segment's statements by first result. */
+static void describe(const AnePartition *part, const MilFunc *f, StrBuf *out) {
+  for (uint32_t s = 0; s < part->nsegs; s++) {
+    const AneSegment *g = &part->segs[s];
+    sb_printf(out, "%s%s[", s ? " " : "", g->on_device ? "device" : "cpu");
+    for (uint32_t i = 0; i < g->nstmts; i++) sb_printf(out, "%s%s", i ? "," : "", f->stmts[g->stmts[i]].results[0].name);
+    sb_puts(out, "](");
+    for (uint32_t i = 0; i < g->ninputs; i++) sb_printf(out, "%s%s", i ? "," : "", g->inputs[i].name);
+    sb_puts(out, ")->(");
+    for (uint32_t i = 0; i < g->noutputs; i++) sb_printf(out, "%s%s", i ? "," : "", g->outputs[i].name);
+    sb_puts(out, ")");
+  }
+}
+
+Test(ane_partition, gather_and_cross_entropy_statements_run_on_the_cpu, .fini = teardown) {
+  compile(program);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  const MilFunc *f = orion_function_mil(p, 0);
+  cr_assert(ane_parts_wanted(p, 0));
+  AnePartition part;
+  ane_partition_plan(&part, f);
+  StrBuf got;
+  sb_init(&got);
+  describe(&part, f, &got);
+  /* The gather by token ids and the loss's target arithmetic (int32) in one
+   * CPU segment, scheduled ahead of the device's run; the pick of the
+   * targets' logits (int32 indices) between the device's runs; consts are
+   * in no list. */
+  cr_assert_str_eq(got.data,
+                   "cpu[e,loss_targets_checked,loss_targets_flat,loss_pick_index](targets,tokens)"
+                   "->(e,loss_pick_index) "
+                   "device[h,logits,loss_fp32,loss_max,loss_shifted,loss_exp,loss_sumexp,loss_lse,loss_shifted_flat,"
+                   "loss_lse_flat](e)->(logits,loss_lse_flat,loss_shifted_flat) "
+                   "cpu[loss_picked](loss_pick_index,loss_shifted_flat)->(loss_picked) "
+                   "device[loss_each,loss_total,loss](loss_lse_flat,loss_picked)->(loss)");
+  cr_assert_eq(part.cpu_stmts, 5);
+  /* The last device segment as MIL: its inputs declared in binding order,
+   * the consts it references, its statements as they were written. */
+  StrBuf mil;
+  sb_init(&mil);
+  const MilProgram *prog = orion_function_program(p, 0);
+  ane_partition_mil(&part, 3, prog, f, srcset_get(&ss, prog->file)->text, &mil);
+  cr_assert_str_eq(mil.data,
+      "program(1.3)\n{\n"
+      "    func main<ios18>(tensor<fp32, [4]> loss_lse_flat, tensor<fp32, [4]> loss_picked) {\n"
+      "        fp32 loss_count = const()[name = string(\"loss_count\"), val = fp32(0x1p+2)];\n"
+      "        tensor<int32, [1]> loss_total_axes = const()[name = string(\"loss_total_axes\"), val = "
+      "tensor<int32, [1]>([0])];\n"
+      "        bool loss_total_keep_dims = const()[name = string(\"loss_total_keep_dims\"), val = bool(false)];\n"
+      "        tensor<fp32, [4]> loss_each = sub(x = loss_lse_flat, y = loss_picked)[name = string(\"loss_each\")];\n"
+      "        fp32 loss_total = reduce_sum(axes = loss_total_axes, keep_dims = loss_total_keep_dims, x = "
+      "loss_each)[name = string(\"loss_total\")];\n"
+      "        fp32 loss = real_div(x = loss_total, y = loss_count)[name = string(\"loss\")];\n"
+      "    } -> (loss);\n}\n");
+  /* A BLOBFILE const keeps its offset: the segment gets the weight files whole. */
+  sb_free(&mil);
+  sb_init(&mil);
+  ane_partition_mil(&part, 0, prog, f, srcset_get(&ss, prog->file)->text, &mil);
+  cr_assert(strstr(mil.data, "func main<ios18>(tensor<int32, [1, 4]> targets, tensor<int32, [1, 4]> tokens) {\n"), "%s", mil.data);
+  cr_assert(strstr(mil.data, "BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(64))"),
+            "%s", mil.data);
+  sb_free(&mil);
+  sb_free(&got);
+  ane_partition_free(&part);
+  orion_close(p);
+}
+
+/* The program run in parts on the ane backend against the stand-in, and on
+ * the cpu backend in ane numerics: the fp16 logits are the same bits; the
+ * fp32 loss went through fp16 surfaces (loss_shifted_flat, loss_lse_flat,
+ * loss_picked and loss itself), so it is the cpu's within fp16 rounding. */
+Test(ane_partition, a_run_in_parts_gives_the_cpu_backends_results, .fini = teardown) {
+  compile(program);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
+  const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
+                            {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
+  float loss[2];
+  uint16_t logits[2][32];
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  for (int k = 0; k < 2; k++) {
+    OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss[k]},
+                         {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits[k]}};
+    /* orion_input order is declared order: tokens, targets */
+    cr_assert_str_eq(orion_input(p, 0, 0)->name, "tokens");
+    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &d);
+    cr_assert_not_null(b, "%s", msgs.data);
+    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+    cr_assert_not_null(e, "%s", msgs.data);
+    cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+    cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data); /* buffers and surfaces reused */
+    orion_backend_close(b);
+  }
+  cr_assert_arr_eq(logits[1], logits[0], sizeof logits[0]);
+  cr_assert_gt(loss[0], 1.0f);
+  cr_assert_float_eq(loss[1], loss[0], loss[0] / 1024, "ane %g, cpu %g", (double)loss[1], (double)loss[0]);
+  orion_close(p);
+}
+
+Test(ane_partition, a_function_without_int32_is_one_device_program, .fini = teardown) {
+  compile(float_only);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  cr_assert_not(ane_parts_wanted(p, 0));
+  orion_close(p);
+}
+
+static unsigned long compiles(void) {
+  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(h, "the backend has the stand-in loaded");
+  void *sym = dlsym(h, "ane_standin_compile_count");
+  dlclose(h);
+  unsigned long (*count)(void);
+  cr_assert_not_null(sym);
+  memcpy(&count, &sym, sizeof sym);
+  return count();
+}
+
+/* A training step's weight write: every segment rebuilt from the new bytes,
+ * the two device segments compiled again; the CPU segment's gather and the
+ * device's matmul both see the new values. */
+Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
+  compile(program);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 2, "one compile per device segment");
+  int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
+  const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
+                            {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
+  float loss;
+  uint16_t logits[32];
+  OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss},
+                       {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits}};
+  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  /* wte = 0.5 and w = 0.5 everywhere: every logit is tanh(4 * 0.25) = tanh(1), and the loss log(8) */
+  OrionWeightValues v[2] = {{.fn = 0}, {.fn = 0}};
+  float half[32];
+  for (int i = 0; i < 32; i++) half[i] = 0.5f;
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++) {
+    if (!strcmp(orion_weight(p, 0, i)->name, "wte")) v[0].weight = i;
+    if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
+  }
+  v[0].values = v[1].values = half;
+  before = compiles();
+  cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  for (int i = 0; i < 32; i++) cr_assert_eq(logits[i], fp16_from_float(tanhf(1.0f)), "logit %d: %04x", i, logits[i]);
+  cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
+  orion_backend_close(b);
+  orion_close(p);
+}
+
+/* A device segment the device refuses: the error names the segment and gives the device's. */
+Test(ane_partition, a_refused_segment_is_named, .fini = teardown) {
+  compile(refused);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
+  cr_assert_str_eq(msgs.data,
+                   "test: error: the ane backend cannot prepare segment 1 (device) of function 'main': the ane "
+                   "backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: "
+                   "concat would fail on the ANE: the ANE compiler rejects concat [ANE001]\n");
+  orion_backend_close(b);
+  orion_close(p);
+}
