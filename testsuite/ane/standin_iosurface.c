@@ -98,8 +98,10 @@ CFDictionaryRef CFDictionaryCreate(CFAllocatorRef allocator, const void **keys, 
     CFRelease(d);
     return NULL;
   }
-  memcpy(d->keys, keys, (size_t)count * sizeof *keys);
-  memcpy(d->values, values, (size_t)count * sizeof *values);
+  if (count) { /* an empty dictionary may come with NULL arrays, as CoreFoundation allows */
+    memcpy(d->keys, keys, (size_t)count * sizeof *keys);
+    memcpy(d->values, values, (size_t)count * sizeof *values);
+  }
   return d;
 }
 
