@@ -107,6 +107,10 @@ typedef struct OrionBackendVtable {
    * found, for orion-run -v, e.g. the ane backend's framework and the
    * selector variants it bound. */
   void (*describe)(const void *impl, char *out, size_t len);
+  /* Optional (NULL: nothing to say): one line on what the opened backend
+   * has used so far, for orion-run -v after a run, e.g. the ane backend's
+   * program cache (hits, misses, compiles, evictions) and compile budget. */
+  void (*usage)(const void *impl, char *out, size_t len);
 } OrionBackendVtable;
 
 /* ---- the registry ---- */
@@ -139,6 +143,8 @@ const char *orion_backend_name(const OrionBackend *b);
 OrionBackendCaps orion_backend_caps(const OrionBackend *b);
 /* The backend's describe line into out; false (out empty) when it has none. */
 bool orion_backend_describe(const OrionBackend *b, char *out, size_t len);
+/* The backend's usage line into out; false (out empty) when it has none. */
+bool orion_backend_usage(const OrionBackend *b, char *out, size_t len);
 
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d);
 /* Checks the options against the backend's caps, then prepares. */

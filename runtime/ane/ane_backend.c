@@ -10,16 +10,25 @@
  * read (from the SourceSet of the Diag given to prepare, copied) and the
  * program's weight files as they are now (orion_program_weight_file_at:
  * after a reload or a training step's write, the new bytes), so a weight
- * change is a recompile. That is the only update strategy for now; the
- * others and their self-test come with the budget and cache modules.
+ * change is a recompile. That is the only update strategy for now.
+ *
+ * Every compile goes through the device program cache (ane_program_cache.h)
+ * over the lifecycle's device operations (ane_device_ops.h): the compile
+ * budget and resident cap of ANE005 (or ORION_ANE_COMPILE_BUDGET,
+ * ORION_ANE_RESIDENT_CAP), paced retries with a real sleep, and one
+ * compiled program for equal content (two functions of one MIL file, the
+ * same function prepared twice).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ane_budget.h"
+#include "ane_device_ops.h"
 #include "ane_framework.h"
 #include "ane_iosurface.h"
 #include "ane_model.h"
+#include "ane_program_cache.h"
 #include "ane_surfaces.h"
 #include "ane_unavailable.h"
 #include "loader_internal.h"
@@ -33,8 +42,15 @@ typedef struct AneExec AneExec;
 typedef struct AneBackend {
   AneFramework fw;
   AneSystem sys;
-  ConstraintTable *table; /* the minimum surface per target */
-  AneExec *execs;         /* the prepared functions, for the directories they share */
+  ConstraintTable *table; /* the minimum surface per target, ANE005's figures */
+  AneExec *execs;         /* the prepared functions, for the programs they share */
+  AneLimits limits;
+  AneBudget budget;
+  AneRetryPolicy retry;
+  AneLifecycle lifecycle;
+  AneDeviceOps ops;
+  AneProgramCache *cache;
+  char os_build[72], ane_arch[72]; /* what the compiled images depend on */
 } AneBackend;
 
 struct AneExec {
@@ -47,7 +63,7 @@ struct AneExec {
   size_t mil_len;
   uint32_t procedure; /* the function's index in its MIL file */
   AneSurfacePlan plan;
-  AneModel model;
+  AneDeviceProgram *program; /* held in the backend's cache */
   AneRequest request;
 };
 
@@ -76,6 +92,8 @@ static bool ane_available(char *why, size_t len) {
   return true;
 }
 
+static const char *environment(const char *name) { return getenv(name); }
+
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   (void)opt;
   AneBackend *b = xcalloc(1, sizeof *b);
@@ -88,16 +106,25 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   size_t len;
   const char *text = constraints_builtin_text(&len);
   b->table = constraints_parse("ane_constraints.json", text, len, NULL, d);
-  if (!b->table) {
+  if (!b->table || !ane_limits_resolve(b->table, NULL, environment, &b->limits, d)) {
+    constraints_free(b->table);
     ane_framework_close(&b->fw);
     free(b);
     return NULL;
   }
+  ane_budget_init(&b->budget, &b->limits.compile_budget);
+  b->retry = ane_retry_default(ane_sleep_ms, NULL);
+  b->lifecycle = (AneLifecycle){.fw = &b->fw, .sys = &b->sys};
+  b->ops = ane_lifecycle_ops(&b->lifecycle);
+  b->cache = ane_program_cache_new(&b->ops, &b->budget, &b->limits.resident_cap, &b->retry);
+  ane_device_os_build(&b->fw, b->os_build, sizeof b->os_build);
+  ane_device_ane_arch(&b->fw, b->ane_arch, sizeof b->ane_arch);
   return b;
 }
 
 static void ane_close(void *impl) {
   AneBackend *b = impl;
+  ane_program_cache_free(b->cache);
   constraints_free(b->table);
   ane_framework_close(&b->fw);
   free(b);
@@ -108,6 +135,16 @@ static void ane_describe(const void *impl, char *out, size_t len) {
   snprintf(out, len, "framework '%s'; descriptor factory +%s (probed in order: +%s, +%s); %s", b->fw.path,
            b->fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:",
            "modelWithMILText:weights:optionsPlist:", "update strategy: recompile");
+}
+
+static void ane_usage(const void *impl, char *out, size_t len) {
+  const AneBackend *b = impl;
+  StrBuf sb;
+  sb_init(&sb);
+  ane_program_cache_stats_print(b->cache, &sb);
+  while (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = '\0';
+  snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
+  sb_free(&sb);
 }
 
 static OrionBackendCaps ane_caps(const void *impl) {
@@ -139,12 +176,49 @@ static AneWeightFile *weight_files(const OrionProgram *p, uint32_t *n) {
   return w;
 }
 
+/* Keeps the first error a cache call reports, to say it again in the
+ * lifecycle's words where the device refused the program. */
+static void keep_first_error(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  (void)span;
+  StrBuf *first = ctx;
+  if (level == DIAG_ERROR && !first->len) sb_puts(first, message);
+}
+
+/* Holds the cache's program for the function's MIL and the program's
+ * weight files as they are now: a hit costs no compile. */
 static bool compile(AneExec *e, Diag *d) {
+  AneBackend *b = e->b;
   uint32_t n;
   AneWeightFile *w = weight_files(e->p, &n);
+  StrBuf digest, first, quiet;
+  sb_init(&digest);
+  sb_init(&first);
+  sb_init(&quiet);
+  ane_weight_files_digest(w, n, &digest);
+  AneLifecycleSource ls = {
+      .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len, .weights_digest = digest.data ? digest.data : "",
+              .os_build = b->os_build, .ane_arch = b->ane_arch},
+      .files = w,
+      .nfiles = n};
+  Diag inner = *d;
+  inner.capture = &quiet;
+  inner.observe = keep_first_error;
+  inner.observe_ctx = &first;
+  b->lifecycle.why[0] = '\0';
+  e->program = ane_program_cache_acquire(b->cache, &ls.src, &inner);
   char why[2048];
-  bool ok = ane_model_compile(&e->model, &e->b->fw, &e->b->sys, e->what, e->mil, e->mil_len, w, n, why, sizeof why);
-  if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
+  bool ok = e->program != NULL;
+  if (!ok) /* the device's refusal in the lifecycle's words; the budget's and the cap's as they are */
+    diag_error(d, (SrcSpan){0}, "%s", b->lifecycle.why[0] ? b->lifecycle.why : first.data ? first.data : "");
+  else if (!ane_device_program_ensure_directory(&b->lifecycle, e->program, why, sizeof why)) {
+    diag_error(d, (SrcSpan){0}, "%s", why);
+    ane_program_cache_release(b->cache, e->program);
+    e->program = NULL;
+    ok = false;
+  }
+  sb_free(&digest);
+  sb_free(&first);
+  sb_free(&quiet);
   for (uint32_t i = 0; i < n; i++) free((void *)(uintptr_t)w[i].key);
   free(w);
   return ok;
@@ -221,7 +295,7 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
       return false;
     }
   char why[2048];
-  if (!ane_model_evaluate(&e->model, &e->b->fw, &e->request, e->what, why, sizeof why)) {
+  if (!ane_model_evaluate(&e->program->model, &e->b->fw, &e->request, e->what, why, sizeof why)) {
     diag_error(d, (SrcSpan){0}, "%s", why);
     return false;
   }
@@ -234,23 +308,24 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
   return true;
 }
 
-/* Frees e's model; its directory stays while another prepared function's
- * model uses it (equal MIL and weights give one hexStringIdentifier: two
- * functions of one MIL file, or a recompile to the same weights). */
-static void free_model(AneExec *e) {
-  for (const AneExec *o = e->b->execs; o && e->model.dir; o = o->next)
-    if (o != e && o->model.dir && !strcmp(o->model.dir, e->model.dir)) {
-      free(e->model.dir);
-      e->model.dir = NULL;
-    }
-  ane_model_free(&e->model, &e->b->fw);
+/* Lets go of e's program. It stays compiled and loaded in the cache (until
+ * evicted or the backend closes), but its directory goes when no prepared
+ * function holds it: it is written again if one does. */
+static void drop_program(AneExec *e) {
+  if (!e->program) return;
+  bool shared = false;
+  for (const AneExec *o = e->b->execs; o; o = o->next) shared |= o != e && o->program == e->program;
+  ane_program_cache_release(e->b->cache, e->program);
+  if (!shared) ane_model_remove_directory(&e->program->model);
+  e->program = NULL;
 }
 
-/* Recompiles from the program's current weights; the surfaces and the
- * request stay (they do not depend on the model). */
+/* Compiles from the program's current weights (a new cache entry: the old
+ * one stays for a function still holding it, or to be evicted); the
+ * surfaces and the request stay (they do not depend on the model). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
-  free_model(e);
+  drop_program(e);
   return compile(e, d);
 }
 
@@ -274,7 +349,7 @@ static void ane_release(void *exec) {
       break;
     }
   ane_request_free(&e->request, &e->b->fw, &e->b->sys);
-  free_model(e);
+  drop_program(e);
   ane_surface_plan_free(&e->plan);
   free(e->mil);
   free(e);
@@ -297,4 +372,5 @@ const OrionBackendVtable orion_backend_ane = {
     .profile_reset = ane_profile_reset,
     .release = ane_release,
     .describe = ane_describe,
+    .usage = ane_usage,
 };

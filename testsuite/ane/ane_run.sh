@@ -6,7 +6,8 @@
 # reads surfaces in ASCII order of MIL names, as the device does); a
 # program with concat, run past orion's own check, is refused by the
 # "device" with its error code and the constraint id; a framework that is
-# not there is a clear error; -v names the framework and the variant bound;
+# not there is a clear error; -v names the framework and the variant bound
+# and, after the run, the program cache's and compile budget's use;
 # training and generation packages (int32 token inputs) are refused by name.
 #
 #   ane_run.sh ORIONC ORION_RUN STANDIN SOURCE_ROOT
@@ -93,6 +94,8 @@ contains unnamed-framework "orion-run: error: the ane backend is only available 
 # -v: the framework and the descriptor factory's variant found.
 check verbose 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
 contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+# ... and after the run, the program cache and the compile budget it used.
+contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 
 # Not yet: packages whose inputs are token ids (int32) are refused by name,
 # before anything runs (docs/ane-backend.md, what is next).

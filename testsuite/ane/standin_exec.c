@@ -63,6 +63,13 @@ static unsigned long compiles;
 
 unsigned long ane_standin_compile_count(void) { return compiles; }
 
+const char *ane_standin_os_build(void) {
+  const char *build = getenv(STANDIN_OS_BUILD_ENV);
+  return build && *build ? build : "standin-1";
+}
+
+const char *ane_standin_ane_arch(void) { return "standin"; }
+
 static bool fail(long *code, char **description, long value, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static bool fail(long *code, char **description, long value, const char *fmt, ...) {

@@ -55,4 +55,12 @@ bool standin_evaluate(StandinProgram *p, int64_t procedure, IOSurfaceRef const *
 /* Compiles asked for since the stand-in was loaded (the tests read it). */
 unsigned long ane_standin_compile_count(void);
 
+/* What the backend keys compiled programs and the cached weight-update
+ * choice by, where a Mac has kern.osversion and its ANE: the OS build is
+ * $ORION_ANE_STANDIN_OS_BUILD if set (a test's "new OS build"), else
+ * "standin-1"; the architecture is "standin". */
+#define STANDIN_OS_BUILD_ENV "ORION_ANE_STANDIN_OS_BUILD"
+const char *ane_standin_os_build(void);
+const char *ane_standin_ane_arch(void);
+
 #endif

@@ -3,7 +3,10 @@
  * against the stand-in framework: its caps and its -v line, a run on the
  * caller's fp32 tensors with the cpu backend's bits in ane numerics, a
  * training step's weight write taken up by a recompile (counted by the
- * stand-in), and the update strategies it does not carry out refused.
+ * stand-in), and the update strategies it does not carry out refused;
+ * the device program cache under it (one compile per content), the
+ * resident cap's eviction and refusal and the compile budget, read through
+ * the usage line.
  */
 #define _XOPEN_SOURCE 700
 
@@ -193,4 +196,120 @@ Test(ane_backend, a_shared_directory_stays_until_its_last_user_goes, .init = set
   orion_backend_close(b);
   orion_close(p);
   unsetenv("TMPDIR");
+}
+
+/* The backend's usage line (orion-run -v after a run). */
+static const char *usage(OrionBackend *b) {
+  static char line[2048];
+  cr_assert(orion_backend_usage(b, line, sizeof line));
+  return line;
+}
+
+static uint32_t weight_index(OrionProgram *p, const char *name) {
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
+    if (!strcmp(orion_weight(p, 0, i)->name, name)) return i;
+  cr_assert_fail("no weight %s", name);
+  return UINT32_MAX;
+}
+
+static void write_w(OrionBackend *b, OrionProgram *p, float value) {
+  float v[N];
+  for (int i = 0; i < N; i++) v[i] = value;
+  OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
+  cr_assert(orion_backend_write_weights(b, p, &wv, 1, &d), "%s", msgs.data);
+}
+
+/* One compiled program per content: the same function prepared twice, and
+ * after a weight change and back, is compiled once per distinct content. */
+Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fini = teardown) {
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 0 misses, 0 compiles (0 retries), 0 evictions, 0 of 128 "
+                             "resident; compile budget 0 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  unsigned long before = compiles();
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert(e1 && e2, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1, "the second is the cache's hit");
+  cr_assert_float_eq(run(e1), 0.75f, 0);
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  write_w(b, p, 2.0f); /* both functions move to the new content: one compile */
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert_float_eq(run(e1), 3.0f, 0);
+  cr_assert_float_eq(run(e2), 3.0f, 0);
+  write_w(b, p, 0.5f); /* back to the first content, still resident */
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  cr_assert_str_eq(usage(b), "ane program cache: 4 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 "
+                             "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+}
+
+/* ORION_ANE_RESIDENT_CAP=1: the unheld program is evicted for the next;
+ * with the one resident program held, another is refused by name. */
+Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RESIDENT_CAP", "1", 1), 0);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d), *q = orion_open(pkg, NULL, &d);
+  cr_assert(p && q, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  write_w(b, p, 2.0f);
+  cr_assert_float_eq(run(e), 3.0f, 0);
+  cr_assert_null(orion_backend_prepare(b, q, 0, &po, &d), "the cap's one program is held");
+  cr_assert(strstr(msgs.data, "test: error: the ane backend cannot load 'function 'main'': all 1 resident programs "
+                              "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap with "
+                              "ORION_ANE_RESIDENT_CAP"),
+            "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 1 evictions, 1 of 1 "
+                             "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(q);
+  orion_close(p);
+  unsetenv("ORION_ANE_RESIDENT_CAP");
+}
+
+/* ORION_ANE_COMPILE_BUDGET=1 and an OS build of the stand-in's: the second
+ * compile is refused before the device is asked; the usage line names both. */
+Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_OS_BUILD", "25F84", 1), 0);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  unsigned long before = compiles();
+  float v[N];
+  for (int i = 0; i < N; i++) v[i] = 2.0f;
+  OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
+  cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &d));
+  cr_assert_eq(compiles(), before, "not asked of the device");
+  cr_assert(strstr(msgs.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
+                              "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the ANE "
+                              "compiler fails silently (ANE005)"),
+            "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 "
+                             "resident; compile budget 1 of 1 used (ORION_ANE_COMPILE_BUDGET); OS build 25F84, ANE "
+                             "architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_COMPILE_BUDGET");
+  unsetenv("ORION_ANE_STANDIN_OS_BUILD");
 }
