@@ -58,6 +58,10 @@ typedef struct OrionPrepareOptions {
   OrionNumerics numerics;
   bool check_finite; /* needs caps.check_finite */
   bool profile;      /* needs caps.profiling */
+  /* A device backend's buffers exactly the tensors' size, not padded to the
+   * device's documented minimum (the ane backend's minimum surface):
+   * orion-run probe measures the device, not orion's padding. Others ignore it. */
+  bool exact_surfaces;
 } OrionPrepareOptions;
 
 /* One statement's accumulated time (OrionPrepareOptions.profile). */

@@ -234,7 +234,6 @@ static uint64_t minimum_surface(const AneBackend *b, const OrionProgram *p) {
 static void ane_release(void *exec);
 
 static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
-  (void)opt;
   AneBackend *b = impl;
   const MilProgram *prog = orion_function_program(p, fn);
   const SourceFile *src = d->sources ? srcset_get(d->sources, prog->file) : NULL;
@@ -257,7 +256,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   for (uint32_t i = 0; i < nin; i++) in[i] = orion_input(p, fn, i);
   for (uint32_t i = 0; i < nout; i++) out[i] = orion_output(p, fn, i);
   char why[2048];
-  bool ok = ane_surface_plan(&e->plan, in, nin, out, nout, minimum_surface(b, p), why, sizeof why);
+  bool ok = ane_surface_plan(&e->plan, in, nin, out, nout, opt && opt->exact_surfaces ? 0 : minimum_surface(b, p),
+                             why, sizeof why);
   free(in);
   free(out);
   if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);

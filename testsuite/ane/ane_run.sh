@@ -8,7 +8,8 @@
 # "device" with its error code and the constraint id; a framework that is
 # not there is a clear error; -v names the framework and the variant bound
 # and, after the run, the program cache's and compile budget's use;
-# training and generation packages (int32 token inputs) are refused by name.
+# training and generation packages (int32 token inputs) are refused by name;
+# orion-run probe finds the stand-in's minimum surface and concat rejection.
 #
 #   ane_run.sh ORIONC ORION_RUN STANDIN SOURCE_ROOT
 set -u
@@ -106,6 +107,25 @@ contains train-int32 "orion-run: error: the ane backend cannot bind input 'token
 check compile-gen 0 "$orionc" -w -o gen.anepkg "$root/testsuite/generate/tiny_gen.oir"
 check generate-int32 1 env ORION_ANE_FRAMEWORK="$standin" "$run" generate gen.anepkg --ids 1,2,3 --max-tokens 4 --backend ane
 contains generate-int32 "orion-run generate: error: the ane backend cannot bind input 'tokens': the device's surfaces hold fp16 (or fp32 converted at the boundary), not int32"
+
+# orion-run probe against the stand-in: its programs are bare model
+# directories (no manifest surface sizes: each surface is its tensors' own
+# bytes, unpadded for the probe), so the search finds the stand-in's own
+# minimum surface (the table's 49152 bytes, ANE004) and its concat rejection.
+check probe 0 env ORION_ANE_FRAMEWORK="$standin" "$run" probe --backend=ane --pace 0 --only surface,concat --chip m3 -o probe.json
+contains probe "min surface:    49152 bytes accepted, 49088 rejected"
+if python3 - probe.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+s, c = p["probe"]["surface"], p["probe"]["concat"]
+assert p["chips"]["m3"]["min_surface_bytes"]["value"] == 49152, p["chips"]["m3"]["min_surface_bytes"]
+assert p["chips"]["m3"]["min_surface_bytes"]["inherited"] is False
+assert s["smallest_accepted_bytes"] == 49152 and s["largest_rejected_bytes"] == 49088, s
+assert "a surface of 49088 bytes is below the 49152-byte minimum [ANE004]" in s["error"], s["error"]
+assert c["accepted"] is False and c["rule"] == "ANE001", c
+assert "the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: concat would fail on the ANE" in c["error"], c["error"]
+PY
+then pass; else fail "probe: probe.json is not the stand-in's figures"; fi
 
 # Every temporary directory of the backend and of the stand-in was removed.
 left=$(ls -A "$TMPDIR")
