@@ -10,7 +10,12 @@
  * read (from the SourceSet of the Diag given to prepare, copied) and the
  * program's weight files as they are now (orion_program_weight_file_at:
  * after a reload or a training step's write, the new bytes), so a weight
- * change is a recompile. That is the only update strategy for now.
+ * change is an update of the compiled program by the strategy the
+ * weight-update self-test chose for this OS build (ane_update.h,
+ * ane_weight_update.h): it runs at the first prepare of a program whose
+ * weights the caller will write (opened writable_weights) or at the first
+ * update, unless its cached choice is there; until then, and for a program
+ * shared with another OrionProgram's function, a recompile.
  *
  * Every compile goes through the device program cache (ane_program_cache.h)
  * over the lifecycle's device operations (ane_device_ops.h): the compile
@@ -29,6 +34,8 @@
 #include "ane_iosurface.h"
 #include "ane_model.h"
 #include "ane_program_cache.h"
+#include "ane_update_cache.h"
+#include "ane_weight_update.h"
 #include "ane_surfaces.h"
 #include "ane_unavailable.h"
 #include "loader_internal.h"
@@ -51,6 +58,11 @@ typedef struct AneBackend {
   AneDeviceOps ops;
   AneProgramCache *cache;
   char os_build[72], ane_arch[72]; /* what the compiled images depend on */
+  AneUpdater updater;              /* weight updates over the lifecycle, the self-test's probe */
+  AneUpdateOps update_ops;
+  bool strategy_known;             /* the self-test ran, or its cached choice was read */
+  OrionReloadStrategy strategy;    /* then: how weights_changed updates */
+  char strategy_origin[1200];      /* "the self-test's choice ..." for describe */
 } AneBackend;
 
 struct AneExec {
@@ -94,6 +106,40 @@ static bool ane_available(char *why, size_t len) {
 
 static const char *environment(const char *name) { return getenv(name); }
 
+/* The self-test's cached choice for this OS build, if there is a usable one
+ * (no device is touched; a corrupt file is a warning). */
+static void read_cached_choice(AneBackend *b, Diag *d) {
+  StrBuf path;
+  sb_init(&path);
+  Diag quiet = *d;
+  StrBuf sink;
+  sb_init(&sink);
+  quiet.capture = &sink; /* no cache directory at all is not worth a word here */
+  if (ane_update_cache_path(NULL, environment, b->os_build, b->ane_arch, &path, &quiet) &&
+      ane_update_cache_read(path.data, b->os_build, b->ane_arch, &b->strategy, d)) {
+    b->strategy_known = true;
+    snprintf(b->strategy_origin, sizeof b->strategy_origin, "the self-test's choice for OS build %s, cached in '%s'",
+             b->os_build, path.data);
+  }
+  sb_free(&sink);
+  sb_free(&path);
+}
+
+/* The strategy for this OS build: the cached choice, else the self-test's
+ * (which writes it to the cache). */
+static bool choose_strategy(AneBackend *b, Diag *d) {
+  if (b->strategy_known) return true;
+  AneSelfTest test = ane_updater_self_test(&b->updater);
+  AneSelfTestResult res;
+  if (!ane_update_self_test(&b->ops, &b->update_ops, &b->budget, &b->retry, &test, &res, d)) return false;
+  b->strategy_known = true;
+  b->strategy = res.strategy;
+  snprintf(b->strategy_origin, sizeof b->strategy_origin,
+           "the self-test's choice for OS build %s, %s '%s'", b->os_build, res.from_cache ? "cached in" : "written to",
+           res.cache_path);
+  return true;
+}
+
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   (void)opt;
   AneBackend *b = xcalloc(1, sizeof *b);
@@ -119,6 +165,10 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   b->cache = ane_program_cache_new(&b->ops, &b->budget, &b->limits.resident_cap, &b->retry);
   ane_device_os_build(&b->fw, b->os_build, sizeof b->os_build);
   ane_device_ane_arch(&b->fw, b->ane_arch, sizeof b->ane_arch);
+  ane_updater_init(&b->updater, &b->lifecycle, constraints_target(b->table, MIL_IOS18)->min_surface_bytes,
+                   b->os_build, b->ane_arch);
+  b->update_ops = ane_updater_ops(&b->updater);
+  read_cached_choice(b, d);
   return b;
 }
 
@@ -132,9 +182,13 @@ static void ane_close(void *impl) {
 
 static void ane_describe(const void *impl, char *out, size_t len) {
   const AneBackend *b = impl;
+  char strategy[1400] = "update strategy: recompile";
+  if (b->strategy_known)
+    snprintf(strategy, sizeof strategy, "update strategy: %s (%s)", ane_update_strategy_name(b->strategy),
+             b->strategy_origin);
   snprintf(out, len, "framework '%s'; descriptor factory +%s (probed in order: +%s, +%s); %s", b->fw.path,
            b->fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:",
-           "modelWithMILText:weights:optionsPlist:", "update strategy: recompile");
+           "modelWithMILText:weights:optionsPlist:", strategy);
 }
 
 static void ane_usage(const void *impl, char *out, size_t len) {
@@ -147,11 +201,13 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   sb_free(&sb);
 }
 
+/* Recompiling always works; another strategy once the self-test (or its
+ * cached choice) says it does on this OS build. */
 static OrionBackendCaps ane_caps(const void *impl) {
-  (void)impl;
+  const AneBackend *b = impl;
   return (OrionBackendCaps){
       .numerics_fp32 = false, /* the device computes in fp16 */
-      .update_strategies = 1u << ORION_RELOAD_RECOMPILE,
+      .update_strategies = 1u << ORION_RELOAD_RECOMPILE | (b->strategy_known ? 1u << b->strategy : 0u),
       .inputs_may_alias_outputs = true, /* inputs are copied into the device's surfaces first */
   };
 }
@@ -267,6 +323,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
     diag_error(d, (SrcSpan){0}, "%s", why);
     ok = false;
   }
+  /* The caller will write the weights (training): choose how before the first step. */
+  if (ok && orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0)) ok = choose_strategy(b, d);
   e->next = b->execs;
   b->execs = e;
   if (!ok) {
@@ -320,13 +378,57 @@ static void drop_program(AneExec *e) {
   e->program = NULL;
 }
 
+static bool same_files(const AneDeviceProgram *p, const AneWeightFile *w, uint32_t n) {
+  if (p->nfiles != n) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(p->files[i].key, w[i].key) || p->files[i].len != w[i].len ||
+        (w[i].len && memcmp(p->files[i].data, w[i].data, w[i].len)))
+      return false;
+  return true;
+}
+
+/* The chosen strategy on e's program (no compile for reload-files or
+ * patch-data); the cache then finds it under its new content. Another
+ * function of the same program already updated it: nothing to do. */
+static bool update_in_place(AneExec *e, Diag *d) {
+  AneBackend *b = e->b;
+  uint32_t n;
+  AneWeightFile *w = weight_files(e->p, &n);
+  bool ok = true;
+  if (!same_files(e->program, w, n)) {
+    StrBuf digest;
+    sb_init(&digest);
+    ane_weight_files_digest(w, n, &digest);
+    AneLifecycleSource ls = {
+        .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len,
+                .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch},
+        .files = w,
+        .nfiles = n};
+    AneWeightSet set = {.files = w, .n = n};
+    ok = ane_update_apply(b->strategy, &b->ops, &b->update_ops, &b->budget, &b->retry, e->program, &ls.src, &set,
+                          false, d);
+    if (ok) ane_program_cache_rekey(b->cache, e->program, &ls.src);
+    sb_free(&digest);
+  }
+  for (uint32_t i = 0; i < n; i++) free((void *)(uintptr_t)w[i].key);
+  free(w);
+  return ok;
+}
+
 /* Compiles from the program's current weights (a new cache entry: the old
  * one stays for a function still holding it, or to be evicted); the
  * surfaces and the request stay (they do not depend on the model). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
-  drop_program(e);
-  return compile(e, d);
+  AneBackend *b = e->b;
+  if (!choose_strategy(b, d)) return false;
+  bool shared = false; /* with another program's function, whose weights did not change */
+  for (const AneExec *o = b->execs; o; o = o->next) shared |= o != e && o->program == e->program && o->p != e->p;
+  if (b->strategy == ORION_RELOAD_RECOMPILE || shared || !e->program) {
+    drop_program(e);
+    return compile(e, d);
+  }
+  return update_in_place(e, d);
 }
 
 static uint32_t ane_profile_count(const void *exec) {

@@ -18,6 +18,7 @@ source "$root/testsuite/cli/lib.sh"
 fix=$root/testsuite/e2e/examples
 export TMPDIR=$tmp/tmp # the reference's temporary directories go here: checked empty at the end
 mkdir "$TMPDIR"
+export XDG_CACHE_HOME=$tmp/cache # the weight-update self-test's cached choice: this test's own
 
 # cpu_and_ane NAME PACKAGE INPUTS...: both backends, every output byte-identical.
 cpu_and_ane() {

@@ -21,6 +21,7 @@
 #include "../helpers.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
+#include "orion/hash.h"
 #include "orion/package.h"
 #include "orion/passes.h"
 
@@ -34,7 +35,7 @@ static const char *const program =
 
 enum { N = 32 };
 
-static char dir[64], pkg[160];
+static char dir[64], pkg[160], cache[160];
 static SourceSet ss;
 static Diag d;
 static StrBuf msgs;
@@ -43,6 +44,9 @@ static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/orion-ane-backend-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  /* The weight-update self-test's cached choice: each test's own. */
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
   Parsed p;
   parsed_open(&p, program);
   cr_assert_not_null(p.m, "%s", p.diags.data);
@@ -205,6 +209,22 @@ static const char *usage(OrionBackend *b) {
   return line;
 }
 
+/* The self-test's cached choice, as ane_update_cache.c writes it (docs/ane-backend.md). */
+static void write_choice(const char *os_build, const char *strategy) {
+  char text[512], sum[65], path[512];
+  int n = snprintf(text, sizeof text, "orion ane weight-update choice 1\nos-build %s\nane-arch standin\nstrategy %s\n",
+                   os_build, strategy);
+  sha256_hex(text, (size_t)n, sum);
+  snprintf(path, sizeof path, "%s/orion", cache);
+  mkdir(cache, 0700);
+  mkdir(path, 0700);
+  snprintf(path, sizeof path, "%s/orion/ane-update-%s-standin", cache, os_build);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "%s", path);
+  fprintf(f, "%ssha256 %s\n", text, sum);
+  cr_assert_eq(fclose(f), 0);
+}
+
 static uint32_t weight_index(OrionProgram *p, const char *name) {
   for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
     if (!strcmp(orion_weight(p, 0, i)->name, name)) return i;
@@ -222,6 +242,7 @@ static void write_w(OrionBackend *b, OrionProgram *p, float value) {
 /* One compiled program per content: the same function prepared twice, and
  * after a weight change and back, is compiled once per distinct content. */
 Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fini = teardown) {
+  write_choice("standin-1", "recompile"); /* the cache under test, not the self-test */
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
   OrionProgram *p = orion_open(pkg, &oo, &d);
@@ -256,6 +277,7 @@ Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fin
  * with the one resident program held, another is refused by name. */
 Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = teardown) {
   cr_assert_eq(setenv("ORION_ANE_RESIDENT_CAP", "1", 1), 0);
+  write_choice("standin-1", "recompile");
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
   OrionProgram *p = orion_open(pkg, &oo, &d), *q = orion_open(pkg, NULL, &d);
@@ -286,6 +308,7 @@ Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = te
 Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
   cr_assert_eq(setenv("ORION_ANE_STANDIN_OS_BUILD", "25F84", 1), 0);
+  write_choice("25F84", "recompile"); /* no self-test: it would not fit the budget */
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
   OrionProgram *p = orion_open(pkg, &oo, &d);
@@ -312,4 +335,83 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   orion_close(p);
   unsetenv("ORION_ANE_COMPILE_BUDGET");
   unsetenv("ORION_ANE_STANDIN_OS_BUILD");
+}
+
+/* For one stand-in switch (ORION_ANE_STANDIN_WEIGHTS): the self-test at the
+ * prepare of a writable program chooses `want` with `self_test` compiles,
+ * says so in caps and -v, writes the cached choice; a weight write is seen
+ * at the cost of `update` compiles; a second backend reuses the choice
+ * (no self-test: one compile for its prepare). */
+static void strategy_case(const char *mode, OrionReloadStrategy want, const char *name, unsigned long self_test,
+                          unsigned long update) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE, "nothing else known yet");
+  unsigned long before = compiles();
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1 + self_test, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
+  char about[2048], want_tail[1024], path[512];
+  snprintf(path, sizeof path, "%s/orion/ane-update-standin-1-standin", cache);
+  snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
+           "written to '%s')", name, path);
+  cr_assert(orion_backend_describe(b, about, sizeof about));
+  cr_assert(strlen(about) > strlen(want_tail) && !strcmp(about + strlen(about) - strlen(want_tail), want_tail),
+            "%s", about);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  before = compiles();
+  write_w(b, p, 2.0f);
+  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_float_eq(run(e), 3.0f, 0, "the new weights are seen");
+  write_w(b, p, 1.0f);
+  cr_assert_float_eq(run(e), 1.5f, 0, "and again");
+  orion_backend_close(b);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "the choice is cached: %s", path);
+  char line[256], strategy[64];
+  snprintf(strategy, sizeof strategy, "strategy %s\n", name);
+  bool found = false;
+  while (fgets(line, sizeof line, f)) found |= !strcmp(line, strategy);
+  fclose(f);
+  cr_assert(found, "%s", strategy);
+  /* A new backend (as a new process would) reads the choice: no self-test. */
+  b = orion_backend_open("ane", NULL, &d);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
+  before = compiles();
+  e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1);
+  snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
+           "cached in '%s')", name, path);
+  cr_assert(orion_backend_describe(b, about, sizeof about));
+  cr_assert(!strcmp(about + strlen(about) - strlen(want_tail), want_tail), "%s", about);
+  cr_assert_float_eq(run(e), 1.5f, 0);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+/* The self-test's compiles: the fresh reference, then one probe per
+ * strategy tried (inputs is skipped: not offered), plus the recompile's own. */
+Test(ane_backend, baked_weights_choose_recompile, .init = setup, .fini = teardown) {
+  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+}
+
+Test(ane_backend, weight_files_reread_at_reload_choose_reload_files, .init = setup, .fini = teardown) {
+  strategy_case("reload", ORION_RELOAD_RELOAD_FILES, "reload-files", 2, 0);
+}
+
+Test(ane_backend, a_patchable_image_chooses_patch_data, .init = setup, .fini = teardown) {
+  strategy_case("patch-data", ORION_RELOAD_PATCH_DATA, "patch-data", 3, 0);
+}
+
+Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini = teardown) {
+  strategy_case("inputs", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
 }
