@@ -23,6 +23,7 @@
 #include "orion/fp16.h"
 #include "orion/hash.h"
 #include "orion/package.h"
+#include "orion/patch.h"
 #include "orion/passes.h"
 
 static const char *const program =
@@ -414,4 +415,48 @@ Test(ane_backend, a_patchable_image_chooses_patch_data, .init = setup, .fini = t
 
 Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini = teardown) {
   strategy_case("inputs", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+}
+
+/* A package patched on disk (what orion-run patch does) and taken up by
+ * orion_backend_update_weights with ORION_RELOAD_AUTO: the first update runs
+ * the self-test, then applies its choice. */
+static void patched_case(const char *mode, unsigned long compiles_for_update) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1, "not writable: no self-test at prepare");
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  float two[N];
+  for (int i = 0; i < N; i++) two[i] = 2.0f;
+  PatchTensor t = {.name = "w", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8},
+                   .data = two, .nbytes = sizeof two};
+  cr_assert(package_patch(pkg, &t, 1, NULL, &d), "%s", msgs.data);
+  before = compiles();
+  bool changed = false;
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &d), "%s", msgs.data);
+  cr_assert(changed);
+  cr_assert_eq(compiles(), before + compiles_for_update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_float_eq(run(e), 3.0f, 0, "the patched weights are seen");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+Test(ane_backend, a_patch_taken_up_by_reload_files, .init = setup, .fini = teardown) {
+  patched_case("reload", 2); /* the self-test's two, none for the update */
+}
+
+Test(ane_backend, a_patch_taken_up_by_patch_data, .init = setup, .fini = teardown) {
+  patched_case("patch-data", 3);
+}
+
+Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown) {
+  patched_case("baked", 5 + 1);
 }
