@@ -24,6 +24,7 @@
  * compiled program for equal content (two functions of one MIL file, the
  * same function prepared twice).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@
 #include "orion/backend.h"
 #include "orion/constraint_table.h"
 #include "orion/mil_reader.h"
+
+#define ANE_RETRY_PAUSE_ENV "ORION_ANE_RETRY_PAUSE_MS"
 
 typedef struct AneExec AneExec;
 
@@ -106,6 +109,22 @@ static bool ane_available(char *why, size_t len) {
 
 static const char *environment(const char *name) { return getenv(name); }
 
+/* $ORION_ANE_RETRY_PAUSE_MS: the first pause between compile attempts
+ * (default 15000, ane-guide's advice), 0 to 3600000. */
+static bool retry_pause(AneRetryPolicy *retry, Diag *d) {
+  const char *v = getenv(ANE_RETRY_PAUSE_ENV);
+  if (!v || !*v) return true;
+  char *end;
+  errno = 0;
+  unsigned long long ms = strtoull(v, &end, 10);
+  if (*end || errno || ms > 3600000u || *v == '-' || *v == '+') {
+    diag_error(d, (SrcSpan){0}, "%s=%s is not a pause in milliseconds from 0 to 3600000", ANE_RETRY_PAUSE_ENV, v);
+    return false;
+  }
+  retry->first_pause_ms = (uint32_t)ms;
+  return true;
+}
+
 /* The self-test's cached choice for this OS build, if there is a usable one
  * (no device is touched; a corrupt file is a warning). */
 static void read_cached_choice(AneBackend *b, Diag *d) {
@@ -160,6 +179,12 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   }
   ane_budget_init(&b->budget, &b->limits.compile_budget);
   b->retry = ane_retry_default(ane_sleep_ms, NULL);
+  if (!retry_pause(&b->retry, d)) {
+    constraints_free(b->table);
+    ane_framework_close(&b->fw);
+    free(b);
+    return NULL;
+  }
   b->lifecycle = (AneLifecycle){.fw = &b->fw, .sys = &b->sys};
   b->ops = ane_lifecycle_ops(&b->lifecycle);
   b->cache = ane_program_cache_new(&b->ops, &b->budget, &b->limits.resident_cap, &b->retry);
@@ -261,11 +286,14 @@ static bool compile(AneExec *e, Diag *d) {
   inner.observe = keep_first_error;
   inner.observe_ctx = &first;
   b->lifecycle.why[0] = '\0';
+  b->lifecycle.transient = false;
   e->program = ane_program_cache_acquire(b->cache, &ls.src, &inner);
   char why[2048];
   bool ok = e->program != NULL;
-  if (!ok) /* the device's refusal in the lifecycle's words; the budget's and the cap's as they are */
-    diag_error(d, (SrcSpan){0}, "%s", b->lifecycle.why[0] ? b->lifecycle.why : first.data ? first.data : "");
+  /* The device's refusal in the lifecycle's words; retries given up, the budget's and the cap's refusals as the cache
+   * says them. */
+  bool refused = b->lifecycle.why[0] && !b->lifecycle.transient;
+  if (!ok) diag_error(d, (SrcSpan){0}, "%s", refused ? b->lifecycle.why : first.data ? first.data : "");
   else if (!ane_device_program_ensure_directory(&b->lifecycle, e->program, why, sizeof why)) {
     diag_error(d, (SrcSpan){0}, "%s", why);
     ane_program_cache_release(b->cache, e->program);

@@ -21,6 +21,7 @@ static void take_failure(AneLifecycle *lc, const AneDeviceProgram *p, AneDeviceE
   err->code = f->has_code ? f->code : 0;
   /* Not the device (the binding, the directory): a rejection, never retried. */
   err->kind = f->device && !f->has_error ? ANE_FAILURE_TRANSIENT : ANE_FAILURE_REJECTED;
+  lc->transient = err->kind == ANE_FAILURE_TRANSIENT;
   size_t n = strnlen(lc->why, sizeof err->message - 1); /* the whole text stays in lc->why */
   memcpy(err->message, lc->why, n);
   err->message[n] = '\0';

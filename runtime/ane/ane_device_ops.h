@@ -41,6 +41,7 @@ typedef struct AneLifecycle {
   /* The last failed operation's message in the lifecycle's words (""
    * after a success); the backend reports it for a rejection. */
   char why[2048];
+  bool transient; /* ... and it was a transient failure (retried) */
 } AneLifecycle;
 
 /* ops over lc (which must outlive them). */

@@ -200,6 +200,16 @@ StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWe
   return build(mil, mil_len, weights, nweights, code, description);
 }
 
+bool standin_fail_silently(void) {
+  static unsigned long failed;
+  const char *v = getenv(STANDIN_SILENT_FAILURES_ENV);
+  unsigned long n = v && *v ? strtoul(v, NULL, 10) : 0;
+  if (failed >= n) return false;
+  failed++;
+  compiles++;
+  return true;
+}
+
 bool standin_weight_mode(StandinWeightMode *mode, long *code, char **description) {
   static const char *const names[] = {"baked", "reload", "patch-data", "inputs"};
   const char *v = getenv(STANDIN_WEIGHTS_ENV);

@@ -79,6 +79,13 @@ bool standin_write_data(const char *dir, const StandinWeight *weights, size_t nw
 bool standin_reload(StandinProgram **program, const char *dir, StandinWeightMode mode, const char *mil,
                     size_t mil_len, const StandinWeight *weights, size_t nweights, long *code, char **description);
 
+/* The compile service failing: the first $ORION_ANE_STANDIN_SILENT_FAILURES
+ * compiles of the process (counted) answer NO without an error object, as
+ * reported of the device when its compile service restarts. True when this
+ * compile is one of them. */
+#define STANDIN_SILENT_FAILURES_ENV "ORION_ANE_STANDIN_SILENT_FAILURES"
+bool standin_fail_silently(void);
+
 /* Compiles asked for since the stand-in was loaded (the tests read it). */
 unsigned long ane_standin_compile_count(void);
 

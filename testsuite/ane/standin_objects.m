@@ -346,6 +346,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len) {
   standin_program_free(program);
   program = NULL;
   loaded = unloaded = NO;
+  if (standin_fail_silently()) return NO;
   if (!standin_weight_mode(&mode, &code, &text)) {
     set_error(error, code, text);
     return NO;

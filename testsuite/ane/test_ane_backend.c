@@ -460,3 +460,54 @@ Test(ane_backend, a_patch_taken_up_by_patch_data, .init = setup, .fini = teardow
 Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown) {
   patched_case("baked", 5 + 1);
 }
+
+/* The compile service failing without an error object is transient: the
+ * compile is tried again after a pause (ORION_ANE_RETRY_PAUSE_MS, here 1
+ * ms), each attempt counted; past the retries it is reported as such. */
+Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "2", 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 3);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 1 misses, 3 compiles (2 retries), 0 evictions, 1 of 128 "
+                             "resident; compile budget 3 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "9", 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
+  cr_assert_eq(compiles(), before + 4, "the first attempt and 3 retries");
+  cr_assert(strstr(msgs.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
+                              "backend: the device failed to compile function 'main', without an error) after 4 "
+                              "attempts"),
+            "%s", msgs.data);
+  orion_backend_close(b);
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "soon", 1), 0);
+  cr_assert_null(orion_backend_open("ane", NULL, &d));
+  cr_assert(strstr(msgs.data, "test: error: ORION_ANE_RETRY_PAUSE_MS=soon is not a pause in milliseconds from 0 to "
+                              "3600000"),
+            "%s", msgs.data);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
