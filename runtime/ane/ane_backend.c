@@ -277,8 +277,8 @@ static bool compile(AneExec *e, Diag *d) {
   sb_init(&quiet);
   ane_weight_files_digest(w, n, &digest);
   AneLifecycleSource ls = {
-      .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len, .weights_digest = digest.data ? digest.data : "",
-              .os_build = b->os_build, .ane_arch = b->ane_arch},
+      .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len,
+              .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch},
       .files = w,
       .nfiles = n};
   Diag inner = *d;
