@@ -583,6 +583,11 @@ done:
   }
   for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
   for (uint32_t i = 0; i < MAX_BINDINGS; i++) free(output_files[i]);
+  if (o.verbose && backend) { /* what the run used (the ane backend: its program cache and compile budget) */
+    char used[2048];
+    if (orion_backend_usage(backend, used, sizeof used))
+      fprintf(stderr, "orion-run: backend %s used: %s\n", orion_backend_name(backend), used);
+  }
   orion_exec_release(exec);
   orion_backend_close(backend);
   orion_close(p);

@@ -94,6 +94,13 @@ bool orion_backend_describe(const OrionBackend *b, char *out, size_t len) {
   return out[0] != '\0';
 }
 
+bool orion_backend_usage(const OrionBackend *b, char *out, size_t len) {
+  if (len) out[0] = '\0';
+  if (!b->vt->usage || !len) return false;
+  b->vt->usage(b->impl, out, len);
+  return out[0] != '\0';
+}
+
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d) {
   return b->vt->supports(b->impl, p, fn, d);
 }

@@ -58,6 +58,10 @@ typedef struct OrionPrepareOptions {
   OrionNumerics numerics;
   bool check_finite; /* needs caps.check_finite */
   bool profile;      /* needs caps.profiling */
+  /* A device backend's buffers exactly the tensors' size, not padded to the
+   * device's documented minimum (the ane backend's minimum surface):
+   * orion-run probe measures the device, not orion's padding. Others ignore it. */
+  bool exact_surfaces;
 } OrionPrepareOptions;
 
 /* One statement's accumulated time (OrionPrepareOptions.profile). */
@@ -107,6 +111,10 @@ typedef struct OrionBackendVtable {
    * found, for orion-run -v, e.g. the ane backend's framework and the
    * selector variants it bound. */
   void (*describe)(const void *impl, char *out, size_t len);
+  /* Optional (NULL: nothing to say): one line on what the opened backend
+   * has used so far, for orion-run -v after a run, e.g. the ane backend's
+   * program cache (hits, misses, compiles, evictions) and compile budget. */
+  void (*usage)(const void *impl, char *out, size_t len);
 } OrionBackendVtable;
 
 /* ---- the registry ---- */
@@ -139,6 +147,8 @@ const char *orion_backend_name(const OrionBackend *b);
 OrionBackendCaps orion_backend_caps(const OrionBackend *b);
 /* The backend's describe line into out; false (out empty) when it has none. */
 bool orion_backend_describe(const OrionBackend *b, char *out, size_t len);
+/* The backend's usage line into out; false (out empty) when it has none. */
+bool orion_backend_usage(const OrionBackend *b, char *out, size_t len);
 
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d);
 /* Checks the options against the backend's caps, then prepares. */

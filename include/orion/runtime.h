@@ -29,7 +29,7 @@ typedef struct OrionProgram OrionProgram;
  * buffers and reloads nothing. Which works on an OS build is disputed; the
  * ane backend's self-test picks (docs/ane-backend.md). */
 typedef enum OrionReloadStrategy {
-  ORION_RELOAD_AUTO,         /* the backend's best: REMAP on the CPU, RELOAD_FILES on the ANE */
+  ORION_RELOAD_AUTO,         /* the backend's best: REMAP on the CPU; on the ANE the self-test's choice */
   ORION_RELOAD_REMAP,        /* map the patched weight file again; backends read weights in place */
   ORION_RELOAD_RELOAD_FILES, /* ANE: unload and load the compiled program from the patched package */
   ORION_RELOAD_RECOMPILE,    /* ANE: compile the package's MIL with the patched weights again */

@@ -10,17 +10,34 @@
  * read (from the SourceSet of the Diag given to prepare, copied) and the
  * program's weight files as they are now (orion_program_weight_file_at:
  * after a reload or a training step's write, the new bytes), so a weight
- * change is a recompile. That is the only update strategy for now; the
- * others and their self-test come with the budget and cache modules.
+ * change is an update of the compiled program by the strategy the
+ * weight-update self-test chose for this OS build (ane_update.h,
+ * ane_weight_update.h): it runs at the first prepare of a program whose
+ * weights the caller will write (opened writable_weights) or at the first
+ * update, unless its cached choice is there; until then, and for a program
+ * shared with another OrionProgram's function, a recompile.
+ *
+ * Every compile goes through the device program cache (ane_program_cache.h)
+ * over the lifecycle's device operations (ane_device_ops.h): the compile
+ * budget and resident cap of ANE005 (or ORION_ANE_COMPILE_BUDGET,
+ * ORION_ANE_RESIDENT_CAP), paced retries with a real sleep, and one
+ * compiled program for equal content (two functions of one MIL file, the
+ * same function prepared twice).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ane_budget.h"
+#include "ane_device_ops.h"
 #include "ane_framework.h"
 #include "ane_iosurface.h"
 #include "ane_model.h"
 #include "ane_parts.h"
+#include "ane_program_cache.h"
+#include "ane_update_cache.h"
+#include "ane_weight_update.h"
 #include "ane_surfaces.h"
 #include "ane_unavailable.h"
 #include "loader_internal.h"
@@ -29,13 +46,27 @@
 #include "orion/constraint_table.h"
 #include "orion/mil_reader.h"
 
+#define ANE_RETRY_PAUSE_ENV "ORION_ANE_RETRY_PAUSE_MS"
+
 typedef struct AneExec AneExec;
 
 typedef struct AneBackend {
   AneFramework fw;
   AneSystem sys;
-  ConstraintTable *table; /* the minimum surface per target */
-  AneExec *execs;         /* the prepared functions, for the directories they share */
+  ConstraintTable *table; /* the minimum surface per target, ANE005's figures */
+  AneExec *execs;         /* the prepared functions, for the programs they share */
+  AneLimits limits;
+  AneBudget budget;
+  AneRetryPolicy retry;
+  AneLifecycle lifecycle;
+  AneDeviceOps ops;
+  AneProgramCache *cache;
+  char os_build[72], ane_arch[72]; /* what the compiled images depend on */
+  AneUpdater updater;              /* weight updates over the lifecycle, the self-test's probe */
+  AneUpdateOps update_ops;
+  bool strategy_known;             /* the self-test ran, or its cached choice was read */
+  OrionReloadStrategy strategy;    /* then: how weights_changed updates */
+  char strategy_origin[1200];      /* "the self-test's choice ..." for describe */
 } AneBackend;
 
 struct AneExec {
@@ -48,7 +79,7 @@ struct AneExec {
   size_t mil_len;
   uint32_t procedure; /* the function's index in its MIL file */
   AneSurfacePlan plan;
-  AneModel model;
+  AneDeviceProgram *program; /* held in the backend's cache */
   AneRequest request;
   AneParts *parts; /* set: the function runs in parts (ane_parts.h) and nothing above is used */
 };
@@ -78,6 +109,58 @@ static bool ane_available(char *why, size_t len) {
   return true;
 }
 
+static const char *environment(const char *name) { return getenv(name); }
+
+/* $ORION_ANE_RETRY_PAUSE_MS: the first pause between compile attempts
+ * (default 15000, ane-guide's advice), 0 to 3600000. */
+static bool retry_pause(AneRetryPolicy *retry, Diag *d) {
+  const char *v = getenv(ANE_RETRY_PAUSE_ENV);
+  if (!v || !*v) return true;
+  char *end;
+  errno = 0;
+  unsigned long long ms = strtoull(v, &end, 10);
+  if (*end || errno || ms > 3600000u || *v == '-' || *v == '+') {
+    diag_error(d, (SrcSpan){0}, "%s=%s is not a pause in milliseconds from 0 to 3600000", ANE_RETRY_PAUSE_ENV, v);
+    return false;
+  }
+  retry->first_pause_ms = (uint32_t)ms;
+  return true;
+}
+
+/* The self-test's cached choice for this OS build, if there is a usable one
+ * (no device is touched; a corrupt file is a warning). */
+static void read_cached_choice(AneBackend *b, Diag *d) {
+  StrBuf path;
+  sb_init(&path);
+  Diag quiet = *d;
+  StrBuf sink;
+  sb_init(&sink);
+  quiet.capture = &sink; /* no cache directory at all is not worth a word here */
+  if (ane_update_cache_path(NULL, environment, b->os_build, b->ane_arch, &path, &quiet) &&
+      ane_update_cache_read(path.data, b->os_build, b->ane_arch, &b->strategy, d)) {
+    b->strategy_known = true;
+    snprintf(b->strategy_origin, sizeof b->strategy_origin, "the self-test's choice for OS build %s, cached in '%s'",
+             b->os_build, path.data);
+  }
+  sb_free(&sink);
+  sb_free(&path);
+}
+
+/* The strategy for this OS build: the cached choice, else the self-test's
+ * (which writes it to the cache). */
+static bool choose_strategy(AneBackend *b, Diag *d) {
+  if (b->strategy_known) return true;
+  AneSelfTest test = ane_updater_self_test(&b->updater);
+  AneSelfTestResult res;
+  if (!ane_update_self_test(&b->ops, &b->update_ops, &b->budget, &b->retry, &test, &res, d)) return false;
+  b->strategy_known = true;
+  b->strategy = res.strategy;
+  snprintf(b->strategy_origin, sizeof b->strategy_origin,
+           "the self-test's choice for OS build %s, %s '%s'", b->os_build, res.from_cache ? "cached in" : "written to",
+           res.cache_path);
+  return true;
+}
+
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   (void)opt;
   AneBackend *b = xcalloc(1, sizeof *b);
@@ -90,16 +173,35 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   size_t len;
   const char *text = constraints_builtin_text(&len);
   b->table = constraints_parse("ane_constraints.json", text, len, NULL, d);
-  if (!b->table) {
+  if (!b->table || !ane_limits_resolve(b->table, NULL, environment, &b->limits, d)) {
+    constraints_free(b->table);
     ane_framework_close(&b->fw);
     free(b);
     return NULL;
   }
+  ane_budget_init(&b->budget, &b->limits.compile_budget);
+  b->retry = ane_retry_default(ane_sleep_ms, NULL);
+  if (!retry_pause(&b->retry, d)) {
+    constraints_free(b->table);
+    ane_framework_close(&b->fw);
+    free(b);
+    return NULL;
+  }
+  b->lifecycle = (AneLifecycle){.fw = &b->fw, .sys = &b->sys};
+  b->ops = ane_lifecycle_ops(&b->lifecycle);
+  b->cache = ane_program_cache_new(&b->ops, &b->budget, &b->limits.resident_cap, &b->retry);
+  ane_device_os_build(&b->fw, b->os_build, sizeof b->os_build);
+  ane_device_ane_arch(&b->fw, b->ane_arch, sizeof b->ane_arch);
+  ane_updater_init(&b->updater, &b->lifecycle, constraints_target(b->table, MIL_IOS18)->min_surface_bytes,
+                   b->os_build, b->ane_arch);
+  b->update_ops = ane_updater_ops(&b->updater);
+  read_cached_choice(b, d);
   return b;
 }
 
 static void ane_close(void *impl) {
   AneBackend *b = impl;
+  ane_program_cache_free(b->cache);
   constraints_free(b->table);
   ane_framework_close(&b->fw);
   free(b);
@@ -107,16 +209,32 @@ static void ane_close(void *impl) {
 
 static void ane_describe(const void *impl, char *out, size_t len) {
   const AneBackend *b = impl;
+  char strategy[1400] = "update strategy: recompile";
+  if (b->strategy_known)
+    snprintf(strategy, sizeof strategy, "update strategy: %s (%s)", ane_update_strategy_name(b->strategy),
+             b->strategy_origin);
   snprintf(out, len, "framework '%s'; descriptor factory +%s (probed in order: +%s, +%s); %s", b->fw.path,
            b->fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:",
-           "modelWithMILText:weights:optionsPlist:", "update strategy: recompile");
+           "modelWithMILText:weights:optionsPlist:", strategy);
 }
 
+static void ane_usage(const void *impl, char *out, size_t len) {
+  const AneBackend *b = impl;
+  StrBuf sb;
+  sb_init(&sb);
+  ane_program_cache_stats_print(b->cache, &sb);
+  while (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = '\0';
+  snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
+  sb_free(&sb);
+}
+
+/* Recompiling always works; another strategy once the self-test (or its
+ * cached choice) says it does on this OS build. */
 static OrionBackendCaps ane_caps(const void *impl) {
-  (void)impl;
+  const AneBackend *b = impl;
   return (OrionBackendCaps){
       .numerics_fp32 = false, /* the device computes in fp16 */
-      .update_strategies = 1u << ORION_RELOAD_RECOMPILE,
+      .update_strategies = 1u << ORION_RELOAD_RECOMPILE | (b->strategy_known ? 1u << b->strategy : 0u),
       .inputs_may_alias_outputs = true, /* inputs are copied into the device's surfaces first */
   };
 }
@@ -141,12 +259,52 @@ static AneWeightFile *weight_files(const OrionProgram *p, uint32_t *n) {
   return w;
 }
 
+/* Keeps the first error a cache call reports, to say it again in the
+ * lifecycle's words where the device refused the program. */
+static void keep_first_error(void *ctx, DiagLevel level, SrcSpan span, const char *message) {
+  (void)span;
+  StrBuf *first = ctx;
+  if (level == DIAG_ERROR && !first->len) sb_puts(first, message);
+}
+
+/* Holds the cache's program for the function's MIL and the program's
+ * weight files as they are now: a hit costs no compile. */
 static bool compile(AneExec *e, Diag *d) {
+  AneBackend *b = e->b;
   uint32_t n;
   AneWeightFile *w = weight_files(e->p, &n);
+  StrBuf digest, first, quiet;
+  sb_init(&digest);
+  sb_init(&first);
+  sb_init(&quiet);
+  ane_weight_files_digest(w, n, &digest);
+  AneLifecycleSource ls = {
+      .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len,
+              .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch},
+      .files = w,
+      .nfiles = n};
+  Diag inner = *d;
+  inner.capture = &quiet;
+  inner.observe = keep_first_error;
+  inner.observe_ctx = &first;
+  b->lifecycle.why[0] = '\0';
+  b->lifecycle.transient = false;
+  e->program = ane_program_cache_acquire(b->cache, &ls.src, &inner);
   char why[2048];
-  bool ok = ane_model_compile(&e->model, &e->b->fw, &e->b->sys, e->what, e->mil, e->mil_len, w, n, why, sizeof why);
-  if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
+  bool ok = e->program != NULL;
+  /* The device's refusal in the lifecycle's words; retries given up, the budget's and the cap's refusals as the cache
+   * says them. */
+  bool refused = b->lifecycle.why[0] && !b->lifecycle.transient;
+  if (!ok) diag_error(d, (SrcSpan){0}, "%s", refused ? b->lifecycle.why : first.data ? first.data : "");
+  else if (!ane_device_program_ensure_directory(&b->lifecycle, e->program, why, sizeof why)) {
+    diag_error(d, (SrcSpan){0}, "%s", why);
+    ane_program_cache_release(b->cache, e->program);
+    e->program = NULL;
+    ok = false;
+  }
+  sb_free(&digest);
+  sb_free(&first);
+  sb_free(&quiet);
   for (uint32_t i = 0; i < n; i++) free((void *)(uintptr_t)w[i].key);
   free(w);
   return ok;
@@ -162,7 +320,6 @@ static uint64_t minimum_surface(const AneBackend *b, const OrionProgram *p) {
 static void ane_release(void *exec);
 
 static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
-  (void)opt;
   AneBackend *b = impl;
   const MilProgram *prog = orion_function_program(p, fn);
   const SourceFile *src = d->sources ? srcset_get(d->sources, prog->file) : NULL;
@@ -193,7 +350,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   for (uint32_t i = 0; i < nin; i++) in[i] = orion_input(p, fn, i);
   for (uint32_t i = 0; i < nout; i++) out[i] = orion_output(p, fn, i);
   char why[2048];
-  bool ok = ane_surface_plan(&e->plan, in, nin, out, nout, minimum_surface(b, p), why, sizeof why);
+  bool ok = ane_surface_plan(&e->plan, in, nin, out, nout, opt && opt->exact_surfaces ? 0 : minimum_surface(b, p),
+                             why, sizeof why);
   free(in);
   free(out);
   if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
@@ -203,6 +361,8 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
     diag_error(d, (SrcSpan){0}, "%s", why);
     ok = false;
   }
+  /* The caller will write the weights (training): choose how before the first step. */
+  if (ok && orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0)) ok = choose_strategy(b, d);
   e->next = b->execs;
   b->execs = e;
   if (!ok) {
@@ -232,7 +392,7 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
       return false;
     }
   char why[2048];
-  if (!ane_model_evaluate(&e->model, &e->b->fw, &e->request, e->what, why, sizeof why)) {
+  if (!ane_model_evaluate(&e->program->model, &e->b->fw, &e->request, e->what, why, sizeof why)) {
     diag_error(d, (SrcSpan){0}, "%s", why);
     return false;
   }
@@ -245,25 +405,70 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
   return true;
 }
 
-/* Frees e's model; its directory stays while another prepared function's
- * model uses it (equal MIL and weights give one hexStringIdentifier: two
- * functions of one MIL file, or a recompile to the same weights). */
-static void free_model(AneExec *e) {
-  for (const AneExec *o = e->b->execs; o && e->model.dir; o = o->next)
-    if (o != e && o->model.dir && !strcmp(o->model.dir, e->model.dir)) {
-      free(e->model.dir);
-      e->model.dir = NULL;
-    }
-  ane_model_free(&e->model, &e->b->fw);
+/* Lets go of e's program. It stays compiled and loaded in the cache (until
+ * evicted or the backend closes), but its directory goes when no prepared
+ * function holds it: it is written again if one does. */
+static void drop_program(AneExec *e) {
+  if (!e->program) return;
+  bool shared = false;
+  for (const AneExec *o = e->b->execs; o; o = o->next) shared |= o != e && o->program == e->program;
+  ane_program_cache_release(e->b->cache, e->program);
+  if (!shared) ane_model_remove_directory(&e->program->model);
+  e->program = NULL;
 }
 
-/* Recompiles from the program's current weights; the surfaces and the
- * request stay (they do not depend on the model). */
+static bool same_files(const AneDeviceProgram *p, const AneWeightFile *w, uint32_t n) {
+  if (p->nfiles != n) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(p->files[i].key, w[i].key) || p->files[i].len != w[i].len ||
+        (w[i].len && memcmp(p->files[i].data, w[i].data, w[i].len)))
+      return false;
+  return true;
+}
+
+/* The chosen strategy on e's program (no compile for reload-files or
+ * patch-data); the cache then finds it under its new content. Another
+ * function of the same program already updated it: nothing to do. */
+static bool update_in_place(AneExec *e, Diag *d) {
+  AneBackend *b = e->b;
+  uint32_t n;
+  AneWeightFile *w = weight_files(e->p, &n);
+  bool ok = true;
+  if (!same_files(e->program, w, n)) {
+    StrBuf digest;
+    sb_init(&digest);
+    ane_weight_files_digest(w, n, &digest);
+    AneLifecycleSource ls = {
+        .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len,
+                .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch},
+        .files = w,
+        .nfiles = n};
+    AneWeightSet set = {.files = w, .n = n};
+    ok = ane_update_apply(b->strategy, &b->ops, &b->update_ops, &b->budget, &b->retry, e->program, &ls.src, &set,
+                          false, d);
+    if (ok) ane_program_cache_rekey(b->cache, e->program, &ls.src);
+    sb_free(&digest);
+  }
+  for (uint32_t i = 0; i < n; i++) free((void *)(uintptr_t)w[i].key);
+  free(w);
+  return ok;
+}
+
+/* Compiles from the program's current weights (a new cache entry: the old
+ * one stays for a function still holding it, or to be evicted); the
+ * surfaces and the request stay (they do not depend on the model). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
   if (e->parts) return ane_parts_weights_changed(e->parts, d); /* hook: ane_parts.h */
-  free_model(e);
-  return compile(e, d);
+  AneBackend *b = e->b;
+  if (!choose_strategy(b, d)) return false;
+  bool shared = false; /* with another program's function, whose weights did not change */
+  for (const AneExec *o = b->execs; o; o = o->next) shared |= o != e && o->program == e->program && o->p != e->p;
+  if (b->strategy == ORION_RELOAD_RECOMPILE || shared || !e->program) {
+    drop_program(e);
+    return compile(e, d);
+  }
+  return update_in_place(e, d);
 }
 
 static uint32_t ane_profile_count(const void *exec) {
@@ -291,7 +496,7 @@ static void ane_release(void *exec) {
       break;
     }
   ane_request_free(&e->request, &e->b->fw, &e->b->sys);
-  free_model(e);
+  drop_program(e);
   ane_surface_plan_free(&e->plan);
   free(e->mil);
   free(e);
@@ -314,4 +519,5 @@ const OrionBackendVtable orion_backend_ane = {
     .profile_reset = ane_profile_reset,
     .release = ane_release,
     .describe = ane_describe,
+    .usage = ane_usage,
 };

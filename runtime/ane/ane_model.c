@@ -187,15 +187,29 @@ static id make_descriptor(const AneFramework *fw, const AneSystem *sys, const ch
   return desc;
 }
 
-bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, const char *mil,
-                       size_t mil_len, const AneWeightFile *weights, uint32_t nweights, char *why, size_t len) {
-  memset(m, 0, sizeof *m);
+static bool check_keys(const AneWeightFile *weights, uint32_t nweights, char *why, size_t len) {
   for (uint32_t i = 0; i < nweights; i++)
     if (strncmp(weights[i].key, MODEL_PATH, strlen(MODEL_PATH)) || strstr(weights[i].key, "..")) {
       snprintf(why, len, "the ane backend cannot pass weight file '%s' to the device: not under %s", weights[i].key,
                MODEL_PATH);
       return false;
     }
+  return true;
+}
+
+static void note_failure(AneModel *m, const AneObjc *o, id err) {
+  m->failure = (AneModelFailure){.device = true, .has_error = err != nil};
+  if (err && responds(o, err, "code")) {
+    SEL sel = o->sel("code");
+    m->failure.has_code = true;
+    m->failure.code = ANE_SEND(o, err, sel, CodeFn)(err, sel);
+  }
+}
+
+bool ane_model_build(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, const char *mil,
+                     size_t mil_len, const AneWeightFile *weights, uint32_t nweights, char *why, size_t len) {
+  memset(m, 0, sizeof *m);
+  if (!check_keys(weights, nweights, why, len)) return false;
   void *pool = fw->pool_push();
   bool ok = false;
   CFDictionaryRef options = sys->dictionary_create(NULL, NULL, NULL, 0, sys->key_callbacks, sys->value_callbacks);
@@ -209,18 +223,68 @@ bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys
     snprintf(why, len, "the ane backend's framework '%s' made no in-memory model of %s", fw->path, what);
   else if (write_directory(m, fw, mil, mil_len, weights, nweights, why, len)) {
     id err = nil;
-    if (!ANE_SEND(&fw->objc, m->model, fw->compile, CompileFn)(m->model, fw->compile, QOS, as_id(options), &err))
+    if (!ANE_SEND(&fw->objc, m->model, fw->compile, CompileFn)(m->model, fw->compile, QOS, as_id(options), &err)) {
+      note_failure(m, &fw->objc, err);
       device_error(&fw->objc, why, len, "compile", what, err);
-    else if (err = nil,
-             !ANE_SEND(&fw->objc, m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options), &err))
-      device_error(&fw->objc, why, len, "load", what, err);
-    else
-      ok = m->loaded = true;
+    } else
+      ok = true;
   }
   if (options) sys->release(options);
   fw->pool_pop(pool);
+  return ok;
+}
+
+bool ane_model_load(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, char *why,
+                    size_t len) {
+  if (m->loaded) return true;
+  void *pool = fw->pool_push();
+  CFDictionaryRef options = sys->dictionary_create(NULL, NULL, NULL, 0, sys->key_callbacks, sys->value_callbacks);
+  id err = nil;
+  bool ok = options && ANE_SEND(&fw->objc, m->model, fw->load, CompileFn)(m->model, fw->load, QOS, as_id(options),
+                                                                          &err);
+  if (!options)
+    snprintf(why, len, "the ane backend cannot make the options of a load of %s", what);
+  else if (!ok) {
+    note_failure(m, &fw->objc, err);
+    device_error(&fw->objc, why, len, "load", what, err);
+  }
+  m->loaded = ok;
+  if (options) sys->release(options);
+  fw->pool_pop(pool);
+  return ok;
+}
+
+bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, const char *mil,
+                       size_t mil_len, const AneWeightFile *weights, uint32_t nweights, char *why, size_t len) {
+  bool ok = ane_model_build(m, fw, sys, what, mil, mil_len, weights, nweights, why, len) &&
+            ane_model_load(m, fw, sys, what, why, len);
   if (!ok) ane_model_free(m, fw);
   return ok;
+}
+
+void ane_model_unload(AneModel *m, const AneFramework *fw) {
+  if (!m->model || !m->loaded) return;
+  void *pool = fw->pool_push();
+  id err = nil;
+  (void)ANE_SEND(&fw->objc, m->model, fw->unload, UnloadFn)(m->model, fw->unload, QOS, &err);
+  fw->pool_pop(pool);
+  m->loaded = false;
+}
+
+bool ane_model_write_directory(AneModel *m, const AneFramework *fw, const char *mil, size_t mil_len,
+                               const AneWeightFile *weights, uint32_t nweights, char *why, size_t len) {
+  ane_model_remove_directory(m);
+  if (!check_keys(weights, nweights, why, len)) return false;
+  void *pool = fw->pool_push();
+  bool ok = write_directory(m, fw, mil, mil_len, weights, nweights, why, len);
+  fw->pool_pop(pool);
+  return ok;
+}
+
+void ane_model_remove_directory(AneModel *m) {
+  if (m->dir) remove_tree(m->dir);
+  free(m->dir);
+  m->dir = NULL;
 }
 
 void ane_model_free(AneModel *m, const AneFramework *fw) {

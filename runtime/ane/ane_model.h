@@ -29,15 +29,39 @@ typedef struct AneWeightFile {
   size_t len;
 } AneWeightFile;
 
+/* How the device answered the last failed call: whether it was the device
+ * (not orion or the framework's binding) and with which error object. */
+typedef struct AneModelFailure {
+  bool device;    /* the device's compile/load/evaluate returned NO */
+  bool has_error; /* ... with an error object */
+  bool has_code;  /* ... answering -code */
+  long code;
+} AneModelFailure;
+
 typedef struct AneModel {
   id model; /* retained */
   char *dir; /* $TMPDIR/<hexStringIdentifier>: removed by ane_model_free */
   bool loaded;
+  AneModelFailure failure;
 } AneModel;
 
 /* Compiles and loads the MIL (what names it in messages: "function 'main'"). */
 bool ane_model_compile(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, const char *mil,
                        size_t mil_len, const AneWeightFile *weights, uint32_t nweights, char *why, size_t len);
+/* ane_model_compile in its two steps: the descriptor, the model, its
+ * directory and the device's compile; then the load. m->failure says how a
+ * failed step failed (the model stays, for ane_model_free). */
+bool ane_model_build(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, const char *mil,
+                     size_t mil_len, const AneWeightFile *weights, uint32_t nweights, char *why, size_t len);
+bool ane_model_load(AneModel *m, const AneFramework *fw, const AneSystem *sys, const char *what, char *why,
+                    size_t len);
+/* Unloads a loaded model (it stays compiled). */
+void ane_model_unload(AneModel *m, const AneFramework *fw);
+/* Writes the reference's directory again (after ane_model_remove_directory). */
+bool ane_model_write_directory(AneModel *m, const AneFramework *fw, const char *mil, size_t mil_len,
+                               const AneWeightFile *weights, uint32_t nweights, char *why, size_t len);
+/* Removes the directory; the compiled model stays. */
+void ane_model_remove_directory(AneModel *m);
 /* Unloads, releases and removes the directory; a zeroed model is fine. */
 void ane_model_free(AneModel *m, const AneFramework *fw);
 

@@ -131,6 +131,11 @@ void ane_program_cache_release(AneProgramCache *c, void *program) {
     }
 }
 
+void ane_program_cache_rekey(AneProgramCache *c, void *program, const AneProgramSource *src) {
+  for (uint32_t i = 0; i < c->n; i++)
+    if (c->slots[i].program == program) ane_program_key(src, c->slots[i].key);
+}
+
 AneProgramCacheStats ane_program_cache_stats(const AneProgramCache *c) {
   AneProgramCacheStats s = c->stats;
   s.resident = c->n;

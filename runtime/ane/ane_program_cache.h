@@ -34,6 +34,9 @@ void ane_program_cache_free(AneProgramCache *c);
 /* The loaded program for src, held until released; NULL after reporting. */
 void *ane_program_cache_acquire(AneProgramCache *c, const AneProgramSource *src, Diag *d);
 void ane_program_cache_release(AneProgramCache *c, void *program);
+/* The program's content changed in place (a weight update without a
+ * compile): it is now found under src's key. */
+void ane_program_cache_rekey(AneProgramCache *c, void *program, const AneProgramSource *src);
 AneProgramCacheStats ane_program_cache_stats(const AneProgramCache *c);
 /* One line for -v: "ane program cache: 3 hits, 2 misses, ...". */
 void ane_program_cache_stats_print(const AneProgramCache *c, StrBuf *out);

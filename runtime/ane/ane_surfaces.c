@@ -28,13 +28,8 @@ static bool check_tensor(const OrionTensorInfo *t, const char *kind, char *why, 
       snprintf(why, len, "the ane backend cannot bind %s '%s': its shape is not known", kind, t->name);
       return false;
     }
-  if (t->surface_bytes == 0) {
-    snprintf(why, len, "the ane backend cannot bind %s '%s': its surface size is not known (it comes from a "
-                       "package's manifest, and a bare model directory has none)", kind, t->name);
-    return false;
-  }
   uint64_t need = element_count(t->rank, t->dims) * 2;
-  if (need > t->surface_bytes) {
+  if (t->surface_bytes && need > t->surface_bytes) {
     snprintf(why, len, "the ane backend cannot bind %s '%s': %" PRIu64 " bytes of fp16 do not fit its %" PRIu64
                        "-byte surface", kind, t->name, need, t->surface_bytes);
     return false;
@@ -59,7 +54,9 @@ static bool plan_slots(uint32_t *slot, const OrionTensorInfo *const *t, uint32_t
     }
     taken[b] = true;
     slot[i] = b;
-    if (t[i]->surface_bytes > *bytes) *bytes = t[i]->surface_bytes;
+    /* A bare model directory has no manifest size: the tensor's own fp16 bytes. */
+    uint64_t size = t[i]->surface_bytes ? t[i]->surface_bytes : element_count(t[i]->rank, t[i]->dims) * 2;
+    if (size > *bytes) *bytes = size;
   }
   free(taken);
   return ok;

@@ -17,15 +17,18 @@ typedef struct AneSurfacePlan {
   uint32_t ninputs, noutputs;
   uint32_t *input_slot;  /* input i (orion_input order) is bound at surface input_slot[i] */
   uint32_t *output_slot; /* likewise for outputs */
-  uint64_t surface_bytes; /* every surface's allocation: the largest of the manifest's sizes and the minimum */
+  uint64_t surface_bytes; /* every surface's allocation: the largest of the sizes and the minimum */
 } AneSurfacePlan;
 
 /* Plans the surfaces of a function whose inputs and outputs are in[0..nin)
- * and out[0..nout) (orion_input/orion_output order). Refuses, writing into
- * why a clause that names the ane backend and the tensor, a tensor that is
- * neither fp16 nor fp32, of unknown shape or surface size (a bare model
- * directory has no manifest), larger in fp16 than its surface, or bindings
- * that are not each of 0..n-1 once. */
+ * and out[0..nout) (orion_input/orion_output order). A tensor's size is its
+ * manifest surface size, or (a bare model directory has no manifest, e.g.
+ * orion-run probe's programs) its own fp16 bytes; every surface gets the
+ * largest size, at least min_surface_bytes (0: no padding, which the probe
+ * asks for to measure the device's minimum). Refuses, writing into why a
+ * clause that names the ane backend and the tensor, a tensor that is
+ * neither fp16 nor fp32, of unknown shape, larger in fp16 than its
+ * manifest surface, or bindings that are not each of 0..n-1 once. */
 bool ane_surface_plan(AneSurfacePlan *plan, const OrionTensorInfo *const *in, uint32_t nin,
                       const OrionTensorInfo *const *out, uint32_t nout, uint64_t min_surface_bytes, char *why,
                       size_t len);

@@ -196,7 +196,9 @@ ProbeProgram *probe_program_open(ProbeSession *s, const char *mil, float fill, c
   test_pause_at("probe-program"); /* a program written in the private directory (testsuite/cli/probe.sh) */
   if (ok) pp->program = orion_open(pp->dir, &(OrionOpenOptions){.reload = ORION_RELOAD_AUTO}, &d);
   if (ok && !pp->program) ok = false;
-  if (ok) pp->exec = orion_backend_prepare(s->backend, pp->program, 0, &(OrionPrepareOptions){0}, &d);
+  /* Surfaces of the tensors' own size: the device's minimum is what is measured. */
+  OrionPrepareOptions po = {.exact_surfaces = true};
+  if (ok) pp->exec = orion_backend_prepare(s->backend, pp->program, 0, &po, &d);
   if (ok && !pp->exec) ok = false;
   if (!ok) {
     *error = take_messages(&messages, "the backend refused the program without a message");

@@ -6,9 +6,11 @@
 # reads surfaces in ASCII order of MIL names, as the device does); a
 # program with concat, run past orion's own check, is refused by the
 # "device" with its error code and the constraint id; a framework that is
-# not there is a clear error; -v names the framework and the variant bound;
+# not there is a clear error; -v names the framework and the variant bound
+# and, after the run, the program cache's and compile budget's use;
 # a short training run and a greedy generation (int32 token inputs: run in
-# parts) give the cpu backend's losses within fp16 rounding and its tokens.
+# parts) give the cpu backend's losses within fp16 rounding and its tokens;
+# orion-run probe finds the stand-in's minimum surface and concat rejection.
 #
 #   ane_run.sh ORIONC ORION_RUN STANDIN SOURCE_ROOT
 set -u
@@ -17,6 +19,7 @@ source "$root/testsuite/cli/lib.sh"
 fix=$root/testsuite/e2e/examples
 export TMPDIR=$tmp/tmp # the reference's temporary directories go here: checked empty at the end
 mkdir "$TMPDIR"
+export XDG_CACHE_HOME=$tmp/cache # the weight-update self-test's cached choice: this test's own
 
 # cpu_and_ane NAME PACKAGE INPUTS...: both backends, every output byte-identical.
 cpu_and_ane() {
@@ -94,6 +97,8 @@ contains unnamed-framework "orion-run: error: the ane backend is only available 
 # -v: the framework and the descriptor factory's variant found.
 check verbose 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
 contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+# ... and after the run, the program cache and the compile budget it used.
+contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 
 # Training and generation: their functions read int32 token ids, so they
 # run in parts (docs/ane-backend.md, what runs on the device and what on the
@@ -134,6 +139,25 @@ for ids in 1,2,3 3,17,42,5,9; do
   done
   same_bytes "generate-$ids" gen.cpu gen.ane
 done
+
+# orion-run probe against the stand-in: its programs are bare model
+# directories (no manifest surface sizes: each surface is its tensors' own
+# bytes, unpadded for the probe), so the search finds the stand-in's own
+# minimum surface (the table's 49152 bytes, ANE004) and its concat rejection.
+check probe 0 env ORION_ANE_FRAMEWORK="$standin" "$run" probe --backend=ane --pace 0 --only surface,concat --chip m3 -o probe.json
+contains probe "min surface:    49152 bytes accepted, 49088 rejected"
+if python3 - probe.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+s, c = p["probe"]["surface"], p["probe"]["concat"]
+assert p["chips"]["m3"]["min_surface_bytes"]["value"] == 49152, p["chips"]["m3"]["min_surface_bytes"]
+assert p["chips"]["m3"]["min_surface_bytes"]["inherited"] is False
+assert s["smallest_accepted_bytes"] == 49152 and s["largest_rejected_bytes"] == 49088, s
+assert "a surface of 49088 bytes is below the 49152-byte minimum [ANE004]" in s["error"], s["error"]
+assert c["accepted"] is False and c["rule"] == "ANE001", c
+assert "the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: concat would fail on the ANE" in c["error"], c["error"]
+PY
+then pass; else fail "probe: probe.json is not the stand-in's figures"; fi
 
 # Every temporary directory of the backend and of the stand-in was removed.
 left=$(ls -A "$TMPDIR")

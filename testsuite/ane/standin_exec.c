@@ -63,6 +63,13 @@ static unsigned long compiles;
 
 unsigned long ane_standin_compile_count(void) { return compiles; }
 
+const char *ane_standin_os_build(void) {
+  const char *build = getenv(STANDIN_OS_BUILD_ENV);
+  return build && *build ? build : "standin-1";
+}
+
+const char *ane_standin_ane_arch(void) { return "standin"; }
+
 static bool fail(long *code, char **description, long value, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static bool fail(long *code, char **description, long value, const char *fmt, ...) {
@@ -184,9 +191,118 @@ static bool runtime_present(void) {
   return true;
 }
 
+static StandinProgram *build(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
+                             long *code, char **description);
+
 StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
                                 long *code, char **description) {
   compiles++;
+  return build(mil, mil_len, weights, nweights, code, description);
+}
+
+bool standin_fail_silently(void) {
+  static unsigned long failed;
+  const char *v = getenv(STANDIN_SILENT_FAILURES_ENV);
+  unsigned long n = v && *v ? strtoul(v, NULL, 10) : 0;
+  if (failed >= n) return false;
+  failed++;
+  compiles++;
+  return true;
+}
+
+bool standin_weight_mode(StandinWeightMode *mode, long *code, char **description) {
+  static const char *const names[] = {"baked", "reload", "patch-data", "inputs"};
+  const char *v = getenv(STANDIN_WEIGHTS_ENV);
+  *mode = STANDIN_WEIGHTS_BAKED;
+  if (!v || !*v) return true;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(v, names[i])) {
+      *mode = (StandinWeightMode)i;
+      return true;
+    }
+  return fail(code, description, STANDIN_ERROR_COMPILE, "%s=%s is not baked, reload, patch-data or inputs",
+              STANDIN_WEIGHTS_ENV, v);
+}
+
+static uint8_t *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  uint8_t *data = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n + 1)) && fread(data, 1, (size_t)n, f) != (size_t)n) {
+    free(data);
+    data = NULL;
+  }
+  fclose(f);
+  *len = n >= 0 ? (size_t)n : 0;
+  return data;
+}
+
+static int by_key(const void *a, const void *b) {
+  return strcmp(((const StandinWeight *)a)->key, ((const StandinWeight *)b)->key);
+}
+
+bool standin_write_data(const char *dir, const StandinWeight *weights, size_t nweights) {
+  StandinWeight *sorted = calloc(nweights + 1, sizeof *sorted);
+  if (!sorted) return false;
+  if (nweights) memcpy(sorted, weights, nweights * sizeof *sorted);
+  qsort(sorted, nweights, sizeof *sorted, by_key);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/data", dir);
+  FILE *f = fopen(path, "wb");
+  bool ok = f != NULL;
+  for (size_t i = 0; ok && i < nweights; i++) ok = fwrite(sorted[i].data, 1, sorted[i].len, f) == sorted[i].len;
+  if (f && fclose(f) != 0) ok = false;
+  free(sorted);
+  return ok;
+}
+
+bool standin_reload(StandinProgram **program, const char *dir, StandinWeightMode mode, const char *mil,
+                    size_t mil_len, const StandinWeight *weights, size_t nweights, long *code, char **description) {
+  StandinWeight *now = calloc(nweights + 1, sizeof *now);
+  bool ok = now != NULL;
+  if (ok && nweights) memcpy(now, weights, nweights * sizeof *now);
+  uint8_t *data = NULL;
+  size_t data_len = 0, at = 0;
+  char path[4096];
+  if (ok && mode == STANDIN_WEIGHTS_PATCH_DATA) { /* the image: the files' bytes in ASCII order of their keys */
+    qsort(now, nweights, sizeof *now, by_key);
+    snprintf(path, sizeof path, "%s/data", dir);
+    data = slurp(path, &data_len);
+    ok = data != NULL;
+  }
+  uint8_t **read = calloc(nweights + 1, sizeof *read);
+  ok = ok && read;
+  for (size_t i = 0; ok && i < nweights; i++) {
+    if (mode == STANDIN_WEIGHTS_PATCH_DATA) {
+      ok = data_len - at >= now[i].len;
+      if (ok) now[i].data = data + at;
+      at += now[i].len;
+      continue;
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, now[i].key + strlen(MODEL_PATH));
+    size_t len;
+    read[i] = slurp(path, &len);
+    ok = read[i] && len == now[i].len;
+    if (ok) now[i].data = read[i];
+  }
+  StandinProgram *fresh = NULL;
+  if (ok) fresh = build(mil, mil_len, now, nweights, code, description);
+  else
+    fail(code, description, STANDIN_ERROR_EVALUATE, "load failed: the program's %s in '%s' cannot be read back",
+         mode == STANDIN_WEIGHTS_PATCH_DATA ? "data" : "weight files", dir);
+  for (size_t i = 0; read && i < nweights; i++) free(read[i]);
+  free(read);
+  free(data);
+  free(now);
+  if (!fresh) return false;
+  standin_program_free(*program);
+  *program = fresh;
+  return true;
+}
+
+static StandinProgram *build(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
+                             long *code, char **description) {
   if (!runtime_present()) {
     fail(code, description, STANDIN_ERROR_COMPILE,
          "the stand-in framework needs orion's runtime in the process that loads it (linked with export_dynamic)");

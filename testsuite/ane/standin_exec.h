@@ -52,7 +52,49 @@ void standin_program_free(StandinProgram *p);
 bool standin_evaluate(StandinProgram *p, int64_t procedure, IOSurfaceRef const *inputs, long ninputs,
                       IOSurfaceRef const *outputs, long noutputs, long *code, char **description);
 
+/* The disputed weight-update behaviours (peers.md §4.9), chosen by
+ * $ORION_ANE_STANDIN_WEIGHTS (docs/ane-backend.md):
+ *   baked (default)  weights are baked at compile: nothing but a compile sees new ones;
+ *   reload           a load after an unload reads the weight files in the model's
+ *                    directory ($TMPDIR/<hexStringIdentifier>/) again;
+ *   patch-data       compile writes the program's image, `data` in that directory
+ *                    (the weight files' bytes in ASCII order of their keys; for one
+ *                    weight file, the file itself, as the reference writes it), and a
+ *                    load after an unload reads the weights back from it;
+ *   inputs           as baked: only weights passed as inputs change a result. */
+#define STANDIN_WEIGHTS_ENV "ORION_ANE_STANDIN_WEIGHTS"
+typedef enum StandinWeightMode {
+  STANDIN_WEIGHTS_BAKED,
+  STANDIN_WEIGHTS_RELOAD,
+  STANDIN_WEIGHTS_PATCH_DATA,
+  STANDIN_WEIGHTS_INPUTS,
+} StandinWeightMode;
+
+/* The switch's value; false (with the device's compile error) for another. */
+bool standin_weight_mode(StandinWeightMode *mode, long *code, char **description);
+/* Writes the image `data` into dir (patch-data's compile). */
+bool standin_write_data(const char *dir, const StandinWeight *weights, size_t nweights);
+/* A load after an unload under reload or patch-data: *program again from
+ * the weights read back from dir (not a compile: not counted). */
+bool standin_reload(StandinProgram **program, const char *dir, StandinWeightMode mode, const char *mil,
+                    size_t mil_len, const StandinWeight *weights, size_t nweights, long *code, char **description);
+
+/* The compile service failing: the first $ORION_ANE_STANDIN_SILENT_FAILURES
+ * compiles of the process (counted) answer NO without an error object, as
+ * reported of the device when its compile service restarts. True when this
+ * compile is one of them. */
+#define STANDIN_SILENT_FAILURES_ENV "ORION_ANE_STANDIN_SILENT_FAILURES"
+bool standin_fail_silently(void);
+
 /* Compiles asked for since the stand-in was loaded (the tests read it). */
 unsigned long ane_standin_compile_count(void);
+
+/* What the backend keys compiled programs and the cached weight-update
+ * choice by, where a Mac has kern.osversion and its ANE: the OS build is
+ * $ORION_ANE_STANDIN_OS_BUILD if set (a test's "new OS build"), else
+ * "standin-1"; the architecture is "standin". */
+#define STANDIN_OS_BUILD_ENV "ORION_ANE_STANDIN_OS_BUILD"
+const char *ane_standin_os_build(void);
+const char *ane_standin_ane_arch(void);
 
 #endif

@@ -299,6 +299,8 @@ static bool bind_surfaces(id objects, id indices, IOSurfaceRef **surfaces, long 
   _ANEInMemoryModelDescriptor *descriptor;
   StandinProgram *program;
   BOOL loaded;
+  BOOL unloaded; /* loaded once and unloaded since: a load now is a reload */
+  StandinWeightMode mode;
   id identifier;
 }
 + (id)inMemoryModelWithDescriptor:(id)descriptor;
@@ -307,6 +309,7 @@ static bool bind_surfaces(id objects, id indices, IOSurfaceRef **surfaces, long 
 - (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
 - (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error;
 - (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error;
+- (BOOL)directory:(char *)dir length:(size_t)len;
 @end
 
 /* FNV-1a over the MIL and the weights: one identifier per content, as the
@@ -341,15 +344,40 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len) {
   long code = 0;
   char *text = NULL;
   standin_program_free(program);
-  loaded = NO;
+  program = NULL;
+  loaded = unloaded = NO;
+  if (standin_fail_silently()) return NO;
+  if (!standin_weight_mode(&mode, &code, &text)) {
+    set_error(error, code, text);
+    return NO;
+  }
   program = standin_compile(descriptor->mil, descriptor->mil_len, descriptor->weights, descriptor->nweights, &code,
                             &text);
   if (!program) set_error(error, code, text);
+  char dir[4096];
+  if (program && mode == STANDIN_WEIGHTS_PATCH_DATA && [self directory:dir length:sizeof dir])
+    (void)standin_write_data(dir, descriptor->weights, descriptor->nweights);
   return program != NULL;
+}
+/* The reference's directory for this model: $TMPDIR/<hexStringIdentifier>. */
+- (BOOL)directory:(char *)dir length:(size_t)len {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, len, "%s/%s", tmp && *tmp ? tmp : "/tmp", [identifier UTF8String]);
+  return YES;
 }
 - (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
   if (!program) {
     set_error(error, STANDIN_ERROR_EVALUATE, strdup("load failed: the model is not compiled"));
+    return NO;
+  }
+  char dir[4096];
+  long code = 0;
+  char *text = NULL;
+  if (unloaded && (mode == STANDIN_WEIGHTS_RELOAD || mode == STANDIN_WEIGHTS_PATCH_DATA) &&
+      [self directory:dir length:sizeof dir] &&
+      !standin_reload(&program, dir, mode, descriptor->mil, descriptor->mil_len, descriptor->weights,
+                      descriptor->nweights, &code, &text)) {
+    set_error(error, code, text);
     return NO;
   }
   loaded = YES;
@@ -380,6 +408,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len) {
     return NO;
   }
   loaded = NO;
+  unloaded = YES;
   return YES;
 }
 - (void)dealloc {

@@ -3,7 +3,10 @@
  * against the stand-in framework: its caps and its -v line, a run on the
  * caller's fp32 tensors with the cpu backend's bits in ane numerics, a
  * training step's weight write taken up by a recompile (counted by the
- * stand-in), and the update strategies it does not carry out refused.
+ * stand-in), and the update strategies it does not carry out refused;
+ * the device program cache under it (one compile per content), the
+ * resident cap's eviction and refusal and the compile budget, read through
+ * the usage line.
  */
 #define _XOPEN_SOURCE 700
 
@@ -18,7 +21,9 @@
 #include "../helpers.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
+#include "orion/hash.h"
 #include "orion/package.h"
+#include "orion/patch.h"
 #include "orion/passes.h"
 
 static const char *const program =
@@ -31,7 +36,7 @@ static const char *const program =
 
 enum { N = 32 };
 
-static char dir[64], pkg[160];
+static char dir[64], pkg[160], cache[160];
 static SourceSet ss;
 static Diag d;
 static StrBuf msgs;
@@ -40,6 +45,9 @@ static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/orion-ane-backend-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  /* The weight-update self-test's cached choice: each test's own. */
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
   Parsed p;
   parsed_open(&p, program);
   cr_assert_not_null(p.m, "%s", p.diags.data);
@@ -193,4 +201,313 @@ Test(ane_backend, a_shared_directory_stays_until_its_last_user_goes, .init = set
   orion_backend_close(b);
   orion_close(p);
   unsetenv("TMPDIR");
+}
+
+/* The backend's usage line (orion-run -v after a run). */
+static const char *usage(OrionBackend *b) {
+  static char line[2048];
+  cr_assert(orion_backend_usage(b, line, sizeof line));
+  return line;
+}
+
+/* The self-test's cached choice, as ane_update_cache.c writes it (docs/ane-backend.md). */
+static void write_choice(const char *os_build, const char *strategy) {
+  char text[512], sum[65], path[512];
+  int n = snprintf(text, sizeof text, "orion ane weight-update choice 1\nos-build %s\nane-arch standin\nstrategy %s\n",
+                   os_build, strategy);
+  sha256_hex(text, (size_t)n, sum);
+  snprintf(path, sizeof path, "%s/orion", cache);
+  mkdir(cache, 0700);
+  mkdir(path, 0700);
+  snprintf(path, sizeof path, "%s/orion/ane-update-%s-standin", cache, os_build);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "%s", path);
+  fprintf(f, "%ssha256 %s\n", text, sum);
+  cr_assert_eq(fclose(f), 0);
+}
+
+static uint32_t weight_index(OrionProgram *p, const char *name) {
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
+    if (!strcmp(orion_weight(p, 0, i)->name, name)) return i;
+  cr_assert_fail("no weight %s", name);
+  return UINT32_MAX;
+}
+
+static void write_w(OrionBackend *b, OrionProgram *p, float value) {
+  float v[N];
+  for (int i = 0; i < N; i++) v[i] = value;
+  OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
+  cr_assert(orion_backend_write_weights(b, p, &wv, 1, &d), "%s", msgs.data);
+}
+
+/* One compiled program per content: the same function prepared twice, and
+ * after a weight change and back, is compiled once per distinct content. */
+Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fini = teardown) {
+  write_choice("standin-1", "recompile"); /* the cache under test, not the self-test */
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 0 misses, 0 compiles (0 retries), 0 evictions, 0 of 128 "
+                             "resident; compile budget 0 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  unsigned long before = compiles();
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert(e1 && e2, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1, "the second is the cache's hit");
+  cr_assert_float_eq(run(e1), 0.75f, 0);
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  write_w(b, p, 2.0f); /* both functions move to the new content: one compile */
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert_float_eq(run(e1), 3.0f, 0);
+  cr_assert_float_eq(run(e2), 3.0f, 0);
+  write_w(b, p, 0.5f); /* back to the first content, still resident */
+  cr_assert_eq(compiles(), before + 2);
+  cr_assert_float_eq(run(e2), 0.75f, 0);
+  cr_assert_str_eq(usage(b), "ane program cache: 4 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 "
+                             "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+}
+
+/* ORION_ANE_RESIDENT_CAP=1: the unheld program is evicted for the next;
+ * with the one resident program held, another is refused by name. */
+Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RESIDENT_CAP", "1", 1), 0);
+  write_choice("standin-1", "recompile");
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d), *q = orion_open(pkg, NULL, &d);
+  cr_assert(p && q, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  write_w(b, p, 2.0f);
+  cr_assert_float_eq(run(e), 3.0f, 0);
+  cr_assert_null(orion_backend_prepare(b, q, 0, &po, &d), "the cap's one program is held");
+  cr_assert(strstr(msgs.data, "test: error: the ane backend cannot load 'function 'main'': all 1 resident programs "
+                              "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap with "
+                              "ORION_ANE_RESIDENT_CAP"),
+            "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 1 evictions, 1 of 1 "
+                             "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(q);
+  orion_close(p);
+  unsetenv("ORION_ANE_RESIDENT_CAP");
+}
+
+/* ORION_ANE_COMPILE_BUDGET=1 and an OS build of the stand-in's: the second
+ * compile is refused before the device is asked; the usage line names both. */
+Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_OS_BUILD", "25F84", 1), 0);
+  write_choice("25F84", "recompile"); /* no self-test: it would not fit the budget */
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  unsigned long before = compiles();
+  float v[N];
+  for (int i = 0; i < N; i++) v[i] = 2.0f;
+  OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
+  cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &d));
+  cr_assert_eq(compiles(), before, "not asked of the device");
+  cr_assert(strstr(msgs.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
+                              "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the ANE "
+                              "compiler fails silently (ANE005)"),
+            "%s", msgs.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 "
+                             "resident; compile budget 1 of 1 used (ORION_ANE_COMPILE_BUDGET); OS build 25F84, ANE "
+                             "architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_COMPILE_BUDGET");
+  unsetenv("ORION_ANE_STANDIN_OS_BUILD");
+}
+
+/* For one stand-in switch (ORION_ANE_STANDIN_WEIGHTS): the self-test at the
+ * prepare of a writable program chooses `want` with `self_test` compiles,
+ * says so in caps and -v, writes the cached choice; a weight write is seen
+ * at the cost of `update` compiles; a second backend reuses the choice
+ * (no self-test: one compile for its prepare). */
+static void strategy_case(const char *mode, OrionReloadStrategy want, const char *name, unsigned long self_test,
+                          unsigned long update) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE, "nothing else known yet");
+  unsigned long before = compiles();
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1 + self_test, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
+  char about[2048], want_tail[1024], path[512];
+  snprintf(path, sizeof path, "%s/orion/ane-update-standin-1-standin", cache);
+  snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
+           "written to '%s')", name, path);
+  cr_assert(orion_backend_describe(b, about, sizeof about));
+  cr_assert(strlen(about) > strlen(want_tail) && !strcmp(about + strlen(about) - strlen(want_tail), want_tail),
+            "%s", about);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  before = compiles();
+  write_w(b, p, 2.0f);
+  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_float_eq(run(e), 3.0f, 0, "the new weights are seen");
+  write_w(b, p, 1.0f);
+  cr_assert_float_eq(run(e), 1.5f, 0, "and again");
+  orion_backend_close(b);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "the choice is cached: %s", path);
+  char line[256], strategy[64];
+  snprintf(strategy, sizeof strategy, "strategy %s\n", name);
+  bool found = false;
+  while (fgets(line, sizeof line, f)) found |= !strcmp(line, strategy);
+  fclose(f);
+  cr_assert(found, "%s", strategy);
+  /* A new backend (as a new process would) reads the choice: no self-test. */
+  b = orion_backend_open("ane", NULL, &d);
+  cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
+  before = compiles();
+  e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1);
+  snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
+           "cached in '%s')", name, path);
+  cr_assert(orion_backend_describe(b, about, sizeof about));
+  cr_assert(!strcmp(about + strlen(about) - strlen(want_tail), want_tail), "%s", about);
+  cr_assert_float_eq(run(e), 1.5f, 0);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+/* The self-test's compiles: the fresh reference, then one probe per
+ * strategy tried (inputs is skipped: not offered), plus the recompile's own. */
+Test(ane_backend, baked_weights_choose_recompile, .init = setup, .fini = teardown) {
+  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+}
+
+Test(ane_backend, weight_files_reread_at_reload_choose_reload_files, .init = setup, .fini = teardown) {
+  strategy_case("reload", ORION_RELOAD_RELOAD_FILES, "reload-files", 2, 0);
+}
+
+Test(ane_backend, a_patchable_image_chooses_patch_data, .init = setup, .fini = teardown) {
+  strategy_case("patch-data", ORION_RELOAD_PATCH_DATA, "patch-data", 3, 0);
+}
+
+Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini = teardown) {
+  strategy_case("inputs", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+}
+
+/* A package patched on disk (what orion-run patch does) and taken up by
+ * orion_backend_update_weights with ORION_RELOAD_AUTO: the first update runs
+ * the self-test, then applies its choice. */
+static void patched_case(const char *mode, unsigned long compiles_for_update) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 1, "not writable: no self-test at prepare");
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  float two[N];
+  for (int i = 0; i < N; i++) two[i] = 2.0f;
+  PatchTensor t = {.name = "w", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8},
+                   .data = two, .nbytes = sizeof two};
+  cr_assert(package_patch(pkg, &t, 1, NULL, &d), "%s", msgs.data);
+  before = compiles();
+  bool changed = false;
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &d), "%s", msgs.data);
+  cr_assert(changed);
+  cr_assert_eq(compiles(), before + compiles_for_update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_float_eq(run(e), 3.0f, 0, "the patched weights are seen");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+Test(ane_backend, a_patch_taken_up_by_reload_files, .init = setup, .fini = teardown) {
+  patched_case("reload", 2); /* the self-test's two, none for the update */
+}
+
+Test(ane_backend, a_patch_taken_up_by_patch_data, .init = setup, .fini = teardown) {
+  patched_case("patch-data", 3);
+}
+
+Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown) {
+  patched_case("baked", 5 + 1);
+}
+
+/* The compile service failing without an error object is transient: the
+ * compile is tried again after a pause (ORION_ANE_RETRY_PAUSE_MS, here 1
+ * ms), each attempt counted; past the retries it is reported as such. */
+Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "2", 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 3);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 1 misses, 3 compiles (2 retries), 0 evictions, 1 of 128 "
+                             "resident; compile budget 3 of 119 used (constraint ANE005 (compiles_per_process)); OS "
+                             "build standin-1, ANE architecture standin");
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "9", 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
+  cr_assert_eq(compiles(), before + 4, "the first attempt and 3 retries");
+  cr_assert(strstr(msgs.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
+                              "backend: the device failed to compile function 'main', without an error) after 4 "
+                              "attempts"),
+            "%s", msgs.data);
+  orion_backend_close(b);
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "soon", 1), 0);
+  cr_assert_null(orion_backend_open("ane", NULL, &d));
+  cr_assert(strstr(msgs.data, "test: error: ORION_ANE_RETRY_PAUSE_MS=soon is not a pause in milliseconds from 0 to "
+                              "3600000"),
+            "%s", msgs.data);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
 }

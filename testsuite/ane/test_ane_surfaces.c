@@ -44,6 +44,25 @@ Test(plan, the_minimum_surface_wins_over_smaller_manifest_sizes) {
   ane_surface_plan_free(&plan);
 }
 
+/* A bare model directory's tensors (no manifest size): their own fp16
+ * bytes, the largest for every surface, padded to the minimum unless it is 0. */
+Test(plan, without_a_manifest_size_a_surface_is_the_tensors_own_bytes) {
+  OrionTensorInfo a = fp16_tensor("a", 0, 64, 32, 0), b = fp16_tensor("b", 1, 128, 32, 0);
+  OrionTensorInfo y = fp16_tensor("y", 0, 64, 32, 0);
+  const OrionTensorInfo *in[] = {&a, &b}, *out[] = {&y};
+  AneSurfacePlan plan;
+  char why[512] = "";
+  cr_assert(ane_surface_plan(&plan, in, 2, out, 1, 0, why, sizeof why), "%s", why);
+  cr_assert_eq(plan.surface_bytes, 8192, "b's 128 x 32 fp16, for every surface");
+  ane_surface_plan_free(&plan);
+  cr_assert(ane_surface_plan(&plan, in, 1, out, 1, 0, why, sizeof why), "%s", why);
+  cr_assert_eq(plan.surface_bytes, 4096);
+  ane_surface_plan_free(&plan);
+  cr_assert(ane_surface_plan(&plan, in, 2, out, 1, 49152, why, sizeof why), "%s", why);
+  cr_assert_eq(plan.surface_bytes, 49152, "padded to the minimum");
+  ane_surface_plan_free(&plan);
+}
+
 static void refused(const OrionTensorInfo *x, const OrionTensorInfo *x2, const char *want) {
   OrionTensorInfo y = fp16_tensor("y", 0, 64, 16, 2048);
   const OrionTensorInfo *in[] = {x, x2}, *out[] = {&y};
@@ -59,10 +78,6 @@ Test(plan, refusals_name_the_tensor) {
   refused(&a, &b, "the ane backend cannot bind input 'b': binding 0 is taken twice");
   b.binding = 2;
   refused(&a, &b, "the ane backend cannot bind input 'b': binding 2 is out of range");
-  a.surface_bytes = 0;
-  refused(&a, NULL,
-          "the ane backend cannot bind input 'a': its surface size is not known (it comes from a package's manifest, "
-          "and a bare model directory has none)");
   a.surface_bytes = 1024;
   refused(&a, NULL, "the ane backend cannot bind input 'a': 2048 bytes of fp16 do not fit its 1024-byte surface");
   a.surface_bytes = 2048;
