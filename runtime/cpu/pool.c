@@ -51,13 +51,12 @@ static void work_on(Pool *p, unsigned g, uint32_t tid) {
   int64_t lo, hi;
   TaskFn fn;
   void *arg;
-  uint64_t ran = 0;
   while (claim(p, g, &lo, &hi, &fn, &arg)) {
     fn(arg, lo, hi, tid);
-    ran++;
+    /* Counted before `done`, so that a caller who sees the job done sees its pieces counted. */
+    atomic_fetch_add_explicit(&p->workers[tid].pieces, 1, memory_order_relaxed);
     atomic_fetch_add(&p->done, hi - lo);
   }
-  if (ran) atomic_fetch_add_explicit(&p->workers[tid].pieces, ran, memory_order_relaxed);
 }
 
 /* Signals sleeping workers that a job or a run has started. */
