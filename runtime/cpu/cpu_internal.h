@@ -215,12 +215,29 @@ typedef struct Pool {
   void *arg;
   int64_t items, chunk, next;
   atomic_llong done;    /* items finished */
+  atomic_bool in_run;   /* between pool_run_begin and pool_run_end: the workers spin, never sleep */
+  /* What the hand-off did (pool_stats): read by tests and profiling, never by the pool itself. */
+  atomic_ullong jobs, jobs_asleep; /* parallel jobs; those published while a worker slept */
+  atomic_ullong wakes, wake_ns;    /* a worker's wake-ups from a job or run start, and their latency */
+  atomic_llong published_ns;       /* when the last sleeper was signalled */
+  atomic_ullong caller_wait_ns;    /* the caller's waits for pieces other threads held */
 } Pool;
 
 struct Worker {
   Pool *pool;
   uint32_t id;
+  atomic_ullong pieces; /* pieces this thread ran (index 0: the caller's) */
 };
+
+/* The counters of a pool's hand-off since it started. */
+typedef struct PoolStats {
+  uint64_t jobs;        /* par_for calls split over more than one thread */
+  uint64_t jobs_asleep; /* of those, published while a worker was asleep */
+  uint64_t wakes;       /* wake-ups of a sleeping worker */
+  double wake_ms;       /* their summed latency, signal to running */
+  double caller_wait_ms; /* the caller's summed waits, its last piece done to the job done */
+  uint64_t pieces[8];   /* pieces run by threads 0 (the caller) .. 7 */
+} PoolStats;
 
 /* An fp16 weight the plan keeps as fp32 (for sgemm) is converted once for
  * every program of the context that reads the same weight data: a training
@@ -499,6 +516,9 @@ const CpuFeatures *cpu_features(void);
 void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg);
 void pool_start(Pool *p, uint32_t n);
 void pool_stop(Pool *p);
+void pool_run_begin(Pool *p);
+void pool_run_end(Pool *p);
+void pool_stats(const Pool *p, PoolStats *out);
 uint32_t pool_threads_for(uint32_t requested);
 /* fp16.c */
 void h2f(float *d, const void *s, int64_t n);

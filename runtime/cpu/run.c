@@ -170,7 +170,9 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
  * thread's run waits for the first to end. */
 bool cpu_run_into(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *outputs, Diag *d) {
   pthread_mutex_lock(&c->ctx->run_mu);
+  pool_run_begin(&c->ctx->pool);
   bool ok = run_locked(c, inputs, outputs, d);
+  pool_run_end(&c->ctx->pool);
   pthread_mutex_unlock(&c->ctx->run_mu);
   return ok;
 }
