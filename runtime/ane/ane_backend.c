@@ -335,7 +335,7 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   /* Hook: int32/bool values cannot be on the device's surfaces; their statements run on the CPU and the rest
    * as device segments of their own (ane_parts.h). Other functions take the single-program path below. */
   if (ane_parts_wanted(p, fn)) {
-    e->parts = ane_parts_prepare(p, fn, src->text, src->len, opt, d);
+    e->parts = ane_parts_prepare(&orion_backend_ane, b, p, fn, src->text, src->len, opt, d);
     if (e->parts) return e;
     free(e);
     return NULL;

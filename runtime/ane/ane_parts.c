@@ -17,7 +17,8 @@
 
 typedef struct AnePartsSegment {
   OrionProgram *prog;
-  OrionExec *exec;
+  OrionExec *exec;    /* a CPU segment's */
+  void *device_exec;  /* a device segment's, prepared on the outer backend */
   OrionTensor **out; /* per output: its value buffer */
 } AnePartsSegment;
 
@@ -30,7 +31,10 @@ struct AneParts {
   size_t mil_len;
   OrionNumerics numerics;
   AnePartition plan;
-  OrionBackend *device, *cpu;
+  const OrionBackendVtable *device; /* the backend the function is prepared on, called directly */
+  void *device_impl;
+  bool writable;                     /* the program's weights are written in place (training) */
+  OrionBackend *cpu;
   SourceSet sources; /* the segments' MIL, for the device's prepare */
   Diag diag;
   StrBuf messages;
@@ -136,29 +140,41 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
   }
   bool ok = write_segment(a, seg, dir);
   if (!ok) snprintf(a->first_error, sizeof a->first_error, "cannot write its model directory %.900s", dir);
-  OrionOpenOptions oo = {.verify_checksums = false, .reload = ORION_RELOAD_AUTO};
+  /* A device segment of a program written in place takes the new bytes in its own (private) mapping. */
+  OrionOpenOptions oo = {.verify_checksums = false, .reload = ORION_RELOAD_AUTO,
+                         .writable_weights = plan->on_device && a->writable};
   if (ok) ok = (g->prog = orion_open(dir, &oo, &a->diag)) != NULL;
   if (ok && plan->on_device) orion_program_size_bare_surfaces(g->prog);
   OrionPrepareOptions po = {.numerics = plan->on_device ? ORION_NUMERICS_ANE : a->numerics};
-  if (ok) ok = (g->exec = orion_backend_prepare(plan->on_device ? a->device : a->cpu, g->prog, 0, &po, &a->diag));
+  if (ok && plan->on_device) ok = (g->device_exec = a->device->prepare(a->device_impl, g->prog, 0, &po, &a->diag));
+  else if (ok) ok = (g->exec = orion_backend_prepare(a->cpu, g->prog, 0, &po, &a->diag));
   remove_tree(dir);
   if (!ok) return segment_failed(a, seg, "prepare", d);
   return true;
 }
 
+static void release_segment(AneParts *a, uint32_t s) {
+  AnePartsSegment *g = &a->segs[s];
+  orion_exec_release(g->exec);
+  if (g->device_exec) a->device->release(g->device_exec);
+  orion_close(g->prog);
+  g->exec = NULL;
+  g->device_exec = NULL;
+  g->prog = NULL;
+}
+
 static void release_segments(AneParts *a) {
-  for (uint32_t s = 0; a->segs && s < a->plan.nsegs; s++) {
-    orion_exec_release(a->segs[s].exec);
-    orion_close(a->segs[s].prog);
-    a->segs[s].exec = NULL;
-    a->segs[s].prog = NULL;
-  }
+  for (uint32_t s = 0; a->segs && s < a->plan.nsegs; s++) release_segment(a, s);
+}
+
+static void forget_messages(AneParts *a) {
+  /* what the last build said is not kept: a training run updates every step */
+  sb_free(&a->messages);
+  sb_init(&a->messages);
 }
 
 static bool build_segments(AneParts *a, Diag *d) {
-  /* what the last build said is not kept: a training run rebuilds every step */
-  sb_free(&a->messages);
-  sb_init(&a->messages);
+  forget_messages(a);
   for (uint32_t s = 0; s < a->plan.nsegs; s++)
     if (!build_segment(a, s, d)) return false;
   return true;
@@ -202,9 +218,12 @@ static bool wire(AneParts *a, Diag *d) {
   return true;
 }
 
-AneParts *ane_parts_prepare(OrionProgram *p, uint32_t fn, const char *mil, size_t mil_len,
-                            const OrionPrepareOptions *opt, Diag *d) {
+AneParts *ane_parts_prepare(const OrionBackendVtable *device, void *device_impl, OrionProgram *p, uint32_t fn,
+                            const char *mil, size_t mil_len, const OrionPrepareOptions *opt, Diag *d) {
   AneParts *a = calloc(1, sizeof *a);
+  a->device = device;
+  a->device_impl = device_impl;
+  for (uint32_t i = 0; i < orion_weight_count(p, fn); i++) a->writable |= orion_weight_data_writable(p, fn, i) != NULL;
   a->p = p;
   a->fn = fn;
   a->f = orion_function_mil(p, fn);
@@ -224,12 +243,11 @@ AneParts *ane_parts_prepare(OrionProgram *p, uint32_t fn, const char *mil, size_
   ane_partition_plan(&a->plan, a->f);
   a->segs = calloc(a->plan.nsegs + 1, sizeof *a->segs);
   make_values(a);
-  a->device = orion_backend_open("ane", NULL, &a->diag);
   a->cpu = orion_backend_open("cpu", NULL, &a->diag);
-  bool ok = a->device && a->cpu;
+  bool ok = a->cpu != NULL;
   if (!ok)
     diag_error(d, (SrcSpan){0}, "the ane backend cannot run %s in parts: %s", a->what,
-               a->first_error[0] ? a->first_error : "a backend does not open");
+               a->first_error[0] ? a->first_error : "the cpu backend does not open");
   ok = ok && wire(a, d) && build_segments(a, d);
   if (!ok) {
     ane_parts_free(a);
@@ -253,7 +271,8 @@ bool ane_parts_run(AneParts *a, const OrionTensor *in, const OrionTensor *out, D
     }
     for (uint32_t i = 0; i < plan->noutputs; i++)
       if (g->out[i]) sout[i] = *g->out[i];
-    ok = ok && orion_exec_run(g->exec, sin, sout, &a->diag);
+    ok = ok && (g->device_exec ? a->device->run(g->device_exec, sin, sout, &a->diag)
+                               : orion_exec_run(g->exec, sin, sout, &a->diag));
     free(sin);
     free(sout);
     if (!ok) return segment_failed(a, s, "run", d);
@@ -271,9 +290,45 @@ bool ane_parts_run(AneParts *a, const OrionTensor *in, const OrionTensor *out, D
   return true;
 }
 
+/* The program's current bytes of each weight the segment's function reads, into the segment's writable mapping
+ * (the segment's weight files are the program's, so the names match). */
+static bool copy_weights(AneParts *a, uint32_t seg) {
+  OrionProgram *sp = a->segs[seg].prog;
+  for (uint32_t i = 0; i < orion_weight_count(sp, 0); i++) {
+    const OrionWeight *w = orion_weight(sp, 0, i);
+    void *dst = orion_weight_data_writable(sp, 0, i);
+    bool found = false;
+    for (uint32_t j = 0; j < orion_weight_count(a->p, a->fn) && !found; j++) {
+      const OrionWeight *from = orion_weight(a->p, a->fn, j);
+      if (strcmp(from->name, w->name) || from->size != w->size || !dst) continue;
+      memcpy(dst, from->data, (size_t)w->size);
+      orion_program_note_weight_written(sp, dst, (size_t)w->size);
+      found = true;
+    }
+    if (!found) {
+      snprintf(a->first_error, sizeof a->first_error, "its weight '%s' is not the program's", w->name);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* A device segment of a program written in place: its mapping takes the new bytes and the backend updates its
+ * compiled program by the self-test's strategy (ane_backend.c). Any other segment is built again from the
+ * program's bytes (a CPU segment costs no compile; a device segment's unchanged content is a cache hit). */
 bool ane_parts_weights_changed(AneParts *a, Diag *d) {
-  release_segments(a);
-  return build_segments(a, d);
+  forget_messages(a);
+  for (uint32_t s = 0; s < a->plan.nsegs; s++) {
+    AnePartsSegment *g = &a->segs[s];
+    if (g->device_exec && a->writable) {
+      if (!copy_weights(a, s)) return segment_failed(a, s, "update", d);
+      if (!a->device->weights_changed(g->device_exec, &a->diag)) return segment_failed(a, s, "update", d);
+      continue;
+    }
+    release_segment(a, s);
+    if (!build_segment(a, s, d)) return false;
+  }
+  return true;
 }
 
 void ane_parts_free(AneParts *a) {
@@ -287,7 +342,6 @@ void ane_parts_free(AneParts *a) {
   free(a->values);
   free(a->value_ids);
   free(a->input_of_param);
-  orion_backend_close(a->device);
   orion_backend_close(a->cpu);
   ane_partition_free(&a->plan);
   sb_free(&a->messages);

@@ -114,6 +114,7 @@ check train-cpu 0 "$run" train b.anepkg --backend cpu --data "$model/bigram_toke
 grep '^step [0-9]' out >train.cpu
 check train-ane 0 env ORION_ANE_FRAMEWORK="$standin" "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd
 grep '^step [0-9]' out >train.ane
+cp out train.ane.out
 contains train-ane "trained steps 1-6 of 6"
 contains train-ane "skipped steps: 1; loss scale: 32768"
 if python3 - train.cpu train.ane <<'PY'
@@ -128,6 +129,26 @@ for c, a in zip(cpu, ane):
 PY
 then pass; else fail "train: the ane losses are not the cpu's within fp16 rounding: $(paste train.cpu train.ane)"; fi
 if cmp -s train.cpu train.ane; then fail "train: equal lines, the losses went through no fp16 surface"; else pass; fi
+# Under the stand-in's `reload` switch (weight files read again at a
+# reload) the self-test chooses reload-files, and each step's weight write
+# updates the device segments without a compile: the same losses, and, with
+# the choice cached (a later process), the run compiles its 3 device
+# segments (fwd's 2, bwd's 1) at the start and nothing as the 6 steps go —
+# a compile budget of exactly 3 is enough, one of 2 is refused at the start.
+train_reload() {
+  env XDG_CACHE_HOME="$tmp/cache-reload" ORION_ANE_STANDIN_WEIGHTS=reload ORION_ANE_FRAMEWORK="$standin" "$@" \
+    "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd
+}
+losses() { grep '^step [0-9]' "$1" | sed 's| tokens/s [0-9]*||'; } # the step, its loss, lr, skipped
+losses train.ane.out >train.ane.losses
+check train-reload 0 train_reload
+losses out >train.reload
+same_bytes train-reload-losses train.ane.losses train.reload
+check train-reload-budget 0 train_reload ORION_ANE_COMPILE_BUDGET=3
+losses out >train.budget
+same_bytes train-reload-budget-losses train.ane.losses train.budget
+check train-reload-budget-short 1 train_reload ORION_ANE_COMPILE_BUDGET=2
+contains train-reload-budget-short "orion-run: error: the ane backend cannot prepare segment 1 (device) of function 'bwd': the ane backend will not compile 'function 'main'': this process has used 2 of its compile budget of 2 (from ORION_ANE_COMPILE_BUDGET)"
 
 # Greedy generation gives the cpu backend's tokens, in both prefill buckets.
 check compile-gen 0 "$orionc" -w -o gen.anepkg "$root/testsuite/generate/tiny_gen.oir"

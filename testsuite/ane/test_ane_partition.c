@@ -5,9 +5,11 @@
  * segments' inputs and outputs in binding order (ASCII order of MIL names)
  * and a segment written back out as MIL; a function without int32/bool
  * values is one device segment (the single-program path); the program run
- * in parts through the backend interface against the stand-in; a weight
- * write rebuilding every segment; and a device segment the device refuses,
- * named in the error.
+ * in parts through the backend interface against the stand-in, its device
+ * segments prepared on the same backend (its usage line counts their
+ * compiles); a weight write updating the device segments by the self-test's
+ * choice under each stand-in switch; and a device segment the device
+ * refuses, named in the error.
  */
 #define _XOPEN_SOURCE 700
 
@@ -56,7 +58,7 @@ static const char *const refused =
     "  return n;\n"
     "}\n";
 
-static char dir[64], pkg[160];
+static char dir[64], pkg[160], cache[128];
 static SourceSet ss;
 static Diag d;
 static StrBuf msgs;
@@ -65,6 +67,9 @@ static void compile(const char *text) {
   snprintf(dir, sizeof dir, "/tmp/orion-ane-partition-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
   snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  /* The weight-update self-test's cached choice: each test's own. */
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
   Parsed p;
   parsed_open(&p, text);
   cr_assert_not_null(p.m, "%s", p.diags.data);
@@ -205,17 +210,30 @@ static unsigned long compiles(void) {
   return count();
 }
 
-/* A training step's weight write: every segment rebuilt from the new bytes;
- * of the two device segments only the one that reads w is compiled again —
- * the other's content is unchanged, so the backend's device program cache
- * hands back its compiled program; the CPU segment's gather and the device's
- * matmul both see the new values. */
+/* The weight-update self-test's choice, made once by a backend of its own and
+ * cached (as an earlier process would have), so that a later backend's
+ * prepare compiles the segments alone. */
+static void choose_once(OrionProgram *p) {
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  cr_assert_not_null(orion_backend_prepare(b, p, 0, &po, &d), "%s", msgs.data);
+  orion_backend_close(b);
+}
+
+/* A training step's weight write under the stand-in's default (baked
+ * weights: the self-test chose recompile): of the two device segments only
+ * the one that reads w is compiled again — the other's content is
+ * unchanged, so the backend's device program cache hands back its compiled
+ * program; the CPU segment's gather and the device's matmul both see the
+ * new values. */
 Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
   compile(program);
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
   OrionProgram *p = orion_open(pkg, &oo, &d);
   cr_assert_not_null(p, "%s", msgs.data);
+  choose_once(p);
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
@@ -248,6 +266,94 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
   cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
   orion_backend_close(b);
   orion_close(p);
+}
+
+/* The backend's usage line (orion-run -v after a run). */
+static const char *usage(OrionBackend *b) {
+  static char line[1024];
+  cr_assert(orion_backend_usage(b, line, sizeof line));
+  return line;
+}
+
+static void write_all(OrionBackend *b, OrionProgram *p, float wte, float w) {
+  float a[32], c[32];
+  for (int i = 0; i < 32; i++) a[i] = wte, c[i] = w;
+  OrionWeightValues v[2] = {{.fn = 0, .values = a}, {.fn = 0, .values = c}};
+  for (uint32_t i = 0; i < orion_weight_count(p, 0); i++) {
+    if (!strcmp(orion_weight(p, 0, i)->name, "wte")) v[0].weight = i;
+    if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
+  }
+  cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
+}
+
+/* Every logit is tanh(4 * wte * w) and the loss log(8). */
+static void expect_values(OrionExec *e, float wte, float w) {
+  int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
+  const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
+                            {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
+  float loss;
+  uint16_t logits[32];
+  OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss},
+                       {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits}};
+  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  for (int i = 0; i < 32; i++)
+    cr_assert_eq(logits[i], fp16_from_float(tanhf(4.0f * wte * w)), "logit %d: %04x", i, logits[i]);
+  cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
+}
+
+/* For one stand-in switch (ORION_ANE_STANDIN_WEIGHTS): the device segments
+ * are prepared on the function's own backend (their compiles and the
+ * self-test's, at the prepare of a writable program, are in its usage line),
+ * and a weight write updates them by the self-test's choice at the cost of
+ * `update` compiles per write, the new values seen each time. */
+static void parts_strategy_case(const char *mode, unsigned long self_test, unsigned long update, const char *used) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  compile(program);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &d);
+  cr_assert_not_null(p, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  cr_assert_not_null(b, "%s", msgs.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", msgs.data);
+  cr_assert_eq(compiles(), before + 2 + self_test, "%s: %lu compiles", mode, compiles() - before);
+  before = compiles();
+  write_all(b, p, 0.5f, 0.5f);
+  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  expect_values(e, 0.5f, 0.5f);
+  before = compiles();
+  write_all(b, p, 0.5f, 0.25f);
+  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  expect_values(e, 0.5f, 0.25f);
+  cr_assert_str_eq(usage(b), used);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+Test(ane_partition, a_weight_write_recompiles_the_changed_segment_under_baked_weights, .fini = teardown) {
+  /* the unchanged segment's recompile is the cache's hit */
+  parts_strategy_case("baked", 5, 1,
+                      "ane program cache: 2 hits, 4 misses, 4 compiles (0 retries), 0 evictions, 4 of 128 resident; "
+                      "compile budget 9 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
+                      "ANE architecture standin");
+}
+
+Test(ane_partition, a_weight_write_reloads_the_segments_files_without_a_compile, .fini = teardown) {
+  parts_strategy_case("reload", 2, 0,
+                      "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 resident; "
+                      "compile budget 4 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
+                      "ANE architecture standin");
+}
+
+Test(ane_partition, a_weight_write_patches_the_segments_data_without_a_compile, .fini = teardown) {
+  parts_strategy_case("patch-data", 3, 0,
+                      "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 resident; "
+                      "compile budget 5 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
+                      "ANE architecture standin");
 }
 
 /* A device segment the device refuses: the error names the segment and gives the device's. */
