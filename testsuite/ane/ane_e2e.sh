@@ -43,7 +43,8 @@ on_ane() {
 
 # The examples (e2e.sh's fixtures).
 ex=$root/testsuite/e2e/examples
-for name in tiny_mlp gpt2_block llama_block; do
+examples="tiny_mlp gpt2_block llama_block"
+for name in $examples; do
   check "compile-$name" 0 "$orionc" -w -o "$name.anepkg" "$root/examples/$name.oir"
 done
 on_ane tiny_mlp tiny_mlp.anepkg tiny_mlp.out "x=$ex/tiny_mlp/x.npy"
@@ -61,7 +62,7 @@ compare_to llama_block-norms llama_block.out/logits.npy --row-norms "$ex/llama_b
   --rtol $ANE_NORM_RTOL
 # Every example is here: a new one needs its line above.
 for f in "$root"/examples/*.oir; do
-  case " tiny_mlp gpt2_block llama_block " in *" $(basename "$f" .oir) "*) pass ;;
+  case " $examples " in *" $(basename "$f" .oir) "*) pass ;;
   *) fail "examples/$(basename "$f") is not run through the ane backend here" ;; esac
 done
 
