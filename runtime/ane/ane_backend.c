@@ -504,8 +504,12 @@ static void ane_release(void *exec) {
 
 const OrionBackendVtable orion_backend_ane = {
     .name = "ane",
+#if defined(__APPLE__)
+    .description = "Apple's Neural Engine through AppleNeuralEngine.framework",
+#else
     .description = "Apple's Neural Engine through AppleNeuralEngine.framework (here: its Linux stand-in, "
                    "$ORION_ANE_FRAMEWORK)",
+#endif
     .available = ane_available,
     .open = ane_open,
     .close = ane_close,

@@ -31,37 +31,70 @@ static bool resolve_string(void *handle, const char *name, CFStringRef *out, con
   return true;
 }
 
-#define RESOLVE(field, name) resolve(handle, name, &sys->field, sizeof sys->field, where, why, len)
+#define CF(field, name) resolve(cf, name, &sys->field, sizeof sys->field, cf_where, why, len)
+#define SURFACE(field, name) resolve(surface, name, &sys->field, sizeof sys->field, surface_where, why, len)
+#define SURFACE_KEY(field, name) resolve_string(surface, name, &sys->field, surface_where, why, len)
 
-bool ane_system_bind(AneSystem *sys, void *handle, const char *where, char *why, size_t len) {
+bool ane_system_bind_libraries(AneSystem *sys, void *cf, const char *cf_where, void *surface,
+                               const char *surface_where, char *why, size_t len) {
   memset(sys, 0, sizeof *sys);
-  bool ok = RESOLVE(number_create, "CFNumberCreate") && RESOLVE(dictionary_create, "CFDictionaryCreate") &&
-            RESOLVE(data_create, "CFDataCreate") && RESOLVE(string_create, "CFStringCreateWithCString") &&
-            RESOLVE(array_create, "CFArrayCreate") &&
-            RESOLVE(release, "CFRelease") && RESOLVE(surface_create, "IOSurfaceCreate") &&
-            RESOLVE(lock, "IOSurfaceLock") && RESOLVE(unlock, "IOSurfaceUnlock") &&
-            RESOLVE(base_address, "IOSurfaceGetBaseAddress") && RESOLVE(alloc_size, "IOSurfaceGetAllocSize");
+  bool ok = CF(number_create, "CFNumberCreate") && CF(dictionary_create, "CFDictionaryCreate") &&
+            CF(data_create, "CFDataCreate") && CF(string_create, "CFStringCreateWithCString") &&
+            CF(array_create, "CFArrayCreate") && CF(release, "CFRelease") &&
+            SURFACE(surface_create, "IOSurfaceCreate") && SURFACE(lock, "IOSurfaceLock") &&
+            SURFACE(unlock, "IOSurfaceUnlock") && SURFACE(base_address, "IOSurfaceGetBaseAddress") &&
+            SURFACE(alloc_size, "IOSurfaceGetAllocSize");
   if (ok) {
-    sys->key_callbacks = dlsym(handle, "kCFTypeDictionaryKeyCallBacks");
-    sys->value_callbacks = dlsym(handle, "kCFTypeDictionaryValueCallBacks");
-    sys->array_callbacks = dlsym(handle, "kCFTypeArrayCallBacks");
+    sys->key_callbacks = dlsym(cf, "kCFTypeDictionaryKeyCallBacks");
+    sys->value_callbacks = dlsym(cf, "kCFTypeDictionaryValueCallBacks");
+    sys->array_callbacks = dlsym(cf, "kCFTypeArrayCallBacks");
     if (!sys->key_callbacks || !sys->value_callbacks || !sys->array_callbacks) {
-      snprintf(why, len, "the ane backend's framework '%s' lacks %s", where,
+      snprintf(why, len, "the ane backend's framework '%s' lacks %s", cf_where,
                !sys->key_callbacks     ? "kCFTypeDictionaryKeyCallBacks"
                : !sys->value_callbacks ? "kCFTypeDictionaryValueCallBacks"
                                        : "kCFTypeArrayCallBacks");
       ok = false;
     }
   }
-  ok = ok && resolve_string(handle, "kIOSurfaceWidth", &sys->width, where, why, len) &&
-       resolve_string(handle, "kIOSurfaceHeight", &sys->height, where, why, len) &&
-       resolve_string(handle, "kIOSurfaceBytesPerElement", &sys->bytes_per_element, where, why, len) &&
-       resolve_string(handle, "kIOSurfaceBytesPerRow", &sys->bytes_per_row, where, why, len) &&
-       resolve_string(handle, "kIOSurfaceAllocSize", &sys->alloc_size_key, where, why, len) &&
-       resolve_string(handle, "kIOSurfacePixelFormat", &sys->pixel_format, where, why, len);
+  ok = ok && SURFACE_KEY(width, "kIOSurfaceWidth") && SURFACE_KEY(height, "kIOSurfaceHeight") &&
+       SURFACE_KEY(bytes_per_element, "kIOSurfaceBytesPerElement") &&
+       SURFACE_KEY(bytes_per_row, "kIOSurfaceBytesPerRow") && SURFACE_KEY(alloc_size_key, "kIOSurfaceAllocSize") &&
+       SURFACE_KEY(pixel_format, "kIOSurfacePixelFormat");
   if (!ok) memset(sys, 0, sizeof *sys);
   return ok;
 }
+
+#if defined(__APPLE__)
+/* Never built yet (docs/ane-backend.md, "The macOS build"). The system's
+ * own libraries, not whatever AppleNeuralEngine.framework happens to
+ * link: the functions are CoreFoundation's and IOSurface's API. Their
+ * handles stay open while sys is in use and are not closed after: both
+ * are in the system's shared cache, which is never unmapped, so a dlclose
+ * would only count a reference down. */
+bool ane_system_bind(AneSystem *sys, void *handle, const char *where, char *why, size_t len) {
+  (void)handle, (void)where;
+  void *cf = dlopen(ANE_COREFOUNDATION_PATH, RTLD_NOW | RTLD_LOCAL);
+  void *surface = cf ? dlopen(ANE_IOSURFACE_PATH, RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (!surface) {
+    const char *error = dlerror();
+    snprintf(why, len, "the ane backend cannot open '%s': %s", cf ? ANE_IOSURFACE_PATH : ANE_COREFOUNDATION_PATH,
+             error ? error : "unknown error");
+    if (cf) dlclose(cf);
+    memset(sys, 0, sizeof *sys);
+    return false;
+  }
+  if (ane_system_bind_libraries(sys, cf, ANE_COREFOUNDATION_PATH, surface, ANE_IOSURFACE_PATH, why, len))
+    return true;
+  dlclose(surface);
+  dlclose(cf);
+  return false;
+}
+#else
+/* The stand-in framework defines the functions itself. */
+bool ane_system_bind(AneSystem *sys, void *handle, const char *where, char *why, size_t len) {
+  return ane_system_bind_libraries(sys, handle, where, handle, where, why, len);
+}
+#endif
 
 IOSurfaceRef ane_iosurface_create(const AneSystem *sys, uint64_t bytes) {
   int64_t width = (int64_t)bytes, one = 1, zero = 0;

@@ -3,7 +3,9 @@
  * stand-in's IOSurface/CoreFoundation functions (standin_iosurface.c): every
  * symbol resolved from the opened framework, a surface of the requested
  * size made the reference's way, memory reachable only under a lock, and
- * the error for a library that lacks the functions.
+ * the error for a library that lacks the functions; CoreFoundation's and
+ * IOSurface's functions from two libraries (as on macOS), each missing one
+ * named with its own library.
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -50,4 +52,21 @@ Test(iosurface, a_library_without_the_functions_is_named) {
   cr_assert_not(ane_system_bind(&sys, self, "test_ane_iosurface", why, sizeof why));
   cr_assert_str_eq(why, "the ane backend's framework 'test_ane_iosurface' lacks CFNumberCreate");
   cr_assert_null(sys.surface_create);
+}
+
+Test(iosurface, the_two_libraries_are_searched_each_for_its_own_functions) {
+  char path[4096], why[1024] = "";
+  void *h = open_standin(path, sizeof path);
+  void *self = dlopen(NULL, RTLD_NOW);
+  cr_assert_not_null(self);
+  AneSystem sys;
+  cr_assert(ane_system_bind_libraries(&sys, h, path, h, path, why, sizeof why), "%s", why);
+  cr_assert_not_null(sys.surface_create);
+  cr_assert_not_null(sys.width);
+  /* CoreFoundation's functions found, IOSurface's looked for in the other library. */
+  cr_assert_not(ane_system_bind_libraries(&sys, h, path, self, "surfaces", why, sizeof why));
+  cr_assert_str_eq(why, "the ane backend's framework 'surfaces' lacks IOSurfaceCreate");
+  cr_assert_null(sys.number_create, "a failed bind leaves nothing half-bound");
+  cr_assert_not(ane_system_bind_libraries(&sys, self, "cf", h, path, why, sizeof why));
+  cr_assert_str_eq(why, "the ane backend's framework 'cf' lacks CFNumberCreate");
 }

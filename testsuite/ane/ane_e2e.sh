@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The end-to-end programs of the cpu backend's tests (testsuite/cli/e2e.sh:
+# the examples; testsuite/cli/e2e_corpus.sh: the corpus programs its
+# cases.txt marks `run`) again through orion-run --backend=ane against the
+# Linux stand-in framework: the same inputs, the same numpy fixtures, the
+# same npy_compare tolerance as their ane numerics mode (ATOL 1e-2, RTOL
+# 1e-2: every op's result rounded to fp16; llama_block's row norms RTOL
+# 2e-3; int32 outputs equal). -v's "backend ane used" line shows the ane
+# backend ran them, not the cpu one.
+#
+# Where the device refuses a program, the table below (REFUSED) names the
+# rule and the refusal: orion's own check says it before anything is
+# compiled, and past that check (--no-ane-checks) the stand-in "device"
+# refuses it with the same words and its error code. docs/ane-backend.md
+# ("The end-to-end programs on the device") lists both sets.
+#
+#   ane_e2e.sh ORIONC ORION_RUN NPY_COMPARE STANDIN SOURCE_ROOT
+set -u
+orionc=$(realpath "$1") run=$(realpath "$2") compare=$(realpath "$3") standin=$(realpath "$4") root=$(realpath "$5")
+source "$root/testsuite/cli/lib.sh"
+export ORION_ANE_FRAMEWORK=$standin
+export XDG_CACHE_HOME=$tmp/xdg # the weight-update self-test's cached choice: this test's own
+ANE_TOL="--atol 1e-2 --rtol 1e-2"
+ANE_NORM_RTOL=2e-3
+
+# compare_to NAME COMPARE_ARGS...: npy_compare's verdict, its line kept in the log.
+compare_to() {
+  local name=$1
+  shift
+  echo -n "$name: "
+  if "$compare" "$@"; then pass; else fail "$name: output differs from the fixture"; fi
+}
+
+# on_ane NAME TARGET OUT INPUTS...: orion-run --backend=ane -v, which must succeed on the ane backend.
+on_ane() {
+  local name=$1 target=$2 out=$3 args=() i
+  shift 3
+  for i in "$@"; do args+=(--input "$i"); done
+  mkdir -p "$out"
+  check "$name" 0 "$run" --backend=ane -v "$target" "${args[@]}" --output-dir "$out"
+  contains "$name" "orion-run: backend ane used: ane program cache:"
+}
+
+# The examples (e2e.sh's fixtures).
+ex=$root/testsuite/e2e/examples
+examples="tiny_mlp gpt2_block llama_block"
+for name in $examples; do
+  check "compile-$name" 0 "$orionc" -w -o "$name.anepkg" "$root/examples/$name.oir"
+done
+on_ane tiny_mlp tiny_mlp.anepkg tiny_mlp.out "x=$ex/tiny_mlp/x.npy"
+# shellcheck disable=SC2086
+compare_to tiny_mlp tiny_mlp.out/probs.npy "$ex/tiny_mlp/probs.npy" $ANE_TOL
+on_ane gpt2_block gpt2_block.anepkg gpt2_block.out "x=$ex/gpt2_block/x.npy"
+# shellcheck disable=SC2086
+compare_to gpt2_block gpt2_block.out/hidden.npy "$ex/gpt2_block/hidden.npy" $ANE_TOL
+# int32 token ids: run in parts (the embedding's gather on the CPU, the rest as device programs).
+on_ane llama_block llama_block.anepkg llama_block.out "tokens=$ex/llama_block/tokens.npy" \
+  "cos=$ex/llama_block/cos.npy" "sin=$ex/llama_block/sin.npy"
+# shellcheck disable=SC2086
+compare_to llama_block llama_block.out/logits.npy "$ex/llama_block/logits_rows.npy" --rows 0,21,42,63 $ANE_TOL
+compare_to llama_block-norms llama_block.out/logits.npy --row-norms "$ex/llama_block/logits_norms.npy" \
+  --rtol $ANE_NORM_RTOL
+# Every example is here: a new one needs its line above.
+for f in "$root"/examples/*.oir; do
+  case " $examples " in *" $(basename "$f" .oir) "*) pass ;;
+  *) fail "examples/$(basename "$f") is not run through the ane backend here" ;; esac
+done
+
+# The corpus programs: NAME, the rule, and the refusal's words (orion's check
+# prefixes "FILE:LINE:COL: error: ", the device "ANECCompile() FAILED: ").
+REFUSED='
+ane_maderix_sdpa_fwd_taps|ANE001|concat would fail on the ANE: the ANE compiler rejects concat [ANE001]
+ane_maderix_sdpa_op_blobmask|ANE006|scaled_dot_product_attention would fail on the ANE: the ANE'"'"'s fused attention ignores its mask [ANE006]
+coremlc_v1_3_inline_args_mnist_ios16|ANE012|transpose_x of matmul '"'"'Times212_Output_0'"'"' is the literal '"'"'bool(false)'"'"'; the ANE'"'"'s MIL parser needs a named bool const [ANE012]
+'
+corpus=$(realpath -m "$root/../shared/corpus/mil")
+fix=$root/testsuite/e2e/corpus
+if [ ! -d "$corpus" ]; then
+  echo "SKIP: the corpus programs: no corpus at $corpus"
+  finish
+  exit
+fi
+
+# A bare model directory, as e2e_corpus.sh makes it: the corpus's MIL text and the fixture's weight files.
+model_dir() {
+  local name=$1
+  mkdir -p "$name/out"
+  cp "$corpus/$name.mil" "$name/model.mil"
+  if [ -d "$fix/$name/weights" ]; then cp -r "$fix/$name/weights" "$name/"; fi
+}
+
+refused_seen=" "
+while read -r name status _; do
+  case "$name" in '#'* | '') continue ;; esac
+  [ "$status" = run ] || continue # pending and skip: not run on the cpu backend either
+  model_dir "$name"
+  inputs=()
+  for i in "$fix/$name"/in.*.npy; do
+    i=$(basename "$i" .npy)
+    inputs+=("${i#in.}=$fix/$name/$i.npy")
+  done
+  refusal=$(printf '%s\n' "$REFUSED" | grep "^$name|" | cut -d'|' -f3-)
+  if [ -n "$refusal" ]; then
+    refused_seen="$refused_seen$name "
+    args=()
+    for i in "${inputs[@]}"; do args+=(--input "$i"); done
+    check "$name-checked" 1 "$run" --backend=ane "$name" "${args[@]}" --output-dir "$name/out"
+    contains "$name-checked" "$name/model.mil:"
+    contains "$name-checked" ": error: $refusal"
+    check "$name-device" 1 "$run" --backend=ane --no-ane-checks "$name" "${args[@]}" --output-dir "$name/out"
+    contains "$name-device" "orion-run: error: the ane backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: $refusal"
+    continue
+  fi
+  on_ane "$name" "$name" "$name/out" "${inputs[@]}"
+  for o in "$fix/$name"/out.*.npy; do
+    o=$(basename "$o" .npy)
+    # shellcheck disable=SC2086
+    compare_to "$name" "$name/out/${o#out.}.npy" "$fix/$name/$o.npy" $ANE_TOL
+  done
+done <"$fix/cases.txt"
+# Every refusal listed is one of the programs run: a stale line is an error.
+for name in $(printf '%s\n' "$REFUSED" | cut -d'|' -f1); do
+  case "$refused_seen" in *" $name "*) pass ;; *) fail "REFUSED lists $name, which cases.txt does not run" ;; esac
+done
+
+finish
