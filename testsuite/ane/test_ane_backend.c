@@ -12,19 +12,18 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../helpers.h"
+#include "ane_test_support.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
 #include "orion/hash.h"
 #include "orion/package.h"
 #include "orion/patch.h"
-#include "orion/passes.h"
 
 static const char *const program =
     "func main(x: fp32[1,4,1,8], bias: fp32[1,4,1,8]) {\n"
@@ -42,20 +41,8 @@ static Diag d;
 static StrBuf msgs;
 
 static void setup(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-ane-backend-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
-  /* The weight-update self-test's cached choice: each test's own. */
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
-  Parsed p;
-  parsed_open(&p, program);
-  cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
-  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = program,
-                       .source_len = strlen(program)};
-  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
-  parsed_close(&p);
+  ane_test_package(program, "ane-backend", dir, sizeof dir, pkg, sizeof pkg);
+  ane_test_own_cache(dir, cache, sizeof cache);
   srcset_init(&ss);
   diag_init(&d, &ss);
   sb_init(&msgs);
@@ -67,17 +54,6 @@ static void teardown(void) {
   sb_free(&msgs);
   srcset_free(&ss);
   remove_tree(dir);
-}
-
-static unsigned long compiles(void) {
-  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the backend has the stand-in loaded");
-  void *sym = dlsym(h, "ane_standin_compile_count");
-  dlclose(h);
-  unsigned long (*count)(void);
-  cr_assert_not_null(sym);
-  memcpy(&count, &sym, sizeof sym);
-  return count();
 }
 
 static float x[N], bias[N], y[N];
@@ -150,7 +126,7 @@ Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
   cr_assert_float_eq(run(e), 0.75f, 0);
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   uint32_t wi = UINT32_MAX;
   for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
     if (!strcmp(orion_weight(p, 0, i)->name, "w")) wi = i;
@@ -159,7 +135,7 @@ Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown
   for (int i = 0; i < N; i++) two[i] = 2.0f;
   OrionWeightValues v = {.fn = 0, .weight = wi, .values = two};
   cr_assert(orion_backend_write_weights(b, p, &v, 1, &d), "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1);
+  cr_assert_eq(ane_test_standin_compiles(), before + 1);
   cr_assert_float_eq(run(e), 3.0f, 0, "the new weights, compiled in");
   bool changed = true;
   oo.reload = ORION_RELOAD_REMAP;
@@ -253,19 +229,19 @@ Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fin
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 0 misses, 0 compiles (0 retries), 0 evictions, 0 of 128 "
                              "resident; compile budget 0 of 119 used (constraint ANE005 (compiles_per_process)); OS "
                              "build standin-1, ANE architecture standin");
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert(e1 && e2, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "the second is the cache's hit");
+  cr_assert_eq(ane_test_standin_compiles(), before + 1, "the second is the cache's hit");
   cr_assert_float_eq(run(e1), 0.75f, 0);
   cr_assert_float_eq(run(e2), 0.75f, 0);
   write_w(b, p, 2.0f); /* both functions move to the new content: one compile */
-  cr_assert_eq(compiles(), before + 2);
+  cr_assert_eq(ane_test_standin_compiles(), before + 2);
   cr_assert_float_eq(run(e1), 3.0f, 0);
   cr_assert_float_eq(run(e2), 3.0f, 0);
   write_w(b, p, 0.5f); /* back to the first content, still resident */
-  cr_assert_eq(compiles(), before + 2);
+  cr_assert_eq(ane_test_standin_compiles(), before + 2);
   cr_assert_float_eq(run(e2), 0.75f, 0);
   cr_assert_str_eq(usage(b), "ane program cache: 4 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 "
                              "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
@@ -319,12 +295,12 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   float v[N];
   for (int i = 0; i < N; i++) v[i] = 2.0f;
   OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
   cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &d));
-  cr_assert_eq(compiles(), before, "not asked of the device");
+  cr_assert_eq(ane_test_standin_compiles(), before, "not asked of the device");
   cr_assert(strstr(msgs.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
                               "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the ANE "
                               "compiler fails silently (ANE005)"),
@@ -353,11 +329,11 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE, "nothing else known yet");
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1 + self_test, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + 1 + self_test, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
   char about[2048], want_tail[1024], path[512];
   snprintf(path, sizeof path, "%s/orion/ane-update-standin-1-standin", cache);
@@ -367,9 +343,9 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
   cr_assert(strlen(about) > strlen(want_tail) && !strcmp(about + strlen(about) - strlen(want_tail), want_tail),
             "%s", about);
   cr_assert_float_eq(run(e), 0.75f, 0);
-  before = compiles();
+  before = ane_test_standin_compiles();
   write_w(b, p, 2.0f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + update, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
   cr_assert_float_eq(run(e), 3.0f, 0, "the new weights are seen");
   write_w(b, p, 1.0f);
   cr_assert_float_eq(run(e), 1.5f, 0, "and again");
@@ -385,10 +361,10 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
   /* A new backend (as a new process would) reads the choice: no self-test. */
   b = orion_backend_open("ane", NULL, &d);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
-  before = compiles();
+  before = ane_test_standin_compiles();
   e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1);
+  cr_assert_eq(ane_test_standin_compiles(), before + 1);
   snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
            "cached in '%s')", name, path);
   cr_assert(orion_backend_describe(b, about, sizeof about));
@@ -427,22 +403,22 @@ static void patched_case(const char *mode, unsigned long compiles_for_update) {
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "not writable: no self-test at prepare");
+  cr_assert_eq(ane_test_standin_compiles(), before + 1, "not writable: no self-test at prepare");
   cr_assert_float_eq(run(e), 0.75f, 0);
   float two[N];
   for (int i = 0; i < N; i++) two[i] = 2.0f;
   PatchTensor t = {.name = "w", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8},
                    .data = two, .nbytes = sizeof two};
   cr_assert(package_patch(pkg, &t, 1, NULL, &d), "%s", msgs.data);
-  before = compiles();
+  before = ane_test_standin_compiles();
   bool changed = false;
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &d), "%s", msgs.data);
   cr_assert(changed);
-  cr_assert_eq(compiles(), before + compiles_for_update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + compiles_for_update, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
   cr_assert_float_eq(run(e), 3.0f, 0, "the patched weights are seen");
   orion_backend_close(b);
   orion_close(p);
@@ -472,10 +448,10 @@ Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, 
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 3);
+  cr_assert_eq(ane_test_standin_compiles(), before + 3);
   cr_assert_float_eq(run(e), 0.75f, 0);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 1 misses, 3 compiles (2 retries), 0 evictions, 1 of 128 "
                              "resident; compile budget 3 of 119 used (constraint ANE005 (compiles_per_process)); OS "
@@ -494,9 +470,9 @@ Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup,
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
-  cr_assert_eq(compiles(), before + 4, "the first attempt and 3 retries");
+  cr_assert_eq(ane_test_standin_compiles(), before + 4, "the first attempt and 3 retries");
   cr_assert(strstr(msgs.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
                               "backend: the device failed to compile function 'main', without an error) after 4 "
                               "attempts"),

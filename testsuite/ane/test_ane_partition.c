@@ -14,20 +14,18 @@
 #define _XOPEN_SOURCE 700
 
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../helpers.h"
+#include "ane_test_support.h"
 #include "ane_partition.h"
 #include "ane_parts.h"
 #include "loader_internal.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
-#include "orion/package.h"
-#include "orion/passes.h"
 
 static const char *const program =
     "func main(tokens: int32[1,4], targets: int32[1,4]) {\n"
@@ -64,19 +62,8 @@ static Diag d;
 static StrBuf msgs;
 
 static void compile(const char *text) {
-  snprintf(dir, sizeof dir, "/tmp/orion-ane-partition-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
-  /* The weight-update self-test's cached choice: each test's own. */
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
-  Parsed p;
-  parsed_open(&p, text);
-  cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
-  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
-  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
-  parsed_close(&p);
+  ane_test_package(text, "ane-partition", dir, sizeof dir, pkg, sizeof pkg);
+  ane_test_own_cache(dir, cache, sizeof cache);
   srcset_init(&ss);
   diag_init(&d, &ss);
   sb_init(&msgs);
@@ -199,17 +186,6 @@ Test(ane_partition, a_function_without_int32_is_one_device_program, .fini = tear
   orion_close(p);
 }
 
-static unsigned long compiles(void) {
-  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the backend has the stand-in loaded");
-  void *sym = dlsym(h, "ane_standin_compile_count");
-  dlclose(h);
-  unsigned long (*count)(void);
-  cr_assert_not_null(sym);
-  memcpy(&count, &sym, sizeof sym);
-  return count();
-}
-
 /* The weight-update self-test's choice, made once by a backend of its own and
  * cached (as an earlier process would have), so that a later backend's
  * prepare compiles the segments alone. */
@@ -237,10 +213,10 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 2, "one compile per device segment");
+  cr_assert_eq(ane_test_standin_compiles(), before + 2, "one compile per device segment");
   int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
   const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
                             {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
@@ -258,9 +234,9 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
     if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
   }
   v[0].values = v[1].values = half;
-  before = compiles();
+  before = ane_test_standin_compiles();
   cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "%lu compiles: the segment of w alone is new", compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + 1, "%lu compiles: the segment of w alone is new", ane_test_standin_compiles() - before);
   cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
   for (int i = 0; i < 32; i++) cr_assert_eq(logits[i], fp16_from_float(tanhf(1.0f)), "logit %d: %04x", i, logits[i]);
   cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
@@ -316,17 +292,17 @@ static void parts_strategy_case(const char *mode, unsigned long self_test, unsig
   OrionBackend *b = orion_backend_open("ane", NULL, &d);
   cr_assert_not_null(b, "%s", msgs.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
+  unsigned long before = ane_test_standin_compiles();
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
   cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 2 + self_test, "%s: %lu compiles", mode, compiles() - before);
-  before = compiles();
+  cr_assert_eq(ane_test_standin_compiles(), before + 2 + self_test, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
+  before = ane_test_standin_compiles();
   write_all(b, p, 0.5f, 0.5f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + update, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
   expect_values(e, 0.5f, 0.5f);
-  before = compiles();
+  before = ane_test_standin_compiles();
   write_all(b, p, 0.5f, 0.25f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(ane_test_standin_compiles(), before + update, "%s: %lu compiles", mode, ane_test_standin_compiles() - before);
   expect_values(e, 0.5f, 0.25f);
   cr_assert_str_eq(usage(b), used);
   orion_backend_close(b);
