@@ -30,7 +30,7 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap) {
   cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
 }
 
-unsigned long ane_test_standin_compiles(void) {
+unsigned long standin_compiles(void) {
   void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
   cr_assert_not_null(h, "the backend has the stand-in loaded");
   void *sym = dlsym(h, "ane_standin_compile_count");

@@ -20,6 +20,6 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap);
 
 /* The stand-in's count of compiles (ane_standin_compile_count), read from
  * the framework the backend has loaded (ORION_ANE_FRAMEWORK). */
-unsigned long ane_test_standin_compiles(void);
+unsigned long standin_compiles(void);
 
 #endif
