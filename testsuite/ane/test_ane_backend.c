@@ -261,8 +261,8 @@ Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = te
   cr_assert_float_eq(run(e), 3.0f, 0);
   cr_assert_null(orion_backend_prepare(b, q, 0, &po, &cap.d), "the cap's one program is held");
   cr_assert(strstr(cap.text.data, "test: error: the ane backend cannot load 'function 'main'': all 1 resident programs "
-                              "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap with "
-                              "ORION_ANE_RESIDENT_CAP"),
+                                  "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap "
+                                  "with ORION_ANE_RESIDENT_CAP"),
             "%s", cap.text.data);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 1 evictions, 1 of 1 "
                              "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
@@ -295,8 +295,8 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &cap.d));
   cr_assert_eq(standin_compiles(), before, "not asked of the device");
   cr_assert(strstr(cap.text.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
-                              "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the ANE "
-                              "compiler fails silently (ANE005)"),
+                                  "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the "
+                                  "ANE compiler fails silently (ANE005)"),
             "%s", cap.text.data);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 "
                              "resident; compile budget 1 of 1 used (ORION_ANE_COMPILE_BUDGET); OS build 25F84, ANE "
@@ -432,14 +432,27 @@ Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown
 
 /* The compile service failing without an error object is transient: the
  * compile is tried again after a pause (ORION_ANE_RETRY_PAUSE_MS, here 1
- * ms), each attempt counted; past the retries it is reported as such. */
-Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+ * ms), each attempt counted; past the retries it is reported as such.
+ * silently_failing: the package and a backend whose stand-in fails the next
+ * `failures` compiles so. */
+static OrionBackend *silently_failing(const char *failures, OrionProgram **p) {
   cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
-  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "2", 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", failures, 1), 0);
+  *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(*p, "%s", cap.text.data);
   OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
   cr_assert_not_null(b, "%s", cap.text.data);
+  return b;
+}
+
+static void silent_failures_end(void) {
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+  OrionProgram *p;
+  OrionBackend *b = silently_failing("2", &p);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   unsigned long before = standin_compiles();
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
@@ -451,32 +464,26 @@ Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, 
                              "build standin-1, ANE architecture standin");
   orion_backend_close(b);
   orion_close(p);
-  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
-  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+  silent_failures_end();
 }
 
 Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup, .fini = teardown) {
-  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
-  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "9", 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionProgram *p;
+  OrionBackend *b = silently_failing("9", &p);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   unsigned long before = standin_compiles();
   cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d));
   cr_assert_eq(standin_compiles(), before + 4, "the first attempt and 3 retries");
   cr_assert(strstr(cap.text.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
-                              "backend: the device failed to compile function 'main', without an error) after 4 "
-                              "attempts"),
+                                  "backend: the device failed to compile function 'main', without an error) after 4 "
+                                  "attempts"),
             "%s", cap.text.data);
   orion_backend_close(b);
   cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "soon", 1), 0);
   cr_assert_null(orion_backend_open("ane", NULL, &cap.d));
   cr_assert(strstr(cap.text.data, "test: error: ORION_ANE_RETRY_PAUSE_MS=soon is not a pause in milliseconds from 0 to "
-                              "3600000"),
+                                  "3600000"),
             "%s", cap.text.data);
   orion_close(p);
-  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
-  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+  silent_failures_end();
 }
