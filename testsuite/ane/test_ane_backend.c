@@ -49,6 +49,18 @@ static void teardown(void) {
   remove_tree(dir);
 }
 
+/* The package opened with writable weights (a training step's), and an ane
+ * backend; both asserted. */
+static OrionProgram *open_writable(OrionBackend **b) {
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(*b, "%s", cap.text.data);
+  return p;
+}
+
 static float x[N], bias[N], y[N];
 static const OrionTensor in[] = {{.dtype = MIL_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8}, .data = x},
                                  {.dtype = MIL_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8}, .data = bias}};
@@ -213,12 +225,8 @@ static void write_w(OrionBackend *b, OrionProgram *p, float value) {
  * after a weight change and back, is compiled once per distinct content. */
 Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fini = teardown) {
   write_choice("standin-1", "recompile"); /* the cache under test, not the self-test */
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 0 misses, 0 compiles (0 retries), 0 evictions, 0 of 128 "
                              "resident; compile budget 0 of 119 used (constraint ANE005 (compiles_per_process)); OS "
                              "build standin-1, ANE architecture standin");
@@ -279,12 +287,8 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
   cr_assert_eq(setenv("ORION_ANE_STANDIN_OS_BUILD", "25F84", 1), 0);
   write_choice("25F84", "recompile"); /* no self-test: it would not fit the budget */
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
   cr_assert_not_null(e, "%s", cap.text.data);
@@ -315,12 +319,8 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
 static void strategy_case(const char *mode, OrionReloadStrategy want, const char *name, unsigned long self_test,
                           unsigned long update) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE, "nothing else known yet");
   unsigned long before = standin_compiles();
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
