@@ -19,7 +19,7 @@ enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
   OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA,
-  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_HELP,
+  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_VERBOSE, OPT_HELP,
 };
 
 static const CliOption train_options[] = {
@@ -93,6 +93,10 @@ static const CliOption train_options[] = {
      "directory (adapter_model.safetensors, fp32, and\n"
      "adapter_config.json) at the end",
      "a directory"},
+    {OPT_VERBOSE, 'v', "verbose", CLI_NO_VALUE, 0, NULL,
+     "name the backend and what it says of itself before the\n"
+     "run, and what it used after (as orion-run -v)",
+     NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
 };
 
@@ -119,7 +123,7 @@ static const CliSpec train_spec = {
 
 typedef struct TrainArgs {
   OrionTrainOptions o;
-  bool data, steps, lr, weight_decay_given;
+  bool data, steps, lr, weight_decay_given, verbose;
   OrionTrainInputFile inputs[MAX_INPUTS];
   char *input_names[MAX_INPUTS];
 } TrainArgs;
@@ -142,6 +146,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   case OPT_LORA: o->lora = true; return -1;
   case OPT_ADAPTER: o->adapter_init = v; return -1;
   case OPT_EXPORT_ADAPTER: o->export_adapter = v; return -1;
+  case OPT_VERBOSE: a->verbose = true; return -1;
   case OPT_OPTIMIZER:
     if (strcmp(v, "adamw") && strcmp(v, "sgd")) return usage_error("--optimizer is adamw or sgd, not '%s'", v);
     {
@@ -257,6 +262,15 @@ int orion_run_train(int argc, char **argv) {
   rc = 1;
   OrionTrainReport r = {0};
   Progress prog = {.tty = isatty(STDERR_FILENO) == 1};
+  OrionBackend *backend = NULL;
+  if (a.verbose) { /* the run's own backend, so that its usage afterwards is this run's */
+    backend = orion_backend_open(a.o.backend ? a.o.backend : "cpu", NULL, d);
+    if (!backend) goto done;
+    char about[2048];
+    bool has = orion_backend_describe(backend, about, sizeof about);
+    fprintf(stderr, "orion-run: backend %s%s%s\n", orion_backend_name(backend), has ? ": " : "", has ? about : "");
+    a.o.opened_backend = backend;
+  }
   if (!mkdtemp(work.data)) {
     diag_error(d, (SrcSpan){0}, "cannot make the working directory '%s': %s", work.data, strerror(errno));
     goto done;
@@ -283,6 +297,12 @@ int orion_run_train(int argc, char **argv) {
   printf("working copy: %s (removed)\n", r.work_package ? r.work_package : work.data);
   rc = 0;
 done:
+  if (backend) {
+    char used[2048];
+    if (orion_backend_usage(backend, used, sizeof used))
+      fprintf(stderr, "orion-run: backend %s used: %s\n", orion_backend_name(backend), used);
+    orion_backend_close(backend);
+  }
   orion_train_report_free(&r);
   for (uint32_t i = 0; i < a.o.ninputs; i++) free(a.input_names[i]);
   sb_free(&work);

@@ -97,6 +97,18 @@ double err_of(double a, double b) {
   return fabs(a - b) / fmax(1.0, fabs(b));
 }
 
+void make_pkg(const char *text, char *path, size_t cap) {
+  make_dir();
+  int n = snprintf(path, cap, "%s/m.anepkg", dir);
+  cr_assert(n > 0 && (size_t)n < cap, "no room for the package path under %s", dir);
+  compile_pkg(text, path);
+}
+
+void load_prepared(Loaded *l, const char *path, CpuNumerics mode) {
+  load(l, path, mode);
+  cr_assert_not_null(l->c, "%s", l->diags.data);
+}
+
 void load(Loaded *l, const char *path, CpuNumerics mode) {
   srcset_init(&l->sources);
   diag_init(&l->d, &l->sources);

@@ -37,10 +37,14 @@ void cleanup(void);
 char *with_dtype(const char *text, const char *dt);
 /* Compiles text into path (a .anepkg) as orionc does. */
 void compile_pkg(const char *text, const char *path);
+/* make_dir, then text compiled into dir/m.anepkg, whose path goes into path[cap]. */
+void make_pkg(const char *text, char *path, size_t cap);
 double cpu_elem(const CpuTensor *t, uint64_t i);
 /* |a - b| / max(1, |b|); equal infinities and NaN against NaN are 0. */
 double err_of(double a, double b);
 void load(Loaded *l, const char *path, CpuNumerics mode);
+/* load, asserting that the function prepared. */
+void load_prepared(Loaded *l, const char *path, CpuNumerics mode);
 void unload(Loaded *l);
 /* Compiles and runs `text` on the CPU and with ir_eval on the same random
  * inputs (seeded by seed); asserts every output is within tol and returns

@@ -98,10 +98,8 @@ Test(cpu, planned_buffers_reuse_only_dead_values) {
  * transposes, conv and bias add). */
 Test(cpu, threads_give_identical_results, .timeout = 120) {
   char *text = example("gpt2_block.oir");
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   free(text);
   for (int mode = 0; mode < 2; mode++) {
     uint16_t *first = NULL;
@@ -159,13 +157,10 @@ Test(cpu, set_and_reload_weights) {
                      "  z = add(yc, b);\n"
                      "  return z;\n"
                      "}\n";
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   Loaded l;
-  load(&l, path, CPU_NUMERICS_FP32);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_prepared(&l, path, CPU_NUMERICS_FP32);
   const OrionWeight *ww = NULL, *wb = NULL;
   for (uint32_t i = 0; i < orion_weight_count(l.p, 0); i++) {
     const OrionWeight *w = orion_weight(l.p, 0, i);

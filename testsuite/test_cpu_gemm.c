@@ -144,10 +144,8 @@ Test(cpu_gemm, linear_layers_with_many_rows_against_double_and_threads) {
     for (int h16 = 0; h16 < 2; h16++) {
       int64_t R = layer_shapes[s][0], K = layer_shapes[s][1], O = layer_shapes[s][2];
       char *text = linear_text(R, K, O, h16 ? "fp16" : "fp32");
-      make_dir();
       char path[128];
-      snprintf(path, sizeof path, "%s/m.anepkg", dir);
-      compile_pkg(text, path);
+      make_pkg(text, path, sizeof path);
       free(text);
       float *x = malloc(sizeof(float) * (size_t)(R * K));
       fill_random(x, R * K, (uint32_t)(11 + s), false);
@@ -222,10 +220,8 @@ Test(cpu_gemm, matmul_reads_an_fp16_weight_in_place) {
                "  return af;\n}\n",
                (long long)R, (long long)K, (long long)(ty ? N : K), (long long)(ty ? K : N),
                ty ? ", transpose_y=true" : "");
-      make_dir();
       char path[128];
-      snprintf(path, sizeof path, "%s/m.anepkg", dir);
-      compile_pkg(text, path);
+      make_pkg(text, path, sizeof path);
       float *x = malloc(sizeof(float) * (size_t)(2 * R * K)), *first = malloc(sizeof(float) * (size_t)(2 * R * N));
       fill_random(x, 2 * R * K, (uint32_t)(31 + s), false);
       for (int64_t i = 0; i < 2 * R * K; i++) x[i] = fp16_to_float(fp16_from_float(x[i]));

@@ -128,13 +128,10 @@ Test(cpu_gemv, linear_with_few_rows_against_ir_eval) {
   IntRange rows[] = {{"t", 0, 300}, {NULL, 0, 0}};
   check("linear rows 3 and 1", text, CPU_NUMERICS_FP32, 1e-5, rows, 5);
   check("linear rows 3 and 1", text, CPU_NUMERICS_ANE, 2e-3, rows, 5);
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   Loaded l;
-  load(&l, path, CPU_NUMERICS_FP32);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_prepared(&l, path, CPU_NUMERICS_FP32);
   uint32_t in_place = 0;
   for (uint32_t s = 0; s < l.c->nslots; s++)
     in_place += l.c->vals[s].st == ST_H16 && l.c->vals[s].n == 300 * 96 && l.c->slots[s].kind == SK_CONST;
@@ -252,13 +249,10 @@ Test(cpu_gemv, fp16_input_matmuls_with_broadcast_batches_against_ir_eval) {
                      "}\n";
   check("fp16 input matmuls", text, CPU_NUMERICS_FP32, 1e-5, NULL, 9);
   check("fp16 input matmuls", text, CPU_NUMERICS_ANE, 4e-3, NULL, 9);
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   Loaded l;
-  load(&l, path, CPU_NUMERICS_FP32);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_prepared(&l, path, CPU_NUMERICS_FP32);
   for (uint32_t i = 0; i < orion_input_count(l.p, 0); i++) {
     const char *name = orion_input(l.p, 0, i)->name;
     bool cache = !strcmp(name, "k") || !strcmp(name, "v");
@@ -285,13 +279,10 @@ Test(cpu_gemv, matmul_reads_an_fp16_weight_in_place_when_every_use_streams_it) {
                      "}\n";
   check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_FP32, 1e-5, NULL, 9);
   check("matmul x W, rows 3, 1 and 12", text, CPU_NUMERICS_ANE, 2e-3, NULL, 9);
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   Loaded l;
-  load(&l, path, CPU_NUMERICS_FP32);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_prepared(&l, path, CPU_NUMERICS_FP32);
   uint32_t w_in_place = 0, u_in_place = 0, u_converted = 0;
   for (uint32_t s = 0; s < l.c->nslots; s++) {
     if (l.c->slots[s].kind != SK_CONST) continue;
@@ -324,10 +315,8 @@ Test(cpu_gemv, matmul_in_place_row_pieces_give_the_same_bits_with_any_thread_cou
                      "  return af, cf;\n"
                      "}\n";
   check("matmul x W, 3 row pieces", text, CPU_NUMERICS_FP32, 1e-5, NULL, 11);
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   float x[3 * 300], y[300];
   fill_random(x, 3 * 300, 5, false);
   fill_random(y, 300, 6, false);
@@ -371,13 +360,10 @@ Test(cpu_gemv, a_product_of_two_weights_is_never_read_in_place_twice) {
                      "  return y;\n"
                      "}\n";
   check("matmul of two weights", text, CPU_NUMERICS_FP32, 1e-5, NULL, 13);
-  make_dir();
   char path[128];
-  snprintf(path, sizeof path, "%s/m.anepkg", dir);
-  compile_pkg(text, path);
+  make_pkg(text, path, sizeof path);
   Loaded l;
-  load(&l, path, CPU_NUMERICS_FP32);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_prepared(&l, path, CPU_NUMERICS_FP32);
   uint32_t converted = 0;
   for (uint32_t s = 0; s < l.c->nslots; s++)
     converted += l.c->slots[s].kind == SK_CONST && l.c->vals[s].st == ST_F32 && l.c->vals[s].n == 8 * 4096;

@@ -30,6 +30,10 @@ typedef struct OrionTrainOptions {
   const char *package;  /* the user's package: read, copied, never changed */
   const char *work_dir; /* an existing directory that receives the working copy */
   const char *backend;  /* "cpu" (NULL: the registry's default) */
+  /* A backend the caller opened (and closes after the run, e.g. to read its
+   * usage): the run uses it instead of opening `backend`. NULL: the run opens
+   * and closes its own. */
+  OrionBackend *opened_backend;
   OrionNumerics numerics;
   const char *data;     /* token data: .npy of integers or uint16 .bin */
   uint64_t steps;       /* N, the last optimizer step (a resumed run continues to it) */

@@ -41,6 +41,7 @@ typedef struct Loop {
   OrionProgram *prog;
   uint32_t fwd, bwd;
   OrionBackend *backend;
+  bool owns_backend; /* false: the caller's (OrionTrainOptions.opened_backend) */
   OrionExec *fwd_exec, *bwd_exec;
   OrionTensor *fwd_in, *fwd_out, *bwd_in, *bwd_out;
   uint32_t nfwd_in, nfwd_out, nbwd_in, nbwd_out;

@@ -324,7 +324,8 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   if (!L->prog) return false;
   L->fwd = orion_function_find(L->prog, L->contract->forward);
   L->bwd = orion_function_find(L->prog, L->contract->backward);
-  L->backend = orion_backend_open(o->backend ? o->backend : "cpu", NULL, d);
+  L->owns_backend = !o->opened_backend;
+  L->backend = o->opened_backend ? o->opened_backend : orion_backend_open(o->backend ? o->backend : "cpu", NULL, d);
   if (!L->backend) return false;
   OrionPrepareOptions po = {.numerics = o->numerics};
   L->fwd_exec = orion_backend_prepare(L->backend, L->prog, L->fwd, &po, d);
@@ -347,7 +348,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
 void loop_teardown(Loop *L) {
   orion_exec_release(L->fwd_exec);
   orion_exec_release(L->bwd_exec);
-  orion_backend_close(L->backend);
+  if (L->owns_backend) orion_backend_close(L->backend);
   orion_close(L->prog);
   for (uint32_t i = 0; i < L->nfwd_in; i++) free(L->fwd_in[i].data);
   for (uint32_t i = 0; i < L->nfwd_out; i++) free(L->fwd_out[i].data);

@@ -149,6 +149,14 @@ losses out >train.budget
 same_bytes train-reload-budget-losses train.ane.losses train.budget
 check train-reload-budget-short 1 train_reload ORION_ANE_COMPILE_BUDGET=2
 contains train-reload-budget-short "orion-run: error: the ane backend cannot prepare segment 1 (device) of function 'bwd': the ane backend will not compile 'function 'main'': this process has used 2 of its compile budget of 2 (from ORION_ANE_COMPILE_BUDGET)"
+# train -v: the backend's describe line before the run, as orion-run -v, and
+# after it the usage of the run's own backend (a fresh self-test cache: the
+# self-test's compiles counted too; each step's weight write recompiles).
+check train-verbose 0 env XDG_CACHE_HOME="$tmp/cache-verbose" ORION_ANE_FRAMEWORK="$standin" \
+  "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd -v
+contains train-verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+contains train-verbose "orion-run: backend ane used: ane program cache: 10 hits, 8 misses, 8 compiles (0 retries), 0 evictions, 8 of 128 resident; compile budget 13 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+contains train-verbose "trained steps 1-6 of 6"
 
 # Greedy generation gives the cpu backend's tokens, in both prefill buckets.
 check compile-gen 0 "$orionc" -w -o gen.anepkg "$root/testsuite/generate/tiny_gen.oir"

@@ -1,6 +1,7 @@
 /* The fake ANE device (fake_ane_device.h). */
 #include "fake_ane_device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,4 +143,10 @@ static bool evaluate(void *ctx, void *program, uint16_t *out, size_t n, AneDevic
 
 AneUpdateOps fake_update_ops(FakeDevice *f) {
   return (AneUpdateOps){f, probe_source, write_weight_files, patch_data, bind_weights, evaluate};
+}
+
+void fake_budget_init(AneBudget *b) {
+  AneLimit limit = {.value = 119};
+  snprintf(limit.origin, sizeof limit.origin, "constraint ANE005 (compiles_per_process)");
+  ane_budget_init(b, &limit);
 }

@@ -7,6 +7,7 @@
 #ifndef FAKE_ANE_DEVICE_H
 #define FAKE_ANE_DEVICE_H
 
+#include "ane_budget.h"
 #include "ane_device.h"
 #include "ane_update.h"
 #include "orion/support.h"
@@ -48,6 +49,8 @@ AneDeviceOps fake_device_ops(FakeDevice *f);
 AneUpdateOps fake_update_ops(FakeDevice *f);
 /* A source named name whose weights are the bytes of w (MIL text "mil <name>"). */
 AneProgramSource fake_source(const char *name, const char *mil, const FakeWeights *w);
+/* b as the constraint table sets it: ANE005, 119 compiles per process. */
+void fake_budget_init(AneBudget *b);
 /* A recorder for paced retries: appends "sleep MS; " to the log. */
 void fake_sleep(void *ctx, uint32_t ms);
 

@@ -12,19 +12,18 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "../helpers.h"
+#include "ane_test_support.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
 #include "orion/hash.h"
 #include "orion/package.h"
 #include "orion/patch.h"
-#include "orion/passes.h"
 
 static const char *const program =
     "func main(x: fp32[1,4,1,8], bias: fp32[1,4,1,8]) {\n"
@@ -37,47 +36,29 @@ static const char *const program =
 enum { N = 32 };
 
 static char dir[64], pkg[160], cache[160];
-static SourceSet ss;
-static Diag d;
-static StrBuf msgs;
+static Capture cap; /* what the code under test reports, as "test" */
 
 static void setup(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-ane-backend-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
-  /* The weight-update self-test's cached choice: each test's own. */
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
-  Parsed p;
-  parsed_open(&p, program);
-  cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
-  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = program,
-                       .source_len = strlen(program)};
-  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
-  parsed_close(&p);
-  srcset_init(&ss);
-  diag_init(&d, &ss);
-  sb_init(&msgs);
-  d.capture = &msgs;
-  d.program = "test";
+  ane_test_package(program, "ane-backend", dir, sizeof dir, pkg, sizeof pkg);
+  ane_test_own_cache(dir, cache, sizeof cache);
+  capture_init(&cap, "test");
 }
 
 static void teardown(void) {
-  sb_free(&msgs);
-  srcset_free(&ss);
+  capture_free(&cap);
   remove_tree(dir);
 }
 
-static unsigned long compiles(void) {
-  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the backend has the stand-in loaded");
-  void *sym = dlsym(h, "ane_standin_compile_count");
-  dlclose(h);
-  unsigned long (*count)(void);
-  cr_assert_not_null(sym);
-  memcpy(&count, &sym, sizeof sym);
-  return count();
+/* The package opened with writable weights (a training step's), and an ane
+ * backend; both asserted. */
+static OrionProgram *open_writable(OrionBackend **b) {
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(*b, "%s", cap.text.data);
+  return p;
 }
 
 static float x[N], bias[N], y[N];
@@ -87,7 +68,7 @@ static const OrionTensor in[] = {{.dtype = MIL_DT_FP32, .rank = 4, .dims = {1, 4
 static float run(OrionExec *e) {
   for (int i = 0; i < N; i++) x[i] = 2.0f + (float)i, bias[i] = 0.5f;
   OrionTensor out = {0};
-  cr_assert(orion_exec_run_alloc(e, in, &out, &d), "%s", msgs.data);
+  cr_assert(orion_exec_run_alloc(e, in, &out, &cap.d), "%s", cap.text.data);
   cr_assert_eq(out.dtype, MIL_DT_FP32);
   memcpy(y, out.data, sizeof y);
   orion_tensor_free(&out);
@@ -95,8 +76,8 @@ static float run(OrionExec *e) {
 }
 
 Test(ane_backend, caps_and_the_verbose_line, .init = setup, .fini = teardown) {
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionBackendCaps caps = orion_backend_caps(b);
   cr_assert_not(caps.numerics_fp32);
   cr_assert_eq(caps.update_strategies, 1u << ORION_RELOAD_RECOMPILE);
@@ -107,7 +88,7 @@ Test(ane_backend, caps_and_the_verbose_line, .init = setup, .fini = teardown) {
            "order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); "
            "update strategy: recompile", getenv("ORION_ANE_FRAMEWORK"));
   cr_assert_str_eq(about, want);
-  OrionBackend *cpu = orion_backend_open("cpu", NULL, &d);
+  OrionBackend *cpu = orion_backend_open("cpu", NULL, &cap.d);
   cr_assert_not(orion_backend_describe(cpu, about, sizeof about), "the cpu backend has nothing to say");
   cr_assert_str_eq(about, "");
   orion_backend_close(cpu);
@@ -115,15 +96,15 @@ Test(ane_backend, caps_and_the_verbose_line, .init = setup, .fini = teardown) {
 }
 
 Test(ane_backend, fp32_tensors_give_the_cpu_backends_bits, .init = setup, .fini = teardown) {
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
   float want[N];
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
   for (int k = 0; k < 2; k++) {
-    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &d);
-    cr_assert_not_null(b, "%s", msgs.data);
-    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-    cr_assert_not_null(e, "%s", msgs.data);
+    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &cap.d);
+    cr_assert_not_null(b, "%s", cap.text.data);
+    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+    cr_assert_not_null(e, "%s", cap.text.data);
     run(e);
     run(e); /* surfaces reused */
     if (!k) memcpy(want, y, sizeof want);
@@ -133,9 +114,9 @@ Test(ane_backend, fp32_tensors_give_the_cpu_backends_bits, .init = setup, .fini 
     orion_backend_close(b);
   }
   cr_assert_float_eq(want[0], 0.75f, 0);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
   po.numerics = ORION_NUMERICS_FP32;
-  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d), "fp32 numerics are not the device's");
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d), "fp32 numerics are not the device's");
   orion_backend_close(b);
   orion_close(p);
 }
@@ -143,14 +124,14 @@ Test(ane_backend, fp32_tensors_give_the_cpu_backends_bits, .init = setup, .fini 
 Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown) {
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
   cr_assert_float_eq(run(e), 0.75f, 0);
-  unsigned long before = compiles();
+  unsigned long before = standin_compiles();
   uint32_t wi = UINT32_MAX;
   for (uint32_t i = 0; i < orion_weight_count(p, 0); i++)
     if (!strcmp(orion_weight(p, 0, i)->name, "w")) wi = i;
@@ -158,14 +139,14 @@ Test(ane_backend, a_weight_write_is_a_recompile, .init = setup, .fini = teardown
   float two[N];
   for (int i = 0; i < N; i++) two[i] = 2.0f;
   OrionWeightValues v = {.fn = 0, .weight = wi, .values = two};
-  cr_assert(orion_backend_write_weights(b, p, &v, 1, &d), "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1);
+  cr_assert(orion_backend_write_weights(b, p, &v, 1, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1);
   cr_assert_float_eq(run(e), 3.0f, 0, "the new weights, compiled in");
   bool changed = true;
   oo.reload = ORION_RELOAD_REMAP;
-  cr_assert_not(orion_backend_update_weights(b, p, &oo, &changed, &d));
-  cr_assert(strstr(msgs.data, "test: error: the ane backend cannot update weights by remapping the weight file"), "%s",
-            msgs.data);
+  cr_assert_not(orion_backend_update_weights(b, p, &oo, &changed, &cap.d));
+  cr_assert(strstr(cap.text.data, "test: error: the ane backend cannot update weights by remapping the weight file"),
+            "%s", cap.text.data);
   orion_backend_close(b);
   orion_close(p);
 }
@@ -186,12 +167,12 @@ Test(ane_backend, a_shared_directory_stays_until_its_last_user_goes, .init = set
   snprintf(tmp, sizeof tmp, "%s/tmp", dir);
   cr_assert_eq(mkdir(tmp, 0700), 0);
   cr_assert_eq(setenv("TMPDIR", tmp, 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert(e1 && e2, "%s", msgs.data);
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &cap.d), *e2 = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert(e1 && e2, "%s", cap.text.data);
   cr_assert_eq(entries(tmp), 1);
   orion_exec_release(e1);
   cr_assert_eq(entries(tmp), 1, "the other function's directory stays");
@@ -237,35 +218,31 @@ static void write_w(OrionBackend *b, OrionProgram *p, float value) {
   float v[N];
   for (int i = 0; i < N; i++) v[i] = value;
   OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
-  cr_assert(orion_backend_write_weights(b, p, &wv, 1, &d), "%s", msgs.data);
+  cr_assert(orion_backend_write_weights(b, p, &wv, 1, &cap.d), "%s", cap.text.data);
 }
 
 /* One compiled program per content: the same function prepared twice, and
  * after a weight change and back, is compiled once per distinct content. */
 Test(ane_backend, equal_content_shares_one_compiled_program, .init = setup, .fini = teardown) {
   write_choice("standin-1", "recompile"); /* the cache under test, not the self-test */
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 0 misses, 0 compiles (0 retries), 0 evictions, 0 of 128 "
                              "resident; compile budget 0 of 119 used (constraint ANE005 (compiles_per_process)); OS "
                              "build standin-1, ANE architecture standin");
-  unsigned long before = compiles();
+  unsigned long before = standin_compiles();
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &d), *e2 = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert(e1 && e2, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "the second is the cache's hit");
+  OrionExec *e1 = orion_backend_prepare(b, p, 0, &po, &cap.d), *e2 = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert(e1 && e2, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1, "the second is the cache's hit");
   cr_assert_float_eq(run(e1), 0.75f, 0);
   cr_assert_float_eq(run(e2), 0.75f, 0);
   write_w(b, p, 2.0f); /* both functions move to the new content: one compile */
-  cr_assert_eq(compiles(), before + 2);
+  cr_assert_eq(standin_compiles(), before + 2);
   cr_assert_float_eq(run(e1), 3.0f, 0);
   cr_assert_float_eq(run(e2), 3.0f, 0);
   write_w(b, p, 0.5f); /* back to the first content, still resident */
-  cr_assert_eq(compiles(), before + 2);
+  cr_assert_eq(standin_compiles(), before + 2);
   cr_assert_float_eq(run(e2), 0.75f, 0);
   cr_assert_str_eq(usage(b), "ane program cache: 4 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 "
                              "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
@@ -281,20 +258,20 @@ Test(ane_backend, the_resident_cap_evicts_and_refuses, .init = setup, .fini = te
   write_choice("standin-1", "recompile");
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d), *q = orion_open(pkg, NULL, &d);
-  cr_assert(p && q, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d), *q = orion_open(pkg, NULL, &cap.d);
+  cr_assert(p && q, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
   write_w(b, p, 2.0f);
   cr_assert_float_eq(run(e), 3.0f, 0);
-  cr_assert_null(orion_backend_prepare(b, q, 0, &po, &d), "the cap's one program is held");
-  cr_assert(strstr(msgs.data, "test: error: the ane backend cannot load 'function 'main'': all 1 resident programs "
-                              "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap with "
-                              "ORION_ANE_RESIDENT_CAP"),
-            "%s", msgs.data);
+  cr_assert_null(orion_backend_prepare(b, q, 0, &po, &cap.d), "the cap's one program is held");
+  cr_assert(strstr(cap.text.data, "test: error: the ane backend cannot load 'function 'main'': all 1 resident programs "
+                                  "(the cap, from ORION_ANE_RESIDENT_CAP) are in use; release one, or raise the cap "
+                                  "with ORION_ANE_RESIDENT_CAP"),
+            "%s", cap.text.data);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 1 evictions, 1 of 1 "
                              "resident; compile budget 2 of 119 used (constraint ANE005 (compiles_per_process)); OS "
                              "build standin-1, ANE architecture standin");
@@ -310,25 +287,21 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
   cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
   cr_assert_eq(setenv("ORION_ANE_STANDIN_OS_BUILD", "25F84", 1), 0);
   write_choice("25F84", "recompile"); /* no self-test: it would not fit the budget */
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  unsigned long before = compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  unsigned long before = standin_compiles();
   float v[N];
   for (int i = 0; i < N; i++) v[i] = 2.0f;
   OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
-  cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &d));
-  cr_assert_eq(compiles(), before, "not asked of the device");
-  cr_assert(strstr(msgs.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
-                              "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the ANE "
-                              "compiler fails silently (ANE005)"),
-            "%s", msgs.data);
+  cr_assert_not(orion_backend_write_weights(b, p, &wv, 1, &cap.d));
+  cr_assert_eq(standin_compiles(), before, "not asked of the device");
+  cr_assert(strstr(cap.text.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
+                                  "used 1 of its compile budget of 1 (from ORION_ANE_COMPILE_BUDGET), past which the "
+                                  "ANE compiler fails silently (ANE005)"),
+            "%s", cap.text.data);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 2 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 "
                              "resident; compile budget 1 of 1 used (ORION_ANE_COMPILE_BUDGET); OS build 25F84, ANE "
                              "architecture standin");
@@ -346,18 +319,14 @@ Test(ane_backend, the_compile_budget_is_kept, .init = setup, .fini = teardown) {
 static void strategy_case(const char *mode, OrionReloadStrategy want, const char *name, unsigned long self_test,
                           unsigned long update) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE, "nothing else known yet");
-  unsigned long before = compiles();
+  unsigned long before = standin_compiles();
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1 + self_test, "%s: %lu compiles", mode, compiles() - before);
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1 + self_test, "%s: %lu compiles", mode, standin_compiles() - before);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
   char about[2048], want_tail[1024], path[512];
   snprintf(path, sizeof path, "%s/orion/ane-update-standin-1-standin", cache);
@@ -367,9 +336,9 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
   cr_assert(strlen(about) > strlen(want_tail) && !strcmp(about + strlen(about) - strlen(want_tail), want_tail),
             "%s", about);
   cr_assert_float_eq(run(e), 0.75f, 0);
-  before = compiles();
+  before = standin_compiles();
   write_w(b, p, 2.0f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(standin_compiles(), before + update, "%s: %lu compiles", mode, standin_compiles() - before);
   cr_assert_float_eq(run(e), 3.0f, 0, "the new weights are seen");
   write_w(b, p, 1.0f);
   cr_assert_float_eq(run(e), 1.5f, 0, "and again");
@@ -383,12 +352,12 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
   fclose(f);
   cr_assert(found, "%s", strategy);
   /* A new backend (as a new process would) reads the choice: no self-test. */
-  b = orion_backend_open("ane", NULL, &d);
+  b = orion_backend_open("ane", NULL, &cap.d);
   cr_assert_eq(orion_backend_caps(b).update_strategies, 1u << ORION_RELOAD_RECOMPILE | 1u << want);
-  before = compiles();
-  e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1);
+  before = standin_compiles();
+  e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1);
   snprintf(want_tail, sizeof want_tail, "; update strategy: %s (the self-test's choice for OS build standin-1, "
            "cached in '%s')", name, path);
   cr_assert(orion_backend_describe(b, about, sizeof about));
@@ -422,27 +391,27 @@ Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini 
  * the self-test, then applies its choice. */
 static void patched_case(const char *mode, unsigned long compiles_for_update) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "not writable: no self-test at prepare");
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1, "not writable: no self-test at prepare");
   cr_assert_float_eq(run(e), 0.75f, 0);
   float two[N];
   for (int i = 0; i < N; i++) two[i] = 2.0f;
   PatchTensor t = {.name = "w", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 4, .dims = {1, 4, 1, 8},
                    .data = two, .nbytes = sizeof two};
-  cr_assert(package_patch(pkg, &t, 1, NULL, &d), "%s", msgs.data);
-  before = compiles();
+  cr_assert(package_patch(pkg, &t, 1, NULL, &cap.d), "%s", cap.text.data);
+  before = standin_compiles();
   bool changed = false;
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &d), "%s", msgs.data);
+  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &cap.d), "%s", cap.text.data);
   cr_assert(changed);
-  cr_assert_eq(compiles(), before + compiles_for_update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(standin_compiles(), before + compiles_for_update, "%s: %lu compiles", mode, standin_compiles() - before);
   cr_assert_float_eq(run(e), 3.0f, 0, "the patched weights are seen");
   orion_backend_close(b);
   orion_close(p);
@@ -463,51 +432,58 @@ Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown
 
 /* The compile service failing without an error object is transient: the
  * compile is tried again after a pause (ORION_ANE_RETRY_PAUSE_MS, here 1
- * ms), each attempt counted; past the retries it is reported as such. */
-Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+ * ms), each attempt counted; past the retries it is reported as such.
+ * silently_failing: the package and a backend whose stand-in fails the next
+ * `failures` compiles so. */
+static OrionBackend *silently_failing(const char *failures, OrionProgram **p) {
   cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
-  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "2", 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", failures, 1), 0);
+  *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(*p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
+  return b;
+}
+
+static void silent_failures_end(void) {
+  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+Test(ane_backend, a_compile_failing_without_an_error_is_retried, .init = setup, .fini = teardown) {
+  OrionProgram *p;
+  OrionBackend *b = silently_failing("2", &p);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 3);
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 3);
   cr_assert_float_eq(run(e), 0.75f, 0);
   cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 1 misses, 3 compiles (2 retries), 0 evictions, 1 of 128 "
                              "resident; compile budget 3 of 119 used (constraint ANE005 (compiles_per_process)); OS "
                              "build standin-1, ANE architecture standin");
   orion_backend_close(b);
   orion_close(p);
-  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
-  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+  silent_failures_end();
 }
 
 Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup, .fini = teardown) {
-  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
-  cr_assert_eq(setenv("ORION_ANE_STANDIN_SILENT_FAILURES", "9", 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionProgram *p;
+  OrionBackend *b = silently_failing("9", &p);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
-  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
-  cr_assert_eq(compiles(), before + 4, "the first attempt and 3 retries");
-  cr_assert(strstr(msgs.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
-                              "backend: the device failed to compile function 'main', without an error) after 4 "
-                              "attempts"),
-            "%s", msgs.data);
+  unsigned long before = standin_compiles();
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d));
+  cr_assert_eq(standin_compiles(), before + 4, "the first attempt and 3 retries");
+  cr_assert(strstr(cap.text.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
+                                  "backend: the device failed to compile function 'main', without an error) after 4 "
+                                  "attempts"),
+            "%s", cap.text.data);
   orion_backend_close(b);
   cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "soon", 1), 0);
-  cr_assert_null(orion_backend_open("ane", NULL, &d));
-  cr_assert(strstr(msgs.data, "test: error: ORION_ANE_RETRY_PAUSE_MS=soon is not a pause in milliseconds from 0 to "
-                              "3600000"),
-            "%s", msgs.data);
+  cr_assert_null(orion_backend_open("ane", NULL, &cap.d));
+  cr_assert(strstr(cap.text.data, "test: error: ORION_ANE_RETRY_PAUSE_MS=soon is not a pause in milliseconds from 0 to "
+                                  "3600000"),
+            "%s", cap.text.data);
   orion_close(p);
-  unsetenv("ORION_ANE_STANDIN_SILENT_FAILURES");
-  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+  silent_failures_end();
 }

@@ -20,12 +20,11 @@
 #include <unistd.h>
 
 #include "../helpers.h"
+#include "ane_test_support.h"
 #include "ane_model.h"
 #include "ane_surfaces.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
-#include "orion/package.h"
-#include "orion/passes.h"
 #include "standin_exec.h"
 
 /* y = (x - bias) * w: not symmetric in x and bias. The MIL lists the
@@ -47,20 +46,10 @@ static AneFramework fw;
 static AneSystem sys;
 
 static void setup(void) {
-  snprintf(dir, sizeof dir, "/tmp/orion-ane-model-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
+  ane_test_package(program, "ane-model", dir, sizeof dir, pkg, sizeof pkg);
   snprintf(tmpdir, sizeof tmpdir, "%s/tmp", dir);
   cr_assert_eq(mkdir(tmpdir, 0700), 0);
   cr_assert_eq(setenv("TMPDIR", tmpdir, 1), 0);
-  Parsed p;
-  parsed_open(&p, program);
-  cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
-  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = program,
-                       .source_len = strlen(program)};
-  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
-  parsed_close(&p);
   char path[256];
   snprintf(path, sizeof path, "%s/model.mil", pkg);
   mil = slurp(path, &mil_len);

@@ -14,20 +14,18 @@
 #define _XOPEN_SOURCE 700
 
 #include <criterion/criterion.h>
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../helpers.h"
+#include "ane_test_support.h"
 #include "ane_partition.h"
 #include "ane_parts.h"
 #include "loader_internal.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
-#include "orion/package.h"
-#include "orion/passes.h"
 
 static const char *const program =
     "func main(tokens: int32[1,4], targets: int32[1,4]) {\n"
@@ -59,34 +57,16 @@ static const char *const refused =
     "}\n";
 
 static char dir[64], pkg[160], cache[128];
-static SourceSet ss;
-static Diag d;
-static StrBuf msgs;
+static Capture cap; /* what the code under test reports, as "test" */
 
 static void compile(const char *text) {
-  snprintf(dir, sizeof dir, "/tmp/orion-ane-partition-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(pkg, sizeof pkg, "%s/m.anepkg", dir);
-  /* The weight-update self-test's cached choice: each test's own. */
-  snprintf(cache, sizeof cache, "%s/cache", dir);
-  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
-  Parsed p;
-  parsed_open(&p, text);
-  cr_assert_not_null(p.m, "%s", p.diags.data);
-  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
-  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
-  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
-  parsed_close(&p);
-  srcset_init(&ss);
-  diag_init(&d, &ss);
-  sb_init(&msgs);
-  d.capture = &msgs;
-  d.program = "test";
+  ane_test_package(text, "ane-partition", dir, sizeof dir, pkg, sizeof pkg);
+  ane_test_own_cache(dir, cache, sizeof cache);
+  capture_init(&cap, "test");
 }
 
 static void teardown(void) {
-  sb_free(&msgs);
-  srcset_free(&ss);
+  capture_free(&cap);
   remove_tree(dir);
 }
 
@@ -106,8 +86,8 @@ static void describe(const AnePartition *part, const MilFunc *f, StrBuf *out) {
 
 Test(ane_partition, gather_and_cross_entropy_statements_run_on_the_cpu, .fini = teardown) {
   compile(program);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
   const MilFunc *f = orion_function_mil(p, 0);
   cr_assert(ane_parts_wanted(p, 0));
   AnePartition part;
@@ -132,7 +112,7 @@ Test(ane_partition, gather_and_cross_entropy_statements_run_on_the_cpu, .fini = 
   StrBuf mil;
   sb_init(&mil);
   const MilProgram *prog = orion_function_program(p, 0);
-  ane_partition_mil(&part, 3, prog, f, srcset_get(&ss, prog->file)->text, &mil);
+  ane_partition_mil(&part, 3, prog, f, srcset_get(&cap.sources, prog->file)->text, &mil);
   cr_assert_str_eq(mil.data,
       "program(1.3)\n{\n"
       "    func main<ios18>(tensor<fp32, [4]> loss_lse_flat, tensor<fp32, [4]> loss_picked) {\n"
@@ -148,7 +128,7 @@ Test(ane_partition, gather_and_cross_entropy_statements_run_on_the_cpu, .fini = 
   /* A BLOBFILE const keeps its offset: the segment gets the weight files whole. */
   sb_free(&mil);
   sb_init(&mil);
-  ane_partition_mil(&part, 0, prog, f, srcset_get(&ss, prog->file)->text, &mil);
+  ane_partition_mil(&part, 0, prog, f, srcset_get(&cap.sources, prog->file)->text, &mil);
   cr_assert(strstr(mil.data, "func main<ios18>(tensor<int32, [1, 4]> targets, tensor<int32, [1, 4]> tokens) {\n"), "%s", mil.data);
   cr_assert(strstr(mil.data, "BLOBFILE(path = string(\"@model_path/weights/weight.bin\"), offset = uint64(64))"),
             "%s", mil.data);
@@ -164,8 +144,8 @@ Test(ane_partition, gather_and_cross_entropy_statements_run_on_the_cpu, .fini = 
  * loss_picked and loss itself), so it is the cpu's within fp16 rounding. */
 Test(ane_partition, a_run_in_parts_gives_the_cpu_backends_results, .fini = teardown) {
   compile(program);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
   int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
   const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
                             {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
@@ -177,12 +157,12 @@ Test(ane_partition, a_run_in_parts_gives_the_cpu_backends_results, .fini = teard
                          {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits[k]}};
     /* orion_input order is declared order: tokens, targets */
     cr_assert_str_eq(orion_input(p, 0, 0)->name, "tokens");
-    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &d);
-    cr_assert_not_null(b, "%s", msgs.data);
-    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-    cr_assert_not_null(e, "%s", msgs.data);
-    cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
-    cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data); /* buffers and surfaces reused */
+    OrionBackend *b = orion_backend_open(k ? "ane" : "cpu", NULL, &cap.d);
+    cr_assert_not_null(b, "%s", cap.text.data);
+    OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+    cr_assert_not_null(e, "%s", cap.text.data);
+    cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data);
+    cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data); /* buffers and surfaces reused */
     orion_backend_close(b);
   }
   cr_assert_arr_eq(logits[1], logits[0], sizeof logits[0]);
@@ -193,31 +173,20 @@ Test(ane_partition, a_run_in_parts_gives_the_cpu_backends_results, .fini = teard
 
 Test(ane_partition, a_function_without_int32_is_one_device_program, .fini = teardown) {
   compile(float_only);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
   cr_assert_not(ane_parts_wanted(p, 0));
   orion_close(p);
-}
-
-static unsigned long compiles(void) {
-  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the backend has the stand-in loaded");
-  void *sym = dlsym(h, "ane_standin_compile_count");
-  dlclose(h);
-  unsigned long (*count)(void);
-  cr_assert_not_null(sym);
-  memcpy(&count, &sym, sizeof sym);
-  return count();
 }
 
 /* The weight-update self-test's choice, made once by a backend of its own and
  * cached (as an earlier process would have), so that a later backend's
  * prepare compiles the segments alone. */
 static void choose_once(OrionProgram *p) {
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  cr_assert_not_null(orion_backend_prepare(b, p, 0, &po, &d), "%s", msgs.data);
+  cr_assert_not_null(orion_backend_prepare(b, p, 0, &po, &cap.d), "%s", cap.text.data);
   orion_backend_close(b);
 }
 
@@ -231,16 +200,16 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
   compile(program);
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
   choose_once(p);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 2, "one compile per device segment");
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 2, "one compile per device segment");
   int32_t tokens[4] = {1, 7, 3, 0}, targets[4] = {7, 3, 0, 5};
   const OrionTensor in[] = {{.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = tokens},
                             {.dtype = MIL_DT_INT32, .rank = 2, .dims = {1, 4}, .data = targets}};
@@ -248,7 +217,7 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
   uint16_t logits[32];
   OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss},
                        {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits}};
-  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data);
   /* wte = 0.5 and w = 0.5 everywhere: every logit is tanh(4 * 0.25) = tanh(1), and the loss log(8) */
   OrionWeightValues v[2] = {{.fn = 0}, {.fn = 0}};
   float half[32];
@@ -258,10 +227,11 @@ Test(ane_partition, a_weight_write_rebuilds_every_segment, .fini = teardown) {
     if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
   }
   v[0].values = v[1].values = half;
-  before = compiles();
-  cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 1, "%lu compiles: the segment of w alone is new", compiles() - before);
-  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  before = standin_compiles();
+  cr_assert(orion_backend_write_weights(b, p, v, 2, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1, "%lu compiles: the segment of w alone is new",
+               standin_compiles() - before);
+  cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data);
   for (int i = 0; i < 32; i++) cr_assert_eq(logits[i], fp16_from_float(tanhf(1.0f)), "logit %d: %04x", i, logits[i]);
   cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
   orion_backend_close(b);
@@ -283,7 +253,7 @@ static void write_all(OrionBackend *b, OrionProgram *p, float wte, float w) {
     if (!strcmp(orion_weight(p, 0, i)->name, "wte")) v[0].weight = i;
     if (!strcmp(orion_weight(p, 0, i)->name, "w")) v[1].weight = i;
   }
-  cr_assert(orion_backend_write_weights(b, p, v, 2, &d), "%s", msgs.data);
+  cr_assert(orion_backend_write_weights(b, p, v, 2, &cap.d), "%s", cap.text.data);
 }
 
 /* Every logit is tanh(4 * wte * w) and the loss log(8). */
@@ -295,7 +265,7 @@ static void expect_values(OrionExec *e, float wte, float w) {
   uint16_t logits[32];
   OrionTensor out[] = {{.dtype = MIL_DT_FP32, .rank = 0, .data = &loss},
                        {.dtype = MIL_DT_FP16, .rank = 3, .dims = {1, 4, 8}, .data = logits}};
-  cr_assert(orion_exec_run(e, in, out, &d), "%s", msgs.data);
+  cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data);
   for (int i = 0; i < 32; i++)
     cr_assert_eq(logits[i], fp16_from_float(tanhf(4.0f * wte * w)), "logit %d: %04x", i, logits[i]);
   cr_assert_float_eq(loss, logf(8.0f), 1e-3, "loss %g", (double)loss);
@@ -311,22 +281,22 @@ static void parts_strategy_case(const char *mode, unsigned long self_test, unsig
   compile(program);
   OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
   oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &d);
-  cr_assert_not_null(e, "%s", msgs.data);
-  cr_assert_eq(compiles(), before + 2 + self_test, "%s: %lu compiles", mode, compiles() - before);
-  before = compiles();
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 2 + self_test, "%s: %lu compiles", mode, standin_compiles() - before);
+  before = standin_compiles();
   write_all(b, p, 0.5f, 0.5f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(standin_compiles(), before + update, "%s: %lu compiles", mode, standin_compiles() - before);
   expect_values(e, 0.5f, 0.5f);
-  before = compiles();
+  before = standin_compiles();
   write_all(b, p, 0.5f, 0.25f);
-  cr_assert_eq(compiles(), before + update, "%s: %lu compiles", mode, compiles() - before);
+  cr_assert_eq(standin_compiles(), before + update, "%s: %lu compiles", mode, standin_compiles() - before);
   expect_values(e, 0.5f, 0.25f);
   cr_assert_str_eq(usage(b), used);
   orion_backend_close(b);
@@ -359,13 +329,13 @@ Test(ane_partition, a_weight_write_patches_the_segments_data_without_a_compile, 
 /* A device segment the device refuses: the error names the segment and gives the device's. */
 Test(ane_partition, a_refused_segment_is_named, .fini = teardown) {
   compile(refused);
-  OrionProgram *p = orion_open(pkg, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &d);
-  cr_assert_not_null(b, "%s", msgs.data);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
   OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &d));
-  cr_assert_str_eq(msgs.data,
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d));
+  cr_assert_str_eq(cap.text.data,
                    "test: error: the ane backend cannot prepare segment 1 (device) of function 'main': the ane "
                    "backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: "
                    "concat would fail on the ANE: the ANE compiler rejects concat [ANE001]\n");

@@ -20,9 +20,7 @@ static Diag d;
 static void setup(void) {
   fake_init(&dev);
   ops = fake_device_ops(&dev);
-  AneLimit limit = {.value = 119};
-  snprintf(limit.origin, sizeof limit.origin, "constraint ANE005 (compiles_per_process)");
-  ane_budget_init(&budget, &limit);
+  fake_budget_init(&budget);
   sb_init(&msgs);
   diag_init(&d, NULL);
   d.capture = &msgs;
@@ -222,29 +220,30 @@ Test(ane_cache, retries_end_with_the_device_error_code) {
   cr_assert_eq(dev.live, 0);
 }
 
-Test(ane_cache, a_rejection_is_not_retried) {
+/* The first compile fails with `failure` (retried by `retry`, or not at
+ * all): one attempt, reported as `want`. */
+static void compiled_once(const AneRetryPolicy *retry, AneDeviceError failure, const char *want) {
   AneLimit cap = cap_of(4);
-  AneRetryPolicy retry = ane_retry_default(fake_sleep, &dev);
-  AneProgramCache *c = ane_program_cache_new(&ops, &budget, &cap, &retry);
-  dev.compile_fails[0] = (AneDeviceError){.code = 0x3, .kind = ANE_FAILURE_REJECTED, .message = "ANE001: concat"};
+  AneProgramCache *c = ane_program_cache_new(&ops, &budget, &cap, retry);
+  dev.compile_fails[0] = failure;
   AneProgramSource a = fake_source("a", "mil a", &wa);
   cr_assert_null(ane_program_cache_acquire(c, &a, &d));
   log_is("compile a; ");
-  cr_assert_str_eq(msgs.data, "t: error: the ANE compiler rejected 'a' (code 0x3: ANE001: concat); not retried: the "
-                              "device refuses this program\n");
+  cr_assert_str_eq(msgs.data, want);
   ane_program_cache_free(c);
 }
 
+Test(ane_cache, a_rejection_is_not_retried) {
+  AneRetryPolicy retry = ane_retry_default(fake_sleep, &dev);
+  compiled_once(&retry, (AneDeviceError){.code = 0x3, .kind = ANE_FAILURE_REJECTED, .message = "ANE001: concat"},
+                "t: error: the ANE compiler rejected 'a' (code 0x3: ANE001: concat); not retried: the device "
+                "refuses this program\n");
+}
+
 Test(ane_cache, without_a_sleep_function_nothing_is_retried) {
-  AneLimit cap = cap_of(4);
-  AneProgramCache *c = ane_program_cache_new(&ops, &budget, &cap, NULL);
-  dev.compile_fails[0] = transient(0x50004);
-  AneProgramSource a = fake_source("a", "mil a", &wa);
-  cr_assert_null(ane_program_cache_acquire(c, &a, &d));
-  log_is("compile a; ");
-  cr_assert_str_eq(msgs.data, "t: error: the ANE compiler failed on 'a' (code 0x50004: compiler service restarted) "
-                              "after 1 attempt\n");
-  ane_program_cache_free(c);
+  compiled_once(NULL, transient(0x50004),
+                "t: error: the ANE compiler failed on 'a' (code 0x50004: compiler service restarted) after 1 "
+                "attempt\n");
 }
 
 Test(ane_cache, a_failed_load_releases_the_program_and_names_the_code) {

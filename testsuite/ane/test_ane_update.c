@@ -36,9 +36,7 @@ static void setup(void) {
   fake_init(&dev);
   ops = fake_device_ops(&dev);
   up = fake_update_ops(&dev);
-  AneLimit limit = {.value = 119};
-  snprintf(limit.origin, sizeof limit.origin, "constraint ANE005 (compiles_per_process)");
-  ane_budget_init(&budget, &limit);
+  fake_budget_init(&budget);
   sb_init(&msgs);
   diag_init(&d, NULL);
   d.capture = &msgs;

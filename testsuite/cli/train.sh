@@ -3,8 +3,8 @@
 # (testsuite/train/model/bigram.oir with orionc --train-contract) trains with
 # options spelt --opt value and --opt=value alike, prints 0 compiles and the
 # update's share, leaves the package unchanged, logs a line per step; usage
-# errors exit 2 (a misspelt option with its did-you-mean); orion-inspect
-# shows the contract.
+# errors exit 2 (a misspelt option with its did-you-mean); -v names the
+# backend; orion-inspect shows the contract.
 #
 #   train.sh ORIONC ORION_RUN ORION_INSPECT SOURCE_ROOT
 set -u
@@ -93,4 +93,16 @@ contains help "--weight-decay WD"
 contains help "(default: 0.01 with"
 check missing-data 1 "$run" train b.anepkg --data nothere.npy --steps 1 --lr 1
 contains missing-data "orion-run: error: cannot read 'nothere.npy'"
+# -v (or --verbose) names the backend before the run, as orion-run -v does; the
+# cpu backend has no describe line, nor a usage line after; without -v, neither.
+check verbose 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1 -v
+if [ "$(grep '^orion-run: backend' out)" = "orion-run: backend cpu" ]; then pass; else fail "verbose: $(cat out)"; fi
+contains verbose "trained steps 1-2 of 2"
+check verbose-long 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1 --verbose
+if [ "$(grep '^orion-run: backend' out)" = "orion-run: backend cpu" ]; then pass; else fail "verbose-long: $(cat out)"; fi
+check quiet 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1
+if ! grep -q '^orion-run: backend' out; then pass; else fail "quiet: a backend line without -v"; fi
+# With -v the driver opens the backend: an unknown one is the same error, before any work.
+check verbose-bad-backend 1 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 2 --lr 0.1 -v --backend nope
+contains verbose-bad-backend "orion-run: error: unknown backend 'nope'"
 finish

@@ -1,0 +1,42 @@
+/* The ane unit tests' shared set-up (ane_test_support.h). */
+#include "ane_test_support.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../helpers.h"
+#include "orion/package.h"
+#include "orion/passes.h"
+
+void ane_test_package(const char *text, const char *name, char *dir, size_t dircap, char *pkg, size_t pkgcap) {
+  test_dir_make(dir, dircap, name);
+  int n = snprintf(pkg, pkgcap, "%s/m.anepkg", dir);
+  cr_assert(n > 0 && (size_t)n < pkgcap, "no room for the package path under %s", dir);
+  Parsed p;
+  parsed_open(&p, text);
+  cr_assert_not_null(p.m, "%s", p.diags.data);
+  cr_assert(passes_legalize(p.m, &p.d), "%s", p.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(p.m, pkg, &po, &p.d), "%s", p.diags.data);
+  parsed_close(&p);
+}
+
+void ane_test_own_cache(const char *dir, char *cache, size_t cap) {
+  int n = snprintf(cache, cap, "%s/cache", dir);
+  cr_assert(n > 0 && (size_t)n < cap, "no room for the cache path under %s", dir);
+  cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
+}
+
+unsigned long standin_compiles(void) {
+  void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
+  cr_assert_not_null(h, "the backend has the stand-in loaded");
+  void *sym = dlsym(h, "ane_standin_compile_count");
+  dlclose(h);
+  unsigned long (*count)(void);
+  cr_assert_not_null(sym);
+  memcpy(&count, &sym, sizeof sym); /* a data pointer to a function pointer, as POSIX allows */
+  return count();
+}

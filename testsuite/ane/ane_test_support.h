@@ -1,0 +1,25 @@
+/*
+ * What the ane unit tests share: a small program compiled into a package of
+ * a test's own directory, the weight-update self-test's cache kept in it,
+ * and the stand-in framework's compile counter. Failures are Criterion
+ * assertions in the calling test.
+ */
+#ifndef ORION_ANE_TEST_SUPPORT_H
+#define ORION_ANE_TEST_SUPPORT_H
+
+#include <stddef.h>
+
+/* Makes a fresh /tmp/orion-NAME-XXXXXX into dir[dircap] and compiles `text`
+ * (legalized, iOS 18 MIL, source "t.oir") into dir/m.anepkg, its path in
+ * pkg[pkgcap]. */
+void ane_test_package(const char *text, const char *name, char *dir, size_t dircap, char *pkg, size_t pkgcap);
+
+/* Points XDG_CACHE_HOME at dir/cache (its path in cache[cap]), so that the
+ * weight-update self-test's cached choice is this test's own. */
+void ane_test_own_cache(const char *dir, char *cache, size_t cap);
+
+/* The stand-in's count of compiles (ane_standin_compile_count), read from
+ * the framework the backend has loaded (ORION_ANE_FRAMEWORK). */
+unsigned long standin_compiles(void);
+
+#endif
