@@ -35,7 +35,7 @@ static void packed_product(GemmSrc a, GemmSrc b, int64_t M, int64_t N, int64_t K
 
 static double elem_of(GemmSrc s, int64_t i, int64_t k) {
   int64_t at = i * s.si + k * s.sk;
-  return s.h16 ? fp16_to_float(((const uint16_t *)s.p)[at]) : ((const float *)s.p)[at];
+  return (double)(s.h16 ? fp16_to_float(((const uint16_t *)s.p)[at]) : ((const float *)s.p)[at]);
 }
 
 /* |c - exact| <= K 2^-24 sum |a b|: K float fused multiply-adds, each exact product rounded once with the sum. */
@@ -47,7 +47,7 @@ static void expect_bound(GemmSrc a, GemmSrc b, int64_t M, int64_t N, int64_t K, 
         double p = elem_of(a, m, k) * elem_of(b, n, k);
         ref += p, mag += fabs(p);
       }
-      double got = C[m * N + n], bound = (double)K * ldexp(1.0, -24) * mag;
+      double got = (double)C[m * N + n], bound = (double)K * ldexp(1.0, -24) * mag;
       cr_assert(fabs(got - ref) <= bound, "%s M=%lld N=%lld K=%lld [%lld, %lld]: %.9g vs %.9g (bound %.3g)", what,
                 (long long)M, (long long)N, (long long)K, (long long)m, (long long)n, got, ref, bound);
     }
@@ -127,7 +127,8 @@ static double *const_values(const CpuProgram *c, int64_t n, bool weight) {
         (v->st != ST_H16 && v->st != ST_F32))
       continue;
     double *d = malloc(sizeof(double) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) d[i] = v->st == ST_H16 ? fp16_to_float(((const uint16_t *)v->p)[i]) : fp(v)[i];
+    for (int64_t i = 0; i < n; i++)
+      d[i] = (double)(v->st == ST_H16 ? fp16_to_float(((const uint16_t *)v->p)[i]) : fp(v)[i]);
     return d;
   }
   cr_assert_fail("no const of %lld elements", (long long)n);

@@ -223,7 +223,7 @@ Test(cpu_gemv, fp16_kv_cache_is_read_in_place_with_the_converted_bits) {
       for (int j = 0; j < 40; j++) {
         double r = 0;
         for (int d = 0; d < 16; d++) r += (double)qf[hd * 16 + d] * (double)kf[(hd * 40 + j) * 16 + d];
-        double got = fp16_to_float(s1[hd * 40 + j]);
+        double got = (double)fp16_to_float(s1[hd * 40 + j]);
         cr_assert(fabs(got - r) <= ldexp(fabs(r), -10) + 1e-6, "s[%d, %d] = %g, want %g", hd, j, got, r);
       }
     for (int hd = 0; hd < 2; hd++)
