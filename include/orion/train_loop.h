@@ -72,7 +72,10 @@ typedef struct OrionTrainReport {
   uint64_t first_step;     /* 1, or the step after the resumed checkpoint */
   uint64_t steps_run;      /* optimizer steps of this run */
   uint64_t skipped;        /* steps skipped for non-finite gradients (with the resumed run's) */
-  uint64_t compiles;       /* programs compiled after the start: always 0 */
+  /* packages orion compiled after the start: always 0; a device backend
+   * that recompiles to take up a weight write counts that in its own usage
+   * line (orion-run train -v) */
+  uint64_t compiles;
   uint64_t weight_updates; /* steps that wrote the weights (orion_backend_write_weights) */
   uint64_t tokens;         /* training tokens processed */
   double forward_ms, backward_ms, optimizer_ms, update_ms, total_ms; /* sums over the steps */
