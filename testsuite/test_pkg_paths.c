@@ -84,6 +84,10 @@ Test(pkg_file, links, .init = in_scratch, .fini = out_of_scratch) {
   cr_assert_str_eq(leads("p", "w/x"), "leads outside the package (a symbolic link to 'D/out/x')");
   cr_assert_str_eq(leads("p", "w/none/deeper"), "leads outside the package (a symbolic link to 'D/out/none/deeper')");
   cr_assert_str_eq(leads("p", "dangling.mil"), "leads outside the package (a symbolic link to 'D/out/none')");
+  /* Out through a link and back in by the package's own name: it ends inside. */
+  run("ln -s .. \"$D/p/up\"");
+  cr_assert_str_eq(leads("p", "up/p/real.mil"), "inside");
+  cr_assert_str_eq(leads("p", "up/out/x"), "leads outside the package (a symbolic link to 'D/out/x')");
 }
 
 Test(pkg_dir, kinds, .init = in_scratch, .fini = out_of_scratch) {

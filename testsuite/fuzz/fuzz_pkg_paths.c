@@ -218,11 +218,9 @@ static void check_inside(const char *rel) {
     if (!why[0]) abort();
     return;
   }
-  static const char *const out[] = {"up", "abs", "weights/back"};
-  for (size_t i = 0; i < sizeof out / sizeof *out; i++) {
-    size_t k = strlen(out[i]);
-    if (!strncmp(rel, out[i], k) && (rel[k] == 0 || rel[k] == '/')) abort(); /* leads out whatever follows */
-  }
+  /* No rule by the path's first component: "up/<the package's own name>/x"
+   * leaves through a link and comes back in, and is inside (the fuzzer finds
+   * the scratch directory's name). Where the path really ends is the oracle. */
   size_t n = strlen(root) + strlen(rel) + 2;
   char *path = xmalloc(n);
   snprintf(path, n, "%s/%s", root, rel);
