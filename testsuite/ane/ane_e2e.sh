@@ -20,6 +20,11 @@ orionc=$(realpath "$1") run=$(realpath "$2") compare=$(realpath "$3") standin=$(
 source "$root/testsuite/cli/lib.sh"
 export ORION_ANE_FRAMEWORK=$standin
 export XDG_CACHE_HOME=$tmp/xdg # the weight-update self-test's cached choice: this test's own
+# The reference's temporary directories ($TMPDIR/<hexStringIdentifier>/, one per
+# content) are this test's own: another process compiling the same content at the
+# same time would share the directory (docs/ane-backend.md, "What is next").
+export TMPDIR=$tmp/tmp
+mkdir "$TMPDIR"
 ANE_TOL="--atol 1e-2 --rtol 1e-2"
 ANE_NORM_RTOL=2e-3
 

@@ -3,9 +3,11 @@
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../helpers.h"
 #include "orion/package.h"
@@ -28,6 +30,15 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap) {
   int n = snprintf(cache, cap, "%s/cache", dir);
   cr_assert(n > 0 && (size_t)n < cap, "no room for the cache path under %s", dir);
   cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
+  /* The reference's temporary directories ($TMPDIR/<hexStringIdentifier>/,
+   * one per content) too: another test process compiling the same content
+   * at the same time (the self-test's probe program) would share one and
+   * rewrite its weights under this one (docs/ane-backend.md, what is next). */
+  char tmp[512];
+  n = snprintf(tmp, sizeof tmp, "%s/tmpdir", dir);
+  cr_assert(n > 0 && (size_t)n < sizeof tmp, "no room for the temporary directory under %s", dir);
+  cr_assert(mkdir(tmp, 0700) == 0 || errno == EEXIST, "cannot make %s", tmp);
+  cr_assert_eq(setenv("TMPDIR", tmp, 1), 0);
 }
 
 unsigned long standin_compiles(void) {

@@ -14,8 +14,9 @@
  * pkg[pkgcap]. */
 void ane_test_package(const char *text, const char *name, char *dir, size_t dircap, char *pkg, size_t pkgcap);
 
-/* Points XDG_CACHE_HOME at dir/cache (its path in cache[cap]), so that the
- * weight-update self-test's cached choice is this test's own. */
+/* Points XDG_CACHE_HOME at dir/cache (its path in cache[cap]) and TMPDIR at
+ * dir/tmpdir (made here), so that the weight-update self-test's cached choice
+ * and the reference's temporary directories are this test's own. */
 void ane_test_own_cache(const char *dir, char *cache, size_t cap);
 
 /* The stand-in's count of compiles (ane_standin_compile_count), read from
