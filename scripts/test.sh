@@ -24,6 +24,7 @@ suite() { # suite DIR MESON_OPTIONS...
     return
   fi
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+    LSAN_OPTIONS=suppressions=$PWD/testsuite/lsan.supp \
     meson test -C "$dir" --print-errorlogs --num-processes 2 | grep -E '^ *[0-9]+/[0-9]+ |^(Ok|Fail|Timeout):'
   local log="$dir/meson-logs/testlog.json"
   local ok bad
