@@ -198,27 +198,25 @@ int orion_run_probe(int argc, char **argv) {
   ProbeArgs a = {.backend = "ane", .opt = {.target = MIL_IOS18}};
   int rc = cli_parse(&probe_spec, argc, argv, take_option, take_operand, &a);
   if (rc >= 0) return rc;
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  diag_init(&d, &sources);
-  d.program = "orion-run";
+  RunDiag r;
+  run_diag_open(&r, "orion-run");
+  Diag *d = &r.d;
   rc = 1;
   char *detected = a.chip ? NULL : detect_chip();
   const char *chip = a.chip ? a.chip : detected ? detected : "unknown";
   size_t len;
   const char *text = constraints_builtin_text(&len);
-  ConstraintTable *table = constraints_parse("ane_constraints.json", text, len, NULL, &d);
+  ConstraintTable *table = constraints_parse("ane_constraints.json", text, len, NULL, d);
   OrionBackend *b = NULL;
   OrionProbeReport report = {0};
   char *json = NULL;
   if (!table) goto done;
   const ConstraintChip *known = constraints_chip(table, chip);
   if (!a.target_given) a.opt.target = known ? known->target : MIL_IOS18;
-  b = orion_backend_open(a.backend, NULL, &d);
+  b = orion_backend_open(a.backend, NULL, d);
   if (!b) {
     if (!strcmp(a.backend, "ane"))
-      diag_note(&d, (SrcSpan){0}, "'orion-run probe --backend=cpu' tries the probes on the CPU reference backend, "
+      diag_note(d, (SrcSpan){0}, "'orion-run probe --backend=cpu' tries the probes on the CPU reference backend, "
                 "which rejects nothing");
     goto done;
   }
@@ -229,7 +227,7 @@ int orion_run_probe(int argc, char **argv) {
   if (!a.pace_given && !strcmp(a.backend, "ane")) a.opt.pace_ms = 15000;
   a.opt.progress = say_progress;
   a.opt.verbose = a.verbose;
-  if (!orion_probe_run(b, &a.opt, &report, &d)) goto done;
+  if (!orion_probe_run(b, &a.opt, &report, d)) goto done;
   StrBuf summary;
   sb_init(&summary);
   orion_probe_report_summary(&report, &summary);
@@ -254,14 +252,14 @@ int orion_run_probe(int argc, char **argv) {
     bool ok = write_file_atomic(a.output, withnl.data, withnl.len, &err);
     sb_free(&withnl);
     if (!ok) {
-      diag_error(&d, (SrcSpan){0}, "cannot write %s: %s", a.output, err);
+      diag_error(d, (SrcSpan){0}, "cannot write %s: %s", a.output, err);
       goto done;
     }
     fprintf(stderr, "orion-run probe: wrote %s\n", a.output);
   }
   if (!a.output || a.json) printf("%s\n", json);
   if (fflush(stdout) != 0) {
-    diag_error(&d, (SrcSpan){0}, "cannot write the standard output: %s", strerror(errno));
+    diag_error(d, (SrcSpan){0}, "cannot write the standard output: %s", strerror(errno));
     goto done;
   }
   rc = 0;
@@ -271,6 +269,6 @@ done:
   orion_backend_close(b);
   constraints_free(table);
   free(detected);
-  srcset_free(&sources);
+  run_diag_close(&r);
   return rc;
 }
