@@ -17,6 +17,10 @@
  * update, unless its cached choice is there; until then, and for a program
  * shared with another OrionProgram's function, a recompile.
  *
+ * A function with int32/bool values, or with statements the device refuses
+ * by a rule the constraint table places on the CPU, runs in parts
+ * (ane_parts.h); supports accepts it, a remark naming each statement moved.
+ *
  * Every compile goes through the device program cache (ane_program_cache.h)
  * over the lifecycle's device operations (ane_device_ops.h): the compile
  * budget and resident cap of ANE005 (or ORION_ANE_COMPILE_BUDGET,

@@ -4,7 +4,9 @@
  * fp16 (fp32 converted at the boundary), so a statement that reads or
  * produces an int32 or bool value (gather by token ids, cross_entropy's
  * targets, comparisons, position arithmetic) runs on the CPU backend, and
- * each maximal run of the other statements on the device. The runs are of
+ * so does one the device refuses by a rule the constraint table places on
+ * the CPU (ane_partition_plan_placed); each maximal run of the other
+ * statements runs on the device. The runs are of
  * a list schedule, not of statement order: a statement joins the current
  * segment as soon as the values it reads are made, so independent
  * statements of the other placement do not cut a run. `const` statements are no value crossing a boundary: each segment

@@ -1,5 +1,6 @@
 /*
- * A function of the ane backend that runs in parts (ane_partition.h): each
+ * A function of the ane backend that runs in parts (ane_partition.h: its
+ * int32/bool statements and those the device refuses on the CPU): each
  * device segment a program of its own, compiled, loaded and run through the
  * lifecycle (prepared on the same ane backend as the function: one compile
  * budget, one device program cache, one self-test choice), each CPU segment
