@@ -100,6 +100,7 @@ void constraints_explain(const ConstraintTable *t, const Constraint *c, StrBuf *
   put_ops(out, c, "");
   sb_printf(out, "\n  fixed by   %s\n  source     %s\n  disputed   %s\n", c->fixed_by ? c->fixed_by : "-", c->source,
             c->disputed ? "yes" : "no");
+  if (c->placed_on_cpu) sb_puts(out, "  placement  cpu (the ane backend runs a statement that breaks it on the CPU)\n");
   sb_puts(out, "\nsymptom\n");
   put_wrapped(out, c->symptom, 2);
   sb_puts(out, "\nworkaround\n");
@@ -353,8 +354,12 @@ void constraints_gen_docs(const ConstraintTable *t, StrBuf *out) {
     put_where(out, c);
     sb_puts(out, "\n- **Ops:** ");
     put_ops(out, c, "`");
-    sb_printf(out, "\n- **Fixed by:** %s%s%s\n- **Source:** ", c->fixed_by ? "`" : "", c->fixed_by ? c->fixed_by : "-",
+    sb_printf(out, "\n- **Fixed by:** %s%s%s\n", c->fixed_by ? "`" : "", c->fixed_by ? c->fixed_by : "-",
               c->fixed_by ? "`" : "");
+    if (c->placed_on_cpu)
+      sb_puts(out, "- **Placement:** `cpu`: the ane backend runs a statement that breaks it on the CPU "
+                   "(docs/ane-backend.md)\n");
+    sb_puts(out, "- **Source:** ");
     md(out, c->source);
     sb_puts(out, "\n\n**Symptom.** ");
     md_sentence(out, c->symptom);

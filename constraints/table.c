@@ -30,7 +30,8 @@ static const char *const top_fields[] = {"schema_version", "description", "param
                                          "constraints"};
 static const char *const rule_fields[] = {"id",       "name",     "summary", "category", "severity",
                                           "check",    "ops",      "symptom", "workaround", "fixed_by",
-                                          "source",   "disputed", "dispute_note", "notes", "figures"};
+                                          "source",   "disputed", "dispute_note", "notes", "figures",
+                                          "placement"};
 static const char *const param_fields[] = {"description", "unit", "rule", "source", "disputed", "dispute_note"};
 static const char *const chip_fields[] = {"description", "target", "min_surface_bytes", "sram_budget_bytes",
                                           "max_tensor_dim"};
@@ -339,6 +340,24 @@ static void read_figures(Loader *l, const cJSON *obj, const char *where, Constra
   c->nfigures = n;
 }
 
+/* The optional "placement": "cpu": a statement that breaks the rule runs on
+ * the CPU instead (the ane backend's partition), which mends the violation.
+ * Only a rule decided per statement from the written program can say so: a
+ * rule about the whole program or its surfaces is no placement question. */
+static void read_placement(Loader *l, const cJSON *obj, const char *where, Constraint *c) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "placement");
+  if (!v) return;
+  if (!cJSON_IsString(v) || strcmp(v->valuestring, "cpu")) {
+    wrong_type(l, where, "placement", "the string \"cpu\"");
+    return;
+  }
+  if (!(c->checks & CHECK_STATIC_PACKAGE)) {
+    fail(l, where, "'placement' needs a rule checked from the written program (static-package)");
+    return;
+  }
+  c->placed_on_cpu = true;
+}
+
 /* A disputed flag and its note: the note is required exactly when disputed. */
 static void read_dispute(Loader *l, const cJSON *obj, const char *where, bool *disputed, const char **note) {
   *disputed = get_bool(l, obj, "disputed", where);
@@ -410,6 +429,7 @@ static void read_rule(Loader *l, const cJSON *obj, uint32_t index, int16_t *firs
   read_dispute(l, obj, where, &c->disputed, &c->dispute_note);
   c->notes = get_text(l, obj, "notes", where, false, false, false);
   read_figures(l, obj, where, c);
+  read_placement(l, obj, where, c);
   if (c->id) l->t->nrules++;
 }
 

@@ -99,7 +99,9 @@ static const CliOption run_options[] = {
     {OPT_NO_ANE_CHECKS, 0, "no-ane-checks", CLI_NO_VALUE, 0, NULL,
      "run even if the program would fail on the ANE (by default\n"
      "ops it rejects, unequal or too small I/O surfaces and\n"
-     "binding-order problems are errors naming the constraint)",
+     "binding-order problems are errors naming the constraint;\n"
+     "on the ane backend, nor are the statements its device\n"
+     "refuses moved to the CPU)",
      NULL},
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print progress", NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
@@ -227,9 +229,12 @@ static bool load_input(const OrionTensorInfo *info, const char *file, OrionTenso
 }
 
 /* The ANE's failure modes (orion/ane_check.h), checked before a run so that
- * what runs here does not fail on the device for a known reason. */
-static bool check_ane(const OrionProgram *p, uint32_t fn, Diag *d) {
-  if (orion_ane_check(p, fn, NULL, d)) return true;
+ * what runs here does not fail on the device for a known reason. A backend
+ * that runs on the CPU what its device refuses statement by statement (the
+ * ane backend) is refused only the rest, with a remark per statement moved. */
+static bool check_ane(const OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d) {
+  OrionAneCheckOptions check = {.cpu_placement = orion_backend_caps(b).places_refused_on_cpu};
+  if (orion_ane_check(p, fn, &check, d)) return true;
   diag_note(d, (SrcSpan){0}, "--no-ane-checks runs it anyway on the CPU");
   return false;
 }
@@ -505,8 +510,10 @@ int main(int argc, char **argv) {
   if (!ok) goto done;
   orion_run_zero_lora_inputs(p, fn, inputs, bound);
 
-  if (o.simulate && !check_ane(p, fn, &d)) goto done;
-  OrionPrepareOptions po = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile};
+  if (o.simulate && !check_ane(backend, p, fn, &d)) goto done;
+  /* Past --no-ane-checks the device judges: nothing is moved to the CPU for the table's rules either. */
+  OrionPrepareOptions po = {.numerics = o.numerics, .check_finite = o.check_finite, .profile = o.profile,
+                            .keep_refused_on_device = !o.simulate};
   exec = orion_backend_prepare(backend, p, fn, &po, &d);
   if (!exec) goto done;
   double best = 0, total = 0;

@@ -16,13 +16,47 @@ typedef struct Violation {
   SrcSpan span;
   uint32_t rule; /* Constraint.number */
   uint32_t index;
+  bool placed; /* a remark: its statement runs on the CPU (OrionAneCheckOptions.cpu_placement) */
   char *message;
 } Violation;
 
 typedef struct CheckSink {
   Violation *v;
   uint32_t n, cap;
+  const MilFunc *f;
+  bool cpu_placement;
+  uint32_t *placed; /* per statement of f: the rule placing it, 0 for none (owned) */
 } CheckSink;
+
+/* The statement of f whose text holds span, UINT32_MAX if none. */
+static uint32_t stmt_at(const MilFunc *f, SrcSpan span) {
+  for (uint32_t s = 0; f && s < f->nstmts; s++) {
+    SrcSpan at = f->stmts[s].loc;
+    if (at.file == span.file && at.start <= span.start && span.start < at.end) return s;
+  }
+  return UINT32_MAX;
+}
+
+/* A finding of a rule the table places on the CPU, at a statement: that
+ * statement moves (once, for its first rule) instead of refusing the function. */
+static bool place(CheckSink *s, const AneRuleFinding *f) {
+  if (!s->cpu_placement || !f->rule->placed_on_cpu || !f->span.file) return false;
+  uint32_t at = stmt_at(s->f, f->span);
+  if (at == UINT32_MAX) return false;
+  if (s->placed[at]) return true;
+  s->placed[at] = f->rule->number;
+  const MilStmt *st = &s->f->stmts[at];
+  StrBuf msg;
+  sb_init(&msg);
+  sb_printf(&msg, "statement %u (%s '%s') runs on the CPU: %s, ", at, st->op, st->nresults ? st->results[0].name : "?",
+            f->rule->id);
+  ane_rule_summary_lower(f->rule, &msg);
+  xgrow((void **)&s->v, sizeof *s->v, &s->cap, s->n + 1);
+  s->v[s->n] = (Violation){.span = st->op_loc, .rule = f->rule->number, .index = s->n, .placed = true,
+                           .message = msg.data};
+  s->n++;
+  return true;
+}
 
 /* A statement the rule forbids reads as what would fail and why, in the
  * table's words; other findings keep the checker's. */
@@ -30,6 +64,7 @@ static void collect(void *ctx, const AneRuleFinding *f) {
   CheckSink *s = ctx;
   int level = f->level == ANE_RULE_LEVEL ? (int)f->rule->severity : f->level;
   if (level != DIAG_ERROR) return; /* what would not fail is the linter's to say */
+  if (place(s, f)) return;
   StrBuf msg;
   sb_init(&msg);
   if (f->op) {
@@ -127,19 +162,25 @@ bool orion_ane_check(const OrionProgram *p, uint32_t fn, const OrionAneCheckOpti
                          .funcs = orion_function_mil(p, fn), .nfuncs = 1};
     f.inputs = rule_io(p, fn, false, &f.ninputs);
     f.outputs = rule_io(p, fn, true, &f.noutputs);
-    CheckSink sink = {.n = 0};
+    CheckSink sink = {.f = f.funcs, .cpu_placement = opt->cpu_placement};
+    sink.placed = xcalloc(f.funcs->nstmts + 1, sizeof *sink.placed);
     AneRuleInput in = {.table = t, .target = &target, .sources = d->sources, .dir = orion_program_path(p),
                        .manifest_path = pkg ? manifest.data : NULL, .functions = &f, .nfunctions = 1,
                        .weight_file = mapped_weight_file, .weight_ctx = (void *)(uintptr_t)p,
                        .sink = collect, .sink_ctx = &sink};
     ane_rules_run(&in);
     if (sink.n > 1) qsort(sink.v, sink.n, sizeof *sink.v, by_place);
+    uint32_t refused = 0;
     for (uint32_t i = 0; i < sink.n; i++) {
-      diag_error(d, sink.v[i].span, "%s", sink.v[i].message);
+      if (sink.v[i].placed) diag_remark(d, sink.v[i].span, "%s", sink.v[i].message);
+      else diag_error(d, sink.v[i].span, "%s", sink.v[i].message);
+      refused += !sink.v[i].placed;
       free(sink.v[i].message);
     }
     free(sink.v);
-    ok = sink.n == 0;
+    if (opt->placed) memcpy(opt->placed, sink.placed, f.funcs->nstmts * sizeof *sink.placed);
+    free(sink.placed);
+    ok = refused == 0;
     free((void *)(uintptr_t)f.inputs);
     free((void *)(uintptr_t)f.outputs);
     sb_free(&manifest);

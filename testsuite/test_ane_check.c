@@ -3,8 +3,9 @@
  * shares with the linter (orion/ane_rules.h): the registry against the
  * constraint table; orion_ane_check on bare directories (every MIL rule,
  * ANE013 included) and packages (manifest rules, a concat reported once,
- * chips) with the exact messages; the linter finding the same rules at the
- * same places in the same file.
+ * chips) with the exact messages; with cpu_placement, the statement rules
+ * as remarks and the statements they place, the surface rules still errors;
+ * the linter finding the same rules at the same places in the same file.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -237,6 +238,33 @@ Test(ane_check, bare_directory_gets_every_mil_rule) {
   remove_dir();
 }
 
+/* With cpu_placement (the ane backend's supports and orion-run on it):
+ * every rule bare_mil breaks is one the table places on the CPU, so each
+ * statement is a remark at its op, once (the matmul breaks ANE012 once),
+ * placed[] names the rule, and the function passes. */
+Test(ane_check, placement_turns_statement_rules_into_remarks) {
+  make_dir();
+  make_subdir("bare");
+  put_file("bare/model.mil", bare_mil);
+  uint32_t placed[10] = {0};
+  OrionAneCheckOptions opt = {.cpu_placement = true, .placed = placed};
+  bool ok;
+  cr_assert_str_eq(check_at("bare", &opt, &ok),
+                   "D/bare/model.mil:6:41: note: statement 2 (concat 'c') runs on the CPU: ANE001, the ANE compiler "
+                   "rejects concat\n"
+                   "D/bare/model.mil:7:40: note: statement 3 (gelu 'g') runs on the CPU: ANE010, gelu is not an ANE op\n"
+                   "D/bare/model.mil:10:40: note: statement 6 (conv 'k') runs on the CPU: ANE013, conv takes no bias on "
+                   "the ANE path\n"
+                   "D/bare/model.mil:11:40: note: statement 7 (scaled_dot_product_attention 's') runs on the CPU: "
+                   "ANE006, the ANE's fused attention ignores its mask\n"
+                   "D/bare/model.mil:13:40: note: statement 9 (matmul 'm') runs on the CPU: ANE012, matmul's "
+                   "transpose_x and transpose_y must be named consts\n");
+  cr_assert(ok);
+  uint32_t want[10] = {0, 0, 1, 10, 0, 0, 13, 6, 0, 12};
+  for (uint32_t i = 0; i < 10; i++) cr_assert_eq(placed[i], want[i], "statement %u: rule %u", i, placed[i]);
+  remove_dir();
+}
+
 static const char *const pkg_program =
     "func main(xin: fp16[1,4,4], amat: fp16[1,4,4]) {\n"
     "  param w: fp16[4,4] = normal(seed=3, std=0.5);\n"
@@ -316,6 +344,26 @@ Test(ane_check, package_concat_is_reported_once) {
   free(mil);
   cr_assert_eq(statements, 2);
   cr_assert_eq(reported, statements, "%s", out);
+  remove_dir();
+}
+
+/* A rule about the surfaces is no placement question: with cpu_placement
+ * the manifest's too small surfaces refuse the function in the same words. */
+Test(ane_check, placement_leaves_the_surface_rules_errors) {
+  make_dir();
+  compile_pkg("func main(x: fp16[1,4]) {\n  y = relu(x);\n  return y;\n}\n");
+  set_manifest_int("x", "SurfaceBytes", "3072");
+  set_manifest_int("y", "SurfaceBytes", "3072");
+  uint32_t placed[4] = {7, 7, 7, 7};
+  OrionAneCheckOptions opt = {.cpu_placement = true, .placed = placed};
+  bool ok;
+  cr_assert_str_eq(check_at("p.anepkg", &opt, &ok),
+                   "t: error: D/p.anepkg/Manifest.plist: input 'x' of 'main' has a 3072-byte surface, below the "
+                   "49152-byte minimum of ios18 [ANE004]\n"
+                   "t: error: D/p.anepkg/Manifest.plist: output 'y' of 'main' has a 3072-byte surface, below the "
+                   "49152-byte minimum of ios18 [ANE004]\n");
+  cr_assert_not(ok);
+  cr_assert_eq(placed[0], 0, "nothing placed: the array is cleared");
   remove_dir();
 }
 

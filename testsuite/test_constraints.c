@@ -279,6 +279,31 @@ Test(loader, unknown_pass) {
   cr_assert_str_eq(rule_error("\"split-concat\"", "null"), "");
 }
 
+/* "placement": "cpu" on a rule checked from the written program, nothing else. */
+Test(loader, placement) {
+  cr_assert_str_eq(rule_error("[\"static-ir\"]", "[\"static-ir\", \"static-package\"], \"placement\": \"cpu\""), "");
+  cr_assert_str_eq(rule_error("[\"static-ir\"]", "[\"static-ir\"], \"placement\": \"cpu\""),
+                   "lint: error: t.json: constraint ANE001: 'placement' needs a rule checked from the written program "
+                   "(static-package)\n");
+  cr_assert_str_eq(rule_error("[\"static-ir\"]", "[\"static-package\"], \"placement\": \"ane\""),
+                   "lint: error: t.json: constraint ANE001: 'placement' must be the string \"cpu\"\n");
+  cr_assert_str_eq(rule_error("[\"static-ir\"]", "[\"static-package\"], \"placement\": true"),
+                   "lint: error: t.json: constraint ANE001: 'placement' must be the string \"cpu\"\n");
+}
+
+/* The shipped table places the statement rules the device refuses on the CPU, and no rule about the whole
+ * program or the surfaces. */
+Test(table, placement_of_the_shipped_rules) {
+  ConstraintTable *t = builtin();
+  StrBuf placed;
+  sb_init(&placed);
+  for (uint32_t i = 0; i < t->nrules; i++)
+    if (t->rules[i].placed_on_cpu) sb_printf(&placed, "%s%s", placed.len ? " " : "", t->rules[i].id);
+  cr_assert_str_eq(placed.data, "ANE001 ANE006 ANE010 ANE012 ANE013");
+  sb_free(&placed);
+  constraints_free(t);
+}
+
 Test(loader, missing_field) {
   cr_assert_str_eq(rule_error("\"workaround\": \"split it\", ", ""),
                    "lint: error: t.json: constraint ANE001: missing field 'workaround'\n");

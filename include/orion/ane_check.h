@@ -22,6 +22,18 @@
 typedef struct OrionAneCheckOptions {
   const char *chip;             /* a chip of the table; NULL: the manifest's Chip, else the target's figures */
   const ConstraintTable *table; /* NULL: the table built into orion */
+  /* For a backend that runs on the CPU what its device refuses statement by
+   * statement (the ane backend's partition, docs/ane-backend.md): a
+   * violation of a rule the table places on the CPU (its "placement":
+   * "cpu", Constraint.placed_on_cpu) at a statement of the function is no
+   * error but a remark, one per statement: "statement N (concat 'c') runs
+   * on the CPU: ANE001, the ANE compiler rejects concat" (N indexes the MIL
+   * function's statements, consts included). */
+  bool cpu_placement;
+  /* With cpu_placement, may be set: the caller's array of one entry per
+   * statement of the MIL function, each set to the number of the rule that
+   * places it on the CPU (1 for ANE001), 0 for none. */
+  uint32_t *placed;
 } OrionAneCheckOptions;
 
 /* Checks function fn of p (options may be NULL). Each violation is reported

@@ -45,6 +45,10 @@ typedef struct OrionBackendCaps {
   uint32_t update_strategies;    /* bit (1u << s) for each OrionReloadStrategy s it carries out */
   bool inputs_may_alias_outputs; /* an input's buffer may also be an output's */
   bool weights_in_place;         /* reads weights from the loaded program's mapping (no copy on the device) */
+  /* Runs on the CPU a statement its device refuses by a rule the constraint
+   * table places there (the ane backend's partition): orion_ane_check with
+   * cpu_placement says what it accepts (orion-run does so). */
+  bool places_refused_on_cpu;
 } OrionBackendCaps;
 
 typedef struct OrionBackendOptions {
@@ -62,6 +66,14 @@ typedef struct OrionPrepareOptions {
    * device's documented minimum (the ane backend's minimum surface):
    * orion-run probe measures the device, not orion's padding. Others ignore it. */
   bool exact_surfaces;
+  /* A backend that places refused statements on the CPU (caps.
+   * places_refused_on_cpu) hands them to its device instead, to be refused
+   * there, and joins no short device run to the CPU (its cost model): only
+   * what the device cannot hold at all (the ane backend: int32 and bool
+   * values) runs on the CPU. orion-run probe measures what the device
+   * accepts, and orion-run --no-ane-checks leaves the device to judge.
+   * Others ignore it. */
+  bool keep_refused_on_device;
 } OrionPrepareOptions;
 
 /* One statement's accumulated time (OrionPrepareOptions.profile). */

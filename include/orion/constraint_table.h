@@ -68,6 +68,11 @@ typedef struct Constraint {
   const char *notes;        /* other caveats, or NULL */
   const ConstraintFigure *figures; /* in table order (may be none) */
   uint32_t nfigures;
+  /* The table's "placement": "cpu": a statement that breaks this rule runs
+   * on the CPU in the ane backend's partition, so the backend accepts it
+   * (docs/ane-backend.md); false for a rule about the whole program or the
+   * surfaces, which placement cannot mend. */
+  bool placed_on_cpu;
 } Constraint;
 
 /* Per-target parameters (the table's "parameters" section documents each). */

@@ -17,6 +17,10 @@
  * update, unless its cached choice is there; until then, and for a program
  * shared with another OrionProgram's function, a recompile.
  *
+ * A function with int32/bool values, or with statements the device refuses
+ * by a rule the constraint table places on the CPU, runs in parts
+ * (ane_parts.h); supports accepts it, a remark naming each statement moved.
+ *
  * Every compile goes through the device program cache (ane_program_cache.h)
  * over the lifecycle's device operations (ane_device_ops.h): the compile
  * budget and resident cap of ANE005 (or ORION_ANE_COMPILE_BUDGET,
@@ -34,6 +38,7 @@
 #include "ane_framework.h"
 #include "ane_iosurface.h"
 #include "ane_model.h"
+#include "ane_partition_cost.h"
 #include "ane_parts.h"
 #include "ane_program_cache.h"
 #include "ane_update_cache.h"
@@ -236,12 +241,37 @@ static OrionBackendCaps ane_caps(const void *impl) {
       .numerics_fp32 = false, /* the device computes in fp16 */
       .update_strategies = 1u << ORION_RELOAD_RECOMPILE | (b->strategy_known ? 1u << b->strategy : 0u),
       .inputs_may_alias_outputs = true, /* inputs are copied into the device's surfaces first */
+      .places_refused_on_cpu = true,    /* the partition (ane_parts.h) */
   };
 }
 
+/* What the device refuses statement by statement runs on the CPU (the
+ * table's placement), so only the rest refuses the function; each statement
+ * moved is a remark. */
 static bool ane_supports(void *impl, const OrionProgram *p, uint32_t fn, Diag *d) {
-  (void)impl;
-  return orion_ane_check(p, fn, NULL, d);
+  AneBackend *b = impl;
+  OrionAneCheckOptions check = {.table = b->table, .cpu_placement = true};
+  return orion_ane_check(p, fn, &check, d);
+}
+
+/* The statements the constraint table places on the CPU (*placed: one entry
+ * per MIL statement, the caller frees it); false when there are none. The
+ * check's words are supports' to say: here they are not reported again. */
+static bool refused_statements(const AneBackend *b, const OrionProgram *p, uint32_t fn, SourceSet *sources,
+                               uint32_t **placed) {
+  const MilFunc *f = orion_function_mil(p, fn);
+  *placed = xcalloc(f->nstmts + 1, sizeof **placed);
+  StrBuf sink;
+  sb_init(&sink);
+  Diag quiet;
+  diag_init(&quiet, sources);
+  quiet.capture = &sink;
+  OrionAneCheckOptions check = {.table = b->table, .cpu_placement = true, .placed = *placed};
+  (void)orion_ane_check(p, fn, &check, &quiet); /* what placement cannot mend the device refuses itself */
+  sb_free(&sink);
+  bool any = false;
+  for (uint32_t s = 0; s < f->nstmts; s++) any |= (*placed)[s] != 0;
+  return any;
 }
 
 /* The program's weight files under their @model_path keys (the caller frees the keys and the array). */
@@ -332,14 +362,22 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   e->b = b;
   e->p = p;
   e->fn = fn;
-  /* Hook: int32/bool values cannot be on the device's surfaces; their statements run on the CPU and the rest
-   * as device segments of their own (ane_parts.h). Other functions take the single-program path below. */
-  if (ane_parts_wanted(p, fn)) {
-    e->parts = ane_parts_prepare(&orion_backend_ane, b, p, fn, src->text, src->len, opt, d);
+  /* Hook: int32/bool values cannot be on the device's surfaces, and the statements the table places on the CPU
+   * (unless the caller keeps them on the device) are refused there; they run on the CPU and the rest as device
+   * segments of their own (ane_parts.h). Other functions take the single-program path below. */
+  uint32_t *placed = NULL;
+  bool moved = !(opt && opt->keep_refused_on_device) && refused_statements(b, p, fn, d->sources, &placed);
+  if (moved || ane_parts_wanted(p, fn)) {
+    AneCostModel cost = ane_cost_model(b->table);
+    bool weigh = !(opt && opt->keep_refused_on_device);
+    e->parts = ane_parts_prepare(&orion_backend_ane, b, p, fn, src->text, src->len, moved ? placed : NULL,
+                                 weigh ? &cost : NULL, opt, d);
+    free(placed);
     if (e->parts) return e;
     free(e);
     return NULL;
   }
+  free(placed);
   snprintf(e->what, sizeof e->what, "function '%s'", orion_function_name(p, fn));
   e->mil = xmalloc(src->len + 1);
   memcpy(e->mil, src->text, src->len + 1);

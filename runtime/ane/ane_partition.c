@@ -2,6 +2,7 @@
  * The partition of a function for the ane backend (ane_partition.h).
  */
 #include "ane_partition.h"
+#include "ane_partition_cost.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,10 @@ static uint32_t next_stmt(const MilFunc *f, const bool *done, const bool *cpu, b
   return first;
 }
 
-void ane_partition_plan(AnePartition *part, const MilFunc *f) {
+void ane_partition_plan(AnePartition *part, const MilFunc *f) { ane_partition_plan_placed(part, f, NULL, NULL); }
+
+/* One list schedule, with the statements marked in moved on the CPU too. */
+static void plan_once(AnePartition *part, const MilFunc *f, const bool *moved) {
   *part = (AnePartition){0};
   uint32_t *seg_of = malloc((f->nstmts + 1) * sizeof *seg_of);
   bool *done = calloc(f->nstmts + 1, sizeof *done), *cpu = calloc(f->nstmts + 1, sizeof *cpu);
@@ -150,7 +154,7 @@ void ane_partition_plan(AnePartition *part, const MilFunc *f) {
   for (uint32_t s = 0; s < f->nstmts; s++) {
     seg_of[s] = UINT32_MAX;
     done[s] = is_const(&f->stmts[s]);
-    cpu[s] = ane_partition_stmt_on_cpu(f, s);
+    cpu[s] = ane_partition_stmt_on_cpu(f, s) || (moved[s] && !done[s]);
     part->cpu_stmts += cpu[s];
     left += !done[s];
   }
@@ -186,6 +190,29 @@ void ane_partition_plan(AnePartition *part, const MilFunc *f) {
     free_segment(&part->segs[i]);
   }
   free(seg_of);
+}
+
+void ane_partition_plan_placed(AnePartition *part, const MilFunc *f, const uint32_t *placed,
+                               const AneCostModel *cost) {
+  bool *moved = calloc(f->nstmts + 1, sizeof *moved);
+  for (uint32_t s = 0; placed && s < f->nstmts; s++) moved[s] = placed[s] != 0;
+  plan_once(part, f, moved);
+  /* Each round moves at least one statement, so it ends. */
+  for (bool again = cost != NULL; again;) {
+    again = false;
+    for (uint32_t i = 1; i + 1 < part->nsegs; i++) {
+      const AneSegment *g = &part->segs[i];
+      if (!g->on_device || part->segs[i - 1].on_device || part->segs[i + 1].on_device || ane_segment_pays(f, g, cost))
+        continue;
+      for (uint32_t k = 0; k < g->nstmts; k++) moved[g->stmts[k]] = true;
+      again = true;
+    }
+    if (again) {
+      ane_partition_free(part);
+      plan_once(part, f, moved);
+    }
+  }
+  free(moved);
 }
 
 void ane_partition_free(AnePartition *part) {

@@ -4,7 +4,9 @@
  * fp16 (fp32 converted at the boundary), so a statement that reads or
  * produces an int32 or bool value (gather by token ids, cross_entropy's
  * targets, comparisons, position arithmetic) runs on the CPU backend, and
- * each maximal run of the other statements on the device. The runs are of
+ * so does one the device refuses by a rule the constraint table places on
+ * the CPU (ane_partition_plan_placed); each maximal run of the other
+ * statements runs on the device. The runs are of
  * a list schedule, not of statement order: a statement joins the current
  * segment as soon as the values it reads are made, so independent
  * statements of the other placement do not cut a run. `const` statements are no value crossing a boundary: each segment
@@ -55,6 +57,17 @@ bool ane_partition_stmt_on_cpu(const MilFunc *f, uint32_t s);
  * one device segment of all its statements. Segments whose values nobody
  * uses (dead statements) are dropped. */
 void ane_partition_plan(AnePartition *part, const MilFunc *f);
+struct AneCostModel;
+/* The same, with the statements the device refuses on the CPU too: placed
+ * (NULL: none) has one entry per statement of f, non-zero for one that a
+ * rule of the constraint table places on the CPU (orion_ane_check's
+ * OrionAneCheckOptions.placed). With a cost model (ane_partition_cost.h;
+ * NULL: none), a device segment between two CPU segments that does not pay
+ * for its crossings runs on the CPU too, joining its neighbours, and the
+ * plan is made again until every such segment pays (a device segment at
+ * either end of the function keeps its place). */
+void ane_partition_plan_placed(AnePartition *part, const MilFunc *f, const uint32_t *placed,
+                               const struct AneCostModel *cost);
 void ane_partition_free(AnePartition *part);
 /* The type of value v of f. */
 const MilType *ane_value_type(const MilFunc *f, const AneValue *v);

@@ -145,7 +145,9 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
                          .writable_weights = plan->on_device && a->writable};
   if (ok) ok = (g->prog = orion_open(dir, &oo, &a->diag)) != NULL;
   if (ok && plan->on_device) orion_program_size_bare_surfaces(g->prog);
-  OrionPrepareOptions po = {.numerics = plan->on_device ? ORION_NUMERICS_ANE : a->numerics};
+  /* A device segment's statements are the partition's choice: its prepare places nothing again. */
+  OrionPrepareOptions po = {.numerics = plan->on_device ? ORION_NUMERICS_ANE : a->numerics,
+                            .keep_refused_on_device = true};
   if (ok && plan->on_device) ok = (g->device_exec = a->device->prepare(a->device_impl, g->prog, 0, &po, &a->diag));
   else if (ok) ok = (g->exec = orion_backend_prepare(a->cpu, g->prog, 0, &po, &a->diag));
   remove_tree(dir);
@@ -219,7 +221,8 @@ static bool wire(AneParts *a, Diag *d) {
 }
 
 AneParts *ane_parts_prepare(const OrionBackendVtable *device, void *device_impl, OrionProgram *p, uint32_t fn,
-                            const char *mil, size_t mil_len, const OrionPrepareOptions *opt, Diag *d) {
+                            const char *mil, size_t mil_len, const uint32_t *placed, const struct AneCostModel *cost,
+                            const OrionPrepareOptions *opt, Diag *d) {
   AneParts *a = calloc(1, sizeof *a);
   a->device = device;
   a->device_impl = device_impl;
@@ -240,7 +243,7 @@ AneParts *ane_parts_prepare(const OrionBackendVtable *device, void *device_impl,
   a->diag.suppress_warnings = true;
   a->diag.observe = keep_first_error;
   a->diag.observe_ctx = a;
-  ane_partition_plan(&a->plan, a->f);
+  ane_partition_plan_placed(&a->plan, a->f, placed, cost);
   a->segs = calloc(a->plan.nsegs + 1, sizeof *a->segs);
   make_values(a);
   a->cpu = orion_backend_open("cpu", NULL, &a->diag);

@@ -1,5 +1,6 @@
 /*
- * A function of the ane backend that runs in parts (ane_partition.h): each
+ * A function of the ane backend that runs in parts (ane_partition.h: its
+ * int32/bool statements and those the device refuses on the CPU): each
  * device segment a program of its own, compiled, loaded and run through the
  * lifecycle (prepared on the same ane backend as the function: one compile
  * budget, one device program cache, one self-test choice), each CPU segment
@@ -25,14 +26,19 @@
 #include "orion/backend.h"
 
 typedef struct AneParts AneParts;
+struct AneCostModel;
 
 /* Whether function fn of p has a statement the CPU must run. */
 bool ane_parts_wanted(const OrionProgram *p, uint32_t fn);
-/* Prepares fn of p in parts; mil is the text of fn's MIL file (copied). The
+/* Prepares fn of p in parts; mil is the text of fn's MIL file (copied);
+ * placed (NULL: none) the statements the constraint table puts on the CPU
+ * too and cost (NULL: none) the cost model that joins short device runs to
+ * their CPU neighbours (ane_partition_plan_placed). The
  * device segments are prepared through device's functions on device_impl
  * (the ane backend's own: ane_backend.c), released by ane_parts_free. */
 AneParts *ane_parts_prepare(const OrionBackendVtable *device, void *device_impl, OrionProgram *p, uint32_t fn,
-                            const char *mil, size_t mil_len, const OrionPrepareOptions *opt, Diag *d);
+                            const char *mil, size_t mil_len, const uint32_t *placed, const struct AneCostModel *cost,
+                            const OrionPrepareOptions *opt, Diag *d);
 bool ane_parts_run(AneParts *a, const OrionTensor *in, const OrionTensor *out, Diag *d);
 /* The program's weights changed: every segment takes them (above). */
 bool ane_parts_weights_changed(AneParts *a, Diag *d);

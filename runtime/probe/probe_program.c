@@ -197,7 +197,7 @@ ProbeProgram *probe_program_open(ProbeSession *s, const char *mil, float fill, c
   if (ok) pp->program = orion_open(pp->dir, &(OrionOpenOptions){.reload = ORION_RELOAD_AUTO}, &d);
   if (ok && !pp->program) ok = false;
   /* Surfaces of the tensors' own size: the device's minimum is what is measured. */
-  OrionPrepareOptions po = {.exact_surfaces = true};
+  OrionPrepareOptions po = {.exact_surfaces = true, .keep_refused_on_device = true};
   if (ok) pp->exec = orion_backend_prepare(s->backend, pp->program, 0, &po, &d);
   if (ok && !pp->exec) ok = false;
   if (!ok) {

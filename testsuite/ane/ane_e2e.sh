@@ -8,11 +8,16 @@
 # 2e-3; int32 outputs equal). -v's "backend ane used" line shows the ane
 # backend ran them, not the cpu one.
 #
-# Where the device refuses a program, the table below (REFUSED) names the
-# rule and the refusal: orion's own check says it before anything is
-# compiled, and past that check (--no-ane-checks) the stand-in "device"
-# refuses it with the same words and its error code. docs/ane-backend.md
-# ("The end-to-end programs on the device") lists both sets.
+# Where the device refuses a statement of a program by a rule the
+# constraint table places on the CPU, the table below (PLACED) names the
+# rule, orion's remark on the statement moved, and the device's refusal:
+# through the ane backend the statement runs on the CPU and the rest on the
+# device, matching the fixture like every other program; past orion's
+# checks (--no-ane-checks: nothing moved) the stand-in "device" refuses the
+# program with the same rule and its error code. A program the device
+# refuses for a rule placement cannot mend would be listed in REFUSED:
+# orion's check says it before anything is compiled, the device past it.
+# docs/ane-backend.md ("The end-to-end programs on the device") lists the sets.
 #
 #   ane_e2e.sh ORIONC ORION_RUN NPY_COMPARE STANDIN SOURCE_ROOT
 set -u
@@ -71,13 +76,19 @@ for f in "$root"/examples/*.oir; do
   *) fail "examples/$(basename "$f") is not run through the ane backend here" ;; esac
 done
 
-# The corpus programs: NAME, the rule, and the refusal's words (orion's check
-# prefixes "FILE:LINE:COL: error: ", the device "ANECCompile() FAILED: ").
-REFUSED='
-ane_maderix_sdpa_fwd_taps|ANE001|concat would fail on the ANE: the ANE compiler rejects concat [ANE001]
-ane_maderix_sdpa_op_blobmask|ANE006|scaled_dot_product_attention would fail on the ANE: the ANE'"'"'s fused attention ignores its mask [ANE006]
-coremlc_v1_3_inline_args_mnist_ios16|ANE012|transpose_x of matmul '"'"'Times212_Output_0'"'"' is the literal '"'"'bool(false)'"'"'; the ANE'"'"'s MIL parser needs a named bool const [ANE012]
+# The corpus programs: NAME, the rule, orion's remark on the statement it
+# moves to the CPU, and the device's refusal past --no-ane-checks (after
+# "ANECCompile() FAILED: ").
+PLACED='
+ane_maderix_sdpa_fwd_taps|ANE001|runs on the CPU: ANE001, the ANE compiler rejects concat|concat would fail on the ANE: the ANE compiler rejects concat [ANE001]
+ane_maderix_sdpa_op_blobmask|ANE006|runs on the CPU: ANE006, the ANE'"'"'s fused attention ignores its mask|scaled_dot_product_attention would fail on the ANE: the ANE'"'"'s fused attention ignores its mask [ANE006]
+coremlc_v1_3_inline_args_mnist_ios16|ANE012|runs on the CPU: ANE012, matmul'"'"'s transpose_x and transpose_y must be named consts|transpose_x of matmul '"'"'Times212_Output_0'"'"' is the literal '"'"'bool(false)'"'"'; the ANE'"'"'s MIL parser needs a named bool const [ANE012]
 '
+# NAME, the rule, and the refusal's words (orion's check prefixes
+# "FILE:LINE:COL: error: ", the device "ANECCompile() FAILED: "): none today.
+REFUSED=''
+# How many of cases.txt's `run` programs match their fixture through the ane backend: all of them.
+MATCHING=11
 corpus=$(realpath -m "$root/../shared/corpus/mil")
 fix=$root/testsuite/e2e/corpus
 if [ ! -d "$corpus" ]; then
@@ -94,7 +105,7 @@ model_dir() {
   if [ -d "$fix/$name/weights" ]; then cp -r "$fix/$name/weights" "$name/"; fi
 }
 
-refused_seen=" "
+refused_seen=" " placed_seen=" " matched=0
 while read -r name status _; do
   case "$name" in '#'* | '') continue ;; esac
   [ "$status" = run ] || continue # pending and skip: not run on the cpu backend either
@@ -116,16 +127,37 @@ while read -r name status _; do
     contains "$name-device" "orion-run: error: the ane backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: $refusal"
     continue
   fi
+  failed_before=$failed
   on_ane "$name" "$name" "$name/out" "${inputs[@]}"
+  placed=$(printf '%s\n' "$PLACED" | grep "^$name|" || true)
+  if [ -n "$placed" ]; then
+    placed_seen="$placed_seen$name "
+    contains "$name" "$name/model.mil:"
+    contains "$name" ": note: statement "
+    contains "$name" "$(printf '%s\n' "$placed" | cut -d'|' -f3)"
+  elif grep -q "runs on the CPU: ANE" out; then
+    fail "$name: a statement was moved to the CPU, but PLACED does not list it"
+  fi
+  args=()
+  for i in "${inputs[@]}"; do args+=(--input "$i"); done
+  if [ -n "$placed" ]; then
+    check "$name-device" 1 "$run" --backend=ane --no-ane-checks "$name" "${args[@]}" --output-dir "$name/out-device"
+    contains "$name-device" "orion-run: error: the ane backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: $(printf '%s\n' "$placed" | cut -d'|' -f4)"
+  fi
   for o in "$fix/$name"/out.*.npy; do
     o=$(basename "$o" .npy)
     # shellcheck disable=SC2086
     compare_to "$name" "$name/out/${o#out.}.npy" "$fix/$name/$o.npy" $ANE_TOL
   done
+  if [ "$failed" = "$failed_before" ]; then matched=$((matched + 1)); fi
 done <"$fix/cases.txt"
-# Every refusal listed is one of the programs run: a stale line is an error.
+# Every refusal and placement listed is one of the programs run: a stale line is an error.
 for name in $(printf '%s\n' "$REFUSED" | cut -d'|' -f1); do
   case "$refused_seen" in *" $name "*) pass ;; *) fail "REFUSED lists $name, which cases.txt does not run" ;; esac
 done
+for name in $(printf '%s\n' "$PLACED" | cut -d'|' -f1); do
+  case "$placed_seen" in *" $name "*) pass ;; *) fail "PLACED lists $name, which cases.txt does not run" ;; esac
+done
+if [ "$matched" = "$MATCHING" ]; then pass; else fail "$matched corpus programs match through the ane backend, not $MATCHING"; fi
 
 finish

@@ -4,8 +4,8 @@
 # outputs whose declared order is not ASCII order give the cpu backend's
 # bytes in ane numerics (the backend binds by the manifest, the stand-in
 # reads surfaces in ASCII order of MIL names, as the device does); a
-# program with concat, run past orion's own check, is refused by the
-# "device" with its error code and the constraint id; a framework that is
+# program with concat runs with the concat on the CPU, and past orion's
+# checks is refused by the "device" with its error code and the constraint id; a framework that is
 # not there is a clear error; -v names the framework and the variant bound
 # and, after the run, the program cache's and compile budget's use;
 # a short training run and a greedy generation (int32 token inputs: run in
@@ -76,17 +76,24 @@ cpu_and_ane after p.anepkg x=lx.npy
 same_bytes patched-is-identity after.ane/y.npy lx.npy
 if cmp -s before.ane/y.npy after.ane/y.npy; then fail "patch: the ane backend did not see the new weights"; else pass; fi
 
-# The device refuses concat (ANE001) at compile: past orion's check, its error.
+# The device refuses concat (ANE001) at compile, a rule the constraint table
+# places on the CPU: through the ane backend the concat runs there (a remark
+# names the statement), the rest on the device, giving the cpu backend's
+# bytes; orion's check on the cpu backend still refuses it; past
+# --no-ane-checks (nothing moved) the device's error.
 printf 'func main(a: fp16[1,64,1,384], b: fp16[1,64,1,384]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >cat.oir
 check compile-concat 0 "$orionc" -w --no-lint -o cat.anepkg cat.oir
 head -c $((64 * 384 * 2)) /dev/zero >zeros
 npy16 '(1, 64, 1, 384)' "" a.npy && cat zeros >>a.npy
-check concat-checked 1 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane cat.anepkg --input a=a.npy --input b=a.npy --output-dir cat.out
+check concat-placed 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane cat.anepkg --input a=a.npy --input b=a.npy --output-dir cat.ane
+contains concat-placed "cat.anepkg/model.mil:8:43: note: statement 3 (concat 'y') runs on the CPU: ANE001, the ANE compiler rejects concat"
+check concat-checked 1 "$run" --backend=cpu cat.anepkg --input a=a.npy --input b=a.npy --output-dir cat.out
 contains concat-checked "[ANE001]"
 contains concat-checked "orion-run: note: --no-ane-checks runs it anyway on the CPU"
 check concat-device 1 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane --no-ane-checks cat.anepkg --input a=a.npy --input b=a.npy --output-dir cat.out
 contains concat-device "orion-run: error: the ane backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: concat would fail on the ANE: the ANE compiler rejects concat [ANE001]"
 check concat-cpu 0 "$run" --backend=cpu --no-ane-checks cat.anepkg --input a=a.npy --input b=a.npy --output-dir cat.out
+same_bytes concat-placed-bytes cat.out/n.npy cat.ane/n.npy
 
 # A framework that is not there; none named at all (the placeholder's words).
 check no-framework 2 env ORION_ANE_FRAMEWORK="$tmp/nothere.so" "$run" --backend=ane tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy"

@@ -8,8 +8,12 @@
  * in parts through the backend interface against the stand-in, its device
  * segments prepared on the same backend (its usage line counts their
  * compiles); a weight write updating the device segments by the self-test's
- * choice under each stand-in switch; and a device segment the device
- * refuses, named in the error.
+ * choice under each stand-in switch; a device segment the device refuses,
+ * named in the error; statements the device refuses (concat, gelu) placed on
+ * the CPU by the constraint table, with orion_ane_check's remarks, the exact
+ * segments with and without the cost model (a one-statement device run
+ * between two CPU statements joins them; a run that pays stays), and the
+ * function run through the backend with the cpu backend's bits.
  */
 #define _XOPEN_SOURCE 700
 
@@ -18,12 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../helpers.h"
 #include "ane_test_support.h"
 #include "ane_partition.h"
+#include "ane_partition_cost.h"
 #include "ane_parts.h"
 #include "loader_internal.h"
+#include "orion/ane_check.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
 
@@ -326,19 +333,214 @@ Test(ane_partition, a_weight_write_patches_the_segments_data_without_a_compile, 
                       "ANE architecture standin");
 }
 
-/* A device segment the device refuses: the error names the segment and gives the device's. */
+/* A device segment the device refuses: the error names the segment and gives the device's. (The concat goes
+ * to the device only when the caller keeps it there: by default the table places it on the CPU, below.) */
 Test(ane_partition, a_refused_segment_is_named, .fini = teardown) {
   compile(refused);
   OrionProgram *p = orion_open(pkg, NULL, &cap.d);
   cr_assert_not_null(p, "%s", cap.text.data);
   OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
   cr_assert_not_null(b, "%s", cap.text.data);
-  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE, .keep_refused_on_device = true};
   cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d));
   cr_assert_str_eq(cap.text.data,
                    "test: error: the ane backend cannot prepare segment 1 (device) of function 'main': the ane "
                    "backend: the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: "
                    "concat would fail on the ANE: the ANE compiler rejects concat [ANE001]\n");
   orion_backend_close(b);
+  orion_close(p);
+}
+
+/* concat (ANE001) and gelu (ANE010), statements the device refuses and the
+ * constraint table places on the CPU, in MIL as another tool writes it (the
+ * compiler would legalize both away); no int32 anywhere. */
+static const char *const placed_mil =
+    "program(1.3)\n"
+    "{\n"
+    "    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> a, tensor<fp16, [1, 4, 1, 8]> b) {\n"
+    "        tensor<fp16, [1, 4, 1, 8]> s = add(x = a, y = b)[name = string(\"s\")];\n"
+    "        int32 ax = const()[name = string(\"ax\"), val = int32(1)];\n"
+    "        bool il = const()[name = string(\"il\"), val = bool(false)];\n"
+    "        tensor<fp16, [1, 8, 1, 8]> c = concat(axis = ax, interleave = il, values = (s, b))[name = string(\"c\")];\n"
+    "        tensor<fp16, [1, 8, 1, 8]> t = tanh(x = c)[name = string(\"t\")];\n"
+    "        tensor<fp16, [1, 8, 1, 8]> g = gelu(x = t)[name = string(\"g\")];\n"
+    "        tensor<fp16, [1, 8, 1, 8]> n = mul(x = g, y = g)[name = string(\"n\")];\n"
+    "    } -> (n);\n"
+    "}\n";
+
+/* A bare model directory dir/bare holding mil, opened. */
+static OrionProgram *open_bare(const char *mil) {
+  test_dir_make(dir, sizeof dir, "ane-partition");
+  ane_test_own_cache(dir, cache, sizeof cache);
+  capture_init(&cap, "test");
+  snprintf(pkg, sizeof pkg, "%s/bare", dir);
+  cr_assert_eq(mkdir(pkg, 0700), 0);
+  char path[256];
+  snprintf(path, sizeof path, "%s/model.mil", pkg);
+  const char *err;
+  cr_assert(write_file_atomic(path, mil, strlen(mil), &err), "%s", err);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  return p;
+}
+
+/* What was captured so far is dropped (the SourceSet stays: the program's spans point into it). */
+static void forget_messages(void) {
+  sb_free(&cap.text);
+  sb_init(&cap.text);
+}
+
+/* cap's lines without the source excerpts, the directory written "D". */
+static const char *remarks(void) {
+  static char buf[4096];
+  StrBuf lines;
+  sb_init(&lines);
+  for (const char *line = cap.text.data; line && *line;) {
+    size_t n = strcspn(line, "\n");
+    const char *at = strstr(line, dir);
+    if (line[0] != ' ') {
+      if (at && at < line + n) sb_printf(&lines, "%.*sD%.*s\n", (int)(at - line), line,
+                                         (int)(line + n - at - strlen(dir)), at + strlen(dir));
+      else sb_printf(&lines, "%.*s\n", (int)n, line);
+    }
+    line += n + (line[n] == '\n');
+  }
+  snprintf(buf, sizeof buf, "%s", lines.data ? lines.data : "");
+  sb_free(&lines);
+  return buf;
+}
+
+static const char *const placed_remarks =
+    "D/bare/model.mil:7:40: note: statement 3 (concat 'c') runs on the CPU: ANE001, the ANE compiler rejects concat\n"
+    "D/bare/model.mil:9:40: note: statement 5 (gelu 'g') runs on the CPU: ANE010, gelu is not an ANE op\n";
+
+/* The statements orion_ane_check places on the CPU (a remark each), as the
+ * partition takes them: the concat (3) and the gelu (5), nothing else. The
+ * plan without a cost model: each refused statement its own CPU segment,
+ * the device's runs around them; with it (no dispatch figure in the table:
+ * the copies alone), the one-statement device run between the two, tanh
+ * (64 FLOPs against 256 bytes copied), joins its CPU neighbours; the runs at
+ * the ends keep their place. */
+Test(ane_partition, concat_and_gelu_statements_run_on_the_cpu, .fini = teardown) {
+  OrionProgram *p = open_bare(placed_mil);
+  const MilFunc *f = orion_function_mil(p, 0);
+  cr_assert_not(ane_parts_wanted(p, 0), "no int32: only the table moves statements");
+  uint32_t *placed = calloc(f->nstmts + 1, sizeof *placed);
+  OrionAneCheckOptions check = {.cpu_placement = true, .placed = placed};
+  cr_assert(orion_ane_check(p, 0, &check, &cap.d), "%s", cap.text.data);
+  cr_assert_str_eq(remarks(), placed_remarks);
+  uint32_t want[7] = {0, 0, 0, 1, 0, 10, 0};
+  cr_assert_eq(f->nstmts, 7);
+  for (uint32_t s = 0; s < 7; s++) cr_assert_eq(placed[s], want[s], "statement %u: rule %u", s, placed[s]);
+  StrBuf got;
+  sb_init(&got);
+  AnePartition part;
+  ane_partition_plan_placed(&part, f, placed, NULL);
+  describe(&part, f, &got);
+  cr_assert_str_eq(got.data, "device[s](a,b)->(s) cpu[c](b,s)->(c) device[t](c)->(t) cpu[g](t)->(g) device[n](g)->(n)");
+  cr_assert_eq(ane_stmt_flops(f, 4), 64);
+  cr_assert_eq(ane_segment_copy_bytes(f, &part.segs[2]), 256);
+  ane_partition_free(&part);
+  sb_free(&got);
+  sb_init(&got);
+  AneCostModel cost = ane_cost_model(NULL);
+  cr_assert_eq(cost.dispatch_flops, ANE_DISPATCH_OVERHEAD_FLOPS_DEFAULT);
+  ane_partition_plan_placed(&part, f, placed, &cost);
+  describe(&part, f, &got);
+  cr_assert_str_eq(got.data, "device[s](a,b)->(s) cpu[c,t,g](b,s)->(g) device[n](g)->(n)");
+  cr_assert_eq(part.cpu_stmts, 3);
+  ane_partition_free(&part);
+  /* Without the table's placement the device gets them all: one program. */
+  sb_free(&got);
+  sb_init(&got);
+  ane_partition_plan_placed(&part, f, NULL, &cost);
+  describe(&part, f, &got);
+  cr_assert_str_eq(got.data, "device[s,c,t,g,n](a,b)->(n)");
+  ane_partition_free(&part);
+  sb_free(&got);
+  free(placed);
+  orion_close(p);
+}
+
+/* The cost model keeps a device run that pays: the gather program's matmul
+ * run (452 FLOPs against 168 bytes copied) stays between its CPU segments,
+ * and the short run at the end (the loss) keeps its place at the end: the
+ * same plan as without the model. A dispatch figure of 300 FLOPs moves it. */
+Test(ane_partition, the_cost_model_keeps_a_device_run_that_pays, .fini = teardown) {
+  compile(program);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  const MilFunc *f = orion_function_mil(p, 0);
+  AnePartition bare, weighed;
+  ane_partition_plan(&bare, f);
+  AneCostModel cost = ane_cost_model(NULL);
+  ane_partition_plan_placed(&weighed, f, NULL, &cost);
+  StrBuf a, b;
+  sb_init(&a);
+  sb_init(&b);
+  describe(&bare, f, &a);
+  describe(&weighed, f, &b);
+  cr_assert_str_eq(b.data, a.data);
+  cr_assert_eq(ane_segment_flops(f, &weighed.segs[1]), 452);
+  cr_assert_eq(ane_segment_copy_bytes(f, &weighed.segs[1]), 168);
+  ane_partition_free(&weighed);
+  sb_free(&b);
+  sb_init(&b);
+  cost.dispatch_flops = 300;
+  ane_partition_plan_placed(&weighed, f, NULL, &cost);
+  describe(&weighed, f, &b);
+  cr_assert_str_eq(b.data, "cpu[e,h,logits,loss_fp32,loss_max,loss_shifted,loss_exp,loss_sumexp,loss_lse,"
+                           "loss_targets_checked,loss_targets_flat,loss_pick_index,loss_shifted_flat,loss_picked,"
+                           "loss_lse_flat](targets,tokens)->(logits,loss_lse_flat,loss_picked) "
+                           "device[loss_each,loss_total,loss](loss_lse_flat,loss_picked)->(loss)");
+  ane_partition_free(&weighed);
+  ane_partition_free(&bare);
+  sb_free(&a);
+  sb_free(&b);
+  orion_close(p);
+}
+
+/* Through the backend: supports accepts the function (a remark per statement
+ * moved), prepare compiles the two device segments (the cost model joined
+ * the third to the CPU), and a run gives the cpu backend's bits in ane
+ * numerics; a caller that keeps refused statements on the device gets the
+ * device's refusal of the whole function. */
+Test(ane_partition, the_backend_runs_refused_statements_on_the_cpu, .fini = teardown) {
+  OrionProgram *p = open_bare(placed_mil);
+  uint16_t a[32], b16[32], n[2][64];
+  for (int i = 0; i < 32; i++) {
+    a[i] = fp16_from_float((float)(i % 7) / 4 - 0.75f);
+    b16[i] = fp16_from_float((float)(i % 5) / 3 - 0.5f);
+  }
+  const OrionTensor in[] = {{.dtype = MIL_DT_FP16, .rank = 4, .dims = {1, 4, 1, 8}, .data = a},
+                            {.dtype = MIL_DT_FP16, .rank = 4, .dims = {1, 4, 1, 8}, .data = b16}};
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  for (int k = 0; k < 2; k++) {
+    OrionTensor out[] = {{.dtype = MIL_DT_FP16, .rank = 4, .dims = {1, 8, 1, 8}, .data = n[k]}};
+    OrionBackend *be = orion_backend_open(k ? "ane" : "cpu", NULL, &cap.d);
+    cr_assert_not_null(be, "%s", cap.text.data);
+    if (k) {
+      forget_messages();
+      cr_assert(orion_backend_caps(be).places_refused_on_cpu);
+      cr_assert(orion_backend_supports(be, p, 0, &cap.d), "%s", cap.text.data);
+      cr_assert_str_eq(remarks(), placed_remarks);
+    }
+    unsigned long before = k ? standin_compiles() : 0;
+    OrionExec *e = orion_backend_prepare(be, p, 0, &po, &cap.d);
+    cr_assert_not_null(e, "%s", cap.text.data);
+    if (k) cr_assert_eq(standin_compiles(), before + 2, "%lu compiles", standin_compiles() - before);
+    cr_assert(orion_exec_run(e, in, out, &cap.d), "%s", cap.text.data);
+    orion_backend_close(be);
+  }
+  cr_assert_arr_eq(n[1], n[0], sizeof n[0]);
+  OrionBackend *be = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(be, "%s", cap.text.data);
+  forget_messages();
+  po.keep_refused_on_device = true;
+  cr_assert_null(orion_backend_prepare(be, p, 0, &po, &cap.d));
+  cr_assert_str_eq(remarks(), "test: error: the ane backend: the device failed to compile function 'main' (error code "
+                              "1, 0x1): ANECCompile() FAILED: concat would fail on the ANE: the ANE compiler rejects "
+                              "concat [ANE001]\n");
+  orion_backend_close(be);
   orion_close(p);
 }
