@@ -1,7 +1,6 @@
 /*
  * A function of the ane backend run in parts (ane_parts.h).
  */
-#define _XOPEN_SOURCE 700 /* mkdtemp */
 
 #include "ane_parts.h"
 
@@ -14,6 +13,7 @@
 #include "ane_partition.h"
 #include "loader_internal.h"
 #include "orion/mil_reader.h"
+#include "orion/temporaries.h"
 
 typedef struct AnePartsSegment {
   OrionProgram *prog;
@@ -133,7 +133,7 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/orion-ane-part-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
+  if (!temp_make_dir(dir)) { /* registered: an interrupted run removes it */
     snprintf(a->first_error, sizeof a->first_error, "cannot make a directory under %s: %s", tmp ? tmp : "/tmp",
              strerror(errno));
     return segment_failed(a, seg, "write", d);
@@ -148,7 +148,7 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
   OrionPrepareOptions po = {.numerics = plan->on_device ? ORION_NUMERICS_ANE : a->numerics};
   if (ok && plan->on_device) ok = (g->device_exec = a->device->prepare(a->device_impl, g->prog, 0, &po, &a->diag));
   else if (ok) ok = (g->exec = orion_backend_prepare(a->cpu, g->prog, 0, &po, &a->diag));
-  remove_tree(dir);
+  temp_remove(dir);
   if (!ok) return segment_failed(a, seg, "prepare", d);
   return true;
 }

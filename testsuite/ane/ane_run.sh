@@ -188,6 +188,39 @@ assert "the device failed to compile function 'main' (error code 1, 0x1): ANECCo
 PY
 then pass; else fail "probe: probe.json is not the stand-in's figures"; fi
 
+# SIGTERM and SIGINT at a point the run reaches for certain (the stand-in's
+# pauses, orion/temporaries.h's test_pause_at): with its directories in
+# TMPDIR (the reference's $TMPDIR/<hexStringIdentifier>/, the stand-in's
+# compile directory, the run in parts' segment directory) the run ends by
+# the signal and leaves TMPDIR empty.
+mkfifo pause
+set -m # background jobs keep SIGINT
+interrupt() { # interrupt NAME POINT SIGNAL STATUS EXPECTED-IN-TMPDIR COMMAND...
+  local name=$1 point=$2 sig=$3 want=$4 expect=$5 pid got at
+  shift 5
+  env ORION_TEST_PAUSE_AT="$point" ORION_TEST_PAUSE_FIFO="$tmp/pause" ORION_ANE_FRAMEWORK="$standin" "$@" >out 2>&1 &
+  pid=$!
+  read -r at <pause
+  [ "$at" = "$point" ] || fail "$name: paused at '$at', expected '$point'"
+  # What the run has made at that point (markers aside): the test proves something.
+  local made
+  made=$(cd "$TMPDIR" && ls -A | grep -v '\.owner$' | sed -E 's/^[0-9a-f]{16}$/HEX/; s/-[A-Za-z0-9]{6}$/-XXXXXX/' | sort | tr '\n' ' ')
+  if [ "$made" = "$expect" ]; then pass; else fail "$name: TMPDIR held '$made', expected '$expect'"; fi
+  kill -s "$sig" $pid
+  { wait $pid; } 2>/dev/null
+  got=$?
+  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want: $(cat out)"; fi
+  if [ -z "$(ls -A "$TMPDIR")" ]; then pass; else fail "$name: left in TMPDIR: $(ls -A "$TMPDIR")"; fi
+}
+interrupt sigterm-compile ane-standin-compile TERM 143 "HEX orion-ane-standin-XXXXXX " \
+  "$run" --backend=ane tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir sig.out
+interrupt sigterm-evaluate ane-standin-evaluate TERM 143 "HEX " \
+  "$run" --backend=ane tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir sig.out
+interrupt sigint-parts ane-standin-compile INT 130 "HEX orion-ane-part-XXXXXX orion-ane-standin-XXXXXX " \
+  "$run" generate gen.anepkg --ids 1,2,3 --temperature 0 --max-tokens 2 --backend ane
+set +m
+if [ ! -e sig.out ]; then pass; else fail "interrupted runs left their output directory sig.out"; fi
+
 # Every temporary directory of the backend and of the stand-in was removed.
 left=$(ls -A "$TMPDIR")
 if [ -z "$left" ]; then pass; else fail "temporary directories left in TMPDIR: $left"; fi
