@@ -25,6 +25,11 @@ static inline void run_diag_open(RunDiag *r, const char *program) {
 
 static inline void run_diag_close(RunDiag *r) { srcset_free(&r->sources); }
 
+/* --ane-compile-budget N, --ane-resident-cap N (orion-run and orion-run
+ * patch): the value of `option` into *out, a whole number from 1 to 1000000;
+ * -1 to go on, or the usage error's exit status. */
+int orion_run_take_ane_limit(const char *program, const char *option, const char *v, uint32_t *out);
+
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);
 /* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */

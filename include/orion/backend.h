@@ -52,6 +52,13 @@ typedef struct OrionBackendOptions {
    * environment variable ORION_CPU_THREADS if set, else the online cores.
    * A device backend may ignore it. */
   uint32_t threads;
+  /* A device backend's per-process limits (the ane backend's compile budget
+   * and resident-program cap, docs/ane-backend.md), 1 to 1000000; 0: the
+   * environment's (ORION_ANE_COMPILE_BUDGET, ORION_ANE_RESIDENT_CAP) if set,
+   * else the constraint table's (rule ANE005). A value past 1000000 is an
+   * error at open. Others ignore them. */
+  uint32_t compile_budget;
+  uint32_t resident_cap;
 } OrionBackendOptions;
 
 typedef struct OrionPrepareOptions {

@@ -162,7 +162,7 @@ static bool choose_strategy(AneBackend *b, Diag *d) {
 }
 
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
-  (void)opt;
+  AneLimitOptions limits = {.compile_budget = opt ? opt->compile_budget : 0, .resident_cap = opt ? opt->resident_cap : 0};
   AneBackend *b = xcalloc(1, sizeof *b);
   char why[1024];
   if (!bind(&b->fw, &b->sys, why, sizeof why)) {
@@ -173,7 +173,7 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   size_t len;
   const char *text = constraints_builtin_text(&len);
   b->table = constraints_parse("ane_constraints.json", text, len, NULL, d);
-  if (!b->table || !ane_limits_resolve(b->table, NULL, environment, &b->limits, d)) {
+  if (!b->table || !ane_limits_resolve(b->table, &limits, environment, &b->limits, d)) {
     constraints_free(b->table);
     ane_framework_close(&b->fw);
     free(b);
@@ -224,7 +224,11 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   sb_init(&sb);
   ane_program_cache_stats_print(b->cache, &sb);
   while (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = '\0';
-  snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
+  /* The cap's origin only when it is not the table's: the usual line stays as it was. */
+  const AneLimit *cap = &b->limits.resident_cap;
+  bool table_cap = !strncmp(cap->origin, "constraint ", strlen("constraint "));
+  snprintf(out, len, "%s%s%s; OS build %s, ANE architecture %s", sb.data, table_cap ? "" : "; resident cap from ",
+           table_cap ? "" : cap->origin, b->os_build, b->ane_arch);
   sb_free(&sb);
 }
 

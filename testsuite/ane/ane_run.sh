@@ -100,6 +100,34 @@ contains verbose "orion-run: backend ane: framework '$standin'; descriptor facto
 # ... and after the run, the program cache and the compile budget it used.
 contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 
+# The limits as options (--opt N and --opt=N): the option beats the
+# environment, which beats the table; -v's usage line says which was used
+# (the resident cap's only when it is not the table's).
+exactly() { if [ "$(cat out)" = "$2" ]; then pass; else fail "$1: output is not '$2'"; cat out; fi; }
+limits() { # limits [VAR=VALUE...] [OPTION...]
+  local envs=()
+  while [ $# -gt 0 ] && [[ $1 == ORION_* ]]; do envs+=("$1"); shift; done
+  env ORION_ANE_FRAMEWORK="$standin" "${envs[@]}" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" \
+    --output-dir v.out "$@"
+}
+check limits-option 0 limits --ane-compile-budget 5 --ane-resident-cap=3
+contains limits-option "1 of 3 resident; compile budget 1 of 5 used (the caller's option); resident cap from the caller's option; OS build"
+check limits-option-over-env 0 limits ORION_ANE_COMPILE_BUDGET=7 ORION_ANE_RESIDENT_CAP=9 --ane-compile-budget=6
+contains limits-option-over-env "1 of 9 resident; compile budget 1 of 6 used (the caller's option); resident cap from ORION_ANE_RESIDENT_CAP; OS build"
+check limits-env 0 limits ORION_ANE_COMPILE_BUDGET=7
+contains limits-env "1 of 128 resident; compile budget 1 of 7 used (ORION_ANE_COMPILE_BUDGET); OS build"
+check limits-bad 2 limits --ane-compile-budget=0
+exactly limits-bad "orion-run: error: --ane-compile-budget needs a count from 1 to 1000000 (not '0')
+Try 'orion-run --help' for more information."
+check limits-bad-cap 2 limits --ane-resident-cap 12x
+exactly limits-bad-cap "orion-run: error: --ane-resident-cap needs a count from 1 to 1000000 (not '12x')
+Try 'orion-run --help' for more information."
+check limits-missing 2 limits --ane-resident-cap
+contains limits-missing "orion-run: error: --ane-resident-cap needs a count from 1 to 1000000"
+# A bad environment value is still an error when an option overrides it.
+check limits-bad-env 2 limits ORION_ANE_COMPILE_BUDGET=lots --ane-compile-budget 4
+contains limits-bad-env "the ane backend cannot use ORION_ANE_COMPILE_BUDGET='lots': it must be a whole number from 1 to 1000000"
+
 # Training and generation: their functions read int32 token ids, so they
 # run in parts (docs/ane-backend.md, what runs on the device and what on the
 # CPU): the int32 statements on the CPU backend, the rest as device programs.
