@@ -232,6 +232,8 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   sb_free(&sb);
 }
 
+static uint64_t ane_compiles(const void *impl) { return ((const AneBackend *)impl)->budget.used; }
+
 /* Recompiling always works; another strategy once the self-test (or its
  * cached choice) says it does on this OS build. */
 static OrionBackendCaps ane_caps(const void *impl) {
@@ -528,4 +530,5 @@ const OrionBackendVtable orion_backend_ane = {
     .release = ane_release,
     .describe = ane_describe,
     .usage = ane_usage,
+    .compiles = ane_compiles,
 };

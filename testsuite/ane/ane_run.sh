@@ -76,6 +76,59 @@ cpu_and_ane after p.anepkg x=lx.npy
 same_bytes patched-is-identity after.ane/y.npy lx.npy
 if cmp -s before.ane/y.npy after.ane/y.npy; then fail "patch: the ane backend did not see the new weights"; else pass; fi
 
+# orion-run patch --backend ane: the package compiled on the backend first,
+# the patch written, then the program updated by the self-test's strategy
+# under each stand-in switch: the strategy and the compiles it took (the
+# self-test's 5, 2, 3 with a fresh choice, then 1, 0, 0 with the cached
+# one), and --verify's comparison with a fresh compile on the backend. The
+# patch (w = 2I) makes y = 2x = 2, 4, 6, 8: a fresh run gives exactly that,
+# so the updated program, bit-identical to it, does too.
+npy16 '(4, 4)' '\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40' twice.npy
+npy16 '(1, 4)' '\x00\x40\x00\x44\x00\x46\x00\x48' y_twice.npy
+patch_on_ane() { # patch_on_ane NAME SWITCH CACHE PACKAGE [OPTION...]
+  local name=$1 sw=$2 cache=$3 pkg=$4
+  shift 4
+  check "$name" 0 env XDG_CACHE_HOME="$tmp/$cache" ORION_ANE_STANDIN_WEIGHTS=$sw ORION_ANE_FRAMEWORK="$standin" \
+    "$run" patch "$pkg" --weight w=twice.npy --backend ane -v --verify=l.oir "$@"
+}
+for case in baked:recompile:6:1 reload:reload-files:2:0 patch-data:patch-data:3:0; do
+  IFS=: read -r sw strategy first later <<<"$case"
+  check "compile-patch-$sw" 0 "$orionc" -w -o "pa-$sw.anepkg" l.oir
+  patch_on_ane "patch-ane-$sw" "$sw" "cache-patch-$sw" "pa-$sw.anepkg"
+  contains "patch-ane-$sw" "orion-run: backend ane: weights updated by $strategy, $first compiles"
+  contains "patch-ane-$sw" "update strategy: $strategy (the self-test's choice for OS build standin-1, written to '$tmp/cache-patch-$sw/orion/ane-update-standin-1-standin')"
+  contains "patch-ane-$sw" "pa-$sw.anepkg: 1 weight patched, 1 blob (32 bytes) changed, generation 1"
+  contains "patch-ane-$sw" "pa-$sw.anepkg: verified on the ane backend: the updated program's outputs are bit-identical to a fresh compile's"
+  check "patched-run-$sw" 0 env ORION_ANE_STANDIN_WEIGHTS=$sw ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane "pa-$sw.anepkg" --input x=lx.npy --output-dir "pa-$sw.out"
+  same_bytes "patched-run-$sw-is-2x" "pa-$sw.out/y.npy" y_twice.npy
+  # The choice cached: only the strategy's own compiles (the same values again: nothing new to write).
+  check "compile-patch-$sw-2" 0 "$orionc" -w -o "pb-$sw.anepkg" l.oir
+  patch_on_ane "patch-ane-$sw-cached" "$sw" "cache-patch-$sw" "pb-$sw.anepkg"
+  want="$later compiles"; [ "$later" = 1 ] && want="1 compile"
+  contains "patch-ane-$sw-cached" "orion-run: backend ane: weights updated by $strategy, $want"
+  contains "patch-ane-$sw-cached" "update strategy: $strategy (the self-test's choice for OS build standin-1, cached in '$tmp/cache-patch-$sw/orion/ane-update-standin-1-standin')"
+done
+# A choice that is wrong for the device (reload-files cached, the device
+# baking weights): the updated program keeps the old weights, and --verify says so.
+check compile-patch-wrong 0 "$orionc" -w -o pw.anepkg l.oir
+check patch-ane-wrong 1 env XDG_CACHE_HOME="$tmp/cache-patch-reload" ORION_ANE_STANDIN_WEIGHTS=baked ORION_ANE_FRAMEWORK="$standin" \
+  "$run" patch pw.anepkg --weight w=twice.npy --backend=ane --verify=l.oir
+contains patch-ane-wrong "orion-run: error: --verify: output 'y' of function 'main' of the updated program on the ane backend differs from a fresh compile's (the backend's weight-update strategy is wrong here)"
+contains patch-ane-wrong "orion-run: note: 'pw.anepkg' is patched (its files verified); the ane backend's update of its program in this process is what differs"
+# Without -v nothing of the backend is said; a backend that reads weights in place remaps.
+check compile-patch-check 0 "$orionc" -w -o pc.anepkg l.oir
+check patch-check 0 "$run" patch pc.anepkg --weight w=twice.npy --backend check -v --verify=l.oir
+contains patch-check "orion-run: backend check: weights updated by remap, 0 compiles"
+contains patch-check "pc.anepkg: verified on the check backend: the updated program's outputs are bit-identical to a fresh compile's"
+# A bad backend name: the usual error, and the package is not touched.
+check compile-patch-bad 0 "$orionc" -w -o pbad.anepkg l.oir
+cp -r pbad.anepkg pbad.before
+check patch-bad-backend 2 "$run" patch pbad.anepkg --weight w=twice.npy --backend nope
+contains patch-bad-backend "orion-run: error: unknown backend 'nope' (backends built in: cpu, check)"
+if diff -r pbad.anepkg pbad.before >/dev/null; then pass; else fail "patch-bad-backend: the package changed"; fi
+check patch-recover-backend 2 "$run" patch pbad.anepkg --recover --backend ane
+contains patch-recover-backend "orion-run patch: error: --recover takes no --backend"
+
 # The device refuses concat (ANE001) at compile: past orion's check, its error.
 printf 'func main(a: fp16[1,64,1,384], b: fp16[1,64,1,384]) {\n  y = concat(a, b, axis=-1);\n  n = layer_norm(y);\n  return n;\n}\n' >cat.oir
 check compile-concat 0 "$orionc" -w --no-lint -o cat.anepkg cat.oir
