@@ -313,9 +313,35 @@ static bool copy_weights(AneParts *a, uint32_t seg) {
   return true;
 }
 
+/* A device segment of a program reloaded from its files (a patch taken up by orion_backend_update_weights): the
+ * segment's directory is written again under its own name from the program's new bytes, the segment's program
+ * maps them as a reload does, and the backend updates its compiled program by the self-test's strategy, as for
+ * any program reloaded (no compile under reload-files and patch-data). False, the segment as it was, when the
+ * name is taken or a step fails before the backend is told; *told says whether it was. */
+static bool reload_device_segment(AneParts *a, uint32_t seg, bool *told) {
+  AnePartsSegment *g = &a->segs[seg];
+  *told = false;
+  const char *dir = orion_program_path(g->prog);
+  struct stat st;
+  if (lstat(dir, &st) == 0 || !temp_make_named_dir(dir)) return false; /* registered: an interrupt removes it */
+  OrionOpenOptions remap = {.verify_checksums = false, .reload = ORION_RELOAD_REMAP};
+  bool moved = false;
+  bool ok = write_segment(a, seg, dir) && orion_reload_weights(g->prog, &remap, &moved, &a->diag);
+  temp_remove(dir); /* the mapping keeps the bytes */
+  if (!ok) return false;
+  *told = true;
+  /* The previous mapping holds during the call, as orion_backend_update_weights promises a backend. */
+  if (!a->device->weights_changed(g->device_exec, &a->diag)) {
+    orion_reload_weights_undo(g->prog);
+    return false;
+  }
+  orion_release_retired_weights(g->prog);
+  return true;
+}
+
 /* A device segment of a program written in place: its mapping takes the new bytes and the backend updates its
- * compiled program by the self-test's strategy (ane_backend.c). Any other segment is built again from the
- * program's bytes (a CPU segment costs no compile; a device segment's unchanged content is a cache hit). */
+ * compiled program by the self-test's strategy (ane_backend.c); of a program reloaded from its files, the same
+ * through the segment's own reload (above). A CPU segment is built again from the program's bytes (no compile). */
 bool ane_parts_weights_changed(AneParts *a, Diag *d) {
   forget_messages(a);
   for (uint32_t s = 0; s < a->plan.nsegs; s++) {
@@ -325,6 +351,9 @@ bool ane_parts_weights_changed(AneParts *a, Diag *d) {
       if (!a->device->weights_changed(g->device_exec, &a->diag)) return segment_failed(a, s, "update", d);
       continue;
     }
+    bool told = false;
+    if (g->device_exec && reload_device_segment(a, s, &told)) continue;
+    if (told) return segment_failed(a, s, "update", d); /* the backend refused: its error, not a rebuild's */
     release_segment(a, s);
     if (!build_segment(a, s, d)) return false;
   }
