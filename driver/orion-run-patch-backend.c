@@ -56,7 +56,8 @@ bool patch_backend_update(PatchOnBackend *pb, bool verbose, Diag *d) {
   }
   /* Asked after the update: a first update runs the ane backend's self-test, which makes the choice. */
   uint64_t compiles = orion_backend_compiles(pb->backend) - before;
-  char about[2048]; /* the strategy's origin: on the ane backend, the self-test's choice made now or read from its cache */
+  /* The strategy's origin: on the ane backend, the self-test's choice made now or read from its cache. */
+  char about[2048];
   if (verbose && orion_backend_describe(pb->backend, about, sizeof about))
     fprintf(stderr, "orion-run: backend %s: %s\n", orion_backend_name(pb->backend), about);
   if (verbose)
@@ -102,7 +103,8 @@ bool patch_backend_verify(PatchOnBackend *pb, const char *package, const char *b
   OrionProgram *fresh = NULL;
   OrionExec **execs = NULL;
   bool ok = fresh_backend && open_prepared(fresh_backend, package, &fresh, &execs, d);
-  for (uint32_t fn = 0; ok && fn < pb->nexecs; fn++) ok = same_on_probe(pb->execs[fn], execs[fn], pb->program, fn, backend, d);
+  for (uint32_t fn = 0; ok && fn < pb->nexecs; fn++)
+    ok = same_on_probe(pb->execs[fn], execs[fn], pb->program, fn, backend, d);
   if (ok)
     printf("%s: verified on the %s backend: the updated program's outputs are bit-identical to a fresh compile's\n",
            package, backend);

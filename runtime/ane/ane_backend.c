@@ -224,11 +224,7 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   sb_init(&sb);
   ane_program_cache_stats_print(b->cache, &sb);
   while (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = '\0';
-  /* The cap's origin only when it is not the table's: the usual line stays as it was. */
-  const AneLimit *cap = &b->limits.resident_cap;
-  bool table_cap = !strncmp(cap->origin, "constraint ", strlen("constraint "));
-  snprintf(out, len, "%s%s%s; OS build %s, ANE architecture %s", sb.data, table_cap ? "" : "; resident cap from ",
-           table_cap ? "" : cap->origin, b->os_build, b->ane_arch);
+  snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
   sb_free(&sb);
 }
 
