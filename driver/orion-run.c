@@ -426,7 +426,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "probe")) return orion_run_probe(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
+  if (rc >= 0) { /* a usage error (or --help) after some --input: their names are ours */
+    for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
+    return rc;
+  }
 
   SourceSet sources;
   srcset_init(&sources);
