@@ -18,7 +18,10 @@
 
 #define MAX_SOURCES 256
 
-enum { OPT_WEIGHTS = 1, OPT_WEIGHT, OPT_CLAMP, OPT_VERIFY, OPT_RECOVER, OPT_VERBOSE, OPT_HELP };
+enum {
+  OPT_WEIGHTS = 1, OPT_WEIGHT, OPT_CLAMP, OPT_VERIFY, OPT_RECOVER, OPT_BACKEND, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP,
+  OPT_VERBOSE, OPT_HELP
+};
 
 static const CliOption patch_options[] = {
     {OPT_WEIGHTS, 0, "weights", CLI_VALUE, 0, " FILE.safetensors", "new values for the weights named by its keys",
@@ -41,7 +44,19 @@ static const CliOption patch_options[] = {
      "only complete (or discard) an interrupted update\n"
      "(with -v: name each leftover file removed)",
      NULL},
-    {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL, "print what was done", NULL},
+    {OPT_BACKEND, 0, "backend", CLI_VALUE, CLI_WORD, " NAME",
+     "cpu (default: the files only) or a device backend\n"
+     "(ane): the package is compiled on it first and its\n"
+     "program updated by the backend's weight-update\n"
+     "strategy after the patch; with --verify, compared\n"
+     "bit for bit with a fresh compile on that backend",
+     "a backend name"},
+    {OPT_COMPILE_BUDGET, 0, "ane-compile-budget", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},
+    {OPT_RESIDENT_CAP, 0, "ane-resident-cap", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},
+    {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL,
+     "print what was done (with --backend: the weight-update\n"
+     "strategy used and the compiles it took)",
+     NULL},
     {OPT_HELP, 'h', "help", CLI_NO_VALUE, 0, NULL, "show this help", NULL},
 };
 
@@ -71,6 +86,8 @@ typedef struct PatchArgs {
   uint32_t nfiles;
   bool clamp, verify, recover, verbose;
   const char *source;
+  const char *backend; /* NULL or "cpu": the files only */
+  OrionBackendOptions backend_options;
 } PatchArgs;
 
 static int take_option(void *ctx, int id, const char *v, const char *spelling) {
@@ -98,6 +115,11 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     a->source = v;
     return -1;
   case OPT_RECOVER: a->recover = true; return -1;
+  case OPT_BACKEND: a->backend = v; return -1;
+  case OPT_COMPILE_BUDGET:
+    return orion_run_take_ane_limit("orion-run patch", "--ane-compile-budget", v, &a->backend_options.compile_budget);
+  case OPT_RESIDENT_CAP:
+    return orion_run_take_ane_limit("orion-run patch", "--ane-resident-cap", v, &a->backend_options.resident_cap);
   case OPT_VERBOSE: a->verbose = true; return -1;
   default: return -1;
   }
@@ -109,6 +131,8 @@ static int parse(int argc, char **argv, PatchArgs *a) {
   if (rc >= 0) return rc;
   if (!a->recover && !a->nfiles) return usage_error("%s", "no new weights (give --weights FILE or --weight NAME=FILE.npy)");
   if (a->recover && a->nfiles) return usage_error("%s", "--recover takes no weights");
+  if (a->recover && a->backend) return usage_error("%s", "--recover takes no --backend");
+  if (a->backend && !strcmp(a->backend, "cpu")) a->backend = NULL; /* the files are all the cpu backend reads */
   return -1;
 }
 
@@ -168,6 +192,7 @@ int orion_run_patch(int argc, char **argv) {
   Diag *d = &rd.d;
   rc = 1;
   PatchSet set = {0};
+  PatchOnBackend on = {0};
   /* What a killed patch left beside the package; inside it, its own files
    * are the recovery's (package_recover, under the package's lock). */
   leftovers_clean_beside(a.package, &(LeftoverReport){.fn = say_leftover});
@@ -185,6 +210,11 @@ int orion_run_patch(int argc, char **argv) {
     ok = (a.npy_names[i] ? patch_set_add_npy(&set, a.npy_names[i], a.files[i], d)
                          : patch_set_add_safetensors(&set, a.files[i], d)) && ok;
   if (!ok) goto done;
+  /* Before anything is written: a backend that does not open (a bad name) leaves the package as it was. */
+  if (a.backend && !patch_backend_open(&on, a.backend, &a.backend_options, a.package, d)) {
+    if (!on.backend) rc = 2; /* a backend this build does not have is a wrong command line, as for orion-run */
+    goto done;
+  }
   PatchStats stats;
   PatchOptions po = {.clamp_fp16 = a.clamp, .stats = &stats};
   /* --verify checks a patched copy first, so that a failure leaves the
@@ -211,8 +241,15 @@ int orion_run_patch(int argc, char **argv) {
     fprintf(stderr, "orion-run: %.1f ms checking, %.1f ms writing\n", stats.validate_ms, stats.commit_ms);
   fflush(stdout);
   (void)prior;
+  if (a.backend && !patch_backend_update(&on, a.verbose, d)) goto done;
+  if (a.backend && a.verify && !patch_backend_verify(&on, a.package, a.backend, &a.backend_options, d)) {
+    diag_note(d, (SrcSpan){0}, "'%s' is patched (its files verified); the %s backend's update of its program in this "
+              "process is what differs", a.package, a.backend);
+    goto done;
+  }
   rc = 0;
 done:
+  patch_backend_close(&on);
   patch_set_free(&set);
   for (uint32_t i = 0; i < a.nfiles; i++) free((void *)(uintptr_t)a.npy_names[i]);
   run_diag_close(&rd);

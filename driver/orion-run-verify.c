@@ -149,8 +149,7 @@ static bool same_file(const char *a, const char *b, const char *rel, const char 
   return ok;
 }
 
-/* Deterministic small random values: valid token ids and moderate activations. */
-static void fill_random(CpuTensor *t, const OrionTensorInfo *info, uint64_t *state) {
+void orion_run_fill_probe_input(CpuTensor *t, const OrionTensorInfo *info, uint64_t *state) {
   uint64_t n = 1;
   for (uint32_t i = 0; i < info->rank; i++) n *= (uint64_t)info->dims[i];
   size_t es = cpu_dtype_size(info->dtype);
@@ -175,7 +174,7 @@ static bool same_outputs(const char *a, const char *b, Diag *d) {
     uint32_t nin = orion_input_count(pa, fn), nout = orion_output_count(pa, fn);
     CpuTensor *in = xcalloc(nin + 1, sizeof *in), *oa = xcalloc(nout + 1, sizeof *oa), *ob = xcalloc(nout + 1, sizeof *ob);
     uint64_t state = 1;
-    for (uint32_t i = 0; i < nin; i++) fill_random(&in[i], orion_input(pa, fn, i), &state);
+    for (uint32_t i = 0; i < nin; i++) orion_run_fill_probe_input(&in[i], orion_input(pa, fn, i), &state);
     CpuProgram *ca = cpu_prepare(pa, fn, CPU_NUMERICS_ANE, d), *cb = ca ? cpu_prepare(pb, fn, CPU_NUMERICS_ANE, d) : NULL;
     ok = ca && cb && cpu_run(ca, in, oa, d) && cpu_run(cb, in, ob, d);
     for (uint32_t i = 0; ok && i < nout; i++) {

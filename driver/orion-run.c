@@ -35,6 +35,7 @@ typedef struct Options {
   const char *output_dir;
   const char *adapter;
   const char *backend;
+  OrionBackendOptions backend_options; /* the ane backend's limits */
   const char *input_names[MAX_BINDINGS];
   const char *input_files[MAX_BINDINGS];
   uint32_t ninputs;
@@ -50,7 +51,8 @@ typedef struct Options {
 
 enum {
   OPT_INPUT = 1, OPT_OUTPUT_DIR, OPT_ADAPTER, OPT_FUNCTION, OPT_NUMERICS, OPT_BACKEND, OPT_REPEAT, OPT_CHECK_FINITE,
-  OPT_PROFILE, OPT_JSON, OPT_NO_VERIFY, OPT_NO_ANE_CHECKS, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+  OPT_PROFILE, OPT_JSON, OPT_NO_VERIFY, OPT_NO_ANE_CHECKS, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP, OPT_VERBOSE, OPT_HELP,
+  OPT_VERSION,
 };
 
 static const CliOption run_options[] = {
@@ -78,6 +80,14 @@ static const CliOption run_options[] = {
      "backend run fused and one op at a time, outputs required\n"
      "to be bit-identical) or ane (macOS only)",
      "a backend name"},
+    {OPT_COMPILE_BUDGET, 0, "ane-compile-budget", CLI_VALUE, 0, " N",
+     "the ane backend's compiles per process (default:\n"
+     "$ORION_ANE_COMPILE_BUDGET, else the constraint table's)",
+     "a count from 1 to 1000000"},
+    {OPT_RESIDENT_CAP, 0, "ane-resident-cap", CLI_VALUE, 0, " N",
+     "the ane backend's loaded programs at once (default:\n"
+     "$ORION_ANE_RESIDENT_CAP, else the constraint table's)",
+     "a count from 1 to 1000000"},
     {OPT_REPEAT, 0, "repeat", CLI_VALUE, 0, " N", "run N times and print the time per run",
      "a count from 1 to 1000000"},
     {OPT_CHECK_FINITE, 0, "check-finite", CLI_NO_VALUE, 0, NULL,
@@ -126,6 +136,16 @@ static const CliSpec run_spec = {
 
 #define usage_error(...) cli_usage_error("orion-run", __VA_ARGS__)
 
+int orion_run_take_ane_limit(const char *program, const char *option, const char *v, uint32_t *out) {
+  char *end = (char *)(uintptr_t)v;
+  errno = 0;
+  unsigned long n = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &end, 10) : 0;
+  if (!n || *end || errno || n > 1000000)
+    return cli_usage_error(program, "%s needs a count from 1 to 1000000 (not '%s')", option, v);
+  *out = (uint32_t)n;
+  return -1;
+}
+
 static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   (void)spelling;
   Options *o = ctx;
@@ -154,6 +174,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
     else return usage_error("unknown numerics '%s' (expected ane or fp32)", v);
     return -1;
   case OPT_BACKEND: o->backend = v; return -1;
+  case OPT_COMPILE_BUDGET:
+    return orion_run_take_ane_limit("orion-run", "--ane-compile-budget", v, &o->backend_options.compile_budget);
+  case OPT_RESIDENT_CAP:
+    return orion_run_take_ane_limit("orion-run", "--ane-resident-cap", v, &o->backend_options.resident_cap);
   case OPT_REPEAT: {
     char *end;
     long n = strtol(v, &end, 10);
@@ -407,7 +431,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "probe")) return orion_run_probe(argc - 1, argv + 1);
   Options o;
   int rc = parse_options(argc, argv, &o);
-  if (rc >= 0) return rc;
+  if (rc >= 0) { /* a usage error (or --help) after some --input: their names are ours */
+    for (uint32_t k = 0; k < o.ninputs; k++) free((char *)(uintptr_t)o.input_names[k]);
+    return rc;
+  }
 
   SourceSet sources;
   srcset_init(&sources);
@@ -426,7 +453,7 @@ int main(int argc, char **argv) {
   Arena out_arena; /* names of joined outputs */
   arena_init(&out_arena);
 
-  backend = orion_backend_open(o.backend, NULL, &d);
+  backend = orion_backend_open(o.backend, &o.backend_options, &d);
   if (!backend) {
     rc = EXIT_USAGE; /* a backend this build does not have is a wrong command line */
     goto done;

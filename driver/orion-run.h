@@ -25,6 +25,11 @@ static inline void run_diag_open(RunDiag *r, const char *program) {
 
 static inline void run_diag_close(RunDiag *r) { srcset_free(&r->sources); }
 
+/* --ane-compile-budget N, --ane-resident-cap N (orion-run and orion-run
+ * patch): the value of `option` into *out, a whole number from 1 to 1000000;
+ * -1 to go on, or the usage error's exit status. */
+int orion_run_take_ane_limit(const char *program, const char *option, const char *v, uint32_t *out);
+
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);
 /* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */
@@ -44,6 +49,31 @@ int orion_run_generate(int argc, char **argv);
  * was given, so that a failure leaves that package as it was). */
 bool orion_run_verify_patch(const char *package, const char *shown, const char *source, const char *const *files,
                             const char *const *npy_names, uint32_t nfiles, bool verbose, Diag *d);
+
+/* The probe input of patch --verify: deterministic small random values (valid
+ * token ids, moderate activations) for input `info`, from *state (start at 1);
+ * t->data is allocated (free it). */
+void orion_run_fill_probe_input(CpuTensor *t, const OrionTensorInfo *info, uint64_t *state);
+
+/* orion-run patch --backend B, B not cpu (orion-run-patch-backend.c): the
+ * package opened and every function prepared on B before the patch, then
+ * its weights updated by B's strategy (orion_backend_update_weights). */
+typedef struct PatchOnBackend {
+  OrionBackend *backend;
+  OrionProgram *program;
+  OrionExec **execs; /* one per function */
+  uint32_t nexecs;
+} PatchOnBackend;
+bool patch_backend_open(PatchOnBackend *pb, const char *backend, const OrionBackendOptions *options,
+                        const char *package, Diag *d);
+/* After the package's files were patched. -v: the strategy and the compiles it took. */
+bool patch_backend_update(PatchOnBackend *pb, bool verbose, Diag *d);
+/* --verify: every updated function's outputs on the probe input against a
+ * fresh open, compile and run of the patched package on a new instance of
+ * the same backend, bit for bit. */
+bool patch_backend_verify(PatchOnBackend *pb, const char *package, const char *backend,
+                          const OrionBackendOptions *options, Diag *d);
+void patch_backend_close(PatchOnBackend *pb);
 
 /* LoRA adapters as inputs (orion-run --adapter; the names' rules in
  * orion/lora_names.h). Binds the tensors of a PEFT-style safetensors adapter to function fn's LoRA

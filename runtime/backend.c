@@ -101,6 +101,30 @@ bool orion_backend_usage(const OrionBackend *b, char *out, size_t len) {
   return out[0] != '\0';
 }
 
+uint64_t orion_backend_compiles(const OrionBackend *b) { return b->vt->compiles ? b->vt->compiles(b->impl) : 0; }
+
+OrionReloadStrategy orion_backend_auto_strategy(const OrionBackend *b) {
+  uint32_t s = b->vt->caps(b->impl).update_strategies;
+  if (s & (1u << ORION_RELOAD_REMAP)) return ORION_RELOAD_REMAP;
+  /* The cheapest first, the order of the ane backend's self-test (docs/ane-backend.md). */
+  static const OrionReloadStrategy order[] = {ORION_RELOAD_RELOAD_FILES, ORION_RELOAD_PATCH_DATA, ORION_RELOAD_INPUTS};
+  for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+    if (s & (1u << order[i])) return order[i];
+  return ORION_RELOAD_RECOMPILE;
+}
+
+const char *orion_reload_strategy_name(OrionReloadStrategy s) {
+  switch (s) {
+  case ORION_RELOAD_AUTO: return "auto";
+  case ORION_RELOAD_REMAP: return "remap";
+  case ORION_RELOAD_RELOAD_FILES: return "reload-files";
+  case ORION_RELOAD_RECOMPILE: return "recompile";
+  case ORION_RELOAD_INPUTS: return "inputs";
+  case ORION_RELOAD_PATCH_DATA: return "patch-data";
+  }
+  return "unknown";
+}
+
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d) {
   return b->vt->supports(b->impl, p, fn, d);
 }

@@ -231,6 +231,25 @@ static bool make_marked(char *tmpl, bool dir, int *fd_out) {
 
 bool temp_make_dir(char *tmpl) { return make_marked(tmpl, true, NULL); }
 
+bool temp_make_named_dir(const char *path) {
+  temp_registry_lock();
+  /* Reserved first, as in make_marked: a directory made is always registered. */
+  xgrow((void **)&registry, sizeof *registry, &registry_cap, registry_n + 1);
+  char *copy = xstrdup(path);
+  bool ok = mkdir(path, 0700) == 0;
+  if (!ok && errno == EEXIST) {
+    struct stat st;
+    ok = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!ok) errno = EEXIST;
+  }
+  int saved = errno;
+  if (ok) registry[registry_n++] = (Registered){copy, false};
+  else free(copy);
+  temp_registry_unlock();
+  errno = saved;
+  return ok;
+}
+
 int temp_make_file(char *tmpl) {
   int fd = -1;
   return make_marked(tmpl, false, &fd) ? fd : -1;

@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +332,58 @@ Test(temporaries, remove_all_removes_what_is_registered, .init = scratch, .fini 
     write_text(in_dir("kept"), "not a temporary");
     temp_remove_all_and_freeze();
     _exit(ok && fd >= 0 ? 0 : 1);
+  }
+  int status;
+  waitpid(p, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  cr_assert_eq(count_entries(), 1, "only 'kept' is left");
+  cr_assert(exists(in_dir("kept")));
+}
+
+/* A directory of a fixed name (the ane backend's $TMPDIR/<hexStringIdentifier>/):
+ * made or taken as it is, with no marker, and removed by its maker. */
+Test(temporaries, named_dir_made_or_taken_without_a_marker, .init = scratch, .fini = unscratch) {
+  char *named = xstrdup(in_dir("0123abcd"));
+  cr_assert(temp_make_named_dir(named));
+  struct stat st;
+  cr_assert(lstat(named, &st) == 0 && S_ISDIR(st.st_mode));
+  cr_assert_eq(st.st_mode & 0777, 0700);
+  cr_assert(!exists(in_dir("0123abcd.owner")), "no marker beside a named directory");
+  write_text(in_dir("0123abcd/model.mil"), "program");
+  cr_assert(temp_make_named_dir(named), "an existing directory is taken as it is");
+  cr_assert(exists(in_dir("0123abcd/model.mil")), "and its files are kept");
+  temp_remove(named);
+  cr_assert(!exists(named));
+  temp_remove(named); /* the second registration: nothing left to remove */
+  cr_assert_eq(count_entries(), 0);
+  free(named);
+}
+
+Test(temporaries, named_dir_refuses_what_is_not_a_directory, .init = scratch, .fini = unscratch) {
+  write_text(in_dir("file"), "not a directory");
+  cr_assert(symlink(dir, in_dir("link")) == 0);
+  errno = 0;
+  cr_assert(!temp_make_named_dir(in_dir("file")));
+  cr_assert_eq(errno, EEXIST);
+  errno = 0;
+  cr_assert(!temp_make_named_dir(in_dir("link")), "a symbolic link to a directory is not taken");
+  cr_assert_eq(errno, EEXIST);
+  errno = 0;
+  cr_assert(!temp_make_named_dir(in_dir("missing/below")));
+  cr_assert_eq(errno, ENOENT);
+  cr_assert(exists(in_dir("file")) && exists(in_dir("link")));
+}
+
+/* What a signal removes: a named directory, its contents, nothing beside it. */
+Test(temporaries, remove_all_removes_a_named_dir, .init = scratch, .fini = unscratch) {
+  pid_t p = fork();
+  cr_assert(p >= 0);
+  if (p == 0) {
+    bool ok = temp_make_named_dir(in_dir("feedface"));
+    write_text(in_dir("feedface/weight.bin"), "weights");
+    write_text(in_dir("kept"), "not a temporary");
+    temp_remove_all_and_freeze();
+    _exit(ok ? 0 : 1);
   }
   int status;
   waitpid(p, &status, 0);

@@ -56,6 +56,13 @@ typedef struct OrionBackendOptions {
    * environment variable ORION_CPU_THREADS if set, else the online cores.
    * A device backend may ignore it. */
   uint32_t threads;
+  /* A device backend's per-process limits (the ane backend's compile budget
+   * and resident-program cap, docs/ane-backend.md), 1 to 1000000; 0: the
+   * environment's (ORION_ANE_COMPILE_BUDGET, ORION_ANE_RESIDENT_CAP) if set,
+   * else the constraint table's (rule ANE005). A value past 1000000 is an
+   * error at open. Others ignore them. */
+  uint32_t compile_budget;
+  uint32_t resident_cap;
 } OrionBackendOptions;
 
 typedef struct OrionPrepareOptions {
@@ -127,6 +134,11 @@ typedef struct OrionBackendVtable {
    * has used so far, for orion-run -v after a run, e.g. the ane backend's
    * program cache (hits, misses, compiles, evictions) and compile budget. */
   void (*usage)(const void *impl, char *out, size_t len);
+  /* Optional (NULL: the backend compiles nothing): how many compiles the
+   * opened backend has asked its device for so far, retries and the
+   * weight-update self-test's included (the ane backend's compile budget
+   * use), so that a caller can tell what an operation cost (orion-run patch -v). */
+  uint64_t (*compiles)(const void *impl);
 } OrionBackendVtable;
 
 /* ---- the registry ---- */
@@ -162,6 +174,14 @@ bool orion_backend_describe(const OrionBackend *b, char *out, size_t len);
 /* The backend's usage line into out; false (out empty) when it has none. */
 bool orion_backend_usage(const OrionBackend *b, char *out, size_t len);
 
+/* The backend's compiles so far (0 for one that compiles nothing). */
+uint64_t orion_backend_compiles(const OrionBackend *b);
+/* The strategy orion_backend_update_weights with ORION_RELOAD_AUTO uses on
+ * b now: the ane backend's self-test choice once there is one, else
+ * recompile; REMAP on a backend that reads weights in place. */
+OrionReloadStrategy orion_backend_auto_strategy(const OrionBackend *b);
+/* "reload-files", "patch-data", "recompile", "inputs", "remap", "auto". */
+const char *orion_reload_strategy_name(OrionReloadStrategy s);
 bool orion_backend_supports(OrionBackend *b, const OrionProgram *p, uint32_t fn, Diag *d);
 /* Checks the options against the backend's caps, then prepares. */
 OrionExec *orion_backend_prepare(OrionBackend *b, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt,

@@ -2,7 +2,7 @@
  * Temporaries: the directories and files orion's writers make beside what
  * they write (a package's PATH.tmp-XXXXXX, an atomic file's PATH.tmp.XXXXXX,
  * a compile-cache store, a PACKAGE.verify-XXXXXX copy, an orion-verify-XXXXXX
- * directory), and what becomes of them when the writer dies.
+ * directory, the ane backend's directories under $TMPDIR), and what becomes of them when the writer dies.
  *
  * Every temporary has a marker beside it, TEMP.owner, made before the
  * temporary itself and removed after it, that names its maker: the pid, the
@@ -40,6 +40,15 @@
 bool temp_make_dir(char *tmpl);
 /* The same for a file (mode 0600, opened for writing): the descriptor, or -1. */
 int temp_make_file(char *tmpl);
+/* A directory whose name someone else fixes (the ane backend's
+ * $TMPDIR/<hexStringIdentifier>/, the reference's layout): made (mode 0700),
+ * or taken as it is when a directory of that name already exists (one
+ * content, one directory), and registered either way, so that a signal
+ * removes it. No marker: its name is no temporary's, so no cleaner could ever
+ * judge it a leftover. The maker removes it with temp_remove. False with
+ * errno set when it cannot be made or the name is taken by something that is
+ * not a directory (a symbolic link included); nothing is registered then. */
+bool temp_make_named_dir(const char *path);
 /* The maker is done with its temporary: removes it (a tree, not following
  * symbolic links) if it is still there, then its marker, and unregisters it. */
 void temp_remove(const char *temp);

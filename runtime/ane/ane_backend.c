@@ -167,7 +167,7 @@ static bool choose_strategy(AneBackend *b, Diag *d) {
 }
 
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
-  (void)opt;
+  AneLimitOptions limits = {.compile_budget = opt ? opt->compile_budget : 0, .resident_cap = opt ? opt->resident_cap : 0};
   AneBackend *b = xcalloc(1, sizeof *b);
   char why[1024];
   if (!bind(&b->fw, &b->sys, why, sizeof why)) {
@@ -178,7 +178,7 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   size_t len;
   const char *text = constraints_builtin_text(&len);
   b->table = constraints_parse("ane_constraints.json", text, len, NULL, d);
-  if (!b->table || !ane_limits_resolve(b->table, NULL, environment, &b->limits, d)) {
+  if (!b->table || !ane_limits_resolve(b->table, &limits, environment, &b->limits, d)) {
     constraints_free(b->table);
     ane_framework_close(&b->fw);
     free(b);
@@ -232,6 +232,8 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
   sb_free(&sb);
 }
+
+static uint64_t ane_compiles(const void *impl) { return ((const AneBackend *)impl)->budget.used; }
 
 /* Recompiling always works; another strategy once the self-test (or its
  * cached choice) says it does on this OS build. */
@@ -562,4 +564,5 @@ const OrionBackendVtable orion_backend_ane = {
     .release = ane_release,
     .describe = ane_describe,
     .usage = ane_usage,
+    .compiles = ane_compiles,
 };

@@ -48,6 +48,12 @@ static bool resolve_one(const Constraint *rule, const char *figure, uint64_t opt
   bool env_set;
   /* A bad environment value is an error even when an option overrides it: it is a mistake either way. */
   if (!env_limit(env, env_name, &from_env, &env_set, d)) return false;
+  if (option > ANE_LIMIT_MAX) {
+    diag_error(d, (SrcSpan){0}, "the ane backend cannot use a %s of %llu: it must be a whole number from 1 to %u",
+               !strcmp(figure, ANE_FIGURE_COMPILES) ? "compile budget" : "resident-program cap",
+               (unsigned long long)option, ANE_LIMIT_MAX);
+    return false;
+  }
   if (option) {
     out->value = option;
     snprintf(out->origin, sizeof out->origin, "the caller's option");

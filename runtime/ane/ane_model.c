@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "orion/support.h"
+#include "orion/temporaries.h"
 
 #define QOS 21 /* the reference's; QoS has no measured effect (peers.md §4.8) */
 #define MODEL_PATH "@model_path/"
@@ -111,8 +112,11 @@ static bool write_directory(AneModel *m, const AneFramework *fw, const char *mil
   sb_printf(&dir, "%s/%s", tmp && *tmp ? tmp : "/tmp", hex);
   m->dir = xstrdup(dir.data);
   sb_free(&dir);
-  if (mkdir(m->dir, 0700) != 0 && errno != EEXIST) {
+  /* Registered while it exists: an interrupted run removes it (SIGINT, SIGTERM). */
+  if (!temp_make_named_dir(m->dir)) {
     snprintf(why, len, "the ane backend cannot make '%s': %s", m->dir, strerror(errno));
+    free(m->dir); /* not ours: never removed */
+    m->dir = NULL;
     return false;
   }
   bool ok = write_file(m->dir, "model.mil", mil, mil_len, why, len);
@@ -282,7 +286,7 @@ bool ane_model_write_directory(AneModel *m, const AneFramework *fw, const char *
 }
 
 void ane_model_remove_directory(AneModel *m) {
-  if (m->dir) remove_tree(m->dir);
+  if (m->dir) temp_remove(m->dir);
   free(m->dir);
   m->dir = NULL;
 }
@@ -295,7 +299,7 @@ void ane_model_free(AneModel *m, const AneFramework *fw) {
     release(&fw->objc, m->model);
     fw->pool_pop(pool);
   }
-  if (m->dir) remove_tree(m->dir);
+  if (m->dir) temp_remove(m->dir);
   free(m->dir);
   memset(m, 0, sizeof *m);
 }

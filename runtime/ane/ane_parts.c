@@ -1,7 +1,6 @@
 /*
  * A function of the ane backend run in parts (ane_parts.h).
  */
-#define _XOPEN_SOURCE 700 /* mkdtemp */
 
 #include "ane_parts.h"
 
@@ -14,6 +13,7 @@
 #include "ane_partition.h"
 #include "loader_internal.h"
 #include "orion/mil_reader.h"
+#include "orion/temporaries.h"
 
 typedef struct AnePartsSegment {
   OrionProgram *prog;
@@ -133,7 +133,7 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/orion-ane-part-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
+  if (!temp_make_dir(dir)) { /* registered: an interrupted run removes it */
     snprintf(a->first_error, sizeof a->first_error, "cannot make a directory under %s: %s", tmp ? tmp : "/tmp",
              strerror(errno));
     return segment_failed(a, seg, "write", d);
@@ -150,7 +150,7 @@ static bool build_segment(AneParts *a, uint32_t seg, Diag *d) {
                             .keep_refused_on_device = true};
   if (ok && plan->on_device) ok = (g->device_exec = a->device->prepare(a->device_impl, g->prog, 0, &po, &a->diag));
   else if (ok) ok = (g->exec = orion_backend_prepare(a->cpu, g->prog, 0, &po, &a->diag));
-  remove_tree(dir);
+  temp_remove(dir);
   if (!ok) return segment_failed(a, seg, "prepare", d);
   return true;
 }
@@ -316,9 +316,35 @@ static bool copy_weights(AneParts *a, uint32_t seg) {
   return true;
 }
 
+/* A device segment of a program reloaded from its files (a patch taken up by orion_backend_update_weights): the
+ * segment's directory is written again under its own name from the program's new bytes, the segment's program
+ * maps them as a reload does, and the backend updates its compiled program by the self-test's strategy, as for
+ * any program reloaded (no compile under reload-files and patch-data). False, the segment as it was, when the
+ * name is taken or a step fails before the backend is told; *told says whether it was. */
+static bool reload_device_segment(AneParts *a, uint32_t seg, bool *told) {
+  AnePartsSegment *g = &a->segs[seg];
+  *told = false;
+  const char *dir = orion_program_path(g->prog);
+  struct stat st;
+  if (lstat(dir, &st) == 0 || !temp_make_named_dir(dir)) return false; /* registered: an interrupt removes it */
+  OrionOpenOptions remap = {.verify_checksums = false, .reload = ORION_RELOAD_REMAP};
+  bool moved = false;
+  bool ok = write_segment(a, seg, dir) && orion_reload_weights(g->prog, &remap, &moved, &a->diag);
+  temp_remove(dir); /* the mapping keeps the bytes */
+  if (!ok) return false;
+  *told = true;
+  /* The previous mapping holds during the call, as orion_backend_update_weights promises a backend. */
+  if (!a->device->weights_changed(g->device_exec, &a->diag)) {
+    orion_reload_weights_undo(g->prog);
+    return false;
+  }
+  orion_release_retired_weights(g->prog);
+  return true;
+}
+
 /* A device segment of a program written in place: its mapping takes the new bytes and the backend updates its
- * compiled program by the self-test's strategy (ane_backend.c). Any other segment is built again from the
- * program's bytes (a CPU segment costs no compile; a device segment's unchanged content is a cache hit). */
+ * compiled program by the self-test's strategy (ane_backend.c); of a program reloaded from its files, the same
+ * through the segment's own reload (above). A CPU segment is built again from the program's bytes (no compile). */
 bool ane_parts_weights_changed(AneParts *a, Diag *d) {
   forget_messages(a);
   for (uint32_t s = 0; s < a->plan.nsegs; s++) {
@@ -328,6 +354,9 @@ bool ane_parts_weights_changed(AneParts *a, Diag *d) {
       if (!a->device->weights_changed(g->device_exec, &a->diag)) return segment_failed(a, s, "update", d);
       continue;
     }
+    bool told = false;
+    if (g->device_exec && reload_device_segment(a, s, &told)) continue;
+    if (told) return segment_failed(a, s, "update", d); /* the backend refused: its error, not a rebuild's */
     release_segment(a, s);
     if (!build_segment(a, s, d)) return false;
   }

@@ -76,6 +76,59 @@ cpu_and_ane after p.anepkg x=lx.npy
 same_bytes patched-is-identity after.ane/y.npy lx.npy
 if cmp -s before.ane/y.npy after.ane/y.npy; then fail "patch: the ane backend did not see the new weights"; else pass; fi
 
+# orion-run patch --backend ane: the package compiled on the backend first,
+# the patch written, then the program updated by the self-test's strategy
+# under each stand-in switch: the strategy and the compiles it took (the
+# self-test's 5, 2, 3 with a fresh choice, then 1, 0, 0 with the cached
+# one), and --verify's comparison with a fresh compile on the backend. The
+# patch (w = 2I) makes y = 2x = 2, 4, 6, 8: a fresh run gives exactly that,
+# so the updated program, bit-identical to it, does too.
+npy16 '(4, 4)' '\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x00\x00\x00\x40' twice.npy
+npy16 '(1, 4)' '\x00\x40\x00\x44\x00\x46\x00\x48' y_twice.npy
+patch_on_ane() { # patch_on_ane NAME SWITCH CACHE PACKAGE [OPTION...]
+  local name=$1 sw=$2 cache=$3 pkg=$4
+  shift 4
+  check "$name" 0 env XDG_CACHE_HOME="$tmp/$cache" ORION_ANE_STANDIN_WEIGHTS=$sw ORION_ANE_FRAMEWORK="$standin" \
+    "$run" patch "$pkg" --weight w=twice.npy --backend ane -v --verify=l.oir "$@"
+}
+for case in baked:recompile:6:1 reload:reload-files:2:0 patch-data:patch-data:3:0; do
+  IFS=: read -r sw strategy first later <<<"$case"
+  check "compile-patch-$sw" 0 "$orionc" -w -o "pa-$sw.anepkg" l.oir
+  patch_on_ane "patch-ane-$sw" "$sw" "cache-patch-$sw" "pa-$sw.anepkg"
+  contains "patch-ane-$sw" "orion-run: backend ane: weights updated by $strategy, $first compiles"
+  contains "patch-ane-$sw" "update strategy: $strategy (the self-test's choice for OS build standin-1, written to '$tmp/cache-patch-$sw/orion/ane-update-standin-1-standin')"
+  contains "patch-ane-$sw" "pa-$sw.anepkg: 1 weight patched, 1 blob (32 bytes) changed, generation 1"
+  contains "patch-ane-$sw" "pa-$sw.anepkg: verified on the ane backend: the updated program's outputs are bit-identical to a fresh compile's"
+  check "patched-run-$sw" 0 env ORION_ANE_STANDIN_WEIGHTS=$sw ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane "pa-$sw.anepkg" --input x=lx.npy --output-dir "pa-$sw.out"
+  same_bytes "patched-run-$sw-is-2x" "pa-$sw.out/y.npy" y_twice.npy
+  # The choice cached: only the strategy's own compiles (the same values again: nothing new to write).
+  check "compile-patch-$sw-2" 0 "$orionc" -w -o "pb-$sw.anepkg" l.oir
+  patch_on_ane "patch-ane-$sw-cached" "$sw" "cache-patch-$sw" "pb-$sw.anepkg"
+  want="$later compiles"; [ "$later" = 1 ] && want="1 compile"
+  contains "patch-ane-$sw-cached" "orion-run: backend ane: weights updated by $strategy, $want"
+  contains "patch-ane-$sw-cached" "update strategy: $strategy (the self-test's choice for OS build standin-1, cached in '$tmp/cache-patch-$sw/orion/ane-update-standin-1-standin')"
+done
+# A choice that is wrong for the device (reload-files cached, the device
+# baking weights): the updated program keeps the old weights, and --verify says so.
+check compile-patch-wrong 0 "$orionc" -w -o pw.anepkg l.oir
+check patch-ane-wrong 1 env XDG_CACHE_HOME="$tmp/cache-patch-reload" ORION_ANE_STANDIN_WEIGHTS=baked ORION_ANE_FRAMEWORK="$standin" \
+  "$run" patch pw.anepkg --weight w=twice.npy --backend=ane --verify=l.oir
+contains patch-ane-wrong "orion-run: error: --verify: output 'y' of function 'main' of the updated program on the ane backend differs from a fresh compile's (the backend's weight-update strategy is wrong here)"
+contains patch-ane-wrong "orion-run: note: 'pw.anepkg' is patched (its files verified); the ane backend's update of its program in this process is what differs"
+# Without -v nothing of the backend is said; a backend that reads weights in place remaps.
+check compile-patch-check 0 "$orionc" -w -o pc.anepkg l.oir
+check patch-check 0 "$run" patch pc.anepkg --weight w=twice.npy --backend check -v --verify=l.oir
+contains patch-check "orion-run: backend check: weights updated by remap, 0 compiles"
+contains patch-check "pc.anepkg: verified on the check backend: the updated program's outputs are bit-identical to a fresh compile's"
+# A bad backend name: the usual error, and the package is not touched.
+check compile-patch-bad 0 "$orionc" -w -o pbad.anepkg l.oir
+cp -r pbad.anepkg pbad.before
+check patch-bad-backend 2 "$run" patch pbad.anepkg --weight w=twice.npy --backend nope
+contains patch-bad-backend "orion-run: error: unknown backend 'nope' (backends built in: cpu, check)"
+if diff -r pbad.anepkg pbad.before >/dev/null; then pass; else fail "patch-bad-backend: the package changed"; fi
+check patch-recover-backend 2 "$run" patch pbad.anepkg --recover --backend ane
+contains patch-recover-backend "orion-run patch: error: --recover takes no --backend"
+
 # The device refuses concat (ANE001) at compile, a rule the constraint table
 # places on the CPU: through the ane backend the concat runs there (a remark
 # names the statement), the rest on the device, giving the cpu backend's
@@ -106,6 +159,34 @@ check verbose 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_
 contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
 # ... and after the run, the program cache and the compile budget it used.
 contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+
+# The limits as options (--opt N and --opt=N): the option beats the
+# environment, which beats the table; -v's usage line has both values and
+# says where the budget came from.
+exactly() { if [ "$(cat out)" = "$2" ]; then pass; else fail "$1: output is not '$2'"; cat out; fi; }
+limits() { # limits [VAR=VALUE...] [OPTION...]
+  local envs=()
+  while [ $# -gt 0 ] && [[ $1 == ORION_* ]]; do envs+=("$1"); shift; done
+  env ORION_ANE_FRAMEWORK="$standin" "${envs[@]}" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" \
+    --output-dir v.out "$@"
+}
+check limits-option 0 limits --ane-compile-budget 5 --ane-resident-cap=3
+contains limits-option "1 of 3 resident; compile budget 1 of 5 used (the caller's option); OS build"
+check limits-option-over-env 0 limits ORION_ANE_COMPILE_BUDGET=7 ORION_ANE_RESIDENT_CAP=9 --ane-compile-budget=6
+contains limits-option-over-env "1 of 9 resident; compile budget 1 of 6 used (the caller's option); OS build"
+check limits-env 0 limits ORION_ANE_COMPILE_BUDGET=7
+contains limits-env "1 of 128 resident; compile budget 1 of 7 used (ORION_ANE_COMPILE_BUDGET); OS build"
+check limits-bad 2 limits --ane-compile-budget=0
+exactly limits-bad "orion-run: error: --ane-compile-budget needs a count from 1 to 1000000 (not '0')
+Try 'orion-run --help' for more information."
+check limits-bad-cap 2 limits --ane-resident-cap 12x
+exactly limits-bad-cap "orion-run: error: --ane-resident-cap needs a count from 1 to 1000000 (not '12x')
+Try 'orion-run --help' for more information."
+check limits-missing 2 limits --ane-resident-cap
+contains limits-missing "orion-run: error: --ane-resident-cap needs a count from 1 to 1000000"
+# A bad environment value is still an error when an option overrides it.
+check limits-bad-env 2 limits ORION_ANE_COMPILE_BUDGET=lots --ane-compile-budget 4
+contains limits-bad-env "the ane backend cannot use ORION_ANE_COMPILE_BUDGET='lots': it must be a whole number from 1 to 1000000"
 
 # Training and generation: their functions read int32 token ids, so they
 # run in parts (docs/ane-backend.md, what runs on the device and what on the
@@ -194,6 +275,39 @@ assert c["accepted"] is False and c["rule"] == "ANE001", c
 assert "the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: concat would fail on the ANE" in c["error"], c["error"]
 PY
 then pass; else fail "probe: probe.json is not the stand-in's figures"; fi
+
+# SIGTERM and SIGINT at a point the run reaches for certain (the stand-in's
+# pauses, orion/temporaries.h's test_pause_at): with its directories in
+# TMPDIR (the reference's $TMPDIR/<hexStringIdentifier>/, the stand-in's
+# compile directory, the run in parts' segment directory) the run ends by
+# the signal and leaves TMPDIR empty.
+mkfifo pause
+set -m # background jobs keep SIGINT
+interrupt() { # interrupt NAME POINT SIGNAL STATUS EXPECTED-IN-TMPDIR COMMAND...
+  local name=$1 point=$2 sig=$3 want=$4 expect=$5 pid got at
+  shift 5
+  env ORION_TEST_PAUSE_AT="$point" ORION_TEST_PAUSE_FIFO="$tmp/pause" ORION_ANE_FRAMEWORK="$standin" "$@" >out 2>&1 &
+  pid=$!
+  read -r at <pause
+  [ "$at" = "$point" ] || fail "$name: paused at '$at', expected '$point'"
+  # What the run has made at that point (markers aside): the test proves something.
+  local made
+  made=$(cd "$TMPDIR" && ls -A | grep -v '\.owner$' | sed -E 's/^[0-9a-f]{16}$/HEX/; s/-[A-Za-z0-9]{6}$/-XXXXXX/' | sort | tr '\n' ' ')
+  if [ "$made" = "$expect" ]; then pass; else fail "$name: TMPDIR held '$made', expected '$expect'"; fi
+  kill -s "$sig" $pid
+  { wait $pid; } 2>/dev/null
+  got=$?
+  if [ "$got" = "$want" ]; then pass; else fail "$name: exit $got, expected $want: $(cat out)"; fi
+  if [ -z "$(ls -A "$TMPDIR")" ]; then pass; else fail "$name: left in TMPDIR: $(ls -A "$TMPDIR")"; fi
+}
+interrupt sigterm-compile ane-standin-compile TERM 143 "HEX orion-ane-standin-XXXXXX " \
+  "$run" --backend=ane tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir sig.out
+interrupt sigterm-evaluate ane-standin-evaluate TERM 143 "HEX " \
+  "$run" --backend=ane tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir sig.out
+interrupt sigint-parts ane-standin-compile INT 130 "HEX orion-ane-part-XXXXXX orion-ane-standin-XXXXXX " \
+  "$run" generate gen.anepkg --ids 1,2,3 --temperature 0 --max-tokens 2 --backend ane
+set +m
+if [ ! -e sig.out ]; then pass; else fail "interrupted runs left their output directory sig.out"; fi
 
 # Every temporary directory of the backend and of the stand-in was removed.
 left=$(ls -A "$TMPDIR")

@@ -1,8 +1,6 @@
 /*
  * The stand-in's compile and evaluate over orion's runtime (standin_exec.h).
  */
-#define _XOPEN_SOURCE 700 /* mkdtemp */
-
 #include "standin_exec.h"
 
 #include <errno.h>
@@ -18,6 +16,7 @@
 #include "orion/fp16.h"
 #include "orion/runtime.h"
 #include "orion/support.h"
+#include "orion/temporaries.h"
 
 /* orion's runtime, from the process that loaded the stand-in (standin_exec.h). */
 #pragma weak orion_open
@@ -44,7 +43,9 @@
 #pragma weak constraints_parse
 #pragma weak constraints_target
 #pragma weak constraints_free
-#pragma weak remove_tree
+#pragma weak temp_make_dir
+#pragma weak temp_remove
+#pragma weak test_pause_at
 
 #define MODEL_PATH "@model_path/"
 
@@ -174,6 +175,11 @@ static bool open_model(StandinProgram *p, const char *dir, long *code, char **de
   return true;
 }
 
+/* A test's deterministic pause (orion/temporaries.h), when the host has it. */
+static void pause_at(const char *point) {
+  if (test_pause_at) test_pause_at(point);
+}
+
 /* Every function of the runtime the stand-in calls, resolved. */
 static bool runtime_present(void) {
   void (*const fns[])(void) = {
@@ -185,7 +191,8 @@ static bool runtime_present(void) {
       (void (*)(void))srcset_free, (void (*)(void))sb_init, (void (*)(void))sb_free,
       (void (*)(void))fp16_from_float_array, (void (*)(void))fp16_to_float_array,
       (void (*)(void))constraints_builtin_text, (void (*)(void))constraints_parse,
-      (void (*)(void))constraints_target, (void (*)(void))constraints_free, (void (*)(void))remove_tree};
+      (void (*)(void))constraints_target, (void (*)(void))constraints_free, (void (*)(void))temp_make_dir,
+      (void (*)(void))temp_remove};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
     if (!fns[i]) return false;
   return true;
@@ -311,7 +318,7 @@ static StandinProgram *build(const char *mil, size_t mil_len, const StandinWeigh
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/orion-ane-standin-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
+  if (!temp_make_dir(dir)) { /* registered in the host's runtime: an interrupted run removes it */
     fail(code, description, STANDIN_ERROR_COMPILE, "ANECCompile() FAILED: cannot make a directory: %s",
          strerror(errno));
     return NULL;
@@ -328,8 +335,9 @@ static StandinProgram *build(const char *mil, size_t mil_len, const StandinWeigh
              ? open_model(p, dir, code, description)
              : fail(code, description, STANDIN_ERROR_COMPILE, "ANECCompile() FAILED: the weights' keys or files");
   }
+  if (ok) pause_at("ane-standin-compile"); /* the compile's directory exists (testsuite/ane/ane_run.sh) */
   /* The program keeps its mapping of the files: removing them is what bakes the weights. */
-  remove_tree(dir);
+  temp_remove(dir);
   if (!ok) {
     standin_program_free(p);
     return NULL;
@@ -407,6 +415,7 @@ bool standin_evaluate(StandinProgram *p, int64_t procedure, IOSurfaceRef const *
     return fail(code, description, STANDIN_ERROR_EVALUATE, "program evaluation failed: no procedure %lld",
                 (long long)procedure);
   uint32_t fn = (uint32_t)procedure;
+  pause_at("ane-standin-evaluate"); /* the program is loaded, its directory written (testsuite/ane/ane_run.sh) */
   uint32_t nin = orion_input_count(p->program, fn), nout = orion_output_count(p->program, fn);
   if ((uint64_t)ninputs != nin || (uint64_t)noutputs != nout)
     return fail(code, description, STANDIN_ERROR_EVALUATE,

@@ -129,6 +129,25 @@ Test(limits, the_environment_overrides_the_table_and_an_option_overrides_both) {
   constraints_free(t);
 }
 
+Test(limits, an_option_past_the_maximum_is_a_clear_error) {
+  ConstraintTable *t = builtin();
+  AneLimits l;
+  StrBuf msgs;
+  sb_init(&msgs);
+  AneLimitOptions opt = {.compile_budget = 1000001, .resident_cap = 1000000};
+  cr_assert_not(resolve(t, &opt, NULL, &l, &msgs));
+  cr_assert_str_eq(msgs.data, "t: error: the ane backend cannot use a compile budget of 1000001: it must be a whole "
+                              "number from 1 to 1000000\n");
+  sb_free(&msgs);
+  sb_init(&msgs);
+  opt = (AneLimitOptions){.resident_cap = 4000000000u};
+  cr_assert_not(resolve(t, &opt, NULL, &l, &msgs));
+  cr_assert_str_eq(msgs.data, "t: error: the ane backend cannot use a resident-program cap of 4000000000: it must be "
+                              "a whole number from 1 to 1000000\n");
+  sb_free(&msgs);
+  constraints_free(t);
+}
+
 static void bad_env(const char *setting, const char *want) {
   ConstraintTable *t = builtin();
   AneLimits l;

@@ -33,6 +33,7 @@
 #include "orion/ane_check.h"
 #include "orion/backend.h"
 #include "orion/fp16.h"
+#include "orion/patch.h"
 
 static const char *const program =
     "func main(tokens: int32[1,4], targets: int32[1,4]) {\n"
@@ -331,6 +332,60 @@ Test(ane_partition, a_weight_write_patches_the_segments_data_without_a_compile, 
                       "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 resident; "
                       "compile budget 5 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
                       "ANE architecture standin");
+}
+
+/* A package patched on disk (orion-run patch) and taken up by
+ * orion_backend_update_weights, the program not opened writable: each device
+ * segment is reloaded by the self-test's strategy (its compiles at the first
+ * update), not rebuilt; `update` compiles beyond the self-test's. */
+static void parts_patched_case(const char *mode, unsigned long self_test, unsigned long update) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
+  compile(program);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 2, "not writable: one compile per device segment, no self-test");
+  float wte[32], w[32];
+  for (int i = 0; i < 32; i++) wte[i] = 0.5f, w[i] = 0.25f;
+  PatchTensor t[2] = {{.name = "wte", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 2, .dims = {8, 4},
+                       .data = wte, .nbytes = sizeof wte},
+                      {.name = "w", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 2, .dims = {4, 8},
+                       .data = w, .nbytes = sizeof w}};
+  cr_assert(package_patch(pkg, t, 2, NULL, &cap.d), "%s", cap.text.data);
+  before = standin_compiles();
+  bool changed = false;
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &cap.d), "%s", cap.text.data);
+  cr_assert(changed);
+  cr_assert_eq(standin_compiles(), before + self_test + update, "%s: %lu compiles", mode, standin_compiles() - before);
+  expect_values(e, 0.5f, 0.25f);
+  /* A second patch: the choice is made, only the strategy's compiles. */
+  for (int i = 0; i < 32; i++) w[i] = 0.125f;
+  cr_assert(package_patch(pkg, &t[1], 1, NULL, &cap.d), "%s", cap.text.data);
+  before = standin_compiles();
+  cr_assert(orion_backend_update_weights(b, p, &oo, &changed, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + update, "%s: %lu compiles", mode, standin_compiles() - before);
+  expect_values(e, 0.5f, 0.125f);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+Test(ane_partition, a_patch_reloads_the_device_segments_files_without_a_compile, .fini = teardown) {
+  parts_patched_case("reload", 2, 0);
+}
+
+Test(ane_partition, a_patch_patches_the_device_segments_data_without_a_compile, .fini = teardown) {
+  parts_patched_case("patch-data", 3, 0);
+}
+
+Test(ane_partition, a_patch_recompiles_the_device_segments_under_baked_weights, .fini = teardown) {
+  parts_patched_case("baked", 5, 1); /* the segment of w: the other's content is unchanged (the cache's hit) */
 }
 
 /* A device segment the device refuses: the error names the segment and gives the device's. (The concat goes
