@@ -59,8 +59,8 @@ static bool find_weights(const MilFunc *f, AneWeightInput *w, uint32_t *n, char 
     if (!is_const(st))
       return refuse(why, len, f, "'%s' is read from BLOBFILE by %s, not by a const (it stays baked)", name, st->op);
     const MilType *t = &st->results[0].type;
-    if (t->kind != MIL_TYPE_TENSOR || t->dtype != MIL_DT_FP16)
-      return refuse(why, len, f, "'%s' is %s, and a weight input is an fp16 surface", name,
+    if (t->kind != MIL_TYPE_TENSOR || (t->dtype != MIL_DT_FP16 && t->dtype != MIL_DT_FP32))
+      return refuse(why, len, f, "'%s' is %s, and a weight input is an fp16 surface (of an fp16 or fp32 input)", name,
                     t->kind == MIL_TYPE_TENSOR ? mil_dtype_name(t->dtype) : "not a tensor");
     w[*n] = (AneWeightInput){.stmt = s, .name = name, .type = *t, .bytes = fp16_bytes(t)};
     size_t l = strlen(ANE_WEIGHT_INPUT_PREFIX) + strlen(name) + 1;

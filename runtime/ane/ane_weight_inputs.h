@@ -1,8 +1,10 @@
 /*
  * A function's MIL with its weights as inputs (the `inputs` weight-update
- * strategy, docs/ane-backend.md): every fp16 BLOBFILE `const` becomes a
+ * strategy, docs/ane-backend.md): every fp16 or fp32 BLOBFILE `const` becomes a
  * function input of its own, so that a weight update is a write into that
- * input's surface, with no compile and no unload. Shape and int consts stay
+ * input's surface, with no compile and no unload (an fp32 weight stays an
+ * fp32 input, converted at its fp16 surface like every fp32 input, as the
+ * device's compiler converts an fp32 const). Shape and int consts stay
  * (they are inline literals, never BLOBFILE). The input of weight `W` is
  * named ANE_WEIGHT_INPUT_PREFIX "W" (every reference renamed), which keeps
  * the names apart from the function's own and lets a reader of the MIL (the
@@ -12,8 +14,8 @@
  * conv: a conv whose weight is an input compiles but ignores it on one
  * report, crashes the compiler service at batch >= 2 on another (peers.md
  * §4.6), and no constraint of the table covers it. So a function with such a
- * weight is refused here, as is a weight that is not fp16 (a weight input is
- * an fp16 surface) or one inside a constexpr_* op; the caller keeps the
+ * weight is refused here, as is a weight that is neither fp16 nor fp32 (a
+ * weight input is an fp16 surface) or one inside a constexpr_* op; the caller keeps the
  * function's consts baked and recompiles on a change.
  *
  * Pure C over the MIL reader's structures: the statements are copied from
@@ -30,8 +32,8 @@ typedef struct AneWeightInput {
   uint32_t stmt;    /* the const statement of the function */
   const char *name; /* its result (orion_weight's name) */
   char *input;      /* the input's MIL name: ANE_WEIGHT_INPUT_PREFIX name */
-  MilType type;     /* an fp16 tensor */
-  uint64_t bytes;   /* its fp16 bytes */
+  MilType type;     /* an fp16 or fp32 tensor */
+  uint64_t bytes;   /* its bytes on its surface (fp16) */
 } AneWeightInput;
 
 typedef struct AneWeightInputs {

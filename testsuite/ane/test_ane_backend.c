@@ -369,9 +369,10 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
 }
 
 /* The self-test's compiles: the fresh reference, then one probe per
- * strategy tried (inputs is skipped: not offered), plus the recompile's own. */
+ * strategy tried (the inputs probe is refused at compile under baked: a
+ * compile counted), plus the recompile's own. */
 Test(ane_backend, baked_weights_choose_recompile, .init = setup, .fini = teardown) {
-  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 6, 1);
 }
 
 Test(ane_backend, weight_files_reread_at_reload_choose_reload_files, .init = setup, .fini = teardown) {
@@ -382,8 +383,11 @@ Test(ane_backend, a_patchable_image_chooses_patch_data, .init = setup, .fini = t
   strategy_case("patch-data", ORION_RELOAD_PATCH_DATA, "patch-data", 3, 0);
 }
 
-Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini = teardown) {
-  strategy_case("inputs", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+/* The reference, the reload-files and patch-data probes (both stale), the
+ * inputs probe; the function is then compiled with its weight as an input,
+ * and an update is a write into its surface: no compile. */
+Test(ane_backend, weights_as_inputs_only_choose_inputs, .init = setup, .fini = teardown) {
+  strategy_case("inputs", ORION_RELOAD_INPUTS, "inputs", 4, 0);
 }
 
 /* A package patched on disk (what orion-run patch does) and taken up by
@@ -427,7 +431,13 @@ Test(ane_backend, a_patch_taken_up_by_patch_data, .init = setup, .fini = teardow
 }
 
 Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown) {
-  patched_case("baked", 5 + 1);
+  patched_case("baked", 6 + 1);
+}
+
+/* Prepared with its weight as a const before the choice: the update
+ * compiles it once more with the weight as an input. */
+Test(ane_backend, a_patch_taken_up_by_inputs, .init = setup, .fini = teardown) {
+  patched_case("inputs", 4 + 1);
 }
 
 /* The compile service failing without an error object is transient: the

@@ -118,12 +118,37 @@ Test(weight_inputs, a_convs_weight_is_refused, .init = setup, .fini = teardown) 
           "another; dynamic weights go through matmul)");
 }
 
-Test(weight_inputs, an_fp32_weight_is_refused, .init = setup, .fini = teardown) {
-  refused("program(1.3)\n{\n    func main<ios18>(tensor<fp32, [8]> x) {\n"
-          "        tensor<fp32, [8]> b = const()[name = string(\"b\"), val = tensor<fp32, [8]>(" BLOB("64") ")];\n"
-          "        tensor<fp32, [8]> y = add(x = x, y = b)[name = string(\"y\")];\n"
+Test(weight_inputs, an_int8_weight_is_refused, .init = setup, .fini = teardown) {
+  refused("program(1.3)\n{\n    func main<ios18>(tensor<int8, [8]> x) {\n"
+          "        tensor<int8, [8]> b = const()[name = string(\"b\"), val = tensor<int8, [8]>(" BLOB("64") ")];\n"
+          "        tensor<int8, [8]> y = add(x = x, y = b)[name = string(\"y\")];\n"
           "    } -> (y);\n}\n",
-          "function 'main' cannot take its weights as inputs: 'b' is fp32, and a weight input is an fp16 surface");
+          "function 'main' cannot take its weights as inputs: 'b' is int8, and a weight input is an fp16 surface (of "
+          "an fp16 or fp32 input)");
+}
+
+/* An fp32 weight stays an fp32 input (its surface is fp16, as for every fp32 input). */
+Test(weight_inputs, an_fp32_weight_is_an_fp32_input, .init = setup, .fini = teardown) {
+  static const char text[] = "program(1.3)\n{\n    func main<ios18>(tensor<fp32, [8]> x) {\n"
+                             "        tensor<fp32, [8]> b = const()[name = string(\"b\"), val = tensor<fp32, [8]>("
+                             BLOB("64") ")];\n"
+                             "        tensor<fp32, [8]> y = add(x = x, y = b)[name = string(\"y\")];\n"
+                             "    } -> (y);\n}\n";
+  MilProgram *p = read_mil(text);
+  AneWeightInputs w;
+  StrBuf mil;
+  sb_init(&mil);
+  char why[512] = "";
+  cr_assert(ane_weight_inputs_mil(p, &p->funcs[0], text, &w, &mil, why, sizeof why), "%s", why);
+  cr_assert_str_eq(mil.data, "program(1.3)\n{\n    func main<ios18>(tensor<fp32, [8]> x, tensor<fp32, [8]> "
+                             "orion_weight__b) {\n"
+                             "        tensor<fp32, [8]> y = add(x = x, y = orion_weight__b)[name = string(\"y\")];\n"
+                             "    } -> (y);\n}\n");
+  cr_assert_eq(w.n, 1);
+  cr_assert_eq(w.w[0].bytes, 16, "fp16 on its surface");
+  ane_weight_inputs_free(&w);
+  sb_free(&mil);
+  mil_program_free(p);
 }
 
 Test(weight_inputs, a_taken_input_name_is_refused, .init = setup, .fini = teardown) {
