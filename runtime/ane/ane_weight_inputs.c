@@ -31,9 +31,44 @@ static bool name_taken(const MilFunc *f, const char *name) {
   return false;
 }
 
-/* The weight of conv-like ops is refused as an input (peers.md §4.6). */
+/* Operands refused as inputs: conv's weight (unreliable from an input,
+ * peers.md §4.6) and the operands MIL's op definitions take as consts only
+ * (linear's weight and bias, the norms' parameters). */
+static const struct {
+  const char *op, *args;
+} const_only[] = {
+    {"conv", " weight "},
+    {"conv_transpose", " weight "},
+    {"linear", " weight bias "},
+    {"layer_norm", " gamma beta "},
+    {"instance_norm", " gamma beta "},
+    {"batch_norm", " mean variance gamma beta "},
+};
+
+static bool is_conv(const char *op) { return !strcmp(op, "conv") || !strcmp(op, "conv_transpose"); }
+
 static bool const_only_use(const MilStmt *st, uint32_t arg) {
-  return (!strcmp(st->op, "conv") || !strcmp(st->op, "conv_transpose")) && !strcmp(st->args[arg].name, "weight");
+  char word[80];
+  snprintf(word, sizeof word, " %s ", st->args[arg].name);
+  for (size_t i = 0; i < sizeof const_only / sizeof *const_only; i++)
+    if (!strcmp(st->op, const_only[i].op)) return strstr(const_only[i].args, word) != NULL;
+  return false;
+}
+
+/* The weight a value is computed from, through any statements (a reshape
+ * of W for lower-linear's 1x1 conv), or NULL; seen marks statements
+ * already found to depend on none (1) or to be in progress. */
+static const char *weight_behind(const MilFunc *f, const MilOperand *o, uint8_t *seen) {
+  if (o->kind != MIL_OPERAND_NAME || o->def_stmt >= f->nstmts || seen[o->def_stmt]) return NULL;
+  const MilStmt *st = &f->stmts[o->def_stmt];
+  if (blob_attr(st)) return st->nresults ? st->results[0].name : "?";
+  seen[o->def_stmt] = 1;
+  for (uint32_t a = 0; a < st->nargs; a++)
+    for (uint32_t i = 0; i < st->args[a].nitems; i++) {
+      const char *w = weight_behind(f, &st->args[a].items[i], seen);
+      if (w) return w;
+    }
+  return NULL;
 }
 
 static bool refuse(char *why, size_t len, const MilFunc *f, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -70,21 +105,27 @@ static bool find_weights(const MilFunc *f, AneWeightInput *w, uint32_t *n, char 
     if (name_taken(f, w[*n - 1].input))
       return refuse(why, len, f, "the input name '%s' for weight '%s' is taken", w[*n - 1].input, name);
   }
+  uint8_t *seen = xcalloc(f->nstmts + 1, 1);
   for (uint32_t s = 0; s < f->nstmts; s++) {
     const MilStmt *st = &f->stmts[s];
     for (uint32_t a = 0; a < st->nargs; a++)
       for (uint32_t i = 0; i < st->args[a].nitems; i++) {
         const MilOperand *o = &st->args[a].items[i];
-        if (o->kind != MIL_OPERAND_NAME || o->def_stmt >= f->nstmts || !blob_attr(&f->stmts[o->def_stmt]) ||
-            !const_only_use(st, a))
-          continue;
+        const char *weight = const_only_use(st, a) ? weight_behind(f, o, seen) : NULL;
+        if (!weight) continue;
+        free(seen);
+        const char *res = st->nresults ? st->results[0].name : "?";
+        if (!is_conv(st->op))
+          return refuse(why, len, f, "'%s' is (or makes) the %s of %s '%s', which MIL takes as a const only "
+                        "(dynamic weights go through matmul)", weight, st->args[a].name, st->op, res);
         return refuse(why, len, f,
-                      "'%s' is the weight of %s, which the ANE does not reliably take from an input (peers.md "
-                      "§4.6: ignored on one device, a compiler crash at batch >= 2 on another; dynamic weights go "
-                      "through matmul)",
-                      o->name, st->op);
+                      "'%s' is (or makes) the weight of %s '%s', which the ANE does not reliably take from an input "
+                      "(peers.md §4.6: ignored on one device, a compiler crash at batch >= 2 on another; dynamic "
+                      "weights go through matmul)",
+                      weight, st->op, res);
       }
   }
+  free(seen);
   return true;
 }
 

@@ -13,9 +13,11 @@
  * The ANE takes dynamic weights through matmul (and elementwise ops), not
  * conv: a conv whose weight is an input compiles but ignores it on one
  * report, crashes the compiler service at batch >= 2 on another (peers.md
- * §4.6), and no constraint of the table covers it. So a function with such a
- * weight is refused here, as is a weight that is neither fp16 nor fp32 (a
- * weight input is an fp16 surface) or one inside a constexpr_* op; the caller keeps the
+ * §4.6), and no constraint of the table covers it; MIL's linear and norms
+ * take their weights as consts only. So a function with such a weight (or
+ * one made from it, as lower-linear's reshape for its 1x1 conv) is refused
+ * here, as is a weight that is neither fp16 nor fp32 (a weight input is an
+ * fp16 surface) or one inside a constexpr_* op; the caller keeps the
  * function's consts baked and recompiles on a change.
  *
  * Pure C over the MIL reader's structures: the statements are copied from

@@ -113,9 +113,27 @@ Test(weight_inputs, a_convs_weight_is_refused, .init = setup, .fini = teardown) 
           "        tensor<fp16, [1, 4, 1, 8]> y = conv(dilations = st, groups = g, pad = pd, pad_type = pt, "
           "strides = st, weight = k, x = x)[name = string(\"y\")];\n"
           "    } -> (y);\n}\n",
-          "function 'main' cannot take its weights as inputs: 'k' is the weight of conv, which the ANE does not "
-          "reliably take from an input (peers.md §4.6: ignored on one device, a compiler crash at batch >= 2 on "
-          "another; dynamic weights go through matmul)");
+          "function 'main' cannot take its weights as inputs: 'k' is (or makes) the weight of conv 'y', which the ANE "
+          "does not reliably take from an input (peers.md §4.6: ignored on one device, a compiler crash at batch >= 2 "
+          "on another; dynamic weights go through matmul)");
+}
+
+/* lower-linear's form: the conv's weight is a reshape of the const. */
+Test(weight_inputs, a_weight_reshaped_into_a_conv_is_refused, .init = setup, .fini = teardown) {
+  refused("program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> x) {\n"
+          "        tensor<fp16, [4, 4]> W = const()[name = string(\"W\"), val = tensor<fp16, [4, 4]>(" BLOB("64") ")];\n"
+          "        tensor<int32, [4]> sh = const()[name = string(\"sh\"), val = tensor<int32, [4]>([4, 4, 1, 1])];\n"
+          "        tensor<fp16, [4, 4, 1, 1]> k = reshape(shape = sh, x = W)[name = string(\"k\")];\n"
+          "        string pt = const()[name = string(\"pt\"), val = string(\"valid\")];\n"
+          "        tensor<int32, [2]> st = const()[name = string(\"st\"), val = tensor<int32, [2]>([1, 1])];\n"
+          "        tensor<int32, [4]> pd = const()[name = string(\"pd\"), val = tensor<int32, [4]>([0, 0, 0, 0])];\n"
+          "        int32 g = const()[name = string(\"g\"), val = int32(1)];\n"
+          "        tensor<fp16, [1, 4, 1, 8]> y = conv(dilations = st, groups = g, pad = pd, pad_type = pt, "
+          "strides = st, weight = k, x = x)[name = string(\"y\")];\n"
+          "    } -> (y);\n}\n",
+          "function 'main' cannot take its weights as inputs: 'W' is (or makes) the weight of conv 'y', which the ANE "
+          "does not reliably take from an input (peers.md §4.6: ignored on one device, a compiler crash at batch >= 2 "
+          "on another; dynamic weights go through matmul)");
 }
 
 Test(weight_inputs, an_int8_weight_is_refused, .init = setup, .fini = teardown) {
