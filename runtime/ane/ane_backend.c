@@ -15,7 +15,10 @@
  * ane_weight_update.h): it runs at the first prepare of a program whose
  * weights the caller will write (opened writable_weights) or at the first
  * update, unless its cached choice is there; until then, and for a program
- * shared with another OrionProgram's function, a recompile.
+ * shared with another OrionProgram's function, a recompile. Under the
+ * `inputs` strategy a function is compiled with its weights as inputs
+ * (ane_weight_surfaces.h): at prepare when the caller will write them, else
+ * at its first update; an update then writes their surfaces.
  *
  * Every compile goes through the device program cache (ane_program_cache.h)
  * over the lifecycle's device operations (ane_device_ops.h): the compile
@@ -392,9 +395,11 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   char why[2048];
   e->min_surface = opt && opt->exact_surfaces ? 0 : minimum_surface(b, p);
   /* The caller will write the weights (training): choose how before the first step (and before the compile: the
-   * `inputs` strategy compiles the function with its weights as inputs). */
-  bool ok = !(orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0)) || choose_strategy(b, d);
-  bool as_inputs = ok && b->strategy_known && b->strategy == ORION_RELOAD_INPUTS && plan_weight_inputs(e, d);
+   * `inputs` strategy compiles the function with its weights as inputs). Other programs keep their consts, which
+   * evaluate faster, until their first update. */
+  bool writable = orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0);
+  bool ok = !writable || choose_strategy(b, d);
+  bool as_inputs = ok && writable && b->strategy == ORION_RELOAD_INPUTS && plan_weight_inputs(e, d);
   if (ok && !as_inputs) {
     ok = ane_surface_plan(&e->plan, in, nin, out, nout, e->min_surface, why, sizeof why);
     if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
@@ -521,7 +526,12 @@ static bool ane_weights_changed(void *exec, Diag *d) {
   /* a function kept with its consts under `inputs` recompiles */
   if (b->strategy == ORION_RELOAD_RECOMPILE || b->strategy == ORION_RELOAD_INPUTS || shared || !e->program) {
     drop_program(e);
-    return compile(e, d);
+    if (!compile(e, d)) return false;
+    if (!e->weight_inputs ||
+        ane_weight_surfaces_write(e->weight_inputs, &e->plan, &b->sys, &e->request, e->p, e->fn, why, sizeof why))
+      return true;
+    diag_error(d, (SrcSpan){0}, "%s", why);
+    return false;
   }
   return update_in_place(e, d);
 }
