@@ -15,7 +15,10 @@
  * ane_weight_update.h): it runs at the first prepare of a program whose
  * weights the caller will write (opened writable_weights) or at the first
  * update, unless its cached choice is there; until then, and for a program
- * shared with another OrionProgram's function, a recompile.
+ * shared with another OrionProgram's function, a recompile. Under the
+ * `inputs` strategy a function is compiled with its weights as inputs
+ * (ane_weight_surfaces.h): at prepare when the caller will write them, else
+ * at its first update; an update then writes their surfaces.
  *
  * A function with int32/bool values, or with statements the device refuses
  * by a rule the constraint table places on the CPU, runs in parts
@@ -42,6 +45,7 @@
 #include "ane_parts.h"
 #include "ane_program_cache.h"
 #include "ane_update_cache.h"
+#include "ane_weight_surfaces.h"
 #include "ane_weight_update.h"
 #include "ane_surfaces.h"
 #include "ane_unavailable.h"
@@ -83,10 +87,13 @@ struct AneExec {
   char *mil; /* a copy: recompiles outlive the caller's Diag */
   size_t mil_len;
   uint32_t procedure; /* the function's index in its MIL file */
+  uint64_t min_surface; /* the plan's minimum (0: exact surfaces) */
   AneSurfacePlan plan;
   AneDeviceProgram *program; /* held in the backend's cache */
   AneRequest request;
   AneParts *parts; /* set: the function runs in parts (ane_parts.h) and nothing above is used */
+  AneWeightSurfaces *weight_inputs; /* set: compiled with its weights as inputs (the `inputs` strategy) */
+  bool weight_inputs_refused;       /* ... or that was tried and refused (remarked once) */
 };
 
 /* Off macOS the only framework there can be is a stand-in that
@@ -303,16 +310,19 @@ static void keep_first_error(void *ctx, DiagLevel level, SrcSpan span, const cha
  * weight files as they are now: a hit costs no compile. */
 static bool compile(AneExec *e, Diag *d) {
   AneBackend *b = e->b;
-  uint32_t n;
-  AneWeightFile *w = weight_files(e->p, &n);
+  uint32_t n = 0;
+  /* With its weights as inputs the program has no weight files: one compile for every value of the weights. */
+  AneWeightFile *w = e->weight_inputs ? xcalloc(1, sizeof *w) : weight_files(e->p, &n);
   StrBuf digest, first, quiet;
   sb_init(&digest);
   sb_init(&first);
   sb_init(&quiet);
   ane_weight_files_digest(w, n, &digest);
+  const AneWeightSurfaces *wi = e->weight_inputs;
   AneLifecycleSource ls = {
-      .src = {.name = e->what, .mil_text = e->mil, .mil_len = e->mil_len,
-              .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch},
+      .src = {.name = e->what, .mil_text = wi ? wi->mil : e->mil, .mil_len = wi ? wi->mil_len : e->mil_len,
+              .weights_digest = digest.data ? digest.data : "", .os_build = b->os_build, .ane_arch = b->ane_arch,
+              .weights_as_inputs = wi != NULL},
       .files = w,
       .nfiles = n};
   Diag inner = *d;
@@ -350,6 +360,39 @@ static uint64_t minimum_surface(const AneBackend *b, const OrionProgram *p) {
 }
 
 static void ane_release(void *exec);
+
+/* The function with its weights as inputs: its MIL and plan (one procedure).
+ * A function that cannot be so keeps its consts: said once, as a remark. */
+static bool plan_weight_inputs(AneExec *e, Diag *d) {
+  if (e->weight_inputs_refused || !orion_weight_count(e->p, e->fn)) return false;
+  AneWeightSurfaces *ws = xcalloc(1, sizeof *ws);
+  AneSurfacePlan plan;
+  char why[2048];
+  if (!ane_weight_surfaces_plan(ws, &plan, e->p, e->fn, e->mil, e->min_surface, why, sizeof why)) {
+    free(ws);
+    e->weight_inputs_refused = true;
+    diag_remark(d, (SrcSpan){0}, "the ane backend compiles %s with its weights as consts, so a weight change "
+                "recompiles it: %s", e->what, why);
+    return false;
+  }
+  ane_surface_plan_free(&e->plan);
+  e->plan = plan;
+  e->weight_inputs = ws;
+  e->procedure = 0;
+  return true;
+}
+
+/* The request of e's plan; with weights as inputs, their surfaces filled. */
+static bool make_request(AneExec *e, Diag *d) {
+  AneBackend *b = e->b;
+  char why[2048];
+  bool ok = ane_request_make(&e->request, &b->fw, &b->sys, e->plan.ninputs, e->plan.noutputs, e->plan.surface_bytes,
+                             e->procedure, why, sizeof why) &&
+            (!e->weight_inputs ||
+             ane_weight_surfaces_write(e->weight_inputs, &e->plan, &b->sys, &e->request, e->p, e->fn, why, sizeof why));
+  if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
+  return ok;
+}
 
 static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPrepareOptions *opt, Diag *d) {
   AneBackend *b = impl;
@@ -390,19 +433,20 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   for (uint32_t i = 0; i < nin; i++) in[i] = orion_input(p, fn, i);
   for (uint32_t i = 0; i < nout; i++) out[i] = orion_output(p, fn, i);
   char why[2048];
-  bool ok = ane_surface_plan(&e->plan, in, nin, out, nout, opt && opt->exact_surfaces ? 0 : minimum_surface(b, p),
-                             why, sizeof why);
+  e->min_surface = opt && opt->exact_surfaces ? 0 : minimum_surface(b, p);
+  /* The caller will write the weights (training): choose how before the first step (and before the compile: the
+   * `inputs` strategy compiles the function with its weights as inputs). Other programs keep their consts, which
+   * evaluate faster, until their first update. */
+  bool writable = orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0);
+  bool ok = !writable || choose_strategy(b, d);
+  bool as_inputs = ok && writable && b->strategy == ORION_RELOAD_INPUTS && plan_weight_inputs(e, d);
+  if (ok && !as_inputs) {
+    ok = ane_surface_plan(&e->plan, in, nin, out, nout, e->min_surface, why, sizeof why);
+    if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
+  }
   free(in);
   free(out);
-  if (!ok) diag_error(d, (SrcSpan){0}, "%s", why);
-  ok = ok && compile(e, d);
-  if (ok && !ane_request_make(&e->request, &b->fw, &b->sys, nin, nout, e->plan.surface_bytes, e->procedure, why,
-                              sizeof why)) {
-    diag_error(d, (SrcSpan){0}, "%s", why);
-    ok = false;
-  }
-  /* The caller will write the weights (training): choose how before the first step. */
-  if (ok && orion_weight_count(p, fn) && orion_weight_data_writable(p, fn, 0)) ok = choose_strategy(b, d);
+  ok = ok && compile(e, d) && make_request(e, d);
   e->next = b->execs;
   b->execs = e;
   if (!ok) {
@@ -425,7 +469,8 @@ static bool ane_run(void *exec, const OrionTensor *in, const OrionTensor *out, D
   AneExec *e = exec;
   if (e->parts) return ane_parts_run(e->parts, in, out, d); /* hook: ane_parts.h */
   const AneSystem *sys = &e->b->sys;
-  for (uint32_t i = 0; i < e->plan.ninputs; i++)
+  uint32_t nin = e->weight_inputs ? e->weight_inputs->first : e->plan.ninputs; /* the weights' surfaces follow */
+  for (uint32_t i = 0; i < nin; i++)
     if (!locked_copy(sys, e->request.inputs[e->plan.input_slot[i]], true, e->plan.surface_bytes, &in[i])) {
       diag_error(d, (SrcSpan){0}, "the ane backend cannot lock the surface of input '%s'",
                  orion_input(e->p, e->fn, i)->name);
@@ -501,12 +546,32 @@ static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
   if (e->parts) return ane_parts_weights_changed(e->parts, d); /* hook: ane_parts.h */
   AneBackend *b = e->b;
+  char why[2048];
+  if (e->weight_inputs && e->program) { /* the `inputs` strategy: the new bytes into their surfaces */
+    if (ane_weight_surfaces_write(e->weight_inputs, &e->plan, &b->sys, &e->request, e->p, e->fn, why, sizeof why))
+      return true;
+    diag_error(d, (SrcSpan){0}, "%s", why);
+    return false;
+  }
   if (!choose_strategy(b, d)) return false;
+  if (b->strategy == ORION_RELOAD_INPUTS && !orion_weight_count(e->p, e->fn)) return true; /* nothing to bind */
+  if (b->strategy == ORION_RELOAD_INPUTS && e->program && plan_weight_inputs(e, d)) {
+    /* compiled with its consts before the choice: once more with its weights as inputs, a new request */
+    drop_program(e);
+    ane_request_free(&e->request, &b->fw, &b->sys);
+    return compile(e, d) && make_request(e, d);
+  }
   bool shared = false; /* with another program's function, whose weights did not change */
   for (const AneExec *o = b->execs; o; o = o->next) shared |= o != e && o->program == e->program && o->p != e->p;
-  if (b->strategy == ORION_RELOAD_RECOMPILE || shared || !e->program) {
+  /* a function kept with its consts under `inputs` recompiles */
+  if (b->strategy == ORION_RELOAD_RECOMPILE || b->strategy == ORION_RELOAD_INPUTS || shared || !e->program) {
     drop_program(e);
-    return compile(e, d);
+    if (!compile(e, d)) return false;
+    if (!e->weight_inputs ||
+        ane_weight_surfaces_write(e->weight_inputs, &e->plan, &b->sys, &e->request, e->p, e->fn, why, sizeof why))
+      return true;
+    diag_error(d, (SrcSpan){0}, "%s", why);
+    return false;
   }
   return update_in_place(e, d);
 }
@@ -538,6 +603,8 @@ static void ane_release(void *exec) {
   ane_request_free(&e->request, &e->b->fw, &e->b->sys);
   drop_program(e);
   ane_surface_plan_free(&e->plan);
+  if (e->weight_inputs) ane_weight_surfaces_free(e->weight_inputs);
+  free(e->weight_inputs);
   free(e->mil);
   free(e);
 }

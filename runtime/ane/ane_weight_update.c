@@ -8,6 +8,7 @@
 
 #include "orion/blob.h"
 #include "orion/fp16.h"
+#include "ane_weight_inputs.h"
 
 #define MODEL_PATH "@model_path/"
 #define PROBE_KEY "@model_path/weights/weight.bin"
@@ -19,6 +20,16 @@ static const char probe_mil[] =
     "        tensor<fp16, [1, 4, 1, 8]> w = const()[name = string(\"w\"), val = tensor<fp16, [1, 4, 1, 8]>(BLOBFILE("
     "path = string(\"" PROBE_KEY "\"), offset = uint64(64)))];\n"
     "        tensor<fp16, [1, 4, 1, 8]> y = mul(x = x, y = w)[name = string(\"y\")];\n"
+    "    } -> (y);\n"
+    "}\n";
+
+/* The same probe with its weight as an input (ane_weight_inputs.h's form):
+ * bound in ASCII order of the names, the weight's surface first. */
+static const char probe_inputs_mil[] =
+    "program(1.3)\n"
+    "{\n"
+    "    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> x, tensor<fp16, [1, 4, 1, 8]> " ANE_WEIGHT_INPUT_PREFIX "w) {\n"
+    "        tensor<fp16, [1, 4, 1, 8]> y = mul(x = x, y = " ANE_WEIGHT_INPUT_PREFIX "w)[name = string(\"y\")];\n"
     "    } -> (y);\n"
     "}\n";
 
@@ -69,12 +80,29 @@ void ane_updater_init(AneUpdater *u, AneLifecycle *lc, uint64_t probe_surface_by
         .files = &u->file[k],
         .nfiles = 1};
   }
+  u->inputs_source = (AneLifecycleSource){
+      .src = {.name = "the weight-update probe (weights as inputs)", .mil_text = probe_inputs_mil,
+              .mil_len = sizeof probe_inputs_mil - 1, .weights_digest = "", .os_build = os_build,
+              .ane_arch = ane_arch, .weights_as_inputs = true}};
 }
 
+/* The inputs variant has no weight files: its weights are what was last
+ * bound (first the ones it is asked with). */
 static const AneProgramSource *probe_source(void *ctx, const void *weights, bool as_inputs) {
-  (void)as_inputs; /* never asked: bind_weights is NULL */
   AneUpdater *u = ctx;
-  return &u->source[weights == &u->set[1]].src;
+  if (!as_inputs) return &u->source[weights == &u->set[1]].src;
+  u->bound = weights;
+  return &u->inputs_source.src;
+}
+
+static bool is_inputs_probe(const AneDeviceProgram *p) {
+  return p->mil_len == sizeof probe_inputs_mil - 1 && !memcmp(p->mil, probe_inputs_mil, p->mil_len);
+}
+
+static bool bind_weights(void *ctx, void *program, const void *weights, AneDeviceError *err) {
+  (void)program, (void)err;
+  ((AneUpdater *)ctx)->bound = weights;
+  return true;
 }
 
 /* A failure of orion's side (a file, a surface): a rejection, never retried. */
@@ -190,11 +218,19 @@ static bool evaluate(void *ctx, void *program, uint16_t *out, size_t n, AneDevic
   const AneSystem *sys = u->lc->sys;
   AneRequest r;
   char why[1024];
-  uint16_t x[ANE_PROBE_VALUES];
+  uint16_t x[ANE_PROBE_VALUES], w[ANE_PROBE_VALUES];
   for (uint32_t i = 0; i < ANE_PROBE_VALUES; i++) x[i] = fp16_from_float((float)(i + 1));
   if (n > ANE_PROBE_VALUES) n = ANE_PROBE_VALUES;
-  bool ok = ane_request_make(&r, fw, sys, 1, 1, u->probe_surface_bytes, 0, why, sizeof why);
-  if (ok && !locked(sys, r.inputs[0], true, x, ANE_PROBE_VALUES)) {
+  bool as_inputs = is_inputs_probe(p) && u->bound;
+  if (as_inputs) { /* the bound set's one blob, past its header and metadata */
+    const uint8_t *v = (const uint8_t *)((const AneWeightSet *)u->bound)->files[0].data + BLOB_HEADER_SIZE +
+                       BLOB_METADATA_SIZE;
+    for (uint32_t i = 0; i < ANE_PROBE_VALUES; i++) w[i] = (uint16_t)(v[2 * i] | v[2 * i + 1] << 8);
+  }
+  bool ok = ane_request_make(&r, fw, sys, as_inputs ? 2 : 1, 1, u->probe_surface_bytes, 0, why, sizeof why);
+  /* ASCII order: the weight (orion_weight__w) before x */
+  if (ok && (!locked(sys, r.inputs[as_inputs], true, x, ANE_PROBE_VALUES) ||
+             (as_inputs && !locked(sys, r.inputs[0], true, w, ANE_PROBE_VALUES)))) {
     snprintf(why, sizeof why, "cannot lock the probe's surface");
     ok = false;
   }
@@ -210,7 +246,7 @@ static bool evaluate(void *ctx, void *program, uint16_t *out, size_t n, AneDevic
 
 AneUpdateOps ane_updater_ops(AneUpdater *u) {
   return (AneUpdateOps){.ctx = u, .probe_source = probe_source, .write_weight_files = write_weight_files,
-                        .patch_data = patch_data, .bind_weights = NULL, .evaluate = evaluate};
+                        .patch_data = patch_data, .bind_weights = bind_weights, .evaluate = evaluate};
 }
 
 static const char *environment(const char *name) { return getenv(name); }

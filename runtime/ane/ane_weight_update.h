@@ -14,11 +14,15 @@
  *                 writes it; what a Mac's `data` holds for several is not
  *                 known);
  *   recompile     the files rewritten, then the device's compile again;
- *   inputs        not offered: the backend does not yet compile programs
- *                 with their weights as inputs (bind_weights is NULL).
+ *   inputs        the weights bound as the inputs of a program compiled with
+ *                 them as inputs (ane_weight_inputs.h): for the probe, the
+ *                 set whose values its next evaluation writes into the
+ *                 weight's surface; the backend's own functions write their
+ *                 weight surfaces themselves (ane_backend.c).
  *
  * The probe: y = x * w on [1, 4, 1, 8] fp16, w a constant from its own
  * weight file, 0.5 before and 2.0 after; x = 1..32 (every product exact).
+ * Its inputs variant takes w as the input orion_weight__w.
  */
 #ifndef ORION_ANE_WEIGHT_UPDATE_H
 #define ORION_ANE_WEIGHT_UPDATE_H
@@ -44,6 +48,8 @@ typedef struct AneUpdater {
   AneWeightSet set[2];
   char digest[2][256];
   AneLifecycleSource source[2];
+  AneLifecycleSource inputs_source; /* the probe with w as an input, no weight files */
+  const void *bound;                /* the set bound to the inputs variant */
 } AneUpdater;
 
 void ane_updater_init(AneUpdater *u, AneLifecycle *lc, uint64_t probe_surface_bytes, const char *os_build,

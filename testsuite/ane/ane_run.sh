@@ -237,13 +237,34 @@ losses out >train.budget
 same_bytes train-reload-budget-losses train.ane.losses train.budget
 check train-reload-budget-short 1 train_reload ORION_ANE_COMPILE_BUDGET=2
 contains train-reload-budget-short "orion-run: error: the ane backend cannot prepare segment 1 (device) of function 'bwd': the ane backend will not compile 'function 'main'': this process has used 2 of its compile budget of 2 (from ORION_ANE_COMPILE_BUDGET)"
+# Under the stand-in's `inputs` switch (only weights given as inputs are
+# honoured) the self-test chooses inputs: every device segment is compiled
+# with its weights as inputs, and each step's weight write goes into their
+# surfaces. The first run compiles the self-test's 4 probes and the 3
+# segments, and nothing as the 6 steps go; with the choice cached a budget
+# of exactly 3 is enough. The losses are the baked run's, so the cpu's
+# within fp16 rounding.
+train_inputs() {
+  env XDG_CACHE_HOME="$tmp/cache-inputs" ORION_ANE_STANDIN_WEIGHTS=inputs ORION_ANE_FRAMEWORK="$standin" "$@" \
+    "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd -v
+}
+check train-inputs 0 train_inputs
+contains train-inputs "orion-run: backend ane used: ane program cache: 5 hits, 3 misses, 3 compiles (0 retries), 0 evictions, 3 of 128 resident; compile budget 7 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+losses out >train.inputs
+same_bytes train-inputs-losses train.ane.losses train.inputs
+check train-inputs-budget 0 train_inputs ORION_ANE_COMPILE_BUDGET=3
+contains train-inputs-budget "update strategy: inputs (the self-test's choice for OS build standin-1, cached in '$tmp/cache-inputs/orion/ane-update-standin-1-standin')"
+contains train-inputs-budget "compile budget 3 of 3 used (ORION_ANE_COMPILE_BUDGET)"
+losses out >train.inputs.budget
+same_bytes train-inputs-budget-losses train.ane.losses train.inputs.budget
 # train -v: the backend's describe line before the run, as orion-run -v, and
 # after it the usage of the run's own backend (a fresh self-test cache: the
-# self-test's compiles counted too; each step's weight write recompiles).
+# self-test's compiles counted too (6: its inputs probe is refused at compile
+# under baked); each step's weight write recompiles).
 check train-verbose 0 env XDG_CACHE_HOME="$tmp/cache-verbose" ORION_ANE_FRAMEWORK="$standin" \
   "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd -v
 contains train-verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
-contains train-verbose "orion-run: backend ane used: ane program cache: 10 hits, 8 misses, 8 compiles (0 retries), 0 evictions, 8 of 128 resident; compile budget 13 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+contains train-verbose "orion-run: backend ane used: ane program cache: 10 hits, 8 misses, 8 compiles (0 retries), 0 evictions, 8 of 128 resident; compile budget 14 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 contains train-verbose "trained steps 1-6 of 6"
 
 # Greedy generation gives the cpu backend's tokens, in both prefill buckets.

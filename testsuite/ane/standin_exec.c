@@ -3,6 +3,8 @@
  */
 #include "standin_exec.h"
 
+#include "ane_weight_inputs.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -201,10 +203,35 @@ static bool runtime_present(void) {
 static StandinProgram *build(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
                              long *code, char **description);
 
+/* A weight given as an input (ane_weight_inputs.h names it) is honoured
+ * only under the `inputs` switch; the other switches emulate a device that
+ * refuses it at compile, so that the self-test is tested against both. */
+static bool weight_inputs_refused(const StandinProgram *p, long *code, char **description) {
+  StandinWeightMode mode;
+  if (!standin_weight_mode(&mode, code, description)) return true;
+  if (mode == STANDIN_WEIGHTS_INPUTS) return false;
+  static const char *const names[] = {"baked", "reload", "patch-data"};
+  for (uint32_t fn = 0; fn < p->nfuncs; fn++)
+    for (uint32_t i = 0; i < orion_input_count(p->program, fn); i++) {
+      const char *name = orion_input(p->program, fn, i)->mil_name;
+      if (!strncmp(name, ANE_WEIGHT_INPUT_PREFIX, strlen(ANE_WEIGHT_INPUT_PREFIX)))
+        return !fail(code, description, STANDIN_ERROR_COMPILE,
+                     "ANECCompile() FAILED: input '%s' is a weight given as an input, which this device does not "
+                     "take (%s=%s; only inputs takes them)",
+                     name, STANDIN_WEIGHTS_ENV, names[mode]);
+    }
+  return false;
+}
+
 StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
                                 long *code, char **description) {
   compiles++;
-  return build(mil, mil_len, weights, nweights, code, description);
+  StandinProgram *p = build(mil, mil_len, weights, nweights, code, description);
+  if (p && weight_inputs_refused(p, code, description)) {
+    standin_program_free(p);
+    return NULL;
+  }
+  return p;
 }
 
 bool standin_fail_silently(void) {

@@ -61,7 +61,10 @@ bool standin_evaluate(StandinProgram *p, int64_t procedure, IOSurfaceRef const *
  *                    (the weight files' bytes in ASCII order of their keys; for one
  *                    weight file, the file itself, as the reference writes it), and a
  *                    load after an unload reads the weights back from it;
- *   inputs           as baked: only weights passed as inputs change a result. */
+ *   inputs           as baked, but a program may take its weights as inputs
+ *                    (ane_weight_inputs.h's names): only those change a result
+ *                    without a compile. Under the other switches such a
+ *                    program is refused at compile (code 1). */
 #define STANDIN_WEIGHTS_ENV "ORION_ANE_STANDIN_WEIGHTS"
 typedef enum StandinWeightMode {
   STANDIN_WEIGHTS_BAKED,

@@ -369,9 +369,10 @@ static void strategy_case(const char *mode, OrionReloadStrategy want, const char
 }
 
 /* The self-test's compiles: the fresh reference, then one probe per
- * strategy tried (inputs is skipped: not offered), plus the recompile's own. */
+ * strategy tried (the inputs probe is refused at compile under baked: a
+ * compile counted), plus the recompile's own. */
 Test(ane_backend, baked_weights_choose_recompile, .init = setup, .fini = teardown) {
-  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+  strategy_case("baked", ORION_RELOAD_RECOMPILE, "recompile", 6, 1);
 }
 
 Test(ane_backend, weight_files_reread_at_reload_choose_reload_files, .init = setup, .fini = teardown) {
@@ -382,8 +383,55 @@ Test(ane_backend, a_patchable_image_chooses_patch_data, .init = setup, .fini = t
   strategy_case("patch-data", ORION_RELOAD_PATCH_DATA, "patch-data", 3, 0);
 }
 
-Test(ane_backend, weights_as_inputs_only_choose_recompile, .init = setup, .fini = teardown) {
-  strategy_case("inputs", ORION_RELOAD_RECOMPILE, "recompile", 5, 1);
+/* The reference, the reload-files and patch-data probes (both stale), the
+ * inputs probe; the function is then compiled with its weight as an input,
+ * and an update is a write into its surface: no compile. */
+Test(ane_backend, weights_as_inputs_only_choose_inputs, .init = setup, .fini = teardown) {
+  strategy_case("inputs", ORION_RELOAD_INPUTS, "inputs", 4, 0);
+}
+
+/* Under `inputs` a function whose weight is a linear layer's (MIL's linear
+ * takes consts only; lower-linear's conv likewise, ane-weight-inputs) keeps
+ * its consts, says so in a remark, and recompiles at a weight write; the
+ * new weights are seen. */
+Test(ane_backend, a_conv_weight_keeps_its_consts_under_inputs, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", "inputs", 1), 0);
+  char ldir[64], lpkg[160];
+  ane_test_package("func main(x: fp16[1,4]) {\n  param w: fp16[2,4] = fill(0.5);\n  y = linear(x, w);\n  return y;\n}\n",
+                   "ane-backend-linear", ldir, sizeof ldir, lpkg, sizeof lpkg);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(lpkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 4 + 1, "the self-test's 4 and the function's");
+  cr_assert_str_eq(captured(&cap), "test: note: the ane backend compiles function 'main' with its weights as "
+                                   "consts, so a weight change recompiles it: function 'main' cannot take its weights "
+                                   "as inputs: 'w' is (or makes) the weight of linear 'y', which MIL takes as a const "
+                                   "only (dynamic weights go through matmul)\n");
+  uint16_t xs[4], ys[2];
+  for (int i = 0; i < 4; i++) xs[i] = fp16_from_float((float)(i + 1));
+  const OrionTensor lin = {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 4}, .data = xs};
+  OrionTensor lout = {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 2}, .data = ys};
+  cr_assert(orion_exec_run(e, &lin, &lout, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(ys[0], fp16_from_float(5.0f), "(1 + 2 + 3 + 4) * 0.5: %04x", ys[0]);
+  float two[8];
+  for (int i = 0; i < 8; i++) two[i] = 2.0f;
+  OrionWeightValues wv = {.fn = 0, .weight = 0, .values = two};
+  before = standin_compiles();
+  cr_assert(orion_backend_write_weights(b, p, &wv, 1, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 1, "a recompile");
+  cr_assert(orion_exec_run(e, &lin, &lout, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(ys[1], fp16_from_float(20.0f), "(1 + 2 + 3 + 4) * 2: %04x", ys[1]);
+  orion_backend_close(b);
+  orion_close(p);
+  remove_tree(ldir);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
 }
 
 /* A package patched on disk (what orion-run patch does) and taken up by
@@ -427,7 +475,13 @@ Test(ane_backend, a_patch_taken_up_by_patch_data, .init = setup, .fini = teardow
 }
 
 Test(ane_backend, a_patch_taken_up_by_recompile, .init = setup, .fini = teardown) {
-  patched_case("baked", 5 + 1);
+  patched_case("baked", 6 + 1);
+}
+
+/* Prepared with its weight as a const before the choice: the update
+ * compiles it once more with the weight as an input. */
+Test(ane_backend, a_patch_taken_up_by_inputs, .init = setup, .fini = teardown) {
+  patched_case("inputs", 4 + 1);
 }
 
 /* The compile service failing without an error object is transient: the

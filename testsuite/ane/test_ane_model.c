@@ -7,7 +7,10 @@
  * data; the weights are baked at compile (a change is seen only after a
  * recompile, which the stand-in counts); the reference's temporary
  * directory exists while the model does; the stand-in refuses surfaces
- * below the minimum or of unequal size with the device's evaluation code.
+ * below the minimum or of unequal size with the device's evaluation code;
+ * a program with a weight as an input is read in ASCII order and sees a new
+ * weight without a compile under the stand-in's `inputs` switch, and is
+ * refused at compile by name under the default.
  */
 #define _XOPEN_SOURCE 700
 
@@ -242,4 +245,47 @@ Test(model, surfaces_of_unequal_size_are_refused, .init = setup, .fini = teardow
   for (int i = 0; i < 2; i++) sys.release(in[i]);
   sys.release(out[0]);
   program_free(p);
+}
+
+/* y = (x - bias) * w with w an input (ane_weight_inputs.h's name): the
+ * stand-in reads it like any input, in ASCII order of the MIL names
+ * (bias, orion_weight__w, x), under ORION_ANE_STANDIN_WEIGHTS=inputs, and
+ * a new w written into its surface is seen with no compile; under the
+ * default (baked) such a program is refused at compile, by name. */
+static const char weight_input_mil[] =
+    "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 4, 1, 8]> x, tensor<fp16, [1, 4, 1, 8]> bias, "
+    "tensor<fp16, [1, 4, 1, 8]> orion_weight__w) {\n"
+    "        tensor<fp16, [1, 4, 1, 8]> d = sub(x = x, y = bias)[name = string(\"d\")];\n"
+    "        tensor<fp16, [1, 4, 1, 8]> y = mul(x = d, y = orion_weight__w)[name = string(\"y\")];\n"
+    "    } -> (y);\n}\n";
+
+Test(model, a_weight_input_is_read_in_ascii_order_under_inputs_and_refused_otherwise, .init = setup,
+     .fini = teardown) {
+  AneModel m;
+  char why[2048] = "";
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+  cr_assert_not(ane_model_compile(&m, &fw, &sys, "function 'main'", weight_input_mil, sizeof weight_input_mil - 1,
+                                  NULL, 0, why, sizeof why));
+  cr_assert_str_eq(why, "the ane backend: the device failed to compile function 'main' (error code 1, 0x1): "
+                        "ANECCompile() FAILED: input 'orion_weight__w' is a weight given as an input, which this "
+                        "device does not take (ORION_ANE_STANDIN_WEIGHTS=baked; only inputs takes them)");
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", "inputs", 1), 0);
+  unsigned long before = compiles();
+  cr_assert(ane_model_compile(&m, &fw, &sys, "function 'main'", weight_input_mil, sizeof weight_input_mil - 1, NULL,
+                              0, why, sizeof why),
+            "%s", why);
+  AneRequest r;
+  cr_assert(ane_request_make(&r, &fw, &sys, 3, 1, SURFACE, 0, why, sizeof why), "%s", why);
+  fill(r.inputs[0], 0.5f); /* bias */
+  fill(r.inputs[1], 0.5f); /* orion_weight__w */
+  fill(r.inputs[2], 2.0f); /* x */
+  cr_assert(ane_model_evaluate(&m, &fw, &r, "function 'main'", why, sizeof why), "%s", why);
+  cr_assert_float_eq(first_output(&r), 0.75f, 0);
+  fill(r.inputs[1], 2.0f);
+  cr_assert(ane_model_evaluate(&m, &fw, &r, "function 'main'", why, sizeof why), "%s", why);
+  cr_assert_float_eq(first_output(&r), 3.0f, 0, "the new weight is seen");
+  cr_assert_eq(compiles(), before + 1, "without a compile");
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+  ane_request_free(&r, &fw, &sys);
+  ane_model_free(&m, &fw);
 }

@@ -314,9 +314,9 @@ static void parts_strategy_case(const char *mode, unsigned long self_test, unsig
 
 Test(ane_partition, a_weight_write_recompiles_the_changed_segment_under_baked_weights, .fini = teardown) {
   /* the unchanged segment's recompile is the cache's hit */
-  parts_strategy_case("baked", 5, 1,
+  parts_strategy_case("baked", 6, 1,
                       "ane program cache: 2 hits, 4 misses, 4 compiles (0 retries), 0 evictions, 4 of 128 resident; "
-                      "compile budget 9 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
+                      "compile budget 10 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
                       "ANE architecture standin");
 }
 
@@ -386,6 +386,16 @@ Test(ane_partition, a_patch_patches_the_device_segments_data_without_a_compile, 
 
 Test(ane_partition, a_patch_recompiles_the_device_segments_under_baked_weights, .fini = teardown) {
   parts_patched_case("baked", 5, 1); /* the segment of w: the other's content is unchanged (the cache's hit) */
+}
+
+/* Under `inputs` each device segment is compiled with its weights as
+ * inputs (the segment without weights as it is): a write goes into the
+ * weight surfaces, no compile, and the new values are seen. */
+Test(ane_partition, a_weight_write_goes_into_the_segments_weight_inputs_without_a_compile, .fini = teardown) {
+  parts_strategy_case("inputs", 4, 0,
+                      "ane program cache: 0 hits, 2 misses, 2 compiles (0 retries), 0 evictions, 2 of 128 resident; "
+                      "compile budget 6 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, "
+                      "ANE architecture standin");
 }
 
 /* A device segment the device refuses: the error names the segment and gives the device's. (The concat goes
