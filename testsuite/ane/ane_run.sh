@@ -79,7 +79,7 @@ if cmp -s before.ane/y.npy after.ane/y.npy; then fail "patch: the ane backend di
 # orion-run patch --backend ane: the package compiled on the backend first,
 # the patch written, then the program updated by the self-test's strategy
 # under each stand-in switch: the strategy and the compiles it took (the
-# self-test's 5, 2, 3 with a fresh choice, then 1, 0, 0 with the cached
+# self-test's 6, 2, 3 with a fresh choice, then 1, 0, 0 with the cached
 # one), and --verify's comparison with a fresh compile on the backend. The
 # patch (w = 2I) makes y = 2x = 2, 4, 6, 8: a fresh run gives exactly that,
 # so the updated program, bit-identical to it, does too.
@@ -91,7 +91,7 @@ patch_on_ane() { # patch_on_ane NAME SWITCH CACHE PACKAGE [OPTION...]
   check "$name" 0 env XDG_CACHE_HOME="$tmp/$cache" ORION_ANE_STANDIN_WEIGHTS=$sw ORION_ANE_FRAMEWORK="$standin" \
     "$run" patch "$pkg" --weight w=twice.npy --backend ane -v --verify=l.oir "$@"
 }
-for case in baked:recompile:6:1 reload:reload-files:2:0 patch-data:patch-data:3:0; do
+for case in baked:recompile:7:1 reload:reload-files:2:0 patch-data:patch-data:3:0; do
   IFS=: read -r sw strategy first later <<<"$case"
   check "compile-patch-$sw" 0 "$orionc" -w -o "pa-$sw.anepkg" l.oir
   patch_on_ane "patch-ane-$sw" "$sw" "cache-patch-$sw" "pa-$sw.anepkg"
@@ -249,7 +249,7 @@ train_inputs() {
     "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd -v
 }
 check train-inputs 0 train_inputs
-contains train-inputs "orion-run: backend ane used: ane program cache: 5 hits, 3 misses, 3 compiles (0 retries), 0 evictions, 3 of 128 resident; compile budget 7 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+contains train-inputs "orion-run: backend ane used: ane program cache: 0 hits, 3 misses, 3 compiles (0 retries), 0 evictions, 3 of 128 resident; compile budget 7 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 losses out >train.inputs
 same_bytes train-inputs-losses train.ane.losses train.inputs
 check train-inputs-budget 0 train_inputs ORION_ANE_COMPILE_BUDGET=3

@@ -385,7 +385,7 @@ Test(ane_partition, a_patch_patches_the_device_segments_data_without_a_compile, 
 }
 
 Test(ane_partition, a_patch_recompiles_the_device_segments_under_baked_weights, .fini = teardown) {
-  parts_patched_case("baked", 5, 1); /* the segment of w: the other's content is unchanged (the cache's hit) */
+  parts_patched_case("baked", 6, 1); /* the segment of w: the other's content is unchanged (the cache's hit) */
 }
 
 /* Under `inputs` each device segment is compiled with its weights as
