@@ -171,3 +171,84 @@ Test(cpu_pool, a_job_larger_than_a_claim_word_runs_in_windows_of_the_same_pieces
     rig_stop(r);
   }
 }
+
+/* par_for_backup: the worker's first piece blocks until the test releases
+ * it (a worker the system descheduled mid-piece), the caller's first waits
+ * until the worker has started, so the worker surely holds a piece. The job
+ * still ends, with the caller's run of that piece as its owner and every
+ * piece owned once; the run's end waits for the worker to leave the piece
+ * it lost. Waits are on flags, never on time. */
+typedef struct Held {
+  int64_t pieces;
+  atomic_int worker_started, release, worker_left;
+  atomic_int runs[8][2]; /* per piece and thread */
+  int64_t slot[2][8];    /* each (thread, piece)'s own result */
+} Held;
+
+static void held_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  Held *h = arg;
+  cr_assert_eq(hi, lo + 1);
+  cr_assert_lt(tid, 2);
+  if (tid == 1 && atomic_fetch_add(&h->worker_started, 1) == 0) {
+    while (!atomic_load(&h->release)) sched_yield();
+    atomic_store(&h->worker_left, 1);
+  }
+  if (tid == 0)
+    while (!atomic_load(&h->worker_started)) sched_yield();
+  atomic_fetch_add(&h->runs[lo][tid], 1);
+  h->slot[tid][lo] = 100 * lo + tid;
+}
+
+Test(cpu_pool, a_piece_a_held_worker_has_is_run_by_the_caller_and_the_run_end_waits_for_it, .timeout = 60) {
+  Rig *r = rig_start(2);
+  Pool *p = &r->ctx.pool;
+  Held *h = calloc(1, sizeof *h);
+  h->pieces = 6;
+  atomic_ullong owner[6];
+  pool_run_begin(p);
+  par_for_backup(&r->prog, h->pieces, held_task, h, owner);
+  /* The job ended with the worker still inside its first piece. */
+  cr_assert_eq(atomic_load(&h->release), 0);
+  cr_assert_eq(atomic_load(&h->worker_left), 0);
+  for (int64_t k = 0; k < h->pieces; k++) {
+    uint32_t who = par_piece_owner(owner, k);
+    cr_assert_lt(who, 2);
+    cr_assert_eq(h->slot[who][k], 100 * k + who, "piece %lld's owner slot", (long long)k);
+    cr_assert_eq(atomic_load(&h->runs[k][who]), 1);
+  }
+  PoolStats st;
+  pool_stats(p, &st);
+  cr_assert_eq(st.backups, 1, "the caller ran the held piece again");
+  cr_assert_eq(st.pieces[0] + st.pieces[1], (uint64_t)h->pieces, "each piece counted once, for its owner");
+  atomic_store(&h->release, 1);
+  pool_run_end(p);
+  cr_assert_eq(atomic_load(&h->worker_left), 1, "the run ended with the worker still in a piece of it");
+  /* The held piece ran on both threads, its owner is the caller. */
+  int both = 0;
+  for (int64_t k = 0; k < h->pieces; k++)
+    if (atomic_load(&h->runs[k][0]) + atomic_load(&h->runs[k][1]) == 2) {
+      both++;
+      cr_assert_eq(par_piece_owner(owner, k), 0);
+    }
+  cr_assert_eq(both, 1);
+  free(h);
+  rig_stop(r);
+}
+
+/* One thread, or one piece: par_for_backup runs the pieces in order on the caller, who owns them all. */
+Test(cpu_pool, par_for_backup_on_one_thread_runs_every_piece_on_the_caller) {
+  for (uint32_t threads = 1; threads <= 2; threads++) {
+    Rig *r = rig_start(threads);
+    Held *h = calloc(1, sizeof *h);
+    atomic_ullong owner[6];
+    atomic_store(&h->worker_started, 1);
+    par_for_backup(&r->prog, threads == 1 ? 6 : 1, held_task, h, owner);
+    for (int64_t k = 0; k < (threads == 1 ? 6 : 1); k++) {
+      cr_assert_eq(par_piece_owner(owner, k), 0);
+      cr_assert_eq(atomic_load(&h->runs[k][0]), 1);
+      cr_assert_eq(h->slot[0][k], 100 * k);
+    }
+    free(h);
+    rig_stop(r);
+  }
+}
