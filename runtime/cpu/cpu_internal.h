@@ -219,25 +219,18 @@ typedef struct Pool {
   atomic_ullong claim;  /* the next piece (high 32 bits) and the pieces (low 32): one CAS claims one */
   atomic_llong done;    /* pieces finished */
   int64_t max_job_pieces; /* pieces a claim word holds (below 2^32; tests set fewer) */
-  /* A job whose pieces may run twice (par_for_backup): each piece's first
-   * finisher, as OWNER_WORD(seq, tid + 1) in owner[piece]; NULL otherwise. */
-  atomic_ullong *owner;
-  unsigned long long seq; /* the owner words' tag of the current such job (caller only) */
-  bool backup_in_run;     /* a par_for_backup job ran since the run began (caller only) */
   atomic_bool in_run;   /* between pool_run_begin and pool_run_end: the workers spin, never sleep */
   /* What the hand-off did (pool_stats): read by tests and profiling, never by the pool itself. */
   atomic_ullong jobs, jobs_asleep; /* parallel jobs; those published while a worker slept */
   atomic_ullong wakes, wake_ns;    /* a worker's wake-ups from a job or run start, and their latency */
   atomic_llong published_ns;       /* when the last sleeper was signalled */
   atomic_ullong caller_wait_ns;    /* the caller's waits for pieces other threads held */
-  atomic_ullong backups;           /* pieces the caller ran again (par_for_backup) */
 } Pool;
 
 struct Worker {
   Pool *pool;
   uint32_t id;
   atomic_ullong pieces; /* pieces this thread ran (index 0: the caller's) */
-  atomic_bool busy; /* a worker inside work_on: it may hold a par_for_backup piece it has lost */
 };
 
 /* The counters of a pool's hand-off since it started. */
@@ -247,7 +240,6 @@ typedef struct PoolStats {
   uint64_t wakes;       /* wake-ups of a sleeping worker */
   double wake_ms;       /* their summed latency, signal to running */
   double caller_wait_ms; /* the caller's summed waits, its last piece done to the job done */
-  uint64_t backups;      /* pieces the caller ran again because another thread held them too long */
   uint64_t pieces[8];   /* pieces run by threads 0 (the caller) .. 7 */
 } PoolStats;
 
@@ -526,15 +518,6 @@ const CpuFeatures *cpu_features(void);
 
 /* pool.c */
 void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void *arg);
-/* par_for over `pieces` pieces of one item, for a task that writes only
- * storage private to (piece, tid): when the other threads hold the last
- * pieces for longer than the caller's own took, the caller runs them too,
- * and the first to finish a piece owns it (par_piece_owner); a thread still
- * in a piece it lost finishes it before pool_run_end returns. owner has
- * `pieces` words. */
-void par_for_backup(const CpuProgram *c, int64_t pieces, TaskFn fn, void *arg, atomic_ullong *owner);
-/* The thread whose result piece k of the last par_for_backup over owner is. */
-uint32_t par_piece_owner(const atomic_ullong *owner, int64_t k);
 void pool_start(Pool *p, uint32_t n);
 void pool_stop(Pool *p);
 void pool_run_begin(Pool *p);

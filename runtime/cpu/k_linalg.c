@@ -259,14 +259,13 @@ typedef struct SmallMm {
   bool dot;                       /* h's rows are the long side (gemv_dot), else its columns (gemv_axpy) */
   int64_t S, L, K, lds, ldh, oi, oj, MN, lblocks;
   int64_t kblocks;                /* gemv_axpy: pieces of AXPY_ROWS rows of h per matrix */
-  float *partial;                 /* gemv_axpy with kblocks > 1: [threads][nb * kblocks][S][L] (after the bound job) */
-  atomic_ullong *owner;           /* with partial: per piece, whose slot holds its sums (par_for_backup) */
-  int64_t pieces;                 /* nb * kblocks */
+  float *partial;                 /* gemv_axpy with kblocks > 1: [nb][kblocks][S][L] (after the bound job) */
   uint32_t rbat;
   int64_t bdims[MIL_MAX_RANK], ss[MIL_MAX_RANK], hs[MIL_MAX_RANK];
 } SmallMm;
 
 static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
   const SmallMm *j = arg;
   int64_t es = j->h->st == ST_H16 ? 2 : 4;
   for (int64_t it = lo; it < hi; it++) {
@@ -283,7 +282,7 @@ static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (!j->partial) gemv_axpy(S, j->S, j->lds, H, es == 2, j->ldh, j->L, j->K, O, j->oi, j->oj);
     else
       gemv_axpy(S + k0, j->S, j->lds, H + k0 * j->ldh * es, es == 2, j->ldh, j->L, nk,
-                j->partial + (tid * j->pieces + it) * j->S * j->L, j->L, 1);
+                j->partial + it * j->S * j->L, j->L, 1);
   }
 }
 
@@ -292,17 +291,13 @@ static void small_mm_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
  * for every output as adding each output's pieces in turn, but along
  * contiguous rows, which vectorise; the strided walk was 1.3 % of a
  * one-thread GPT-2 decode, on the caller alone). */
-static float *piece_sums(const SmallMm *j, int64_t piece) {
-  return j->partial + ((int64_t)par_piece_owner(j->owner, piece) * j->pieces + piece) * j->S * j->L;
-}
-
 static void small_mm_sum(const SmallMm *j, int64_t nb) {
   int64_t n = j->S * j->L;
   for (int64_t t = 0; t < nb; t++) {
     float *O = fp(j->o) + t * j->MN;
-    float *restrict P = piece_sums(j, t * j->kblocks);
+    float *restrict P = j->partial + t * j->kblocks * n;
     for (int64_t b = 1; b < j->kblocks; b++) {
-      const float *restrict Q = piece_sums(j, t * j->kblocks + b);
+      const float *restrict Q = P + b * n;
       for (int64_t e = 0; e < n; e++) P[e] += Q[e];
     }
     for (int64_t i = 0; i < j->S; i++)
@@ -470,20 +465,13 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     if (j.cblocks == 0) j.cblocks = 1;
   }
   mb.j = j;
-  /* gemv_axpy's partial sums live after the job (freed with it): a slot per thread, since a piece the caller
-   * runs again while a descheduled worker still holds it (par_for_backup) must not share its storage; then each
-   * piece's owner word. */
-  bool has_partial = mb.small && !mb.sm.dot && mb.sm.kblocks > 1;
-  int64_t pieces = mb.nb * mb.sm.kblocks, threads = x->c->ctx->pool.n > 0 ? x->c->ctx->pool.n : 1;
-  size_t owners = has_partial ? (size_t)pieces * sizeof(atomic_ullong) : 0;
-  size_t partial = has_partial ? (size_t)(threads * pieces * mb.sm.S * mb.sm.L) * sizeof(float) : 0;
-  size_t head = (sizeof mb + sizeof(atomic_ullong) - 1) / sizeof(atomic_ullong) * sizeof(atomic_ullong);
-  MatmulBound *copy = xmalloc(head + owners + partial);
+  /* gemv_axpy's partial sums live after the job (freed with it). */
+  size_t partial = mb.small && !mb.sm.dot && mb.sm.kblocks > 1
+                       ? (size_t)(mb.nb * mb.sm.kblocks * mb.sm.S * mb.sm.L) * sizeof(float)
+                       : 0;
+  MatmulBound *copy = xmalloc(sizeof mb + partial);
   *copy = mb;
-  copy->sm.owner = has_partial ? (atomic_ullong *)(void *)((unsigned char *)copy + head) : NULL;
-  for (int64_t k = 0; has_partial && k < pieces; k++) atomic_init(&copy->sm.owner[k], 0);
-  copy->sm.pieces = has_partial ? pieces : 0;
-  copy->sm.partial = has_partial ? (float *)(void *)((unsigned char *)copy + head + owners) : NULL;
+  copy->sm.partial = partial ? (float *)(void *)((unsigned char *)copy + sizeof mb) : NULL;
   *bound = copy;
   return true;
 }
@@ -494,12 +482,8 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   const MmJob *j = &mb->j;
   if (mb->small) {
     if (mb->sm.S && mb->sm.L) {
-      if (mb->sm.partial) {
-        /* Each piece's sums in its runner's own slot: the caller may run a held piece again. */
-        par_for_backup(x->c, mb->sm.pieces, small_mm_task, (void *)(uintptr_t)&mb->sm, mb->sm.owner);
-        small_mm_sum(&mb->sm, mb->nb);
-      } else
-        par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
+      par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
+      if (mb->sm.partial) small_mm_sum(&mb->sm, mb->nb);
     }
     return true;
   }

@@ -13,8 +13,6 @@
 
 #define SPIN_ROUNDS 20000
 #define MAX_JOB_PIECES 0x7fffffffLL
-/* An owner word: the job's tag, and 0 (nobody finished the piece yet) or the finisher's tid + 1. */
-#define OWNER_WORD(seq, who) ((unsigned long long)(seq) << 16 | (unsigned long long)(who))
 /* Inside a run a spinning worker yields its core every RUN_YIELD_PAUSES
  * pauses: on an oversubscribed machine a worker that only pauses used up
  * its share and was descheduled when a job came (GPT-2 decode measured
@@ -42,50 +40,33 @@ static void cpu_relax(void) {
  * read a job's claim word and loses the race to the next job's reset
  * fails its CAS, or (the same bits) claims a piece of the new job, which
  * it then runs as that job's: either way the piece is that job's, once. */
-static bool claim(Pool *p, int64_t *lo, int64_t *hi, TaskFn *fn, void **arg, atomic_ullong **owner,
-                  unsigned long long *seq) {
-  unsigned long long v = atomic_load(&p->claim);
+static bool claim(Pool *p, int64_t *lo, int64_t *hi, TaskFn *fn, void **arg) {
+  unsigned long long v = atomic_load_explicit(&p->claim, memory_order_acquire);
   for (;;) {
     unsigned long long next = v >> 32, count = v & 0xffffffffu;
     if (next >= count) return false;
-    if (atomic_compare_exchange_weak(&p->claim, &v, v + (1ull << 32))) {
+    if (atomic_compare_exchange_weak_explicit(&p->claim, &v, v + (1ull << 32), memory_order_acq_rel,
+                                              memory_order_acquire)) {
       int64_t piece = p->first + (int64_t)next;
       *lo = piece * p->chunk;
       *hi = *lo + p->chunk < p->items ? *lo + p->chunk : p->items;
       *fn = p->fn;
       *arg = p->arg;
-      *owner = p->owner;
-      *seq = p->seq;
       return true;
     }
   }
-}
-
-/* Whether tid, having run piece k of the job tagged seq, owns it: the
- * first to finish it does. A thread that finishes a piece of a job that
- * has ended (the caller ran it again and moved on) finds another tag. */
-static bool take_piece(atomic_ullong *owner, int64_t k, unsigned long long seq, uint32_t tid) {
-  unsigned long long want = OWNER_WORD(seq, 0);
-  return atomic_compare_exchange_strong(&owner[k], &want, OWNER_WORD(seq, tid + 1));
 }
 
 static void work_on(Pool *p, uint32_t tid) {
   int64_t lo, hi;
   TaskFn fn;
   void *arg;
-  atomic_ullong *owner;
-  unsigned long long seq;
-  Worker *w = &p->workers[tid];
-  /* Before the claim (both seq_cst): a caller that saw the claim sees busy. */
-  if (tid) atomic_store(&w->busy, true);
-  while (claim(p, &lo, &hi, &fn, &arg, &owner, &seq)) {
+  while (claim(p, &lo, &hi, &fn, &arg)) {
     fn(arg, lo, hi, tid);
-    if (owner && !take_piece(owner, lo, seq, tid)) continue; /* the caller ran it too, and finished first */
     /* Counted before `done`, so that a caller who sees the job done sees its pieces counted. */
-    atomic_fetch_add_explicit(&w->pieces, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->workers[tid].pieces, 1, memory_order_relaxed);
     atomic_fetch_add(&p->done, 1);
   }
-  if (tid) atomic_store(&w->busy, false);
 }
 
 /* Signals sleeping workers that a job or a run has started. */
@@ -137,10 +118,8 @@ static void *worker_main(void *arg) {
 
 /* Publishes pieces first .. first + count - 1 of fn over [0, items) and
  * works on them with the pool until all are done. */
-static void publish(Pool *p, int64_t items, int64_t chunk, int64_t first, uint32_t count, TaskFn fn, void *arg,
-                    atomic_ullong *owner) {
+static void run_window(Pool *p, int64_t items, int64_t chunk, int64_t first, uint32_t count, TaskFn fn, void *arg) {
   /* The claim word is exhausted here (the last job's pieces all done), so no thread reads these. */
-  p->owner = owner;
   p->fn = fn;
   p->arg = arg;
   p->items = items;
@@ -153,10 +132,6 @@ static void publish(Pool *p, int64_t items, int64_t chunk, int64_t first, uint32
   atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
   if (atomic_load(&p->sleepers) > 0) atomic_fetch_add_explicit(&p->jobs_asleep, 1, memory_order_relaxed);
   wake_sleepers(p);
-}
-
-static void run_window(Pool *p, int64_t items, int64_t chunk, int64_t first, uint32_t count, TaskFn fn, void *arg) {
-  publish(p, items, chunk, first, count, fn, arg, NULL);
   work_on(p, 0);
   if (atomic_load(&p->done) == count) return;
   long long t0 = now_ns();
@@ -186,69 +161,6 @@ void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void 
   }
 }
 
-/* Until no worker is inside a piece of a par_for_backup job (one it may
- * have lost: it still reads the job's operands and writes its own slot). */
-static void drain_backup_pieces(Pool *p) {
-  if (!p->backup_in_run) return;
-  p->backup_in_run = false;
-  for (uint32_t i = 1; i < p->n; i++)
-    for (int k = 0; atomic_load(&p->workers[i].busy); k++) {
-      if (k < SPIN_ROUNDS) cpu_relax();
-      else sched_yield();
-    }
-}
-
-/* The pieces are claimed as par_for's; once the caller finds none left it
- * waits twice its own mean piece time (at least BACKUP_MIN_NS), then runs
- * every piece nobody has finished, in order, itself: a worker the system
- * descheduled mid-piece (a loaded 2-core machine does, for milliseconds)
- * no longer holds up the step, at the price of reading that piece again. */
-#define BACKUP_MIN_NS 20000LL
-void par_for_backup(const CpuProgram *c, int64_t pieces, TaskFn fn, void *arg, atomic_ullong *owner) {
-  Pool *p = &c->ctx->pool;
-  if (pieces <= 0) return;
-  if (p->n <= 1 || pieces == 1 || pieces > p->max_job_pieces) {
-    for (int64_t k = 0; k < pieces; k++) {
-      fn(arg, k, k + 1, 0);
-      atomic_store_explicit(&owner[k], OWNER_WORD(0, 1), memory_order_relaxed);
-    }
-    return;
-  }
-  unsigned long long seq = ++p->seq & 0xffffffffffffULL; /* 48 bits of tag: never seen again in a process */
-  for (int64_t k = 0; k < pieces; k++) atomic_store_explicit(&owner[k], OWNER_WORD(seq, 0), memory_order_relaxed);
-  p->seq = seq;
-  p->backup_in_run = true;
-  publish(p, pieces, 1, 0, (uint32_t)pieces, fn, arg, owner);
-  long long t0 = now_ns();
-  unsigned long long before = atomic_load_explicit(&p->workers[0].pieces, memory_order_relaxed);
-  work_on(p, 0);
-  long long t1 = now_ns();
-  unsigned long long mine = atomic_load_explicit(&p->workers[0].pieces, memory_order_relaxed) - before;
-  long long grace = mine ? 2 * (t1 - t0) / (long long)mine : 0;
-  if (grace < BACKUP_MIN_NS) grace = BACKUP_MIN_NS;
-  while (atomic_load(&p->done) < pieces) {
-    if (now_ns() - t1 < grace) {
-      cpu_relax();
-      continue;
-    }
-    for (int64_t k = 0; k < pieces && atomic_load(&p->done) < pieces; k++) {
-      if (atomic_load(&owner[k]) != OWNER_WORD(seq, 0)) continue;
-      fn(arg, k, k + 1, 0);
-      if (!take_piece(owner, k, seq, 0)) continue;
-      atomic_fetch_add_explicit(&p->backups, 1, memory_order_relaxed);
-      atomic_fetch_add_explicit(&p->workers[0].pieces, 1, memory_order_relaxed);
-      atomic_fetch_add(&p->done, 1);
-    }
-  }
-  atomic_fetch_add_explicit(&p->caller_wait_ns, (unsigned long long)(now_ns() - t1), memory_order_relaxed);
-  if (!atomic_load(&p->in_run)) drain_backup_pieces(p); /* outside a run nothing else would */
-}
-
-uint32_t par_piece_owner(const atomic_ullong *owner, int64_t k) {
-  unsigned long long v = atomic_load_explicit((atomic_ullong *)(uintptr_t)&owner[k], memory_order_acquire);
-  return (uint32_t)(v & 0xffff) - 1;
-}
-
 /* Starts n - 1 workers (the caller is thread 0). */
 void pool_start(Pool *p, uint32_t n) {
   p->n = n;
@@ -267,17 +179,12 @@ void pool_start(Pool *p, uint32_t n) {
   atomic_init(&p->wake_ns, 0);
   atomic_init(&p->published_ns, 0);
   atomic_init(&p->caller_wait_ns, 0);
-  atomic_init(&p->backups, 0);
-  p->owner = NULL;
-  p->seq = 0;
-  p->backup_in_run = false;
   p->th = xcalloc(n, sizeof *p->th);
   p->workers = xcalloc(n, sizeof *p->workers);
   for (uint32_t i = 0; i < n; i++) {
     p->workers[i].pool = p;
     p->workers[i].id = i;
     atomic_init(&p->workers[i].pieces, 0);
-    atomic_init(&p->workers[i].busy, false);
   }
   for (uint32_t i = 1; i < n; i++) {
     if (pthread_create(&p->th[i], NULL, worker_main, &p->workers[i]) != 0) {
@@ -300,17 +207,13 @@ void pool_run_begin(Pool *p) {
   wake_sleepers(p);
 }
 
-void pool_run_end(Pool *p) {
-  drain_backup_pieces(p); /* the run's operands may be freed or rewritten once it returns */
-  atomic_store(&p->in_run, false);
-}
+void pool_run_end(Pool *p) { atomic_store(&p->in_run, false); }
 
 void pool_stats(const Pool *p, PoolStats *out) {
   Pool *q = (Pool *)(uintptr_t)p; /* atomic loads of counters; nothing changes */
   *out = (PoolStats){.jobs = atomic_load(&q->jobs), .jobs_asleep = atomic_load(&q->jobs_asleep),
                      .wakes = atomic_load(&q->wakes), .wake_ms = (double)atomic_load(&q->wake_ns) / 1e6,
-                     .caller_wait_ms = (double)atomic_load(&q->caller_wait_ns) / 1e6,
-                     .backups = atomic_load(&q->backups)};
+                     .caller_wait_ms = (double)atomic_load(&q->caller_wait_ns) / 1e6};
   for (uint32_t i = 0; i < p->n && i < 8; i++) out->pieces[i] = atomic_load(&q->workers[i].pieces);
 }
 
