@@ -348,6 +348,45 @@ Test(cpu_gemv, matmul_in_place_row_pieces_give_the_same_bits_with_any_thread_cou
   cleanup();
 }
 
+/* x·W read in place in row pieces gives, bit for bit, each 128-row piece's
+ * gemv_axpy sums added in piece order (0, 1, 2, ...) for every output: the
+ * order the backend promises, whichever way it walks the partial sums. */
+Test(cpu_gemv, matmul_in_place_row_pieces_are_added_in_piece_order) {
+  enum { S = 3, K = 300, N = 1000, ROWS = 128 };
+  const char *text = "func main(x: fp32[1,3,300]) {\n"
+                     "  param w: fp16[300,1000] = normal(seed=4, std=0.5);\n"
+                     "  xh = cast(x, dtype=\"fp16\");\n  a = matmul(xh, w);\n  af = cast(a, dtype=\"fp32\");\n"
+                     "  return af;\n"
+                     "}\n";
+  char path[128];
+  make_pkg(text, path, sizeof path);
+  float x[S * K], xr[S * K];
+  fill_random(x, S * K, 7, false);
+  for (int i = 0; i < S * K; i++) xr[i] = fp16_to_float(fp16_from_float(x[i])); /* what xh holds */
+  Loaded l;
+  load(&l, path, CPU_NUMERICS_FP32);
+  const uint16_t *w = NULL;
+  for (uint32_t s = 0; s < l.c->nslots; s++)
+    if (l.c->slots[s].kind == SK_CONST && l.c->vals[s].st == ST_H16 && l.c->vals[s].n == K * N) w = l.c->vals[s].p;
+  cr_assert_not_null(w, "the weight is not read in place");
+  CpuTensor in = f32_tensor(x, 3, (int64_t[]){1, S, K}), out;
+  cr_assert(cpu_run(l.c, &in, &out, &l.d), "%s", l.diags.data);
+  float *want = calloc(S * N, sizeof(float)), *part = malloc(sizeof(float) * S * N);
+  for (int k0 = 0; k0 < K; k0 += ROWS) {
+    int nk = K - k0 < ROWS ? K - k0 : ROWS;
+    gemv_axpy(xr + k0, S, K, w + (size_t)k0 * N, true, N, N, nk, part, N, 1);
+    for (int e = 0; e < S * N; e++) want[e] = k0 == 0 ? part[e] : want[e] + part[e];
+  }
+  const float *got = out_f32(&out);
+  for (int e = 0; e < S * N; e++)
+    cr_assert(memcmp(&got[e], &want[e], sizeof(float)) == 0, "output %d: %.9g, pieces in order give %.9g", e,
+              (double)got[e], (double)want[e]);
+  free(want), free(part);
+  cpu_tensor_free(&out);
+  unload(&l);
+  cleanup();
+}
+
 /* A product of two fp16 weights with few rows ([8, 4096] x [4096, 8]): each
  * could be streamed against the other, but not both in place. Where the
  * packed GEMM runs (AVX-512) it takes the product with y read in place and x

@@ -140,3 +140,34 @@ Test(cpu_pool, runs_ending_while_workers_spin_do_not_hang, .timeout = 120) {
     rig_stop(r);
   }
 }
+
+/* Jobs back to back, each with its own task state, pieces and chunk: a
+ * worker still looking at one job's claim word when the next is published
+ * runs no piece twice, none with the other job's state, and none of the
+ * finished job. Without the lock the claim is one compare-and-swap on the
+ * word the caller resets for each job. */
+Test(cpu_pool, back_to_back_jobs_each_run_their_own_pieces_once, .timeout = 120) {
+  for (uint32_t threads = 2; threads <= 3; threads++) {
+    Rig *r = rig_start(threads);
+    for (int k = 0; k < 3000; k++) {
+      if (k == 1500) pool_run_begin(&r->ctx.pool);
+      run_once(r, 2 + k % 23, 1 + k % 4);
+    }
+    pool_run_end(&r->ctx.pool);
+    rig_stop(r);
+  }
+}
+
+/* A job of more pieces than one claim word holds runs as consecutive
+ * windows of the same fixed pieces (max_job_pieces is 2^31 - 1 outside
+ * tests): every piece once, with its bounds, and counted once. */
+Test(cpu_pool, a_job_larger_than_a_claim_word_runs_in_windows_of_the_same_pieces) {
+  for (uint32_t threads = 1; threads <= 3; threads++) {
+    Rig *r = rig_start(threads);
+    r->ctx.pool.max_job_pieces = 3;
+    run_once(r, 1000, 7);  /* 143 pieces: 48 windows, the last of 2 */
+    run_once(r, 21, 7);    /* exactly one window */
+    run_once(r, 22, 7);    /* one window and a window of one piece */
+    rig_stop(r);
+  }
+}

@@ -205,16 +205,20 @@ typedef struct Pool {
   uint32_t n; /* threads, the caller's included */
   pthread_t *th;
   Worker *workers; /* per thread (index 0, the caller, unused) */
-  pthread_mutex_t mu; /* guards the job's claim state below, and the sleep */
+  pthread_mutex_t mu; /* guards the sleep (claims take no lock) */
   pthread_cond_t cv;
   atomic_uint gen;      /* bumped for each job */
   atomic_uint sleepers; /* workers waiting on cv */
   atomic_bool quit;
-  unsigned job;         /* the generation the fields below belong to */
+  /* The job: written by the caller while `claim` is exhausted, read by a
+   * thread only after it claimed a piece (the job cannot end before that
+   * piece is done, so they do not change under it). */
   TaskFn fn;
   void *arg;
-  int64_t items, chunk, next;
-  atomic_llong done;    /* items finished */
+  int64_t items, chunk, first; /* pieces first, first + 1, ... of [0, items) in pieces of chunk */
+  atomic_ullong claim;  /* the next piece (high 32 bits) and the pieces (low 32): one CAS claims one */
+  atomic_llong done;    /* pieces finished */
+  int64_t max_job_pieces; /* pieces a claim word holds (below 2^32; tests set fewer) */
   atomic_bool in_run;   /* between pool_run_begin and pool_run_end: the workers spin, never sleep */
   /* What the hand-off did (pool_stats): read by tests and profiling, never by the pool itself. */
   atomic_ullong jobs, jobs_asleep; /* parallel jobs; those published while a worker slept */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #define SPIN_ROUNDS 20000
+#define MAX_JOB_PIECES 0x7fffffffLL
 /* Inside a run a spinning worker yields its core every RUN_YIELD_PAUSES
  * pauses: on an oversubscribed machine a worker that only pauses used up
  * its share and was descheduled when a job came (GPT-2 decode measured
@@ -30,32 +31,41 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Claims the next piece of job g; false when g is over or has none left.
+/* Claims the next piece of the current job; false when it has none left.
  * Pieces are claimed, not assigned: a thread the system has descheduled
- * holds up only a piece it took, and the caller does whatever is left. */
-static bool claim(Pool *p, unsigned g, int64_t *lo, int64_t *hi, TaskFn *fn, void **arg) {
-  pthread_mutex_lock(&p->mu);
-  bool ok = p->job == g && p->next < p->items;
-  if (ok) {
-    *lo = p->next;
-    *hi = p->next + p->chunk < p->items ? p->next + p->chunk : p->items;
-    p->next = *hi;
-    *fn = p->fn;
-    *arg = p->arg;
+ * holds up only a piece it took, and the caller does whatever is left. The
+ * claim is one compare-and-swap, no lock: a thread descheduled while it
+ * held the old mutex made the other one sleep in the kernel until it ran
+ * again, and each contended claim was a futex round trip. A thread that
+ * read a job's claim word and loses the race to the next job's reset
+ * fails its CAS, or (the same bits) claims a piece of the new job, which
+ * it then runs as that job's: either way the piece is that job's, once. */
+static bool claim(Pool *p, int64_t *lo, int64_t *hi, TaskFn *fn, void **arg) {
+  unsigned long long v = atomic_load_explicit(&p->claim, memory_order_acquire);
+  for (;;) {
+    unsigned long long next = v >> 32, count = v & 0xffffffffu;
+    if (next >= count) return false;
+    if (atomic_compare_exchange_weak_explicit(&p->claim, &v, v + (1ull << 32), memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      int64_t piece = p->first + (int64_t)next;
+      *lo = piece * p->chunk;
+      *hi = *lo + p->chunk < p->items ? *lo + p->chunk : p->items;
+      *fn = p->fn;
+      *arg = p->arg;
+      return true;
+    }
   }
-  pthread_mutex_unlock(&p->mu);
-  return ok;
 }
 
-static void work_on(Pool *p, unsigned g, uint32_t tid) {
+static void work_on(Pool *p, uint32_t tid) {
   int64_t lo, hi;
   TaskFn fn;
   void *arg;
-  while (claim(p, g, &lo, &hi, &fn, &arg)) {
+  while (claim(p, &lo, &hi, &fn, &arg)) {
     fn(arg, lo, hi, tid);
     /* Counted before `done`, so that a caller who sees the job done sees its pieces counted. */
     atomic_fetch_add_explicit(&p->workers[tid].pieces, 1, memory_order_relaxed);
-    atomic_fetch_add(&p->done, hi - lo);
+    atomic_fetch_add(&p->done, 1);
   }
 }
 
@@ -101,9 +111,35 @@ static void *worker_main(void *arg) {
     }
     seen = g;
     if (atomic_load(&p->quit)) break;
-    work_on(p, g, w->id);
+    work_on(p, w->id);
   }
   return NULL;
+}
+
+/* Publishes pieces first .. first + count - 1 of fn over [0, items) and
+ * works on them with the pool until all are done. */
+static void run_window(Pool *p, int64_t items, int64_t chunk, int64_t first, uint32_t count, TaskFn fn, void *arg) {
+  /* The claim word is exhausted here (the last job's pieces all done), so no thread reads these. */
+  p->fn = fn;
+  p->arg = arg;
+  p->items = items;
+  p->chunk = chunk;
+  p->first = first;
+  atomic_store(&p->done, 0);
+  atomic_store_explicit(&p->claim, count, memory_order_release);
+  unsigned g = atomic_load(&p->gen) + 1;
+  atomic_store(&p->gen, g);
+  atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
+  if (atomic_load(&p->sleepers) > 0) atomic_fetch_add_explicit(&p->jobs_asleep, 1, memory_order_relaxed);
+  wake_sleepers(p);
+  work_on(p, 0);
+  if (atomic_load(&p->done) == count) return;
+  long long t0 = now_ns();
+  for (int k = 0; atomic_load(&p->done) < count; k++) {
+    if (k < SPIN_ROUNDS) cpu_relax();
+    else sched_yield(); /* the piece's thread may be waiting for a core */
+  }
+  atomic_fetch_add_explicit(&p->caller_wait_ns, (unsigned long long)(now_ns() - t0), memory_order_relaxed);
 }
 
 /* Runs fn over [0, items) in pieces of `chunk` items (the last may be
@@ -117,28 +153,12 @@ void par_for(const CpuProgram *c, int64_t items, int64_t chunk, TaskFn fn, void 
     for (int64_t lo = 0; lo < items; lo += chunk) fn(arg, lo, lo + chunk < items ? lo + chunk : items, 0);
     return;
   }
-  pthread_mutex_lock(&p->mu);
-  unsigned g = p->job + 1;
-  p->job = g;
-  p->fn = fn;
-  p->arg = arg;
-  p->items = items;
-  p->chunk = chunk;
-  p->next = 0;
-  atomic_store(&p->done, 0);
-  pthread_mutex_unlock(&p->mu);
-  atomic_store(&p->gen, g);
-  atomic_fetch_add_explicit(&p->jobs, 1, memory_order_relaxed);
-  if (atomic_load(&p->sleepers) > 0) atomic_fetch_add_explicit(&p->jobs_asleep, 1, memory_order_relaxed);
-  wake_sleepers(p);
-  work_on(p, g, 0);
-  if (atomic_load(&p->done) == items) return;
-  long long t0 = now_ns();
-  for (int k = 0; atomic_load(&p->done) < items; k++) {
-    if (k < SPIN_ROUNDS) cpu_relax();
-    else sched_yield(); /* the piece's thread may be waiting for a core */
+  int64_t pieces = (items + chunk - 1) / chunk;
+  /* The claim word counts 32 bits of pieces: more run as consecutive jobs of the same pieces. */
+  for (int64_t first = 0; first < pieces; first += p->max_job_pieces) {
+    int64_t count = pieces - first < p->max_job_pieces ? pieces - first : p->max_job_pieces;
+    run_window(p, items, chunk, first, (uint32_t)count, fn, arg);
   }
-  atomic_fetch_add_explicit(&p->caller_wait_ns, (unsigned long long)(now_ns() - t0), memory_order_relaxed);
 }
 
 /* Starts n - 1 workers (the caller is thread 0). */
@@ -150,6 +170,8 @@ void pool_start(Pool *p, uint32_t n) {
   atomic_init(&p->sleepers, 0);
   atomic_init(&p->quit, false);
   atomic_init(&p->done, 0);
+  atomic_init(&p->claim, 0);
+  p->max_job_pieces = MAX_JOB_PIECES;
   atomic_init(&p->in_run, false);
   atomic_init(&p->jobs, 0);
   atomic_init(&p->jobs_asleep, 0);
