@@ -51,3 +51,25 @@ unsigned long standin_compiles(void) {
   memcpy(&count, &sym, sizeof sym); /* a data pointer to a function pointer, as POSIX allows */
   return count();
 }
+
+AneTestPrepared ane_test_prepare(const char *pkg, bool writable_weights, Capture *cap) {
+  AneTestPrepared t = {0};
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = writable_weights;
+  t.program = orion_open(pkg, &oo, &cap->d);
+  cr_assert_not_null(t.program, "%s", cap->text.data);
+  t.backend = orion_backend_open("ane", NULL, &cap->d);
+  cr_assert_not_null(t.backend, "%s", cap->text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_compiles();
+  t.exec = orion_backend_prepare(t.backend, t.program, 0, &po, &cap->d);
+  cr_assert_not_null(t.exec, "%s", cap->text.data);
+  t.compiles = standin_compiles() - before;
+  return t;
+}
+
+void ane_test_close(AneTestPrepared *t) {
+  orion_backend_close(t->backend);
+  orion_close(t->program);
+  *t = (AneTestPrepared){0};
+}

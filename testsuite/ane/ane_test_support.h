@@ -7,7 +7,11 @@
 #ifndef ORION_ANE_TEST_SUPPORT_H
 #define ORION_ANE_TEST_SUPPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "../helpers.h"
+#include "orion/backend.h"
 
 /* Makes a fresh /tmp/orion-NAME-XXXXXX into dir[dircap] and compiles `text`
  * (legalized, iOS 18 MIL, source "t.oir") into dir/m.anepkg, its path in
@@ -22,5 +26,19 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap);
 /* The stand-in's count of compiles (ane_standin_compile_count), read from
  * the framework the backend has loaded (ORION_ANE_FRAMEWORK). */
 unsigned long standin_compiles(void);
+
+/* A package opened on a fresh ane backend with function 0 prepared in ane
+ * numerics, every step asserted (errors from cap); compiles is what the
+ * prepare cost the stand-in (a writable program's self-test included). */
+typedef struct AneTestPrepared {
+  OrionProgram *program;
+  OrionBackend *backend;
+  OrionExec *exec;
+  unsigned long compiles;
+} AneTestPrepared;
+
+AneTestPrepared ane_test_prepare(const char *pkg, bool writable_weights, Capture *cap);
+/* Closes the backend (and with it the exec) and the program. */
+void ane_test_close(AneTestPrepared *t);
 
 #endif

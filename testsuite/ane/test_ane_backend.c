@@ -399,17 +399,12 @@ Test(ane_backend, a_conv_weight_keeps_its_consts_under_inputs, .init = setup, .f
   char ldir[64], lpkg[160];
   ane_test_package("func main(x: fp16[1,4]) {\n  param w: fp16[2,4] = fill(0.5);\n  y = linear(x, w);\n  return y;\n}\n",
                    "ane-backend-linear", ldir, sizeof ldir, lpkg, sizeof lpkg);
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(lpkg, &oo, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
-  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = standin_compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
-  cr_assert_not_null(e, "%s", cap.text.data);
-  cr_assert_eq(standin_compiles(), before + 4 + 1, "the self-test's 4 and the function's");
+  AneTestPrepared ready = ane_test_prepare(lpkg, true, &cap);
+  OrionProgram *p = ready.program;
+  OrionBackend *b = ready.backend;
+  OrionExec *e = ready.exec;
+  cr_assert_eq(ready.compiles, 4 + 1, "the self-test's 4 and the function's");
+  unsigned long before;
   cr_assert_str_eq(captured(&cap), "test: note: the ane backend compiles function 'main' with its weights as "
                                    "consts, so a weight change recompiles it: function 'main' cannot take its weights "
                                    "as inputs: 'w' is (or makes) the weight of linear 'y', which MIL takes as a const "
@@ -439,15 +434,12 @@ Test(ane_backend, a_conv_weight_keeps_its_consts_under_inputs, .init = setup, .f
  * the self-test, then applies its choice. */
 static void patched_case(const char *mode, unsigned long compiles_for_update) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
-  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
-  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = standin_compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
-  cr_assert_not_null(e, "%s", cap.text.data);
-  cr_assert_eq(standin_compiles(), before + 1, "not writable: no self-test at prepare");
+  AneTestPrepared ready = ane_test_prepare(pkg, false, &cap);
+  OrionProgram *p = ready.program;
+  OrionBackend *b = ready.backend;
+  OrionExec *e = ready.exec;
+  cr_assert_eq(ready.compiles, 1, "not writable: no self-test at prepare");
+  unsigned long before;
   cr_assert_float_eq(run(e), 0.75f, 0);
   float two[N];
   for (int i = 0; i < N; i++) two[i] = 2.0f;

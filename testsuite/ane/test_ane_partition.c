@@ -287,18 +287,12 @@ static void expect_values(OrionExec *e, float wte, float w) {
 static void parts_strategy_case(const char *mode, unsigned long self_test, unsigned long update, const char *used) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
   compile(program);
-  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
-  oo.writable_weights = true;
-  OrionProgram *p = orion_open(pkg, &oo, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
-  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  AneTestPrepared ready = ane_test_prepare(pkg, true, &cap);
+  OrionProgram *p = ready.program;
+  OrionBackend *b = ready.backend;
+  OrionExec *e = ready.exec;
+  cr_assert_eq(ready.compiles, 2 + self_test, "%s: %lu compiles", mode, ready.compiles);
   unsigned long before = standin_compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
-  cr_assert_not_null(e, "%s", cap.text.data);
-  cr_assert_eq(standin_compiles(), before + 2 + self_test, "%s: %lu compiles", mode, standin_compiles() - before);
-  before = standin_compiles();
   write_all(b, p, 0.5f, 0.5f);
   cr_assert_eq(standin_compiles(), before + update, "%s: %lu compiles", mode, standin_compiles() - before);
   expect_values(e, 0.5f, 0.5f);
@@ -341,15 +335,12 @@ Test(ane_partition, a_weight_write_patches_the_segments_data_without_a_compile, 
 static void parts_patched_case(const char *mode, unsigned long self_test, unsigned long update) {
   cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", mode, 1), 0);
   compile(program);
-  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
-  cr_assert_not_null(p, "%s", cap.text.data);
-  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
-  cr_assert_not_null(b, "%s", cap.text.data);
-  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
-  unsigned long before = standin_compiles();
-  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
-  cr_assert_not_null(e, "%s", cap.text.data);
-  cr_assert_eq(standin_compiles(), before + 2, "not writable: one compile per device segment, no self-test");
+  AneTestPrepared ready = ane_test_prepare(pkg, false, &cap);
+  OrionProgram *p = ready.program;
+  OrionBackend *b = ready.backend;
+  OrionExec *e = ready.exec;
+  cr_assert_eq(ready.compiles, 2, "not writable: one compile per device segment, no self-test");
+  unsigned long before;
   float wte[32], w[32];
   for (int i = 0; i < 32; i++) wte[i] = 0.5f, w[i] = 0.25f;
   PatchTensor t[2] = {{.name = "wte", .origin = "memory", .dtype = ORION_DT_FP32, .rank = 2, .dims = {8, 4},
