@@ -636,6 +636,22 @@ typedef struct GemmPrefetch {
 void gemm_block(const float *Ap, int64_t ags, const float *Bp, int64_t bps, int64_t M, int64_t N, int64_t kc,
                 float *C, int64_t ldc, bool acc, bool portable, const GemmPrefetch *pf);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_matmul_pack.c: a float matmul on the packed GEMM, its operands read in
+ * place through their strides (transposed or not), every matrix of the
+ * batch: op(x) is packed whole per product, op(y)'s panels per piece. */
+typedef struct PackMm {
+  const Val *a, *b;
+  Val *o;
+  int64_t M, N, K, am, ak, bk, bn; /* element (m, k) of op(x) is a[m am + k ak], (k, n) of op(y) b[k bk + n bn] */
+  int64_t nb, mp, panels, blocks;  /* matrices, M rounded up to GEMM_MR, pieces per matrix: column panels, row blocks */
+  uint32_t rbat;
+  int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+  const CpuProgram *c;
+} PackMm;
+/* Whether p (filled but for its pieces) runs on the packed GEMM, by the rule of docs/cpu-backend.md; if so,
+ * reserves the packing room it needs. */
+bool packmm_reserve(Ctx *x, PackMm *p);
+void packmm_run(Ctx *x, PackMm *p);
 /* k_attention.c */
 bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
 /* optable.c */
