@@ -267,7 +267,7 @@ struct CpuContext {
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD, FZ_XENT_PICK };
 
 typedef struct Fused {
   uint8_t kind;
@@ -281,7 +281,9 @@ typedef struct Fused {
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
   /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
    * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
-   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain). */
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain).
+   * FZ_XENT_PICK (a cross entropy's gather of its targets' shifted logits, see fuse_xent_pick): xs the logits
+   * x [.., C], bs their row maxima m [.., 1]; the gather reads x[i] - m[i / C] instead of the shifted values. */
   uint32_t ss;
   float differs, equals;
 } Fused;
@@ -666,6 +668,7 @@ bool k_group(Ctx *x, uint32_t end);
 bool k_fused_linear(Ctx *x, const Fused *f);
 /* k_xent_grad.c */
 bool k_xent_grad(Ctx *x, const Fused *f);
+bool k_xent_pick(Ctx *x, const Fused *f);
 /* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
 void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
