@@ -15,7 +15,7 @@
 #include "cpu_internal.h"
 
 #define PACK_ROWS (40 * GEMM_MR)             /* rows of op(x) per piece */
-#define PACK_MAX_FLOATS ((int64_t)1 << 24)   /* op(x) of the whole batch packed at most (64 MiB) */
+#define PACK_MAX_FLOATS ((int64_t)1 << 22)   /* op(x) of the whole batch packed at most (16 MiB; see the rule) */
 
 /* The rule (docs/cpu-backend.md, "Linear algebra"), measured on the
  * training benchmark's products against OpenBLAS sgemm (both at one
@@ -24,7 +24,9 @@
  * dy^T x where the layer has at most that many outputs. sgemm stays faster
  * for the attention's batches of small matrices and for the gradients of
  * wide layers over few tokens (GPT-2's qkv, fc and classifier: M of 2304 and
- * more, K = 256). */
+ * more, K = 256). A product whose op(x) is over PACK_MAX_FLOATS (GPT-2's
+ * d_logits wte, 256 x 50257: as fast either way) keeps sgemm rather than a
+ * packing buffer of that size. */
 #define PACK_WIN_ROWS 1024
 static bool packmm_wins(const PackMm *p) {
   return p->nb == 1 && p->M <= PACK_WIN_ROWS;
