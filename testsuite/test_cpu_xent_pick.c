@@ -1,7 +1,8 @@
 /*
  * The CPU backend's gather of a cross entropy's target logits
  * (runtime/cpu/fusion.c, fuse_xent_pick; k_xent_grad.c, k_xent_pick): on the
- * forward lower_cross_entropy writes, fp32 and fp16 logits, 37 and 3001
+ * forward lower_cross_entropy writes, fp32 and fp16 logits (an add, which
+ * could otherwise join the row group's tiles), 37 and 3001
  * classes, with and without ignore_index, the gather reads the logits and
  * their row maxima instead of the shifted [n, C] values, which the row group
  * keeps in its tiles (never written out); the loss has the unfused run's
@@ -56,7 +57,7 @@ static float run_loss(const char *path, const CpuOptions *o, CpuTensor *in, bool
 static void check_case(const char *dt, int64_t C, bool ignore) {
   char text[512], path[128];
   snprintf(text, sizeof text,
-           "func main(x: fp32[2,3,%lld], targets: int32[2,3]) {\n  logits = cast(x, dtype=\"%s\");\n"
+           "func main(x: fp32[2,3,%lld], targets: int32[2,3]) {\n  xc = cast(x, dtype=\"%s\");\n  logits = add(xc, xc);\n"
            "  loss: fp32[] = cross_entropy(logits, targets%s);\n  return loss;\n}\n",
            (long long)C, dt, ignore ? ", ignore_index=-1" : "");
   make_pkg(text, path, sizeof path);
@@ -81,9 +82,9 @@ static void check_case(const char *dt, int64_t C, bool ignore) {
     for (int r = 0; r < ROWS; r++) {
       if (ignore && t[r] == -1) continue;
       double mx = -INFINITY, se = 0;
-      for (int64_t q = 0; q < C; q++) mx = fmax(mx, (double)x[r * C + q]);
-      for (int64_t q = 0; q < C; q++) se += exp((double)x[r * C + q] - mx);
-      sum += log(se) + mx - (double)x[r * C + t[r]];
+      for (int64_t q = 0; q < C; q++) mx = fmax(mx, 2.0 * (double)x[r * C + q]);
+      for (int64_t q = 0; q < C; q++) se += exp(2.0 * (double)x[r * C + q] - mx);
+      sum += log(se) + mx - 2.0 * (double)x[r * C + t[r]];
       counted++;
     }
     double want = sum / counted;

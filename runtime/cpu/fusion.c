@@ -319,8 +319,8 @@ static void fuse_xent_pick(CpuProgram *c, uint32_t g, uint32_t *nuse, const uint
       c->vals[c->base[g]].st != ST_F32)
     return;
   c->fz[g] = (Fused){.kind = FZ_XENT_PICK, .xs = xs, .bs = ms, .ss = UINT32_MAX};
-  nuse[shs]--; /* the gather no longer reads sh (through the view) */
-  nuse[ms]++;  /* but reads m */
+  nuse[shs]--;           /* the gather no longer reads sh (through the view) */
+  nuse[ms]++, nuse[xs]++; /* but reads m and x: neither may live in a group's tiles */
 }
 
 /* Groups runs of consecutive statements (views and consts between them
