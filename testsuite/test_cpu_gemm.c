@@ -322,20 +322,26 @@ Test(cpu_gemm, transposed_and_strided_rows_within_the_bound_with_the_portable_bi
 
 /* The fp32 backward's products as matmuls of two float inputs, x and y in
  * every transpose combination (dx = dy W, dW = dy^T x, x W^T, ...) at odd
- * sizes, several row blocks and k blocks: within the bound of double, the
+ * sizes, several row blocks and k blocks, and x [3, R, K] by a y without
+ * batch dims (its rows one operand): within the bound of double, the
  * same bits with 1 and 2 threads, and, where the packed GEMM runs them
- * (AVX-512, one matrix of at most 1024 rows), exactly zero followed by one
+ * (AVX-512, at most 1024 rows in all), exactly zero followed by one
  * fmaf per k in order. */
 Test(cpu_gemm, float_matmuls_read_in_place_in_every_transpose) {
   static const int64_t shapes[][3] = {{37, 300, 130}, {600, 70, 45}, {20, 530, 300}, {13, 1, 33}, {9, 64, 1}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int tr = 0; tr < 4; tr++) {
-      bool tx = tr & 1, ty = tr & 2;
-      int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-      int64_t xd[2] = {tx ? K : M, tx ? M : K}, yd[2] = {ty ? N : K, ty ? K : N};
-      char text[512];
-      snprintf(text, sizeof text, "func main(x: fp32[%lld,%lld], y: fp32[%lld,%lld]) {\n  r = matmul(x, y%s%s);\n"
-               "  return r;\n}\n", (long long)xd[0], (long long)xd[1], (long long)yd[0], (long long)yd[1],
+    for (int tr = 0; tr < 6; tr++) {
+      /* 4, 5: x [3, R, K] untransposed by y without batch dims (a backward's dx = dy W over [B, T, .]): its
+       * rows of every batch are the product's M = 3 R */
+      bool tx = tr < 4 && (tr & 1), ty = (tr & 2) || tr == 5, batched = tr >= 4;
+      int64_t M = shapes[s][0] * (batched ? 3 : 1), K = shapes[s][1], N = shapes[s][2];
+      int64_t xd[3] = {tx ? K : M, tx ? M : K}, yd[2] = {ty ? N : K, ty ? K : N};
+      if (batched) xd[0] = 3, xd[1] = shapes[s][0], xd[2] = K;
+      char text[512], xs[64];
+      if (batched) snprintf(xs, sizeof xs, "%lld,%lld,%lld", (long long)xd[0], (long long)xd[1], (long long)xd[2]);
+      else snprintf(xs, sizeof xs, "%lld,%lld", (long long)xd[0], (long long)xd[1]);
+      snprintf(text, sizeof text, "func main(x: fp32[%s], y: fp32[%lld,%lld]) {\n  r = matmul(x, y%s%s);\n"
+               "  return r;\n}\n", xs, (long long)yd[0], (long long)yd[1],
                tx ? ", transpose_x=true" : "", ty ? ", transpose_y=true" : "");
       char path[128];
       make_pkg(text, path, sizeof path);
@@ -343,7 +349,7 @@ Test(cpu_gemm, float_matmuls_read_in_place_in_every_transpose) {
       float *first = malloc(sizeof(float) * (size_t)(M * N));
       fill_random(x, M * K, (uint32_t)(41 + s), false);
       fill_random(y, K * N, (uint32_t)(61 + s), false);
-      CpuTensor in[2] = {f32_tensor(x, 2, xd), f32_tensor(y, 2, yd)};
+      CpuTensor in[2] = {f32_tensor(x, batched ? 3 : 2, xd), f32_tensor(y, 2, yd)};
       for (uint32_t threads = 1; threads <= 2; threads++) {
         Loaded l;
         srcset_init(&l.sources);

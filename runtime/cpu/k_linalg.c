@@ -466,6 +466,9 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     mb.pm = (PackMm){.a = a, .b = b, .o = out, .M = M, .N = N, .K = K, .am = am_st, .ak = ak_st, .bk = bk_st,
                      .bn = bn_st, .nb = mb.nb, .rbat = rbat};
     memcpy(mb.pm.bdims, j.bdims, sizeof j.bdims), memcpy(mb.pm.sa, j.sa, sizeof j.sa), memcpy(mb.pm.sb, j.sb, sizeof j.sb);
+    /* y without batch dims and x untransposed (dx = dy W over [B, T, .]): x's rows of every batch are one
+     * [nb M, K] operand, and so are the result's. */
+    if (b->rank == 2 && !tx) mb.pm.M = mb.nb * M, mb.pm.nb = 1, mb.pm.rbat = 0;
     mb.pmat = packmm_reserve(x, &mb.pm);
   }
   mb.j = j;
