@@ -290,3 +290,109 @@ Test(cpu_gemm, pointwise_conv_batches_against_ir_eval) {
     free(t);
   }
 }
+
+/* Each layout of A (the row side): k contiguous (x), m contiguous (a
+ * transposed x, dy^T of a weight's gradient), both strided; with B k
+ * contiguous and n contiguous: within the bound, the fast forms' bits the
+ * portable forms'. */
+Test(cpu_gemm, transposed_and_strided_rows_within_the_bound_with_the_portable_bits) {
+  for (size_t s = 0; s < sizeof block_shapes / sizeof block_shapes[0]; s++) {
+    int64_t M = block_shapes[s][0], N = block_shapes[s][1], K = block_shapes[s][2];
+    int64_t na = (2 * M + 5) * (K + 5), nb = (N + 1) * (K + 2);
+    float *af = malloc(sizeof(float) * (size_t)na), *bf = malloc(sizeof(float) * (size_t)nb);
+    float *c1 = malloc(sizeof(float) * (size_t)(M * N)), *c2 = malloc(sizeof(float) * (size_t)(M * N));
+    fill_random(af, na, (uint32_t)(70 + s), false);
+    fill_random(bf, nb, (uint32_t)(90 + s), false);
+    /* A(m, k): [M, K] rows K + 3 apart, [K, M] rows M + 3 apart (m contiguous), both strided */
+    GemmSrc as[3] = {{.p = af, .si = K + 3, .sk = 1}, {.p = af, .si = 1, .sk = M + 3}, {.p = af, .si = 2, .sk = 2 * M + 1}};
+    GemmSrc bs[2] = {{.p = bf, .si = K + 2, .sk = 1}, {.p = bf, .si = 1, .sk = N + 1}};
+    for (int la = 0; la < 3; la++)
+      for (int lb = 0; lb < 2; lb++) {
+        char what[64];
+        snprintf(what, sizeof what, "A layout %d, B layout %d", la, lb);
+        packed_product(as[la], bs[lb], M, N, K, c1, false);
+        expect_bound(as[la], bs[lb], M, N, K, c1, what);
+        packed_product(as[la], bs[lb], M, N, K, c2, true);
+        cr_assert(memcmp(c1, c2, sizeof(float) * (size_t)(M * N)) == 0, "%s: fast and portable bits differ (shape %zu)",
+                  what, s);
+      }
+    free(af), free(bf), free(c1), free(c2);
+  }
+}
+
+/* The fp32 backward's products as matmuls of two float inputs, x and y in
+ * every transpose combination (dx = dy W, dW = dy^T x, x W^T, ...) at odd
+ * sizes, several row blocks and k blocks, and x [3, R, K] by a y without
+ * batch dims (its rows one operand): within the bound of double, the
+ * same bits with 1 and 2 threads, and, where the packed GEMM runs them
+ * (AVX-512, at most 1024 rows in all), exactly zero followed by one
+ * fmaf per k in order. */
+Test(cpu_gemm, float_matmuls_read_in_place_in_every_transpose) {
+  static const int64_t shapes[][3] = {{37, 300, 130}, {600, 70, 45}, {20, 530, 300}, {13, 1, 33}, {9, 64, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tr = 0; tr < 6; tr++) {
+      /* 4, 5: x [3, R, K] untransposed by y without batch dims (a backward's dx = dy W over [B, T, .]): its
+       * rows of every batch are the product's M = 3 R */
+      bool tx = tr < 4 && (tr & 1), ty = (tr & 2) || tr == 5, batched = tr >= 4;
+      int64_t M = shapes[s][0] * (batched ? 3 : 1), K = shapes[s][1], N = shapes[s][2];
+      int64_t xd[3] = {tx ? K : M, tx ? M : K}, yd[2] = {ty ? N : K, ty ? K : N};
+      if (batched) xd[0] = 3, xd[1] = shapes[s][0], xd[2] = K;
+      char text[512], xs[64];
+      if (batched) snprintf(xs, sizeof xs, "%lld,%lld,%lld", (long long)xd[0], (long long)xd[1], (long long)xd[2]);
+      else snprintf(xs, sizeof xs, "%lld,%lld", (long long)xd[0], (long long)xd[1]);
+      snprintf(text, sizeof text, "func main(x: fp32[%s], y: fp32[%lld,%lld]) {\n  r = matmul(x, y%s%s);\n"
+               "  return r;\n}\n", xs, (long long)yd[0], (long long)yd[1],
+               tx ? ", transpose_x=true" : "", ty ? ", transpose_y=true" : "");
+      char path[128];
+      make_pkg(text, path, sizeof path);
+      float *x = malloc(sizeof(float) * (size_t)(M * K)), *y = malloc(sizeof(float) * (size_t)(K * N));
+      float *first = malloc(sizeof(float) * (size_t)(M * N));
+      fill_random(x, M * K, (uint32_t)(41 + s), false);
+      fill_random(y, K * N, (uint32_t)(61 + s), false);
+      CpuTensor in[2] = {f32_tensor(x, batched ? 3 : 2, xd), f32_tensor(y, 2, yd)};
+      for (uint32_t threads = 1; threads <= 2; threads++) {
+        Loaded l;
+        srcset_init(&l.sources);
+        diag_init(&l.d, &l.sources);
+        sb_init(&l.diags);
+        l.d.capture = &l.diags;
+        l.p = orion_open(path, NULL, &l.d);
+        cr_assert_not_null(l.p, "%s", l.diags.data);
+        CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
+        l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
+        cr_assert_not_null(l.c, "%s", l.diags.data);
+        CpuTensor out;
+        cr_assert(cpu_run(l.c, in, &out, &l.d), "%s", l.diags.data);
+        const float *r = out.data;
+        if (threads == 1) {
+          bool packed = gemm_packed_fast() && M > GEMV_ROWS && N > GEMV_ROWS && M <= 1024;
+          for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+              double ref = 0, mag = 0;
+              float chain = 0;
+              for (int64_t k = 0; k < K; k++) {
+                float a = x[tx ? k * M + m : m * K + k], b = y[ty ? n * K + k : k * N + n];
+                double p = (double)a * (double)b;
+                ref += p, mag += fabs(p);
+                chain = fmaf(a, b, chain);
+              }
+              double bound = (double)K * ldexp(1.0, -24) * mag;
+              cr_assert(fabs((double)r[m * N + n] - ref) <= bound, "shape %zu tx %d ty %d [%lld, %lld]: %.9g vs %.9g", s,
+                        tx, ty, (long long)m, (long long)n, (double)r[m * N + n], ref);
+              if (packed)
+                cr_assert(memcmp(&r[m * N + n], &chain, sizeof chain) == 0,
+                          "shape %zu tx %d ty %d [%lld, %lld]: %.9g, not the fma chain's %.9g", s, tx, ty, (long long)m,
+                          (long long)n, (double)r[m * N + n], (double)chain);
+            }
+          memcpy(first, r, sizeof(float) * (size_t)(M * N));
+        } else {
+          cr_assert(memcmp(first, r, sizeof(float) * (size_t)(M * N)) == 0, "shape %zu tx %d ty %d: 2 threads differ", s,
+                    tx, ty);
+        }
+        cpu_tensor_free(&out);
+        unload(&l);
+      }
+      free(x), free(y), free(first);
+      cleanup();
+    }
+}

@@ -271,7 +271,7 @@ struct CpuContext {
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD, FZ_XENT_PICK };
 
 typedef struct Fused {
   uint8_t kind;
@@ -285,7 +285,9 @@ typedef struct Fused {
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
   /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
    * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
-   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain). */
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain).
+   * FZ_XENT_PICK (a cross entropy's gather of its targets' shifted logits, see fuse_xent_pick): xs the logits
+   * x [.., C], bs their row maxima m [.., 1]; the gather reads x[i] - m[i / C] instead of the shifted values. */
   uint32_t ss;
   float differs, equals;
 } Fused;
@@ -640,6 +642,22 @@ typedef struct GemmPrefetch {
 void gemm_block(const float *Ap, int64_t ags, const float *Bp, int64_t bps, int64_t M, int64_t N, int64_t kc,
                 float *C, int64_t ldc, bool acc, bool portable, const GemmPrefetch *pf);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
+/* k_matmul_pack.c: a float matmul on the packed GEMM, its operands read in
+ * place through their strides (transposed or not), every matrix of the
+ * batch: op(x) is packed whole per product, op(y)'s panels per piece. */
+typedef struct PackMm {
+  const Val *a, *b;
+  Val *o;
+  int64_t M, N, K, am, ak, bk, bn; /* element (m, k) of op(x) is a[m am + k ak], (k, n) of op(y) b[k bk + n bn] */
+  int64_t nb, mp, panels, blocks;  /* matrices, M rounded up to GEMM_MR, pieces per matrix: column panels, row blocks */
+  uint32_t rbat;
+  int64_t bdims[MIL_MAX_RANK], sa[MIL_MAX_RANK], sb[MIL_MAX_RANK];
+  const CpuProgram *c;
+} PackMm;
+/* Whether p (filled but for its pieces) runs on the packed GEMM, by the rule of docs/cpu-backend.md; if so,
+ * reserves the packing room it needs. */
+bool packmm_reserve(Ctx *x, PackMm *p);
+void packmm_run(Ctx *x, PackMm *p);
 /* k_attention.c */
 bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
 /* optable.c */
@@ -654,6 +672,7 @@ bool k_group(Ctx *x, uint32_t end);
 bool k_fused_linear(Ctx *x, const Fused *f);
 /* k_xent_grad.c */
 bool k_xent_grad(Ctx *x, const Fused *f);
+bool k_xent_pick(Ctx *x, const Fused *f);
 /* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
 void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);

@@ -293,6 +293,36 @@ static bool row_reduction(const CpuProgram *c, uint32_t si, const Val **in) {
   return o->dims[a->rank - 1] == 1;
 }
 
+/* Fuses the gather of a cross entropy's target logits (lower_cross_entropy.c):
+ *   sh = sub(x, m), m = reduce_max(x, last axis, keep_dims)   [.., C], x float
+ *   picked = gather(reshape(sh) [n C], index)                   index: row r's target + r C
+ * The gather then reads x[i] - m[i / C] itself (the same float subtraction,
+ * so the same bits): sh is left to the row group that computes it with its
+ * exp, which need not write its [n, C] values anywhere; m is kept for the
+ * gather. nuse is adjusted to say so before the groups are formed. */
+static void fuse_xent_pick(CpuProgram *c, uint32_t g, uint32_t *nuse, const uint32_t *stmt_of) {
+  if (!stmt_is(c, g, MIL_OP_GATHER)) return;
+  int64_t zero[1] = {0};
+  uint32_t vs = arg_slot(c, g, MIL_ARG_GATHER_x), is = arg_slot(c, g, MIL_ARG_GATHER_indices);
+  if (vs == UINT32_MAX || is == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1 ||
+      !const_ints_are(c, g, MIL_ARG_GATHER_axis, zero, 1, true) || stmt_arg(c, g, MIL_ARG_GATHER_batch_dims) ||
+      c->vals[is].st != ST_I32 || c->vals[is].dt != MIL_DT_INT32)
+    return;
+  uint32_t shs = c->slots[vs].src, sub = stmt_of[shs];
+  if (c->slots[shs].kind != SK_RESULT || !stmt_is(c, sub, MIL_OP_SUB) || c->vals[vs].rank != 1) return;
+  uint32_t xs = arg_slot(c, sub, SHARED_x), ms = arg_slot(c, sub, SHARED_y);
+  if (xs == UINT32_MAX || ms == UINT32_MAX || xs == ms) return;
+  const Val *S = &c->vals[shs], *X = &c->vals[xs], *M = &c->vals[ms], *in = NULL;
+  uint32_t mx = stmt_of[ms];
+  if (S->st != ST_F32 || S->dt != MIL_DT_FP32 || !like(c, xs, S, MIL_DT_FP32) || c->slots[ms].kind != SK_RESULT ||
+      !stmt_is(c, mx, MIL_OP_REDUCE_MAX) || !row_reduction(c, mx, &in) || in != X || M->st != ST_F32 ||
+      c->vals[c->base[g]].st != ST_F32)
+    return;
+  c->fz[g] = (Fused){.kind = FZ_XENT_PICK, .xs = xs, .bs = ms, .ss = UINT32_MAX};
+  nuse[shs]--;           /* the gather no longer reads sh (through the view) */
+  nuse[ms]++, nuse[xs]++; /* but reads m and x: neither may live in a group's tiles */
+}
+
 /* Groups runs of consecutive statements (views and consts between them
  * allowed, at most GROUP_MAX members, two or more): groupable ones with
  * results of one shape S (an element group, tiles of GROUP_TILE elements),
@@ -393,6 +423,7 @@ void plan_fusion(CpuProgram *c) {
   for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_xent_grad(c, si, nuse, user, stmt_of);
+  for (uint32_t si = 0; si < f->nstmts; si++) fuse_xent_pick(c, si, nuse, stmt_of);
   fuse_groups(c, nuse);
   for (uint32_t si = 0; si < f->nstmts; si++)
     if (c->fz[si].kind == FZ_LINEAR) fuse_epilogue(c, si, nuse, stmt_of);

@@ -135,6 +135,18 @@ AVX512 static void pack_rows_transposed(float *dst, GemmSrc s, int64_t i0, int64
   }
 }
 
+/* Rows contiguous along m (si == 1: a transposed x, as dy^T in a weight's
+ * gradient dy^T x): each k's 12 rows are one masked load. */
+AVX512 static void pack_rows_along(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
+  int64_t es = s.h16 ? 2 : 4;
+  for (int64_t g = 0; g * GEMM_MR < n; g++) {
+    float *d = dst + g * nk * GEMM_MR;
+    __mmask16 m = lanes(min64(GEMM_MR, n - g * GEMM_MR));
+    const unsigned char *col = (const unsigned char *)s.p + (i0 + g * GEMM_MR + k0 * s.sk) * es;
+    for (int64_t k = 0; k < nk; k++) _mm512_mask_storeu_ps(d + k * GEMM_MR, 0x0fff, row16(col + k * s.sk * es, s.h16, m));
+  }
+}
+
 /* Columns contiguous along n (activations [K, P] as a conv reads them). */
 AVX512 static void pack_cols_along(float *dst, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   int64_t es = s.h16 ? 2 : 4;
@@ -195,8 +207,9 @@ bool gemm_packed_fast(void) { return HAVE_X86 && cpu_features()->avx512; }
 
 void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool portable) {
 #if HAVE_X86
-  if (!portable && s.sk == 1 && gemm_packed_fast()) {
-    pack_rows_transposed(dst, s, i0, n, k0, nk);
+  if (!portable && (s.sk == 1 || s.si == 1) && gemm_packed_fast()) {
+    if (s.sk == 1) pack_rows_transposed(dst, s, i0, n, k0, nk);
+    else pack_rows_along(dst, s, i0, n, k0, nk);
     return;
   }
 #endif

@@ -1,6 +1,7 @@
 /*
  * Linear algebra: matmul, linear and conv; the pointwise linear and conv on
- * the packed GEMM (k_gemm_pack.c) or OpenBLAS sgemm, matmul on sgemm, one
+ * the packed GEMM (k_gemm_pack.c) or OpenBLAS sgemm, matmul on the packed
+ * GEMM by an fp16 weight or by k_matmul_pack.c's rule, else on sgemm, one
  * call per piece (docs/cpu-backend.md, "Linear algebra").
  */
 #include "cpu_internal.h"
@@ -371,7 +372,8 @@ typedef struct MatmulBound {
   MmJob j;
   SmallMm sm;
   WJob wj;
-  bool fast, small, packed;
+  PackMm pm;
+  bool fast, small, packed, pmat;
   int64_t nb;                        /* matrices in the batch */
   int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
 } MatmulBound;
@@ -464,6 +466,16 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     j.cblocks = (N + j.cols - 1) / j.cols;
     if (j.cblocks == 0) j.cblocks = 1;
   }
+  if (mb.fast && !mb.small && !mb.packed && a->rank >= 2 && b->rank >= 2) {
+    /* Float operands of many rows: the packed GEMM reading both in place, where it beats sgemm. */
+    mb.pm = (PackMm){.a = a, .b = b, .o = out, .M = M, .N = N, .K = K, .am = am_st, .ak = ak_st, .bk = bk_st,
+                     .bn = bn_st, .nb = mb.nb, .rbat = rbat};
+    memcpy(mb.pm.bdims, j.bdims, sizeof j.bdims), memcpy(mb.pm.sa, j.sa, sizeof j.sa), memcpy(mb.pm.sb, j.sb, sizeof j.sb);
+    /* y without batch dims and x untransposed (dx = dy W over [B, T, .]): x's rows of every batch are one
+     * [nb M, K] operand, and so are the result's. */
+    if (b->rank == 2 && !tx) mb.pm.M = mb.nb * M, mb.pm.nb = 1, mb.pm.rbat = 0;
+    mb.pmat = packmm_reserve(x, &mb.pm);
+  }
   mb.j = j;
   /* gemv_axpy's partial sums live after the job (freed with it). */
   size_t partial = mb.small && !mb.sm.dot && mb.sm.kblocks > 1
@@ -490,6 +502,11 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
   if (mb->packed) {
     WJob wj = mb->wj;
     wgemm(x, &wj, 1);
+    return true;
+  }
+  if (mb->pmat) {
+    PackMm pm = mb->pm;
+    packmm_run(x, &pm);
     return true;
   }
   if (mb->fast) {

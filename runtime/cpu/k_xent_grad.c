@@ -67,3 +67,25 @@ bool k_xent_grad(Ctx *x, const Fused *f) {
   par_for(x->c, j->t->n, 1, xent_grad_task, (void *)(uintptr_t)j);
   return true;
 }
+
+/* The gather of a cross entropy's target logits from the logits themselves
+ * (fusion.c, fuse_xent_pick): out[j] = x[i] - m[i / C], i = index[j], the
+ * float subtraction that made the shifted value, so the gather's bits; an
+ * index out of range fails as the gather would. */
+bool k_xent_pick(Ctx *x, const Fused *f) {
+  const CpuProgram *c = x->c;
+  const Val *lx = &x->vals[f->xs], *m = &x->vals[f->bs];
+  const Val *ind = &x->vals[arg_slot(c, x->si, MIL_ARG_GATHER_indices)];
+  Val *o = &x->vals[c->base[x->si]];
+  int64_t C = lx->dims[lx->rank - 1], len = lx->n;
+  const int32_t *idx = (const int32_t *)ind->p;
+  for (int64_t j = 0; j < ind->n; j++) {
+    int64_t k = idx[j];
+    if (k < 0 && c->f->ios < 17) k += len;
+    if (k < 0 || k >= len)
+      return op_fail(x, "index %d is out of range for dimension 0 of size %lld (indices element [%lld])", idx[j],
+                     (long long)len, (long long)j);
+    fp(o)[j] = fp(lx)[k] - fp(m)[k / C];
+  }
+  return true;
+}

@@ -33,7 +33,7 @@ size_t plan_buffers(CpuProgram *c) {
       uint32_t r = root_of(c, c->fz[si].xs);
       if (c->slots[r].last < si + 1) c->slots[r].last = si + 1;
     }
-    if (c->fz[si].kind == FZ_XENT_GRAD) {
+    if (c->fz[si].kind == FZ_XENT_GRAD || c->fz[si].kind == FZ_XENT_PICK) {
       uint32_t read[3] = {c->fz[si].xs, c->fz[si].bs, c->fz[si].ss};
       for (uint32_t k = 0; k < 3; k++) {
         uint32_t r = read[k] == UINT32_MAX ? UINT32_MAX : root_of(c, read[k]);
