@@ -643,3 +643,26 @@ Test(ane_backend, a_malformed_standin_compile_limit_is_named, .init = setup, .fi
   orion_close(p);
   unsetenv("ORION_ANE_STANDIN_COMPILE_LIMIT");
 }
+
+/* The surfaces and the request are made at prepare, one surface per input
+ * and output, and reused by every run (the reference makes fresh ones for
+ * every layer of every token) and across a recompile for a weight write. */
+Test(ane_backend, a_prepared_function_reuses_its_surfaces, .init = setup, .fini = teardown) {
+  write_choice("standin-1", "recompile"); /* no self-test: its probes make surfaces of their own */
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_surfaces();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  unsigned long prepared = standin_surfaces();
+  cr_assert_eq(prepared, before + 3, "x, bias and y: %lu surfaces", prepared - before);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_eq(standin_surfaces(), prepared, "no surface made by a run");
+  write_w(b, p, 2.0f);
+  cr_assert_float_eq(run(e), 3.0f, 0);
+  cr_assert_eq(standin_surfaces(), prepared, "none by the recompile either");
+  orion_backend_close(b);
+  orion_close(p);
+}
