@@ -7,7 +7,8 @@
  * the device program cache under it (one compile per content), the
  * resident cap's eviction and refusal and the compile budget, read through
  * the usage line; the stand-in's own compile limit, past which a compile
- * fails silently as on the device, against orion's budget.
+ * fails silently as on the device, against orion's budget; a prepared
+ * function's surfaces reused by its runs (counted by the stand-in).
  */
 #define _XOPEN_SOURCE 700
 
