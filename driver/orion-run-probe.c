@@ -23,6 +23,8 @@ enum {
 
 /* Past this the add-constant programs' constants stop being exact in fp16. */
 #define MAX_COMPILES_LIMIT 2048u
+/* The largest per-process limit OrionBackendOptions takes (orion/backend.h). */
+#define LIFTED_BACKEND_LIMIT 1000000u
 
 static const CliOption probe_options[] = {
     {OPT_BACKEND, 0, "backend", CLI_VALUE, CLI_WORD, " B",
@@ -213,7 +215,10 @@ int orion_run_probe(int argc, char **argv) {
   if (!table) goto done;
   const ConstraintChip *known = constraints_chip(table, chip);
   if (!a.target_given) a.opt.target = known ? known->target : MIL_IOS18;
-  b = orion_backend_open(a.backend, NULL, d);
+  /* The backend's own compile budget and resident cap lifted: the compile
+   * probe measures the device's limit, not orion's guard against it. */
+  OrionBackendOptions lifted = {.compile_budget = LIFTED_BACKEND_LIMIT, .resident_cap = LIFTED_BACKEND_LIMIT};
+  b = orion_backend_open(a.backend, &lifted, d);
   if (!b) {
     if (!strcmp(a.backend, "ane"))
       diag_note(d, (SrcSpan){0}, "'orion-run probe --backend=cpu' tries the probes on the CPU reference backend, "

@@ -10,7 +10,8 @@
 # and, after the run, the program cache's and compile budget's use;
 # a short training run and a greedy generation (int32 token inputs: run in
 # parts) give the cpu backend's losses within fp16 rounding and its tokens;
-# orion-run probe finds the stand-in's minimum surface and concat rejection.
+# orion-run probe finds the stand-in's minimum surface and concat rejection,
+# and its compile limit past orion's own budget and resident cap.
 #
 #   ane_run.sh ORIONC ORION_RUN STANDIN SOURCE_ROOT
 set -u
@@ -296,6 +297,20 @@ assert c["accepted"] is False and c["rule"] == "ANE001", c
 assert "the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() FAILED: concat would fail on the ANE" in c["error"], c["error"]
 PY
 then pass; else fail "probe: probe.json is not the stand-in's figures"; fi
+
+# The compile-budget probe on a backend opened with orion's limits lifted:
+# it finds the stand-in's limit (here 150, past orion's budget of 119 and
+# its resident cap of 128: every program stays loaded), met as the device
+# meets it, a compile failing without an error (retried without a pause).
+check probe-compiles 0 env ORION_ANE_FRAMEWORK="$standin" ORION_ANE_STANDIN_COMPILE_LIMIT=150 ORION_ANE_RETRY_PAUSE_MS=0 \
+  "$run" probe --backend=ane --pace 0 --only compiles --chip m3 -o compiles.json
+contains probe-compiles "compile budget: 150 programs, then: orion-run: error: the ANE compiler failed on 'function 'main'' (no error code: the ane backend: the device failed to compile function 'main', without an error) after 4 attempts"
+if python3 - compiles.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["probe"]["compiles"]
+assert c["failed"] is True and c["budget"] == 150 and c["this_probe"] == 150 and c["cap"] == 200, c
+PY
+then pass; else fail "probe-compiles: compiles.json is not the stand-in's limit"; fi
 
 # SIGTERM and SIGINT at a point the run reaches for certain (the stand-in's
 # pauses, orion/temporaries.h's test_pause_at): with its directories in

@@ -41,16 +41,21 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap) {
   cr_assert_eq(setenv("TMPDIR", tmp, 1), 0);
 }
 
-unsigned long standin_compiles(void) {
+/* One of the stand-in's counters, by its function's name. */
+static unsigned long standin_counter(const char *name) {
   void *h = dlopen(getenv("ORION_ANE_FRAMEWORK"), RTLD_NOW | RTLD_NOLOAD);
   cr_assert_not_null(h, "the backend has the stand-in loaded");
-  void *sym = dlsym(h, "ane_standin_compile_count");
+  void *sym = dlsym(h, name);
   dlclose(h);
   unsigned long (*count)(void);
-  cr_assert_not_null(sym);
+  cr_assert_not_null(sym, "%s", name);
   memcpy(&count, &sym, sizeof sym); /* a data pointer to a function pointer, as POSIX allows */
   return count();
 }
+
+unsigned long standin_compiles(void) { return standin_counter("ane_standin_compile_count"); }
+
+unsigned long standin_surfaces(void) { return standin_counter("ane_standin_surface_count"); }
 
 AneTestPrepared ane_test_prepare(const char *pkg, bool writable_weights, Capture *cap) {
   AneTestPrepared t = {0};

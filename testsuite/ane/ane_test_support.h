@@ -26,6 +26,8 @@ void ane_test_own_cache(const char *dir, char *cache, size_t cap);
 /* The stand-in's count of compiles (ane_standin_compile_count), read from
  * the framework the backend has loaded (ORION_ANE_FRAMEWORK). */
 unsigned long standin_compiles(void);
+/* The surfaces it has made (ane_standin_surface_count), likewise. */
+unsigned long standin_surfaces(void);
 
 /* A package opened on a fresh ane backend with function 0 prepared in ane
  * numerics, every step asserted (errors from cap); compiles is what the

@@ -21,4 +21,8 @@ const void *standin_cf_dictionary_value(const void *dict, long i);
 /* The value under a string key, by content. */
 const void *standin_cf_dictionary_get(const void *dict, const char *key);
 
+/* Surfaces IOSurfaceCreate made since the stand-in was loaded (the tests
+ * read it with dlsym, as ane_standin_compile_count). */
+unsigned long ane_standin_surface_count(void);
+
 #endif

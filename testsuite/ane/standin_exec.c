@@ -3,6 +3,7 @@
  */
 #include "standin_exec.h"
 
+#include "ane_budget.h"
 #include "ane_weight_inputs.h"
 
 #include <errno.h>
@@ -44,6 +45,8 @@
 #pragma weak constraints_builtin_text
 #pragma weak constraints_parse
 #pragma weak constraints_target
+#pragma weak constraints_find
+#pragma weak constraint_figure
 #pragma weak constraints_free
 #pragma weak temp_make_dir
 #pragma weak temp_remove
@@ -193,10 +196,53 @@ static bool runtime_present(void) {
       (void (*)(void))srcset_free, (void (*)(void))sb_init, (void (*)(void))sb_free,
       (void (*)(void))fp16_from_float_array, (void (*)(void))fp16_to_float_array,
       (void (*)(void))constraints_builtin_text, (void (*)(void))constraints_parse,
-      (void (*)(void))constraints_target, (void (*)(void))constraints_free, (void (*)(void))temp_make_dir,
-      (void (*)(void))temp_remove};
+      (void (*)(void))constraints_target, (void (*)(void))constraints_free, (void (*)(void))constraints_find,
+      (void (*)(void))constraint_figure, (void (*)(void))temp_make_dir, (void (*)(void))temp_remove};
   for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
     if (!fns[i]) return false;
+  return true;
+}
+
+/* The table's compiles_per_process (ANE005), read once: what the device is
+ * reported to allow a process; 0 where it cannot be read. */
+static unsigned long table_compile_limit(void) {
+  static unsigned long limit;
+  static bool read;
+  if (read) return limit;
+  read = true;
+  SourceSet sources;
+  Diag d;
+  StrBuf quiet; /* a table that does not load is the runtime's to report, at the compile */
+  srcset_init(&sources);
+  diag_init(&d, &sources);
+  sb_init(&quiet);
+  d.capture = &quiet;
+  size_t len;
+  const char *text = constraints_builtin_text(&len);
+  ConstraintTable *t = constraints_parse("ane_constraints.json", text, len, NULL, &d);
+  const Constraint *rule = t ? constraints_find(t, ANE_LIMITS_RULE) : NULL;
+  const ConstraintFigure *figure = rule ? constraint_figure(rule, ANE_FIGURE_COMPILES) : NULL;
+  if (figure) limit = (unsigned long)figure->value;
+  constraints_free(t);
+  sb_free(&quiet);
+  srcset_free(&sources);
+  return limit;
+}
+
+/* The device's compile limit: $ORION_ANE_STANDIN_COMPILE_LIMIT, else the
+ * table's (0: none known, in a process without the runtime). False for a
+ * malformed value, which the compile reports. */
+static bool compile_limit(unsigned long *limit) {
+  const char *v = getenv(STANDIN_COMPILE_LIMIT_ENV);
+  if (!v || !*v) {
+    *limit = runtime_present() ? table_compile_limit() : 0;
+    return true;
+  }
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (*end || errno || *v < '0' || *v > '9' || n < 1 || n > STANDIN_COMPILE_LIMIT_MAX) return false;
+  *limit = n;
   return true;
 }
 
@@ -226,6 +272,12 @@ static bool weight_inputs_refused(const StandinProgram *p, long *code, char **de
 StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWeight *weights, size_t nweights,
                                 long *code, char **description) {
   compiles++;
+  unsigned long limit;
+  if (!compile_limit(&limit)) {
+    fail(code, description, STANDIN_ERROR_COMPILE, "ANECCompile() FAILED: %s=%s is not a count from 1 to %lu",
+         STANDIN_COMPILE_LIMIT_ENV, getenv(STANDIN_COMPILE_LIMIT_ENV), STANDIN_COMPILE_LIMIT_MAX);
+    return NULL;
+  }
   StandinProgram *p = build(mil, mil_len, weights, nweights, code, description);
   if (p && weight_inputs_refused(p, code, description)) {
     standin_program_free(p);
@@ -235,6 +287,11 @@ StandinProgram *standin_compile(const char *mil, size_t mil_len, const StandinWe
 }
 
 bool standin_fail_silently(void) {
+  unsigned long limit;
+  if (compile_limit(&limit) && limit && compiles >= limit) {
+    compiles++;
+    return true;
+  }
   static unsigned long failed;
   const char *v = getenv(STANDIN_SILENT_FAILURES_ENV);
   unsigned long n = v && *v ? strtoul(v, NULL, 10) : 0;

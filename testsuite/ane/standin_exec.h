@@ -87,6 +87,14 @@ bool standin_reload(StandinProgram **program, const char *dir, StandinWeightMode
  * reported of the device when its compile service restarts. True when this
  * compile is one of them. */
 #define STANDIN_SILENT_FAILURES_ENV "ORION_ANE_STANDIN_SILENT_FAILURES"
+/* And the device's compile limit: every compile of the process past the
+ * first $ORION_ANE_STANDIN_COMPILE_LIMIT (default: the table's
+ * compiles_per_process, ANE005's 119) answers NO without an error object,
+ * as reported of the device (peers.md §4.4), until the process ends;
+ * counted like the others. A malformed value fails the compile (code 1),
+ * naming the variable. */
+#define STANDIN_COMPILE_LIMIT_ENV "ORION_ANE_STANDIN_COMPILE_LIMIT"
+#define STANDIN_COMPILE_LIMIT_MAX 1000000ul
 bool standin_fail_silently(void);
 
 /* Compiles asked for since the stand-in was loaded (the tests read it). */

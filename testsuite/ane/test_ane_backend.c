@@ -6,7 +6,9 @@
  * stand-in), and the update strategies it does not carry out refused;
  * the device program cache under it (one compile per content), the
  * resident cap's eviction and refusal and the compile budget, read through
- * the usage line.
+ * the usage line; the stand-in's own compile limit, past which a compile
+ * fails silently as on the device, against orion's budget; a prepared
+ * function's surfaces reused by its runs (counted by the stand-in).
  */
 #define _XOPEN_SOURCE 700
 
@@ -532,4 +534,136 @@ Test(ane_backend, a_compile_failing_past_the_retries_is_reported, .init = setup,
             "%s", cap.text.data);
   orion_close(p);
   silent_failures_end();
+}
+
+/* The stand-in's compile limit (ORION_ANE_STANDIN_COMPILE_LIMIT, here 3):
+ * a prepare and two weight writes are its 3 compiles; the next write's
+ * compile answers NO without an error, as the device past its limit, and
+ * every retry too. limited: that backend, with orion's own budget from
+ * `budget` and the choice of recompile cached (no self-test). */
+static OrionProgram *limited(const char *budget, OrionBackend **b, OrionExec **e) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_COMPILE_LIMIT", "3", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", budget, 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "1", 1), 0);
+  write_choice("standin-1", "recompile");
+  OrionProgram *p = open_writable(b);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  *e = orion_backend_prepare(*b, p, 0, &po, &cap.d);
+  cr_assert_not_null(*e, "%s", cap.text.data);
+  write_w(*b, p, 2.0f);
+  write_w(*b, p, 3.0f);
+  cr_assert_eq(standin_compiles(), 3);
+  cr_assert_float_eq(run(*e), 4.5f, 0, "the third compile's weights");
+  return p;
+}
+
+static void limited_end(OrionBackend *b, OrionProgram *p) {
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_COMPILE_LIMIT");
+  unsetenv("ORION_ANE_COMPILE_BUDGET");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+static bool try_write_w(OrionBackend *b, OrionProgram *p, float value) {
+  float v[N];
+  for (int i = 0; i < N; i++) v[i] = value;
+  OrionWeightValues wv = {.fn = 0, .weight = weight_index(p, "w"), .values = v};
+  return orion_backend_write_weights(b, p, &wv, 1, &cap.d);
+}
+
+/* orion's budget (10) above the device's limit (3): the device is asked and
+ * fails silently, the compile is retried and then reported. */
+Test(ane_backend, past_the_standins_compile_limit_a_compile_fails_silently, .init = setup, .fini = teardown) {
+  OrionBackend *b;
+  OrionExec *e;
+  OrionProgram *p = limited("10", &b, &e);
+  cr_assert_not(try_write_w(b, p, 4.0f));
+  cr_assert_eq(standin_compiles(), 3 + 4, "the first attempt and 3 retries, each asked of the device");
+  cr_assert(strstr(cap.text.data, "test: error: the ANE compiler failed on 'function 'main'' (no error code: the ane "
+                                  "backend: the device failed to compile function 'main', without an error) after 4 "
+                                  "attempts"),
+            "%s", cap.text.data);
+  cr_assert_str_eq(usage(b), "ane program cache: 0 hits, 4 misses, 7 compiles (3 retries), 0 evictions, 3 of 128 "
+                             "resident; compile budget 7 of 10 used (ORION_ANE_COMPILE_BUDGET); OS build standin-1, "
+                             "ANE architecture standin");
+  limited_end(b, p);
+}
+
+/* orion's budget (3) within the device's limit (3): orion refuses the
+ * fourth compile itself, before the device is asked. */
+Test(ane_backend, a_budget_within_the_standins_limit_refuses_first, .init = setup, .fini = teardown) {
+  OrionBackend *b;
+  OrionExec *e;
+  OrionProgram *p = limited("3", &b, &e);
+  cr_assert_not(try_write_w(b, p, 4.0f));
+  cr_assert_eq(standin_compiles(), 3, "not asked of the device");
+  cr_assert(strstr(cap.text.data, "test: error: the ane backend will not compile 'function 'main'': this process has "
+                                  "used 3 of its compile budget of 3 (from ORION_ANE_COMPILE_BUDGET), past which the "
+                                  "ANE compiler fails silently (ANE005)"),
+            "%s", cap.text.data);
+  limited_end(b, p);
+}
+
+/* Without the variable the stand-in's limit is the table's 119 (ANE005):
+ * with orion's budget raised past it, the 120th compile fails silently. */
+Test(ane_backend, the_standins_compile_limit_is_the_tables_by_default, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "200", 1), 0);
+  cr_assert_eq(setenv("ORION_ANE_RETRY_PAUSE_MS", "0", 1), 0);
+  write_choice("standin-1", "recompile");
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  for (int i = 1; i < 119; i++) write_w(b, p, (float)i); /* distinct content each: a compile each */
+  cr_assert_eq(standin_compiles(), 119);
+  cr_assert_float_eq(run(e), 1.5f * 118.0f, 0, "the 119th compile's weights");
+  cr_assert_not(try_write_w(b, p, 1000.0f));
+  cr_assert_eq(standin_compiles(), 119 + 4);
+  cr_assert(strstr(cap.text.data, "the device failed to compile function 'main', without an error) after 4 attempts"),
+            "%s", cap.text.data);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_COMPILE_BUDGET");
+  unsetenv("ORION_ANE_RETRY_PAUSE_MS");
+}
+
+Test(ane_backend, a_malformed_standin_compile_limit_is_named, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_COMPILE_LIMIT", "lots", 1), 0);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(b, "%s", cap.text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  cr_assert_null(orion_backend_prepare(b, p, 0, &po, &cap.d));
+  cr_assert(strstr(cap.text.data, "the device failed to compile function 'main' (error code 1, 0x1): ANECCompile() "
+                                  "FAILED: ORION_ANE_STANDIN_COMPILE_LIMIT=lots is not a count from 1 to 1000000"),
+            "%s", cap.text.data);
+  orion_backend_close(b);
+  orion_close(p);
+  unsetenv("ORION_ANE_STANDIN_COMPILE_LIMIT");
+}
+
+/* The surfaces and the request are made at prepare, one surface per input
+ * and output, and reused by every run (the reference makes fresh ones for
+ * every layer of every token) and across a recompile for a weight write. */
+Test(ane_backend, a_prepared_function_reuses_its_surfaces, .init = setup, .fini = teardown) {
+  write_choice("standin-1", "recompile"); /* no self-test: its probes make surfaces of their own */
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_surfaces();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  unsigned long prepared = standin_surfaces();
+  cr_assert_eq(prepared, before + 3, "x, bias and y: %lu surfaces", prepared - before);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_float_eq(run(e), 0.75f, 0);
+  cr_assert_eq(standin_surfaces(), prepared, "no surface made by a run");
+  write_w(b, p, 2.0f);
+  cr_assert_float_eq(run(e), 3.0f, 0);
+  cr_assert_eq(standin_surfaces(), prepared, "none by the recompile either");
+  orion_backend_close(b);
+  orion_close(p);
 }
