@@ -173,6 +173,10 @@ static bool choose_strategy(AneBackend *b, Diag *d) {
   return true;
 }
 
+/* The compiles every ane backend of this process has asked of the device:
+ * the ANE compiler's limit is per process, not per backend. */
+static _Atomic uint64_t process_compiles;
+
 static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   AneLimitOptions limits = {.compile_budget = opt ? opt->compile_budget : 0, .resident_cap = opt ? opt->resident_cap : 0};
   AneBackend *b = xcalloc(1, sizeof *b);
@@ -192,6 +196,7 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
     return NULL;
   }
   ane_budget_init(&b->budget, &b->limits.compile_budget);
+  ane_budget_share(&b->budget, &process_compiles);
   b->retry = ane_retry_default(ane_sleep_ms, NULL);
   if (!retry_pause(&b->retry, d)) {
     constraints_free(b->table);

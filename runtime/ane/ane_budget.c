@@ -79,6 +79,25 @@ bool ane_limits_resolve(const ConstraintTable *t, const AneLimitOptions *opt, An
 
 void ane_budget_init(AneBudget *b, const AneLimit *limit) { *b = (AneBudget){.limit = *limit}; }
 
+void ane_budget_share(AneBudget *b, _Atomic uint64_t *process_used) { b->process_used = process_used; }
+
+uint64_t ane_budget_process_used(const AneBudget *b) { return b->process_used ? atomic_load(b->process_used) : b->used; }
+
+/* One compile counted if the count stays under ceiling; a compare-and-swap, so
+ * that backends in other threads cannot pass the limit together. */
+static bool take_one(AneBudget *b, uint64_t ceiling) {
+  if (!b->process_used) {
+    if (b->used >= ceiling) return false;
+  } else {
+    uint64_t seen = atomic_load(b->process_used);
+    do {
+      if (seen >= ceiling) return false;
+    } while (!atomic_compare_exchange_weak(b->process_used, &seen, seen + 1));
+  }
+  b->used++;
+  return true;
+}
+
 static void refuse(const AneBudget *b, const char *what, Diag *d) {
   StrBuf held;
   sb_init(&held);
@@ -88,17 +107,18 @@ static void refuse(const AneBudget *b, const char *what, Diag *d) {
              "the ane backend will not compile %s: this process has used %llu of its compile budget of %llu (from "
              "%s%s), past which the ANE compiler fails silently (%s); restart the process to get a new budget, or "
              "set %s if this device is known to take more",
-             what, (unsigned long long)b->used, (unsigned long long)b->limit.value, b->limit.origin,
+             what, (unsigned long long)ane_budget_process_used(b), (unsigned long long)b->limit.value, b->limit.origin,
              held.data ? held.data : "", ANE_LIMITS_RULE, ANE_COMPILE_BUDGET_ENV);
   sb_free(&held);
 }
 
 bool ane_budget_reserve(AneBudget *b, uint64_t n, const char *who, Diag *d) {
-  if (b->used + b->reserved + n > b->limit.value) {
+  uint64_t used = ane_budget_process_used(b);
+  if (used + b->reserved + n > b->limit.value) {
     diag_error(d, (SrcSpan){0},
                "the ane backend cannot set %llu compiles aside for %s: this process has used %llu of its compile "
                "budget of %llu (from %s) and %llu are already set aside; restart the process to get a new budget",
-               (unsigned long long)n, who, (unsigned long long)b->used, (unsigned long long)b->limit.value,
+               (unsigned long long)n, who, (unsigned long long)used, (unsigned long long)b->limit.value,
                b->limit.origin, (unsigned long long)b->reserved);
     return false;
   }
@@ -120,14 +140,14 @@ bool ane_budget_charge(AneBudget *b, bool from_reserve, const char *what, Diag *
     }
     b->reserved--;
     b->used++;
+    if (b->process_used) atomic_fetch_add(b->process_used, 1);
     return true;
   }
-  if (b->used + b->reserved >= b->limit.value) {
+  if (b->reserved >= b->limit.value || !take_one(b, b->limit.value - b->reserved)) {
     refuse(b, what, d);
     return false;
   }
-  b->used++;
   return true;
 }
 
-bool ane_budget_needs_restart(const AneBudget *b) { return b->used + b->reserved >= b->limit.value; }
+bool ane_budget_needs_restart(const AneBudget *b) { return ane_budget_process_used(b) + b->reserved >= b->limit.value; }

@@ -8,6 +8,9 @@
 #ifndef ORION_ANE_BUDGET_H
 #define ORION_ANE_BUDGET_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "orion/constraint_table.h"
 #include "orion/support.h"
 
@@ -43,12 +46,21 @@ bool ane_limits_resolve(const ConstraintTable *t, const AneLimitOptions *opt, An
 
 typedef struct AneBudget {
   AneLimit limit;
-  uint64_t used;     /* compiles asked of the device */
+  uint64_t used;     /* compiles this budget let through to the device */
+  /* The compiles of every budget that shares this counter: the device's
+   * limit is per process, and one process may open several backends
+   * (orion-run patch --verify does). NULL: this budget alone. */
+  _Atomic uint64_t *process_used;
   uint64_t reserved; /* set aside (the weight-update self-test's) and not yet used */
   char reserved_for[64]; /* who set it aside, for messages */
 } AneBudget;
 
 void ane_budget_init(AneBudget *b, const AneLimit *limit);
+/* Counts b's compiles also in *process_used, and checks b's limit against
+ * that count: what every budget sharing it has let through. */
+void ane_budget_share(AneBudget *b, _Atomic uint64_t *process_used);
+/* The compiles b's limit is checked against: the shared count, else b's own. */
+uint64_t ane_budget_process_used(const AneBudget *b);
 /* Sets n compiles aside for `who`; false (after reporting) if the budget
  * cannot afford them. */
 bool ane_budget_reserve(AneBudget *b, uint64_t n, const char *who, Diag *d);

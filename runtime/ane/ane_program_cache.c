@@ -150,5 +150,5 @@ void ane_program_cache_stats_print(const AneProgramCache *c, StrBuf *out) {
             "resident; compile budget %llu of %llu used (%s)\n",
             (unsigned long long)s.hits, (unsigned long long)s.misses, (unsigned long long)s.compiles,
             (unsigned long long)s.retries, (unsigned long long)s.evictions, s.resident, s.cap,
-            (unsigned long long)c->budget->used, (unsigned long long)c->budget->limit.value, c->budget->limit.origin);
+            (unsigned long long)ane_budget_process_used(c->budget), (unsigned long long)c->budget->limit.value, c->budget->limit.origin);
 }

@@ -667,3 +667,27 @@ Test(ane_backend, a_prepared_function_reuses_its_surfaces, .init = setup, .fini 
   orion_backend_close(b);
   orion_close(p);
 }
+
+/* Two ane backends in one process (orion-run patch --verify opens a second
+ * for its fresh compile) share the process's compile budget: the device
+ * counts compiles per process, not per backend. */
+Test(ane_backend, two_backends_share_the_process_compile_budget, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_COMPILE_BUDGET", "1", 1), 0);
+  AneTestPrepared first = ane_test_prepare(pkg, false, &cap);
+  cr_assert_eq(first.compiles, 1);
+  OrionProgram *p = orion_open(pkg, NULL, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *second = orion_backend_open("ane", NULL, &cap.d);
+  cr_assert_not_null(second, "%s", cap.text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_compiles();
+  cr_assert_null(orion_backend_prepare(second, p, 0, &po, &cap.d), "the first backend spent the budget");
+  cr_assert_eq(standin_compiles(), before, "not asked of the device");
+  cr_assert(strstr(cap.text.data, "the ane backend will not compile 'function 'main'': this process has used 1 of its "
+                                  "compile budget of 1 (from ORION_ANE_COMPILE_BUDGET)"),
+            "%s", cap.text.data);
+  orion_backend_close(second);
+  orion_close(p);
+  ane_test_close(&first);
+  unsetenv("ORION_ANE_COMPILE_BUDGET");
+}

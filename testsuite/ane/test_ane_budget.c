@@ -274,3 +274,29 @@ Test(budget, what_is_left_of_a_reservation_goes_back) {
   ane_budget_unreserve(&b, 1);
   cr_assert_eq(b.reserved, 0);
 }
+
+/* Budgets that share a count (every ane backend of a process shares one:
+ * the device's limit is per process) are each checked against it, and each
+ * keeps its own count of what it let through. */
+Test(budget, budgets_sharing_the_process_count_are_checked_against_it) {
+  _Atomic uint64_t process = 0;
+  AneBudget a = budget_of(3), b = budget_of(3);
+  ane_budget_share(&a, &process);
+  ane_budget_share(&b, &process);
+  StrBuf msgs;
+  sb_init(&msgs);
+  cr_assert(charge(&a, false, &msgs));
+  cr_assert(charge(&a, false, &msgs));
+  cr_assert(charge(&b, false, &msgs));
+  cr_assert(ane_budget_needs_restart(&a), "the other budget's compile counts too");
+  cr_assert_not(charge(&a, false, &msgs));
+  cr_assert_eq(a.used, 2);
+  cr_assert_eq(b.used, 1);
+  cr_assert_eq(ane_budget_process_used(&b), 3);
+  cr_assert_str_eq(msgs.data,
+                   "t: error: the ane backend will not compile 'attn': this process has used 3 of its compile budget "
+                   "of 3 (from constraint ANE005 (compiles_per_process)), past which the ANE compiler fails silently "
+                   "(ANE005); restart the process to get a new budget, or set ORION_ANE_COMPILE_BUDGET if this "
+                   "device is known to take more\n");
+  sb_free(&msgs);
+}
