@@ -230,9 +230,10 @@ static void ane_describe(const void *impl, char *out, size_t len) {
   if (b->strategy_known)
     snprintf(strategy, sizeof strategy, "update strategy: %s (%s)", ane_update_strategy_name(b->strategy),
              b->strategy_origin);
-  snprintf(out, len, "framework '%s'; descriptor factory +%s (probed in order: +%s, +%s); %s", b->fw.path,
-           b->fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:",
-           "modelWithMILText:weights:optionsPlist:", strategy);
+  char variants[512];
+  ane_descriptor_variants_list(variants, sizeof variants);
+  snprintf(out, len, "framework '%s'; descriptor factory %s%s (probed in order: %s); %s", b->fw.path,
+           ane_descriptor_variant_kind(b->fw.descriptor_variant), b->fw.descriptor_from_mil_name, variants, strategy);
 }
 
 static void ane_usage(const void *impl, char *out, size_t len) {

@@ -14,11 +14,29 @@
 
 typedef BOOL (*RespondsFn)(id, SEL, SEL);
 
-/* The descriptor factory's variants, newest first. */
-static const char *const descriptor_variants[] = {
-    "modelWithMILText:weights:optionsPlist:isMILModel:",
-    "modelWithMILText:weights:optionsPlist:",
+/* The descriptor factory's variants in the Go binding's order: the class
+ * factory with the MIL flag, the initializer (the one the macOS 15.4.1 and
+ * 16.4.1 header dumps show beside the older factory), then the factory the
+ * reference and every stored peer send. */
+const AneDescriptorVariant ane_descriptor_variants[] = {
+    {"modelWithMILText:weights:optionsPlist:isMILModel:", false, true},
+    {"initWithNetworkText:weights:optionsPlist:isMILModel:", true, true},
+    {"modelWithMILText:weights:optionsPlist:", false, false},
 };
+const size_t ane_descriptor_variant_count = sizeof ane_descriptor_variants / sizeof *ane_descriptor_variants;
+
+const char *ane_descriptor_variant_kind(const AneDescriptorVariant *v) { return v->instance ? "-" : "+"; }
+
+void ane_descriptor_variants_list(char *out, size_t len) {
+  size_t at = 0;
+  if (len) out[0] = '\0';
+  for (size_t i = 0; i < ane_descriptor_variant_count && at < len; i++) {
+    const AneDescriptorVariant *v = &ane_descriptor_variants[i];
+    int n = snprintf(out + at, len - at, "%s%s%s", i ? ", " : "", ane_descriptor_variant_kind(v), v->selector);
+    if (n < 0) break;
+    at += (size_t)n;
+  }
+}
 
 const char *ane_framework_path(const char *path) {
   if (path) return path;
@@ -53,18 +71,26 @@ static bool bind_selector(AneFramework *fw, SEL *out, Class cls, bool instance, 
   return true;
 }
 
+/* The first variant the descriptor class answers; an initializer also
+ * needs the class's +alloc. */
 static bool bind_descriptor_factory(AneFramework *fw, char *why, size_t len) {
-  size_t n = sizeof descriptor_variants / sizeof *descriptor_variants;
-  for (size_t i = 0; i < n; i++) {
-    SEL sel = fw->objc.sel(descriptor_variants[i]);
-    if (class_answers(&fw->objc, fw->descriptor, "respondsToSelector:", sel)) {
-      fw->descriptor_from_mil = sel;
-      fw->descriptor_from_mil_name = descriptor_variants[i];
-      return true;
-    }
+  for (size_t i = 0; i < ane_descriptor_variant_count; i++) {
+    const AneDescriptorVariant *v = &ane_descriptor_variants[i];
+    SEL sel = fw->objc.sel(v->selector);
+    if (!class_answers(&fw->objc, fw->descriptor, v->instance ? "instancesRespondToSelector:" : "respondsToSelector:",
+                       sel))
+      continue;
+    if (v->instance && !bind_selector(fw, &fw->descriptor_alloc, fw->descriptor, false, "alloc", why, len))
+      return false;
+    fw->descriptor_variant = v;
+    fw->descriptor_from_mil = sel;
+    fw->descriptor_from_mil_name = v->selector;
+    return true;
   }
-  snprintf(why, len, "the ane backend's framework '%s': _ANEInMemoryModelDescriptor responds to none of "
-                     "+%s, +%s", fw->path, descriptor_variants[0], descriptor_variants[1]);
+  char variants[512];
+  ane_descriptor_variants_list(variants, sizeof variants);
+  snprintf(why, len, "the ane backend's framework '%s': _ANEInMemoryModelDescriptor responds to none of %s",
+           fw->path, variants);
   return false;
 }
 

@@ -21,13 +21,36 @@
 #define ANE_FRAMEWORK_ENV "ORION_ANE_FRAMEWORK"
 #define ANE_FRAMEWORK_DEFAULT "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine"
 
+/* A variant of the descriptor factory (peers.md §4.7; docs/ane-backend.md
+ * says which the dumped frameworks have). A class method is sent to the
+ * descriptor class and returns an autoreleased object; an instance method
+ * is an initializer sent to a fresh +alloc, checked with
+ * instancesRespondToSelector:, and returns an object the caller owns. */
+typedef struct AneDescriptorVariant {
+  const char *selector;
+  bool instance;
+  bool takes_is_mil; /* a last BOOL argument, isMILModel: (YES: the text is MIL) */
+} AneDescriptorVariant;
+
+/* The variants in the order they are probed (the Go binding's). */
+extern const AneDescriptorVariant ane_descriptor_variants[];
+extern const size_t ane_descriptor_variant_count;
+
+/* "+" for a class method, "-" for an instance method. */
+const char *ane_descriptor_variant_kind(const AneDescriptorVariant *v);
+
+/* Writes the variants in probe order, "+a, -b, +c", into out[len]. */
+void ane_descriptor_variants_list(char *out, size_t len);
+
 typedef struct AneFramework {
   void *handle;
   const char *path;
   AneObjc objc; /* the Objective-C runtime's functions, through handle */
   Class descriptor, model, request, surface_object;
-  /* The descriptor factory that was found, and its name (a variant). */
-  SEL descriptor_from_mil;
+  /* The descriptor factory that was found (a variant), its selector and
+   * name; descriptor_alloc is +alloc, bound only for an instance variant. */
+  const AneDescriptorVariant *descriptor_variant;
+  SEL descriptor_from_mil, descriptor_alloc;
   const char *descriptor_from_mil_name;
   SEL model_from_descriptor, compile, load, evaluate, unload, request_new, surface_object_new, hex_identifier;
   /* The runtime's autorelease pool (the framework's factories autorelease):

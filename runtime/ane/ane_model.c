@@ -179,13 +179,19 @@ static id make_descriptor(const AneFramework *fw, const AneSystem *sys, const ch
   Made made = {0};
   const void *text = keep(&made, sys->data_create(NULL, (const uint8_t *)mil, (CFIndex)mil_len));
   CFDictionaryRef weights = weights_dictionary(&made, sys, w, nw);
-  id cls = (id)fw->descriptor, desc = nil;
+  const AneDescriptorVariant *v = fw->descriptor_variant;
+  id receiver = (id)fw->descriptor, desc = nil;
   SEL sel = fw->descriptor_from_mil;
-  if (text && weights) {
-    if (!strcmp(fw->descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:"))
-      desc = ANE_SEND(&fw->objc, cls, sel, DescriptorMilFn)(cls, sel, as_id(text), as_id(weights), nil, YES);
+  /* An initializer's object is owned here: autoreleased, it is held as a
+   * factory's would be, by the pool around the build. */
+  if (text && weights && v->instance)
+    receiver = ANE_SEND(&fw->objc, receiver, fw->descriptor_alloc, GetFn)(receiver, fw->descriptor_alloc);
+  if (text && weights && receiver) {
+    if (v->takes_is_mil)
+      desc = ANE_SEND(&fw->objc, receiver, sel, DescriptorMilFn)(receiver, sel, as_id(text), as_id(weights), nil, YES);
     else
-      desc = ANE_SEND(&fw->objc, cls, sel, DescriptorFn)(cls, sel, as_id(text), as_id(weights), nil);
+      desc = ANE_SEND(&fw->objc, receiver, sel, DescriptorFn)(receiver, sel, as_id(text), as_id(weights), nil);
+    if (desc && v->instance) desc = send_get(&fw->objc, desc, "autorelease");
   }
   release_made(&made, sys);
   return desc;
@@ -220,8 +226,8 @@ bool ane_model_build(AneModel *m, const AneFramework *fw, const AneSystem *sys, 
   id desc = options ? make_descriptor(fw, sys, mil, mil_len, weights, nweights) : nil;
   id cls = (id)fw->model;
   if (!desc)
-    snprintf(why, len, "the ane backend's framework '%s' made no model descriptor of %s (+%s)", fw->path, what,
-             fw->descriptor_from_mil_name);
+    snprintf(why, len, "the ane backend's framework '%s' made no model descriptor of %s (%s%s)", fw->path, what,
+             ane_descriptor_variant_kind(fw->descriptor_variant), fw->descriptor_from_mil_name);
   else if (!(m->model = retain(&fw->objc, ANE_SEND(&fw->objc, cls, fw->model_from_descriptor,
                                                    FactoryFn)(cls, fw->model_from_descriptor, desc))))
     snprintf(why, len, "the ane backend's framework '%s' made no in-memory model of %s", fw->path, what);

@@ -7,6 +7,7 @@
 # program with concat runs with the concat on the CPU, and past orion's
 # checks is refused by the "device" with its error code and the constraint id; a framework that is
 # not there is a clear error; -v names the framework and the variant bound
+# (the reference's factory; the initializer on a stand-in with only it)
 # and, after the run, the program cache's and compile budget's use;
 # a short training run and a greedy generation (int32 token inputs: run in
 # parts) give the cpu backend's losses within fp16 rounding and its tokens;
@@ -157,9 +158,15 @@ contains unnamed-framework "orion-run: error: the ane backend is only available 
 
 # -v: the framework and the descriptor factory's variant found.
 check verbose 0 env ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
-contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+contains verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, -initWithNetworkText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
 # ... and after the run, the program cache and the compile budget it used.
 contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
+# A framework whose descriptor has only the initializer (a stand-in build
+# beside $standin): -v names that variant, and the run gives the same bytes.
+init_only=$(dirname "$standin")/libane_standin_init_only.so
+check verbose-init 0 env ORION_ANE_FRAMEWORK="$init_only" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir vi.out
+contains verbose-init "orion-run: backend ane: framework '$init_only'; descriptor factory -initWithNetworkText:weights:optionsPlist:isMILModel: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, -initWithNetworkText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+for f in tiny_mlp.ane/*.npy; do same_bytes "verbose-init-$(basename "$f")" "$f" "vi.out/$(basename "$f")"; done
 
 # The limits as options (--opt N and --opt=N): the option beats the
 # environment, which beats the table; -v's usage line has both values and
@@ -264,7 +271,7 @@ same_bytes train-inputs-budget-losses train.ane.losses train.inputs.budget
 # under baked); each step's weight write recompiles).
 check train-verbose 0 env XDG_CACHE_HOME="$tmp/cache-verbose" ORION_ANE_FRAMEWORK="$standin" \
   "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd -v
-contains train-verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
+contains train-verbose "orion-run: backend ane: framework '$standin'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, -initWithNetworkText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
 contains train-verbose "orion-run: backend ane used: ane program cache: 10 hits, 8 misses, 8 compiles (0 retries), 0 evictions, 8 of 128 resident; compile budget 14 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 contains train-verbose "trained steps 1-6 of 6"
 

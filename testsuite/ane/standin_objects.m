@@ -17,7 +17,11 @@
  * it. Built again with switches for the probe's tests (testsuite/ane/
  * meson.build): ANE_STANDIN_NEWER_FACTORY adds the newer variant
  * (...isMILModel:), ANE_STANDIN_WITHOUT_REQUEST leaves _ANERequest out, as a
- * framework that has changed would.
+ * framework that has changed would. ANE_STANDIN_INIT_DESCRIPTOR_ONLY has,
+ * of the variants, only the initializer
+ * -initWithNetworkText:weights:optionsPlist:isMILModel: (sent to +alloc),
+ * ANE_STANDIN_WITHOUT_DESCRIPTOR_FACTORY none, and ANE_STANDIN_WITHOUT_LOAD
+ * a model without -loadWithQoS:options:error:.
  */
 #include <objc/runtime.h>
 #include <stdint.h>
@@ -27,6 +31,10 @@
 
 #include "standin_cf.h"
 #include "standin_exec.h"
+
+#if defined(ANE_STANDIN_INIT_DESCRIPTOR_ONLY) || defined(ANE_STANDIN_WITHOUT_DESCRIPTOR_FACTORY)
+#define ANE_STANDIN_DESCRIPTOR_FACTORY_GONE
+#endif
 
 /* NSObject's part that the backend relies on: allocation, reference counts,
  * autorelease and the respondsToSelector: family (GNU libobjc has no
@@ -168,21 +176,27 @@ static void set_error(id *error, long code, char *text) {
   StandinWeight *weights;
   size_t nweights;
 }
+#ifndef ANE_STANDIN_DESCRIPTOR_FACTORY_GONE
 + (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options;
+#endif
 #ifdef ANE_STANDIN_NEWER_FACTORY
 + (id)modelWithMILText:(id)text weights:(id)weights optionsPlist:(id)options isMILModel:(BOOL)isMIL;
 #endif
+#ifdef ANE_STANDIN_INIT_DESCRIPTOR_ONLY
+- (id)initWithNetworkText:(id)text weights:(id)weights optionsPlist:(id)options isMILModel:(BOOL)isMIL;
+#endif
 @end
 
-@implementation _ANEInMemoryModelDescriptor
-/* Keeps copies of the MIL (NSData) and of each weight of the dictionary
- * {path: {"offset": NSNumber, "data": NSData}}; nil when they are not that. */
-+ (id)modelWithMILText:(id)text weights:(id)w optionsPlist:(id)options {
+/* Keeps in d copies of the MIL (NSData) and of each weight of the
+ * dictionary {path: {"offset": NSNumber, "data": NSData}}; NO when they are
+ * not that. A C function, not a method: a method would be one more variant
+ * for the backend's probe to find. */
+#ifndef ANE_STANDIN_WITHOUT_DESCRIPTOR_FACTORY
+static BOOL descriptor_keep(_ANEInMemoryModelDescriptor *d, id text, id w) {
   size_t len;
   const uint8_t *bytes = standin_cf_data(text, &len);
   long n = w ? standin_cf_count(w) : 0;
-  if (!bytes || n < 0) return nil;
-  _ANEInMemoryModelDescriptor *d = [[self alloc] init];
+  if (!bytes || n < 0) return NO;
   d->mil = malloc(len + 1);
   memcpy(d->mil, bytes, len);
   d->mil[len] = '\0';
@@ -193,10 +207,8 @@ static void set_error(id *error, long code, char *text) {
     const void *entry = standin_cf_dictionary_value(w, i);
     int64_t offset;
     const uint8_t *data = standin_cf_data(standin_cf_dictionary_get(entry, "data"), &len);
-    if (!key || !data || !standin_cf_number(standin_cf_dictionary_get(entry, "offset"), &offset) || offset < 0) {
-      [d release];
-      return nil;
-    }
+    if (!key || !data || !standin_cf_number(standin_cf_dictionary_get(entry, "offset"), &offset) || offset < 0)
+      return NO;
     StandinWeight *sw = &d->weights[d->nweights++];
     sw->key = strdup(key);
     sw->offset = (uint64_t)offset;
@@ -204,8 +216,33 @@ static void set_error(id *error, long code, char *text) {
     memcpy(sw->data, data, len);
     sw->len = len;
   }
+  return YES;
+}
+#endif
+
+@implementation _ANEInMemoryModelDescriptor
+#ifndef ANE_STANDIN_DESCRIPTOR_FACTORY_GONE
+/* nil unless the text and weights are what descriptor_keep takes. */
++ (id)modelWithMILText:(id)text weights:(id)w optionsPlist:(id)options {
+  _ANEInMemoryModelDescriptor *d = [[self alloc] init];
+  if (!descriptor_keep(d, text, w)) {
+    [d release];
+    return nil;
+  }
   return [d autorelease];
 }
+#endif
+#ifdef ANE_STANDIN_INIT_DESCRIPTOR_ONLY
+/* An initializer, by Apple's rules: the caller owns the result, and on
+ * failure self is released and nil returned. Only MIL text is understood. */
+- (id)initWithNetworkText:(id)text weights:(id)w optionsPlist:(id)options isMILModel:(BOOL)isMIL {
+  if (!isMIL || !descriptor_keep(self, text, w)) {
+    [self release];
+    return nil;
+  }
+  return self;
+}
+#endif
 #ifdef ANE_STANDIN_NEWER_FACTORY
 + (id)modelWithMILText:(id)text weights:(id)w optionsPlist:(id)options isMILModel:(BOOL)isMIL {
   return [self modelWithMILText:text weights:w optionsPlist:options];
@@ -306,7 +343,9 @@ static bool bind_surfaces(id objects, id indices, IOSurfaceRef **surfaces, long 
 + (id)inMemoryModelWithDescriptor:(id)descriptor;
 - (id)hexStringIdentifier;
 - (BOOL)compileWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
+#ifndef ANE_STANDIN_WITHOUT_LOAD
 - (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error;
+#endif
 - (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error;
 - (BOOL)unloadWithQoS:(unsigned int)qos error:(id *)error;
 - (BOOL)directory:(char *)dir length:(size_t)len;
@@ -365,6 +404,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len) {
   snprintf(dir, len, "%s/%s", tmp && *tmp ? tmp : "/tmp", [identifier UTF8String]);
   return YES;
 }
+#ifndef ANE_STANDIN_WITHOUT_LOAD
 - (BOOL)loadWithQoS:(unsigned int)qos options:(id)options error:(id *)error {
   if (!program) {
     set_error(error, STANDIN_ERROR_EVALUATE, strdup("load failed: the model is not compiled"));
@@ -383,6 +423,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t len) {
   loaded = YES;
   return YES;
 }
+#endif
 - (BOOL)evaluateWithQoS:(unsigned int)qos options:(id)options request:(id)request error:(id *)error {
 #ifndef ANE_STANDIN_WITHOUT_REQUEST
   long code = 0;

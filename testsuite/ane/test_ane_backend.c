@@ -87,7 +87,8 @@ Test(ane_backend, caps_and_the_verbose_line, .init = setup, .fini = teardown) {
   cr_assert(orion_backend_describe(b, about, sizeof about));
   char want[2048];
   snprintf(want, sizeof want, "framework '%s'; descriptor factory +modelWithMILText:weights:optionsPlist: (probed in "
-           "order: +modelWithMILText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); "
+           "order: +modelWithMILText:weights:optionsPlist:isMILModel:, "
+           "-initWithNetworkText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); "
            "update strategy: recompile", getenv("ORION_ANE_FRAMEWORK"));
   cr_assert_str_eq(about, want);
   OrionBackend *cpu = orion_backend_open("cpu", NULL, &cap.d);

@@ -1,9 +1,11 @@
 /*
  * The ane backend's binding to its framework (runtime/ane/ane_framework.h)
- * against the Linux stand-in (standin_objects.m, three builds): the classes
+ * against the Linux stand-in (standin_objects.m, six builds): the classes
  * and selectors bound, the descriptor factory's variants probed in order
- * (the newer one when present, else the fallback), and the exact errors for
- * a missing framework, a missing class and the path's defaults. Each test
+ * (the newer one when present, the initializer when it is the only one,
+ * else the fallback), and the exact errors for a missing framework, a
+ * missing class, a missing selector, a descriptor class with none of the
+ * variants and the path's defaults. Each test
  * runs in its own process (Criterion), so the classes one stand-in build
  * registers never meet another's.
  */
@@ -46,6 +48,51 @@ Test(framework, prefers_the_newer_descriptor_factory_when_both_are_there) {
             why);
   cr_assert_str_eq(fw.descriptor_from_mil_name, "modelWithMILText:weights:optionsPlist:isMILModel:");
   ane_framework_close(&fw);
+}
+
+static const char *const all_variants =
+    "+modelWithMILText:weights:optionsPlist:isMILModel:, -initWithNetworkText:weights:optionsPlist:isMILModel:, "
+    "+modelWithMILText:weights:optionsPlist:";
+
+/* The macOS 15.4.1 and 16.4.1 header dumps' initializer, found by
+ * instancesRespondToSelector: and bound with the class's +alloc. */
+Test(framework, finds_the_initializer_when_it_is_the_only_variant) {
+  char path[4096], why[1024] = "";
+  AneFramework fw;
+  cr_assert(ane_framework_open(&fw, standin("libane_standin_init_only.so", path, sizeof path), why, sizeof why),
+            "%s", why);
+  cr_assert_str_eq(fw.descriptor_from_mil_name, "initWithNetworkText:weights:optionsPlist:isMILModel:");
+  cr_assert_str_eq(sel_getName(fw.descriptor_from_mil), "initWithNetworkText:weights:optionsPlist:isMILModel:");
+  cr_assert(fw.descriptor_variant->instance);
+  cr_assert(fw.descriptor_variant->takes_is_mil);
+  cr_assert_str_eq(ane_descriptor_variant_kind(fw.descriptor_variant), "-");
+  cr_assert_str_eq(sel_getName(fw.descriptor_alloc), "alloc");
+  char list[512];
+  ane_descriptor_variants_list(list, sizeof list);
+  cr_assert_str_eq(list, all_variants);
+  ane_framework_close(&fw);
+}
+
+Test(framework, a_descriptor_class_with_none_of_the_variants_is_named_with_them_all) {
+  char path[4096], why[1024] = "", want[8192];
+  AneFramework fw;
+  standin("libane_standin_no_factory.so", path, sizeof path);
+  cr_assert_not(ane_framework_open(&fw, path, why, sizeof why));
+  snprintf(want, sizeof want, "the ane backend's framework '%s': _ANEInMemoryModelDescriptor responds to none of %s",
+           path, all_variants);
+  cr_assert_str_eq(why, want);
+  cr_assert_null(fw.handle);
+}
+
+Test(framework, a_missing_selector_is_named) {
+  char path[4096], why[1024] = "", want[8192];
+  AneFramework fw;
+  standin("libane_standin_no_load.so", path, sizeof path);
+  cr_assert_not(ane_framework_open(&fw, path, why, sizeof why));
+  snprintf(want, sizeof want,
+           "the ane backend's framework '%s': _ANEInMemoryModel does not respond to -loadWithQoS:options:error:", path);
+  cr_assert_str_eq(why, want);
+  cr_assert_null(fw.handle);
 }
 
 /* A selector the stand-in does not have is not answered: the probe does not
