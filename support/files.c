@@ -73,7 +73,41 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
   return ok;
 }
 
+static bool write_all(int fd, const void *data, size_t len) {
+  const char *p = data;
+  while (len) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return true;
+}
+
+/* A device or a pipe (-o /dev/null, -o /dev/stdout) is written where it is:
+ * a rename over it would put a file in its place (run as root, over
+ * /dev/null itself), and a stream has no half-written state to hide. */
+static bool write_in_place(const char *path, const void *data, size_t len, const char **err) {
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) {
+    *err = strerror(errno);
+    return false;
+  }
+  bool ok = write_all(fd, data, len);
+  if (!ok) *err = strerror(errno);
+  if (close(fd) != 0 && ok) {
+    *err = strerror(errno);
+    ok = false;
+  }
+  return ok;
+}
+
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return write_in_place(path, data, len, err);
   size_t plen = strlen(path);
   char *tmp = xmalloc(plen + 16);
   memcpy(tmp, path, plen);
@@ -84,17 +118,7 @@ bool write_file_atomic(const char *path, const void *data, size_t len, const cha
     free(tmp);
     return false;
   }
-  const char *p = data;
-  size_t left = len;
-  while (left) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      goto fail;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
+  if (!write_all(fd, data, len)) goto fail;
   test_pause_at("atomic-file");
   if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) goto fail;
   if (close(fd) != 0) {

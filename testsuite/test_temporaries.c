@@ -169,6 +169,23 @@ Test(temporaries, atomic_write_leaves_only_the_file, .init = scratch, .fini = un
   cr_assert_eq(count_entries(), 1);
 }
 
+/* A device or a pipe is written where it is, not replaced by a file: with
+ * -o /dev/null run as root, a rename would put a file in /dev/null's place. */
+Test(temporaries, atomic_write_to_a_pipe_writes_into_it, .init = scratch, .fini = unscratch) {
+  const char *err;
+  cr_assert_eq(mkfifo(in_dir("pipe"), 0600), 0);
+  int reader = open(in_dir("pipe"), O_RDONLY | O_NONBLOCK);
+  cr_assert(reader >= 0);
+  cr_assert(write_file_atomic(in_dir("pipe"), "abc", 3, &err), "%s", err);
+  char got[8] = "";
+  cr_assert_eq(read(reader, got, sizeof got), 3);
+  cr_assert_str_eq(got, "abc");
+  close(reader);
+  struct stat st;
+  cr_assert(stat(in_dir("pipe"), &st) == 0 && S_ISFIFO(st.st_mode), "still the pipe");
+  cr_assert_eq(count_entries(), 1);
+}
+
 typedef struct Seen {
   char path[300];
   long pid;
