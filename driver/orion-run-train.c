@@ -275,6 +275,8 @@ int orion_run_train(int argc, char **argv) {
     char about[2048];
     bool has = orion_backend_describe(backend, about, sizeof about);
     fprintf(stderr, "orion-run: backend %s%s%s\n", orion_backend_name(backend), has ? ": " : "", has ? about : "");
+    if (orion_backend_device(backend, about, sizeof about))
+      fprintf(stderr, "orion-run: backend %s device: %s\n", orion_backend_name(backend), about);
     a.o.opened_backend = backend;
   }
   if (!mkdtemp(work.data)) {

@@ -160,6 +160,32 @@ contains verbose "orion-run: backend ane: framework '$standin'; descriptor facto
 # ... and after the run, the program cache and the compile budget it used.
 contains verbose "orion-run: backend ane used: ane program cache: 0 hits, 1 misses, 1 compiles (0 retries), 0 evictions, 1 of 128 resident; compile budget 1 of 119 used (constraint ANE005 (compiles_per_process)); OS build standin-1, ANE architecture standin"
 
+# The ANE architecture, from the framework's _ANEDeviceInfo: its selectors
+# probed in order (-v's device line names the one that answered), the
+# fallback to "unknown" with the reason when neither answers.
+contains verbose "orion-run: backend ane device: ANE architecture standin (+[_ANEDeviceInfo aneArchitectureType]; probed in order: +aneArchitectureType, +aneSubType)"
+check arch-subtype 0 env ORION_ANE_STANDIN_DEVICE_INFO=subtype ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
+contains arch-subtype "orion-run: backend ane device: ANE architecture standin-sub (+[_ANEDeviceInfo aneSubType]; probed in order: +aneArchitectureType, +aneSubType)"
+contains arch-subtype "; OS build standin-1, ANE architecture standin-sub"
+check arch-none 0 env ORION_ANE_STANDIN_DEVICE_INFO=none ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
+contains arch-none "orion-run: backend ane device: ANE architecture unknown (_ANEDeviceInfo responds to none of +aneArchitectureType, +aneSubType; probed in order: +aneArchitectureType, +aneSubType)"
+contains arch-none "; OS build standin-1, ANE architecture unknown"
+# Another architecture is another self-test cache file: the same cache
+# directory holds a choice for "standin" (made first), yet "h16g" runs the
+# self-test again and writes its own file.
+arch_patch() { # arch_patch NAME ARCH
+  check "compile-$1" 0 "$orionc" -w -o "$1.anepkg" l.oir
+  check "$1" 0 env XDG_CACHE_HOME="$tmp/cache-arch" ORION_ANE_STANDIN_ANE_ARCH="$2" ORION_ANE_STANDIN_WEIGHTS=reload \
+    ORION_ANE_FRAMEWORK="$standin" "$run" patch "$1.anepkg" --weight w=twice.npy --backend ane -v
+}
+arch_patch arch-standin standin
+contains arch-standin "update strategy: reload-files (the self-test's choice for OS build standin-1, written to '$tmp/cache-arch/orion/ane-update-standin-1-standin')"
+arch_patch arch-h16g h16g
+contains arch-h16g "orion-run: backend ane: weights updated by reload-files, 2 compiles"
+contains arch-h16g "update strategy: reload-files (the self-test's choice for OS build standin-1, written to '$tmp/cache-arch/orion/ane-update-standin-1-h16g')"
+if grep -qx "ane-arch h16g" "$tmp/cache-arch/orion/ane-update-standin-1-h16g" && grep -qx "ane-arch standin" "$tmp/cache-arch/orion/ane-update-standin-1-standin"; then pass
+else fail "arch: the two cache files are not one per architecture"; fi
+
 # The limits as options (--opt N and --opt=N): the option beats the
 # environment, which beats the table; -v's usage line has both values and
 # says where the budget came from.
