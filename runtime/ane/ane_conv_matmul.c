@@ -26,7 +26,8 @@ static const MilLiteral *operand_value(const MilFunc *f, const MilOperand *o) {
 
 static const MilOperand *arg(const MilStmt *st, const char *name) {
   for (uint32_t a = 0; a < st->nargs; a++)
-    if (!strcmp(st->args[a].name, name) && !st->args[a].is_list && st->args[a].nitems == 1) return &st->args[a].items[0];
+    if (!strcmp(st->args[a].name, name) && !st->args[a].is_list && st->args[a].nitems == 1)
+      return &st->args[a].items[0];
   return NULL;
 }
 
@@ -91,7 +92,9 @@ static void put_shape(StrBuf *out, const char *res, const char *what, const int6
   size_t used = 0;
   for (uint32_t i = 0; i < rank && used < sizeof shape; i++)
     used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%" PRId64, i ? ", " : "", dims[i]);
-  sb_printf(out, "        tensor<int32, [%u]> %s%s_%s = const()[name = string(\"%s%s_%s\"), val = tensor<int32, [%u]>([%s])];\n",
+  sb_printf(out,
+            "        tensor<int32, [%u]> %s%s_%s = const()[name = string(\"%s%s_%s\"), val = tensor<int32, [%u]>([%s])];"
+            "\n",
             rank, res, ANE_CONV_MATMUL_SUFFIX, what, res, ANE_CONV_MATMUL_SUFFIX, what, rank, shape);
 }
 

@@ -242,7 +242,8 @@ Test(weight_inputs, a_1x1_convs_weight_is_an_input_through_a_matmul, .init = set
             "        tensor<fp16, [1, 4, 1, 8]> y = conv(dilations = dl, groups = g, pad = pd, pad_type = pt, "
             "strides = st, weight = k, x = x)[name = string(\"y\")];\n"
             "    } -> (y);\n}\n",
-            "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 2, 1, 8]> x, tensor<fp16, [4, 2]> orion_weight__W) {\n"
+            "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 2, 1, 8]> x, "
+            "tensor<fp16, [4, 2]> orion_weight__W) {\n"
             KEPT MATMUL
             "        tensor<int32, [4]> y__orion_mm_y_shape = const()[name = string(\"y__orion_mm_y_shape\"), val = "
             "tensor<int32, [4]>([1, 4, 1, 8])];\n"
@@ -254,13 +255,15 @@ Test(weight_inputs, a_1x1_convs_weight_is_an_input_through_a_matmul, .init = set
 Test(weight_inputs, a_1x1_convs_bias_becomes_an_add, .init = setup, .fini = teardown) {
   as_matmul(CONV_HEAD("[1, 2, 1, 8]", "[1, 1]")
             "        tensor<fp16, [4]> b = const()[name = string(\"b\"), val = tensor<fp16, [4]>(" BLOB("192") ")];\n"
-            "        tensor<fp16, [1, 4, 1, 8]> y = conv(bias = b, dilations = dl, groups = g, pad = pd, pad_type = pt, "
+            "        tensor<fp16, [1, 4, 1, 8]> y = conv(bias = b, dilations = dl, groups = g, pad = pd, "
+            "pad_type = pt, "
             "strides = st, weight = k, x = x)[name = string(\"y\")];\n"
             "    } -> (y);\n}\n",
             "program(1.3)\n{\n    func main<ios18>(tensor<fp16, [1, 2, 1, 8]> x, tensor<fp16, [4, 2]> orion_weight__W, "
             "tensor<fp16, [4]> orion_weight__b) {\n"
             KEPT MATMUL
-            "        tensor<int32, [4]> y__orion_mm_nobias_shape = const()[name = string(\"y__orion_mm_nobias_shape\"), "
+            "        tensor<int32, [4]> y__orion_mm_nobias_shape = const()[name = "
+            "string(\"y__orion_mm_nobias_shape\"), "
             "val = tensor<int32, [4]>([1, 4, 1, 8])];\n"
             "        tensor<fp16, [1, 4, 1, 8]> y__orion_mm_nobias = reshape(shape = y__orion_mm_nobias_shape, x = "
             "y__orion_mm)[name = string(\"y__orion_mm_nobias\")];\n"
@@ -268,7 +271,8 @@ Test(weight_inputs, a_1x1_convs_bias_becomes_an_add, .init = setup, .fini = tear
             "tensor<int32, [4]>([1, 4, 1, 1])];\n"
             "        tensor<fp16, [1, 4, 1, 1]> y__orion_mm_b = reshape(shape = y__orion_mm_b_shape, x = "
             "orion_weight__b)[name = string(\"y__orion_mm_b\")];\n"
-            "        tensor<fp16, [1, 4, 1, 8]> y = add(x = y__orion_mm_nobias, y = y__orion_mm_b)[name = string(\"y\")];\n"
+            "        tensor<fp16, [1, 4, 1, 8]> y = add(x = y__orion_mm_nobias, y = y__orion_mm_b)[name = "
+            "string(\"y\")];\n"
             "    } -> (y);\n}\n");
 }
 
