@@ -22,7 +22,7 @@
 enum {
   OPT_TOKENIZER = 1, OPT_PROMPT, OPT_PROMPT_FILE, OPT_IDS, OPT_PRINT_IDS, OPT_MAX_TOKENS, OPT_TEMPERATURE, OPT_TOP_K,
   OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N, OPT_SEED, OPT_STOP, OPT_IGNORE_EOS, OPT_EOS,
-  OPT_NUMERICS, OPT_BACKEND, OPT_JSON, OPT_HELP,
+  OPT_NUMERICS, OPT_BACKEND, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP, OPT_JSON, OPT_HELP,
 };
 
 #define DEFAULT_MAX_TOKENS 128
@@ -71,6 +71,7 @@ static const CliOption generate_options[] = {
     {OPT_NUMERICS, 0, "numerics", CLI_VALUE, CLI_WORD, " MODE",
      "ane (default: fp16 results as on the device) or fp32", "ane or fp32"},
     {OPT_BACKEND, 0, "backend", CLI_VALUE, CLI_WORD, " NAME", "the backend (default: cpu)", "a backend name"},
+    ORION_RUN_ANE_LIMIT_OPTIONS(OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP),
     {OPT_JSON, 0, "json", CLI_NO_VALUE, 0, NULL,
      "print one JSON object at the end (ids, text, timings, stop\n"
      "reason) instead of streaming",
@@ -104,6 +105,7 @@ typedef struct GenArgs {
   int64_t eos; /* -1: the tokenizer's */
   OrionSamplerOptions sampling;
   OrionNumerics numerics;
+  OrionBackendOptions backend_options; /* the ane backend's limits */
   const char *stops[MAX_STOPS];
   uint32_t nstops;
 } GenArgs;
@@ -123,6 +125,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   case OPT_IGNORE_EOS: a->ignore_eos = true; return -1;
   case OPT_JSON: a->json = true; return -1;
   case OPT_BACKEND: a->backend = v; return -1;
+  case OPT_COMPILE_BUDGET:
+    return orion_run_take_ane_limit("orion-run generate", "--ane-compile-budget", v, &a->backend_options.compile_budget);
+  case OPT_RESIDENT_CAP:
+    return orion_run_take_ane_limit("orion-run generate", "--ane-resident-cap", v, &a->backend_options.resident_cap);
   case OPT_STOP:
     if (!*v) return usage_error("%s", "--stop needs a non-empty string");
     if (a->nstops == MAX_STOPS) return usage_error("too many --stop (limit is %d)", MAX_STOPS);
@@ -368,7 +374,7 @@ int orion_run_generate(int argc, char **argv) {
   sb_init(&r.text);
   if (a.tokenizer && !(tx = gen_text_open(a.tokenizer, d))) goto done;
   if (!prompt_ids(&a, tx, &r, d)) goto done;
-  OrionGenOptions go = {.backend_name = a.backend, .numerics = a.numerics};
+  OrionGenOptions go = {.backend_name = a.backend, .numerics = a.numerics, .backend_options = a.backend_options};
   if (!(g = orion_gen_open(a.package, &go, d))) goto done;
   if (tx && gen_text_vocab(tx) > orion_gen_shape(g)->vocab) { /* a model may pad its vocabulary, never lack ids */
     diag_error(d, (SrcSpan){0}, "the tokenizer has %u ids, more than the model's vocabulary of %u",

@@ -51,8 +51,7 @@ static const CliOption patch_options[] = {
      "strategy after the patch; with --verify, compared\n"
      "bit for bit with a fresh compile on that backend",
      "a backend name"},
-    {OPT_COMPILE_BUDGET, 0, "ane-compile-budget", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},
-    {OPT_RESIDENT_CAP, 0, "ane-resident-cap", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},
+    ORION_RUN_ANE_LIMIT_OPTIONS(OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP),
     {OPT_VERBOSE, 'v', NULL, CLI_NO_VALUE, 0, NULL,
      "print what was done (with --backend: the weight-update\n"
      "strategy used and the compiles it took)",

@@ -19,7 +19,8 @@ enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
   OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA,
-  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_VERBOSE, OPT_HELP,
+  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP, OPT_VERBOSE,
+  OPT_HELP,
 };
 
 static const CliOption train_options[] = {
@@ -50,6 +51,7 @@ static const CliOption train_options[] = {
      "scaling) or fp32 (no loss scaling)",
      "ane or fp32"},
     {OPT_BACKEND, 0, "backend", CLI_VALUE, CLI_WORD, " NAME", "the backend (default: cpu)", "a backend name"},
+    ORION_RUN_ANE_LIMIT_OPTIONS(OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP),
     {OPT_SEED, 0, "seed", CLI_VALUE, 0, " S", "the shuffle's seed (default: 0)", "a number"},
     {OPT_SHUFFLE, 0, "shuffle", CLI_NO_VALUE, 0, NULL, "permute the windows once per epoch (default: in order)", NULL},
     {OPT_INPUT, 0, "input", CLI_VALUE, 0, " NAME=FILE.npy", "a fixed forward input other than tokens and targets;\n"
@@ -147,6 +149,10 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   case OPT_ADAPTER: o->adapter_init = v; return -1;
   case OPT_EXPORT_ADAPTER: o->export_adapter = v; return -1;
   case OPT_VERBOSE: a->verbose = true; return -1;
+  case OPT_COMPILE_BUDGET:
+    return orion_run_take_ane_limit("orion-run train", "--ane-compile-budget", v, &o->backend_options.compile_budget);
+  case OPT_RESIDENT_CAP:
+    return orion_run_take_ane_limit("orion-run train", "--ane-resident-cap", v, &o->backend_options.resident_cap);
   case OPT_OPTIMIZER:
     if (strcmp(v, "adamw") && strcmp(v, "sgd")) return usage_error("--optimizer is adamw or sgd, not '%s'", v);
     {
@@ -264,11 +270,13 @@ int orion_run_train(int argc, char **argv) {
   Progress prog = {.tty = isatty(STDERR_FILENO) == 1};
   OrionBackend *backend = NULL;
   if (a.verbose) { /* the run's own backend, so that its usage afterwards is this run's */
-    backend = orion_backend_open(a.o.backend ? a.o.backend : "cpu", NULL, d);
+    backend = orion_backend_open(a.o.backend ? a.o.backend : "cpu", &a.o.backend_options, d);
     if (!backend) goto done;
     char about[2048];
     bool has = orion_backend_describe(backend, about, sizeof about);
     fprintf(stderr, "orion-run: backend %s%s%s\n", orion_backend_name(backend), has ? ": " : "", has ? about : "");
+    if (orion_backend_device(backend, about, sizeof about))
+      fprintf(stderr, "orion-run: backend %s device: %s\n", orion_backend_name(backend), about);
     a.o.opened_backend = backend;
   }
   if (!mkdtemp(work.data)) {

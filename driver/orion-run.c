@@ -462,6 +462,8 @@ int main(int argc, char **argv) {
     char about[2048];
     bool has = orion_backend_describe(backend, about, sizeof about);
     fprintf(stderr, "orion-run: backend %s%s%s\n", orion_backend_name(backend), has ? ": " : "", has ? about : "");
+    if (orion_backend_device(backend, about, sizeof about))
+      fprintf(stderr, "orion-run: backend %s device: %s\n", orion_backend_name(backend), about);
   }
   OrionOpenOptions oo = {.verify_checksums = o.verify};
   if (o.verbose) fprintf(stderr, "orion-run: opening %s\n", o.program);

@@ -25,10 +25,17 @@ static inline void run_diag_open(RunDiag *r, const char *program) {
 
 static inline void run_diag_close(RunDiag *r) { srcset_free(&r->sources); }
 
-/* --ane-compile-budget N, --ane-resident-cap N (orion-run and orion-run
- * patch): the value of `option` into *out, a whole number from 1 to 1000000;
- * -1 to go on, or the usage error's exit status. */
+/* --ane-compile-budget N, --ane-resident-cap N (orion-run and every
+ * subcommand that opens a backend: patch, train, generate): the value of
+ * `option` into *out, a whole number from 1 to 1000000; -1 to go on, or the
+ * usage error's exit status. */
 int orion_run_take_ane_limit(const char *program, const char *option, const char *v, uint32_t *out);
+
+/* The two options' CliOption entries in a subcommand's table (cli_options.h),
+ * their ids the subcommand's; orion-run's own have the long help. */
+#define ORION_RUN_ANE_LIMIT_OPTIONS(budget_id, cap_id)                                                               \
+  {budget_id, 0, "ane-compile-budget", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},           \
+  {cap_id, 0, "ane-resident-cap", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"}
 
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);

@@ -101,6 +101,13 @@ bool orion_backend_usage(const OrionBackend *b, char *out, size_t len) {
   return out[0] != '\0';
 }
 
+bool orion_backend_device(const OrionBackend *b, char *out, size_t len) {
+  if (len) out[0] = '\0';
+  if (!b->vt->device || !len) return false;
+  b->vt->device(b->impl, out, len);
+  return out[0] != '\0';
+}
+
 uint64_t orion_backend_compiles(const OrionBackend *b) { return b->vt->compiles ? b->vt->compiles(b->impl) : 0; }
 
 OrionReloadStrategy orion_backend_auto_strategy(const OrionBackend *b) {

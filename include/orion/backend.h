@@ -134,6 +134,10 @@ typedef struct OrionBackendVtable {
    * has used so far, for orion-run -v after a run, e.g. the ane backend's
    * program cache (hits, misses, compiles, evictions) and compile budget. */
   void (*usage)(const void *impl, char *out, size_t len);
+  /* Optional (NULL: nothing to say): one line on the device the opened
+   * backend found and how it asked, for orion-run -v, e.g. the ane
+   * backend's ANE architecture and the selector that gave it. */
+  void (*device)(const void *impl, char *out, size_t len);
   /* Optional (NULL: the backend compiles nothing): how many compiles the
    * opened backend has asked its device for so far, retries and the
    * weight-update self-test's included (the ane backend's compile budget
@@ -173,6 +177,8 @@ OrionBackendCaps orion_backend_caps(const OrionBackend *b);
 bool orion_backend_describe(const OrionBackend *b, char *out, size_t len);
 /* The backend's usage line into out; false (out empty) when it has none. */
 bool orion_backend_usage(const OrionBackend *b, char *out, size_t len);
+/* The backend's device line into out; false (out empty) when it has none. */
+bool orion_backend_device(const OrionBackend *b, char *out, size_t len);
 
 /* The backend's compiles so far (0 for one that compiles nothing). */
 uint64_t orion_backend_compiles(const OrionBackend *b);

@@ -34,6 +34,7 @@ typedef struct OrionTrainOptions {
    * usage): the run uses it instead of opening `backend`. NULL: the run opens
    * and closes its own. */
   OrionBackend *opened_backend;
+  OrionBackendOptions backend_options; /* for the backend the run opens (the ane backend's limits) */
   OrionNumerics numerics;
   const char *data;     /* token data: .npy of integers or uint16 .bin */
   uint64_t steps;       /* N, the last optimizer step (a resumed run continues to it) */

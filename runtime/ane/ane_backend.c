@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "ane_budget.h"
+#include "ane_device_info.h"
 #include "ane_device_ops.h"
 #include "ane_framework.h"
 #include "ane_iosurface.h"
@@ -71,6 +72,7 @@ typedef struct AneBackend {
   AneDeviceOps ops;
   AneProgramCache *cache;
   char os_build[72], ane_arch[72]; /* what the compiled images depend on */
+  AneArchitecture arch;            /* how ane_arch was found, for -v */
   AneUpdater updater;              /* weight updates over the lifecycle, the self-test's probe */
   AneUpdateOps update_ops;
   bool strategy_known;             /* the self-test ran, or its cached choice was read */
@@ -208,7 +210,8 @@ static void *ane_open(const OrionBackendOptions *opt, Diag *d) {
   b->ops = ane_lifecycle_ops(&b->lifecycle);
   b->cache = ane_program_cache_new(&b->ops, &b->budget, &b->limits.resident_cap, &b->retry);
   ane_device_os_build(&b->fw, b->os_build, sizeof b->os_build);
-  ane_device_ane_arch(&b->fw, b->ane_arch, sizeof b->ane_arch);
+  ane_device_architecture(&b->fw, &b->arch);
+  snprintf(b->ane_arch, sizeof b->ane_arch, "%s", b->arch.name);
   ane_updater_init(&b->updater, &b->lifecycle, constraints_target(b->table, MIL_IOS18)->min_surface_bytes,
                    b->os_build, b->ane_arch);
   b->update_ops = ane_updater_ops(&b->updater);
@@ -244,6 +247,10 @@ static void ane_usage(const void *impl, char *out, size_t len) {
   while (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = '\0';
   snprintf(out, len, "%s; OS build %s, ANE architecture %s", sb.data, b->os_build, b->ane_arch);
   sb_free(&sb);
+}
+
+static void ane_device(const void *impl, char *out, size_t len) {
+  ane_device_architecture_describe(&((const AneBackend *)impl)->arch, out, len);
 }
 
 static uint64_t ane_compiles(const void *impl) { return ((const AneBackend *)impl)->budget.used; }
@@ -637,5 +644,6 @@ const OrionBackendVtable orion_backend_ane = {
     .release = ane_release,
     .describe = ane_describe,
     .usage = ane_usage,
+    .device = ane_device,
     .compiles = ane_compiles,
 };

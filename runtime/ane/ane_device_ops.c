@@ -14,6 +14,7 @@
 #include <sys/sysctl.h>
 #endif
 
+#include "ane_device_info.h"
 #include "orion/hash.h"
 
 static void take_failure(AneLifecycle *lc, const AneDeviceProgram *p, AneDeviceError *err) {
@@ -114,18 +115,7 @@ void ane_weight_files_digest(const AneWeightFile *files, uint32_t n, StrBuf *out
   }
 }
 
-/* A name usable in the cached choice's file name (ane_update_cache.h). */
-static void copy_name(char *out, size_t len, const char *name) {
-  size_t n = 0;
-  for (const char *c = name; c && *c && n + 1 < len && n < 64; c++)
-    out[n++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
-                       *c == '_' || *c == '-'
-                   ? *c
-                   : '_';
-  if (!n) snprintf(out, len, "unknown");
-  else out[n] = '\0';
-}
-
+#if !defined(__APPLE__)
 /* The stand-in's answer to `name`, or NULL. */
 static const char *standin_says(const AneFramework *fw, const char *name) {
   void *sym = fw->handle ? dlsym(fw->handle, name) : NULL;
@@ -134,22 +124,17 @@ static const char *standin_says(const AneFramework *fw, const char *name) {
   memcpy(&fn, &sym, sizeof sym);
   return fn();
 }
+#endif
 
 void ane_device_os_build(const AneFramework *fw, char *out, size_t len) {
 #if defined(__APPLE__)
   (void)fw;
   char build[128] = "";
   size_t n = sizeof build - 1;
-  copy_name(out, len, sysctlbyname("kern.osversion", build, &n, NULL, 0) == 0 ? build : NULL);
+  ane_device_name_copy(out, len, sysctlbyname("kern.osversion", build, &n, NULL, 0) == 0 ? build : NULL);
 #else
-  copy_name(out, len, standin_says(fw, "ane_standin_os_build"));
+  ane_device_name_copy(out, len, standin_says(fw, "ane_standin_os_build"));
 #endif
-}
-
-/* No stored source names the selector that gives a Mac's ANE architecture:
- * "unknown" there until a Mac report says. */
-void ane_device_ane_arch(const AneFramework *fw, char *out, size_t len) {
-  copy_name(out, len, standin_says(fw, "ane_standin_ane_arch"));
 }
 
 void ane_sleep_ms(void *ctx, uint32_t ms) {

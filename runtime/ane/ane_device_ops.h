@@ -54,11 +54,10 @@ bool ane_device_program_ensure_directory(AneLifecycle *lc, AneDeviceProgram *p, 
 /* "<key> <sha256 of the bytes>\n" per weight file: the cache key's weights. */
 void ane_weight_files_digest(const AneWeightFile *files, uint32_t n, StrBuf *out);
 
-/* The OS build whose compiler makes the images, and the ANE architecture:
- * on macOS kern.osversion; on the stand-in what its ane_standin_os_build()
- * and ane_standin_ane_arch() say; "unknown" otherwise. */
+/* The OS build whose compiler makes the images: on macOS kern.osversion; on
+ * the stand-in what its ane_standin_os_build() says; "unknown" otherwise.
+ * (The ANE architecture is the framework's: ane_device_info.h.) */
 void ane_device_os_build(const AneFramework *fw, char *out, size_t len);
-void ane_device_ane_arch(const AneFramework *fw, char *out, size_t len);
 
 /* A real sleep, for the paced retries (AneSleep). */
 void ane_sleep_ms(void *ctx, uint32_t ms);

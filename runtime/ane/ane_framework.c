@@ -164,4 +164,8 @@ bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t le
   return ok;
 }
 
+bool ane_framework_class_responds(const AneFramework *fw, Class cls, SEL sel) {
+  return class_answers(&fw->objc, cls, "respondsToSelector:", sel);
+}
+
 void ane_framework_close(AneFramework *fw) { memset(fw, 0, sizeof *fw); }

@@ -69,6 +69,10 @@ const char *ane_framework_path(const char *path);
  * returns false. */
 bool ane_framework_open(AneFramework *fw, const char *path, char *why, size_t len);
 
+/* Whether class cls answers the class method sel (respondsToSelector:,
+ * sent only once the class is known to answer that). */
+bool ane_framework_class_responds(const AneFramework *fw, Class cls, SEL sel);
+
 /* Forgets the binding. The library stays mapped: an Objective-C runtime
  * cannot unregister the classes a framework brought. */
 void ane_framework_close(AneFramework *fw);

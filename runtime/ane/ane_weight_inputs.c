@@ -3,6 +3,8 @@
  */
 #include "ane_weight_inputs.h"
 
+#include "ane_conv_matmul.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +85,35 @@ static bool refuse(char *why, size_t len, const MilFunc *f, const char *fmt, ...
   return false;
 }
 
-/* Finds the weights, or refuses; w has room for every statement. */
-static bool find_weights(const MilFunc *f, AneWeightInput *w, uint32_t *n, char *why, size_t len) {
+/* Whether a name of f starts with the conv rewrite's names for result res. */
+static bool rewrite_names_taken(const MilFunc *f, const char *res) {
+  char prefix[512];
+  int n = snprintf(prefix, sizeof prefix, "%s%s", res, ANE_CONV_MATMUL_SUFFIX);
+  if (n < 0 || (size_t)n >= sizeof prefix) return true;
+  for (uint32_t i = 0; i < f->nparams; i++)
+    if (!strncmp(f->params[i].name, prefix, (size_t)n)) return true;
+  for (uint32_t s = 0; s < f->nstmts; s++)
+    for (uint32_t r = 0; r < f->stmts[s].nresults; r++)
+      if (!strncmp(f->stmts[s].results[r].name, prefix, (size_t)n)) return true;
+  return false;
+}
+
+/* A conv whose weight is (or is made from) a weight, written as a matmul
+ * instead (ane_conv_matmul.h) when the options allow and it is a 1x1 one. */
+static bool conv_rewritten(const AneWeightInputsOptions *opt, const MilFunc *f, uint32_t s, uint8_t *rewrite) {
+  const MilStmt *st = &f->stmts[s];
+  char why[160];
+  if (!opt || !opt->convs_as_matmul || !ane_conv_as_matmul_ok(f, st, why, sizeof why) ||
+      rewrite_names_taken(f, st->results[0].name))
+    return false;
+  rewrite[s] = 1;
+  return true;
+}
+
+/* Finds the weights, or refuses; w has room for every statement, rewrite
+ * (one per statement) marks the convs written as matmuls. */
+static bool find_weights(const AneWeightInputsOptions *opt, const MilFunc *f, AneWeightInput *w, uint32_t *n,
+                         uint8_t *rewrite, char *why, size_t len) {
   *n = 0;
   for (uint32_t s = 0; s < f->nstmts; s++) {
     const MilStmt *st = &f->stmts[s];
@@ -111,8 +140,11 @@ static bool find_weights(const MilFunc *f, AneWeightInput *w, uint32_t *n, char 
     for (uint32_t a = 0; a < st->nargs; a++)
       for (uint32_t i = 0; i < st->args[a].nitems; i++) {
         const MilOperand *o = &st->args[a].items[i];
-        const char *weight = const_only_use(st, a) ? weight_behind(f, o, seen) : NULL;
-        if (!weight) continue;
+        if (!const_only_use(st, a)) continue;
+        memset(seen, 0, f->nstmts + 1); /* a weight found marks its path: each use is asked afresh */
+        const char *weight = weight_behind(f, o, seen);
+        if (!weight || rewrite[s] || (!strcmp(st->args[a].name, "weight") && conv_rewritten(opt, f, s, rewrite)))
+          continue;
         free(seen);
         const char *res = st->nresults ? st->results[0].name : "?";
         if (!is_conv(st->op))
@@ -154,10 +186,23 @@ static void put_stmt(StrBuf *out, const char *text, const MilStmt *st, const Ane
   sb_putc(out, '\n');
 }
 
+/* An operand as written in the output: a weight's input name, or its own. */
+static const char *operand_text(const void *ctx, const MilOperand *o) {
+  const AneWeightInput *wi = o->kind == MIL_OPERAND_NAME ? weight_of(ctx, o->def_stmt) : NULL;
+  return wi ? wi->input : o->name;
+}
+
 bool ane_weight_inputs_mil(const MilProgram *prog, const MilFunc *f, const char *text, AneWeightInputs *out,
                            StrBuf *mil, char *why, size_t len) {
+  return ane_weight_inputs_mil_with(NULL, prog, f, text, out, mil, why, len);
+}
+
+bool ane_weight_inputs_mil_with(const AneWeightInputsOptions *opt, const MilProgram *prog, const MilFunc *f,
+                                const char *text, AneWeightInputs *out, StrBuf *mil, char *why, size_t len) {
   *out = (AneWeightInputs){.w = xcalloc(f->nstmts + 1, sizeof *out->w)};
-  if (!find_weights(f, out->w, &out->n, why, len)) {
+  uint8_t *rewrite = xcalloc(f->nstmts + 1, 1);
+  if (!find_weights(opt, f, out->w, &out->n, rewrite, why, len)) {
+    free(rewrite);
     ane_weight_inputs_free(out);
     return false;
   }
@@ -174,7 +219,9 @@ bool ane_weight_inputs_mil(const MilProgram *prog, const MilFunc *f, const char 
   }
   sb_puts(mil, ") {\n");
   for (uint32_t s = 0; s < f->nstmts; s++)
-    if (!weight_of(out, s)) put_stmt(mil, text, &f->stmts[s], out);
+    if (rewrite[s]) ane_conv_as_matmul_write(f, &f->stmts[s], operand_text, out, mil);
+    else if (!weight_of(out, s)) put_stmt(mil, text, &f->stmts[s], out);
+  free(rewrite);
   sb_puts(mil, "    } -> (");
   for (uint32_t i = 0; i < f->nreturns; i++) {
     const AneWeightInput *wi = weight_of(out, f->returns[i].def_stmt);

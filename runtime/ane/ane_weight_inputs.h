@@ -16,7 +16,8 @@
  * §4.6), and no constraint of the table covers it; MIL's linear and norms
  * take their weights as consts only. So a function with such a weight (or
  * one made from it, as lower-linear's reshape for its 1x1 conv) is refused
- * here, as is a weight that is neither fp16 nor fp32 (a weight input is an
+ * here, unless the conv is 1x1 and AneWeightInputsOptions.convs_as_matmul
+ * has it written as a matmul (ane_conv_matmul.h), as is a weight that is neither fp16 nor fp32 (a weight input is an
  * fp16 surface) or one inside a constexpr_* op; the caller keeps the
  * function's consts baked and recompiles on a change.
  *
@@ -50,6 +51,18 @@ typedef struct AneWeightInputs {
  * then appended and out is empty. A function without weights gives n 0. */
 bool ane_weight_inputs_mil(const MilProgram *prog, const MilFunc *f, const char *text, AneWeightInputs *out,
                            StrBuf *mil, char *why, size_t len);
+
+typedef struct AneWeightInputsOptions {
+  /* A 1x1 conv whose weight is (or is made from) a weight is written as the
+   * equivalent matmul (ane_conv_matmul.h: reshapes around a matmul, a bias
+   * as an add) instead of refusing the function; other convs are refused
+   * as without. The backend sets it; ane_weight_inputs_mil does not. */
+  bool convs_as_matmul;
+} AneWeightInputsOptions;
+
+/* ane_weight_inputs_mil under opt (NULL: the defaults, every option off). */
+bool ane_weight_inputs_mil_with(const AneWeightInputsOptions *opt, const MilProgram *prog, const MilFunc *f,
+                                const char *text, AneWeightInputs *out, StrBuf *mil, char *why, size_t len);
 void ane_weight_inputs_free(AneWeightInputs *w);
 
 #endif

@@ -19,8 +19,9 @@ bool ane_weight_surfaces_plan(AneWeightSurfaces *ws, AneSurfacePlan *plan, const
   *ws = (AneWeightSurfaces){0};
   StrBuf mil;
   sb_init(&mil);
-  if (!ane_weight_inputs_mil(orion_function_program(p, fn), orion_function_mil(p, fn), text, &ws->inputs, &mil, why,
-                             len)) {
+  const AneWeightInputsOptions opt = {.convs_as_matmul = true};
+  if (!ane_weight_inputs_mil_with(&opt, orion_function_program(p, fn), orion_function_mil(p, fn), text, &ws->inputs,
+                                  &mil, why, len)) {
     sb_free(&mil);
     return false;
   }

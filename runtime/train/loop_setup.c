@@ -325,7 +325,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   L->fwd = orion_function_find(L->prog, L->contract->forward);
   L->bwd = orion_function_find(L->prog, L->contract->backward);
   L->owns_backend = !o->opened_backend;
-  L->backend = o->opened_backend ? o->opened_backend : orion_backend_open(o->backend ? o->backend : "cpu", NULL, d);
+  L->backend = o->opened_backend ? o->opened_backend : orion_backend_open(o->backend ? o->backend : "cpu", &o->backend_options, d);
   if (!L->backend) return false;
   OrionPrepareOptions po = {.numerics = o->numerics};
   L->fwd_exec = orion_backend_prepare(L->backend, L->prog, L->fwd, &po, d);

@@ -168,6 +168,32 @@ check verbose-init 0 env ORION_ANE_FRAMEWORK="$init_only" "$run" --backend=ane -
 contains verbose-init "orion-run: backend ane: framework '$init_only'; descriptor factory -initWithNetworkText:weights:optionsPlist:isMILModel: (probed in order: +modelWithMILText:weights:optionsPlist:isMILModel:, -initWithNetworkText:weights:optionsPlist:isMILModel:, +modelWithMILText:weights:optionsPlist:); update strategy: recompile"
 for f in tiny_mlp.ane/*.npy; do same_bytes "verbose-init-$(basename "$f")" "$f" "vi.out/$(basename "$f")"; done
 
+# The ANE architecture, from the framework's _ANEDeviceInfo: its selectors
+# probed in order (-v's device line names the one that answered), the
+# fallback to "unknown" with the reason when neither answers.
+contains verbose "orion-run: backend ane device: ANE architecture standin (+[_ANEDeviceInfo aneArchitectureType]; probed in order: +aneArchitectureType, +aneSubType)"
+check arch-subtype 0 env ORION_ANE_STANDIN_DEVICE_INFO=subtype ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
+contains arch-subtype "orion-run: backend ane device: ANE architecture standin-sub (+[_ANEDeviceInfo aneSubType]; probed in order: +aneArchitectureType, +aneSubType)"
+contains arch-subtype "; OS build standin-1, ANE architecture standin-sub"
+check arch-none 0 env ORION_ANE_STANDIN_DEVICE_INFO=none ORION_ANE_FRAMEWORK="$standin" "$run" --backend=ane -v tiny_mlp.anepkg --input "x=$fix/tiny_mlp/x.npy" --output-dir v.out
+contains arch-none "orion-run: backend ane device: ANE architecture unknown (_ANEDeviceInfo responds to none of +aneArchitectureType, +aneSubType; probed in order: +aneArchitectureType, +aneSubType)"
+contains arch-none "; OS build standin-1, ANE architecture unknown"
+# Another architecture is another self-test cache file: the same cache
+# directory holds a choice for "standin" (made first), yet "h16g" runs the
+# self-test again and writes its own file.
+arch_patch() { # arch_patch NAME ARCH
+  check "compile-$1" 0 "$orionc" -w -o "$1.anepkg" l.oir
+  check "$1" 0 env XDG_CACHE_HOME="$tmp/cache-arch" ORION_ANE_STANDIN_ANE_ARCH="$2" ORION_ANE_STANDIN_WEIGHTS=reload \
+    ORION_ANE_FRAMEWORK="$standin" "$run" patch "$1.anepkg" --weight w=twice.npy --backend ane -v
+}
+arch_patch arch-standin standin
+contains arch-standin "update strategy: reload-files (the self-test's choice for OS build standin-1, written to '$tmp/cache-arch/orion/ane-update-standin-1-standin')"
+arch_patch arch-h16g h16g
+contains arch-h16g "orion-run: backend ane: weights updated by reload-files, 2 compiles"
+contains arch-h16g "update strategy: reload-files (the self-test's choice for OS build standin-1, written to '$tmp/cache-arch/orion/ane-update-standin-1-h16g')"
+if grep -qx "ane-arch h16g" "$tmp/cache-arch/orion/ane-update-standin-1-h16g" && grep -qx "ane-arch standin" "$tmp/cache-arch/orion/ane-update-standin-1-standin"; then pass
+else fail "arch: the two cache files are not one per architecture"; fi
+
 # The limits as options (--opt N and --opt=N): the option beats the
 # environment, which beats the table; -v's usage line has both values and
 # says where the budget came from.
@@ -245,6 +271,24 @@ losses out >train.budget
 same_bytes train-reload-budget-losses train.ane.losses train.budget
 check train-reload-budget-short 1 train_reload ORION_ANE_COMPILE_BUDGET=2
 contains train-reload-budget-short "orion-run: error: the ane backend cannot prepare segment 1 (device) of function 'bwd': the ane backend will not compile 'function 'main'': this process has used 2 of its compile budget of 2 (from ORION_ANE_COMPILE_BUDGET)"
+# The limits as train's own options (orion-run's, shared): the option is the
+# budget's source, beating the environment; a bad value is a usage error.
+train_reload_opts() { # train_reload_opts [VAR=VALUE...] [OPTION...]; the choice cached: the 3 segments' compiles
+  local envs=()
+  while [ $# -gt 0 ] && [[ $1 == ORION_* ]]; do envs+=("$1"); shift; done
+  env XDG_CACHE_HOME="$tmp/cache-reload" ORION_ANE_STANDIN_WEIGHTS=reload ORION_ANE_FRAMEWORK="$standin" "${envs[@]}" \
+    "$run" train b.anepkg --backend ane --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --optimizer sgd "$@"
+}
+check train-budget-option-short 1 train_reload_opts --ane-compile-budget 2
+exactly train-budget-option-short "orion-run: error: the ane backend cannot prepare segment 1 (device) of function 'bwd': the ane backend will not compile 'function 'main'': this process has used 2 of its compile budget of 2 (from the caller's option), past which the ANE compiler fails silently (ANE005); restart the process to get a new budget, or set ORION_ANE_COMPILE_BUDGET if this device is known to take more"
+check train-budget-option 0 train_reload_opts ORION_ANE_COMPILE_BUDGET=2 ORION_ANE_RESIDENT_CAP=9 --ane-compile-budget=3 \
+  --ane-resident-cap 5 -v
+contains train-budget-option "orion-run: backend ane used: ane program cache: 0 hits, 3 misses, 3 compiles (0 retries), 0 evictions, 3 of 5 resident; compile budget 3 of 3 used (the caller's option); OS build standin-1, ANE architecture standin"
+losses out >train.budget.option
+same_bytes train-budget-option-losses train.ane.losses train.budget.option
+check train-cap-bad 2 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 6 --lr 0.5 --ane-resident-cap 0
+exactly train-cap-bad "orion-run train: error: --ane-resident-cap needs a count from 1 to 1000000 (not '0')
+Try 'orion-run train --help' for more information."
 # Under the stand-in's `inputs` switch (only weights given as inputs are
 # honoured) the self-test chooses inputs: every device segment is compiled
 # with its weights as inputs, and each step's weight write goes into their
@@ -285,6 +329,21 @@ for ids in 1,2,3 3,17,42,5,9; do
   done
   same_bytes "generate-$ids" gen.cpu gen.ane
 done
+
+# generate's limits (orion-run's options): its three functions' device
+# segments take 3 compiles, so a budget of 1 is refused at the second one,
+# and one of 3 gives the cpu backend's tokens.
+check generate-budget-short 1 env ORION_ANE_FRAMEWORK="$standin" "$run" generate gen.anepkg --ids 1,2,3 --temperature 0 \
+  --max-tokens 8 --backend ane --ane-compile-budget 1
+exactly generate-budget-short "orion-run generate: error: the ane backend cannot prepare segment 1 (device) of function 'prefill_16': the ane backend will not compile 'function 'main'': this process has used 1 of its compile budget of 1 (from the caller's option), past which the ANE compiler fails silently (ANE005); restart the process to get a new budget, or set ORION_ANE_COMPILE_BUDGET if this device is known to take more"
+if env ORION_ANE_FRAMEWORK="$standin" "$run" generate gen.anepkg --ids 1,2,3 --temperature 0 --max-tokens 8 --backend ane \
+  --ane-compile-budget=3 --ane-resident-cap=3 >gen.budget 2>gen.budget.err && grep -qF "8 tokens generated" gen.budget.err; then pass
+else fail "generate-budget: $(cat gen.budget.err)"; fi
+env ORION_ANE_FRAMEWORK="$standin" "$run" generate gen.anepkg --ids 1,2,3 --temperature 0 --max-tokens 8 --backend cpu >gen.budget.cpu 2>/dev/null
+same_bytes generate-budget-tokens gen.budget.cpu gen.budget
+check generate-budget-bad 2 "$run" generate gen.anepkg --ids 1,2,3 --ane-compile-budget=x1
+exactly generate-budget-bad "orion-run generate: error: --ane-compile-budget needs a count from 1 to 1000000 (not 'x1')
+Try 'orion-run generate --help' for more information."
 
 # orion-run probe against the stand-in: its programs are bare model
 # directories (no manifest surface sizes: each surface is its tensors' own

@@ -74,7 +74,10 @@ const char *ane_standin_os_build(void) {
   return build && *build ? build : "standin-1";
 }
 
-const char *ane_standin_ane_arch(void) { return "standin"; }
+const char *ane_standin_ane_arch(void) {
+  const char *arch = getenv(STANDIN_ANE_ARCH_ENV);
+  return arch && *arch ? arch : "standin";
+}
 
 static bool fail(long *code, char **description, long value, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

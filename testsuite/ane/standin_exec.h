@@ -103,8 +103,14 @@ unsigned long ane_standin_compile_count(void);
 /* What the backend keys compiled programs and the cached weight-update
  * choice by, where a Mac has kern.osversion and its ANE: the OS build is
  * $ORION_ANE_STANDIN_OS_BUILD if set (a test's "new OS build"), else
- * "standin-1"; the architecture is "standin". */
+ * "standin-1". The architecture is what the stand-in's _ANEDeviceInfo
+ * answers (standin_objects.m): +aneArchitectureType is
+ * $ORION_ANE_STANDIN_ANE_ARCH if set (a test's "other chip"), else
+ * "standin"; +aneSubType "standin-sub"; ORION_ANE_STANDIN_DEVICE_INFO=subtype
+ * drops the first selector (respondsToSelector: says NO), =none both. */
 #define STANDIN_OS_BUILD_ENV "ORION_ANE_STANDIN_OS_BUILD"
+#define STANDIN_ANE_ARCH_ENV "ORION_ANE_STANDIN_ANE_ARCH"
+#define STANDIN_DEVICE_INFO_ENV "ORION_ANE_STANDIN_DEVICE_INFO"
 const char *ane_standin_os_build(void);
 const char *ane_standin_ane_arch(void);
 

@@ -169,6 +169,31 @@ static void set_error(id *error, long code, char *text) {
   if (error) *error = e;
 }
 
+/* The device's identity, class methods only as on a Mac: the architecture
+ * the backend keys its programs and cached choice by (standin_exec.h). A
+ * selector ORION_ANE_STANDIN_DEVICE_INFO drops is not answered, as on a
+ * framework that lacks it, so that the backend's fallbacks are tested. */
+@interface _ANEDeviceInfo : ANEStandinObject
++ (id)aneArchitectureType;
++ (id)aneSubType;
+@end
+
+@implementation _ANEDeviceInfo
++ (BOOL)respondsToSelector:(SEL)sel {
+  const char *drop = getenv(STANDIN_DEVICE_INFO_ENV), *name = sel_getName(sel);
+  bool subtype_only = drop && !strcmp(drop, "subtype"), none = drop && !strcmp(drop, "none");
+  if ((subtype_only || none) && !strcmp(name, "aneArchitectureType")) return NO;
+  if (none && !strcmp(name, "aneSubType")) return NO;
+  return [super respondsToSelector:sel];
+}
++ (id)aneArchitectureType {
+  return [ANEStandinString stringWithText:ane_standin_ane_arch()];
+}
++ (id)aneSubType {
+  return [ANEStandinString stringWithText:"standin-sub"];
+}
+@end
+
 @interface _ANEInMemoryModelDescriptor : ANEStandinObject {
 @public
   char *mil;

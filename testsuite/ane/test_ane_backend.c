@@ -25,6 +25,7 @@
 #include "orion/fp16.h"
 #include "orion/hash.h"
 #include "orion/package.h"
+#include "orion/passes.h"
 #include "orion/patch.h"
 
 static const char *const program =
@@ -691,4 +692,84 @@ Test(ane_backend, two_backends_share_the_process_compile_budget, .init = setup, 
   orion_close(p);
   ane_test_close(&first);
   unsetenv("ORION_ANE_COMPILE_BUDGET");
+}
+
+/* A lower-linear'ed function (tiny_mlp: each linear a 1x1 conv of a reshape
+ * of its weight) under `inputs`: its convs are written as matmuls
+ * (ane_conv_matmul.h), so its weights become inputs: no remark, one compile
+ * besides the self-test's 4, none at a weight write, and the cpu backend's
+ * bits before and after the write (the stand-in runs the matmul on the cpu
+ * backend in ane numerics, as the cpu backend runs the conv). */
+/* The program as orionc compiles it (the O1 pipeline: lower-linear's convs). */
+static void lowered_package(const char *text, const char *name, char *ldir, size_t dircap, char *lpkg, size_t pkgcap) {
+  test_dir_make(ldir, dircap, name);
+  snprintf(lpkg, pkgcap, "%s/m.anepkg", ldir);
+  Parsed pr;
+  parsed_open(&pr, text);
+  cr_assert_not_null(pr.m, "%s", pr.diags.data);
+  PassManagerOptions pm = {.pipeline = "O1"};
+  cr_assert(passes_run(pr.m, &pm, &pr.d), "%s", pr.diags.data);
+  PackageOptions po = {.target = MIL_IOS18, .source_name = "t.oir", .source_text = text, .source_len = strlen(text)};
+  cr_assert(package_write(pr.m, lpkg, &po, &pr.d), "%s", pr.diags.data);
+  parsed_close(&pr);
+}
+
+static void tiny_mlp_run(OrionExec *e, const uint16_t *xs, uint16_t *probs) {
+  const OrionTensor tin = {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 16}, .data = (void *)(uintptr_t)xs};
+  OrionTensor tout = {.dtype = MIL_DT_FP16, .rank = 2, .dims = {1, 10}, .data = probs};
+  cr_assert(orion_exec_run(e, &tin, &tout, &cap.d), "%s", cap.text.data);
+}
+
+Test(ane_backend, a_lowered_linears_weights_are_inputs_through_a_matmul, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", "inputs", 1), 0);
+  char ldir[64], lpkg[160];
+  lowered_package("func main(x: fp16[1,16]) {\n"
+                   "  param fc1.weight: fp16[32,16] = normal(seed=1, std=0.25);\n"
+                   "  param fc1.bias: fp16[32] = zeros;\n"
+                   "  param fc2.weight: fp16[10,32] = normal(seed=2, std=0.18);\n"
+                   "  param fc2.bias: fp16[10] = zeros;\n"
+                   "  h: fp16[1,32] = linear(x, fc1.weight, fc1.bias);\n"
+                   "  a = gelu(h, mode=\"tanh\");\n"
+                   "  logits: fp16[1,10] = linear(a, fc2.weight, fc2.bias);\n"
+                   "  probs = softmax(logits, axis=-1);\n"
+                   "  return probs;\n"
+                   "}\n",
+                   "ane-backend-mlp", ldir, sizeof ldir, lpkg, sizeof lpkg);
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(lpkg, &oo, &cap.d);
+  cr_assert_not_null(p, "%s", cap.text.data);
+  OrionBackend *b = orion_backend_open("ane", NULL, &cap.d), *cpu = orion_backend_open("cpu", NULL, &cap.d);
+  cr_assert(b && cpu, "%s", cap.text.data);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  unsigned long before = standin_compiles();
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d), *ce = orion_backend_prepare(cpu, p, 0, &po, &cap.d);
+  cr_assert(e && ce, "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before + 4 + 1, "the self-test's 4 and the function's, with its weights as inputs");
+  cr_assert_str_eq(captured(&cap), "", "no remark: the convs are matmuls: %s", captured(&cap));
+  uint16_t xs[16], ane_probs[10], cpu_probs[10];
+  for (int i = 0; i < 16; i++) xs[i] = fp16_from_float((float)(i % 5) * 0.5f - 1.0f);
+  tiny_mlp_run(e, xs, ane_probs);
+  tiny_mlp_run(ce, xs, cpu_probs);
+  cr_assert_arr_eq(ane_probs, cpu_probs, sizeof ane_probs, "the cpu backend's bits");
+  uint16_t old_probs[10];
+  memcpy(old_probs, ane_probs, sizeof old_probs);
+  float w1[32 * 16], b2[10];
+  for (int i = 0; i < 32 * 16; i++) w1[i] = (float)(i % 7 - 3) * 0.125f;
+  for (int i = 0; i < 10; i++) b2[i] = (float)i * 0.25f;
+  OrionWeightValues wv[] = {{.fn = 0, .weight = weight_index(p, "fc1_weight"), .values = w1},
+                            {.fn = 0, .weight = weight_index(p, "fc2_bias"), .values = b2}};
+  before = standin_compiles();
+  cr_assert(orion_backend_write_weights(b, p, wv, 2, &cap.d), "%s", cap.text.data);
+  cr_assert_eq(standin_compiles(), before, "a write into the weights' surfaces, no compile");
+  cr_assert(orion_backend_write_weights(cpu, p, wv, 2, &cap.d), "%s", cap.text.data);
+  tiny_mlp_run(e, xs, ane_probs);
+  tiny_mlp_run(ce, xs, cpu_probs);
+  cr_assert_arr_eq(ane_probs, cpu_probs, sizeof ane_probs, "the cpu backend's bits after the write");
+  cr_assert(memcmp(ane_probs, old_probs, sizeof old_probs), "the new weights are seen");
+  orion_backend_close(b);
+  orion_backend_close(cpu);
+  orion_close(p);
+  remove_tree(ldir);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
 }

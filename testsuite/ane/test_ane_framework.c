@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ane_device_info.h"
 #include "ane_framework.h"
 
 static const char *standin(const char *name, char *buf, size_t len) {
@@ -141,4 +142,46 @@ Test(framework, the_path_is_the_argument_else_the_environment_else_apples) {
   ane_framework_close(&fw);
   cr_assert_str_eq(ANE_FRAMEWORK_DEFAULT,
                    "/System/Library/PrivateFrameworks/AppleNeuralEngine.framework/AppleNeuralEngine");
+}
+
+/* The ANE architecture from _ANEDeviceInfo (ane_device_info.h): the first
+ * selector that answers, each switch of the stand-in dropping one more, and
+ * "unknown" with the reason when none does. */
+Test(framework, the_architecture_is_the_first_device_info_selector_that_answers) {
+  char path[4096], why[1024] = "", line[1024];
+  AneFramework fw;
+  cr_assert(ane_framework_open(&fw, standin("libane_standin.so", path, sizeof path), why, sizeof why), "%s", why);
+  static const struct {
+    const char *device_info, *arch, *name, *line;
+  } cases[] = {
+      {NULL, NULL, "standin",
+       "ANE architecture standin (+[_ANEDeviceInfo aneArchitectureType]; probed in order: +aneArchitectureType, "
+       "+aneSubType)"},
+      {NULL, "h16g", "h16g",
+       "ANE architecture h16g (+[_ANEDeviceInfo aneArchitectureType]; probed in order: +aneArchitectureType, "
+       "+aneSubType)"},
+      {NULL, "h 16/g", "h_16_g",
+       "ANE architecture h_16_g (+[_ANEDeviceInfo aneArchitectureType]; probed in order: +aneArchitectureType, "
+       "+aneSubType)"},
+      {"subtype", "h16g", "standin-sub",
+       "ANE architecture standin-sub (+[_ANEDeviceInfo aneSubType]; probed in order: +aneArchitectureType, "
+       "+aneSubType)"},
+      {"none", NULL, "unknown",
+       "ANE architecture unknown (_ANEDeviceInfo responds to none of +aneArchitectureType, +aneSubType; probed in "
+       "order: +aneArchitectureType, +aneSubType)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    if (cases[i].device_info) setenv("ORION_ANE_STANDIN_DEVICE_INFO", cases[i].device_info, 1);
+    else unsetenv("ORION_ANE_STANDIN_DEVICE_INFO");
+    if (cases[i].arch) setenv("ORION_ANE_STANDIN_ANE_ARCH", cases[i].arch, 1);
+    else unsetenv("ORION_ANE_STANDIN_ANE_ARCH");
+    AneArchitecture a;
+    ane_device_architecture(&fw, &a);
+    cr_assert_str_eq(a.name, cases[i].name, "case %zu", i);
+    ane_device_architecture_describe(&a, line, sizeof line);
+    cr_assert_str_eq(line, cases[i].line, "case %zu", i);
+  }
+  unsetenv("ORION_ANE_STANDIN_DEVICE_INFO");
+  unsetenv("ORION_ANE_STANDIN_ANE_ARCH");
+  ane_framework_close(&fw);
 }
