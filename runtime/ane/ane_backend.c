@@ -1,6 +1,6 @@
 /*
- * The ane backend behind the backend interface (orion/backend.h), where it
- * is built (meson: ane_standin_enabled; macOS later): the framework opened
+ * The ane backend behind the backend interface (orion/backend.h), where it is built
+ * (meson: ane_backend_enabled, on Linux with the stand-in and on macOS): the framework opened
  * and bound at ane_framework_path() (ane_framework.h), a prepared function
  * being one compiled and loaded program with its surfaces (ane_model.h) on
  * the function's surface plan (ane_surfaces.h). Elsewhere the registry's

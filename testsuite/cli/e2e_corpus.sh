@@ -25,7 +25,9 @@ root=$(realpath "$3")
 corpus=$(realpath -m "$root/../shared/corpus/mil")
 fix=$root/testsuite/e2e/corpus
 if [ ! -d "$corpus" ]; then
-  echo "SKIP: no corpus at $corpus"
+  # CI (CI=true) has the corpus: there its absence is a failure, not a skip.
+  if [ "${CI:-}" = true ]; then echo "FAIL: no corpus at $corpus (under CI it must be there)"; exit 1; fi
+  echo "SKIP: no corpus at $corpus (under CI this fails)"
   exit 77
 fi
 tmp=$(mktemp -d)
