@@ -215,6 +215,11 @@ int orion_run_probe(int argc, char **argv) {
   if (!table) goto done;
   const ConstraintChip *known = constraints_chip(table, chip);
   if (!a.target_given) a.opt.target = known ? known->target : MIL_IOS18;
+  /* The table's smallest surface for this chip (or its target's default), for the SRAM probe run without the surface probe. */
+  const ConstraintTarget *defaults = constraints_target(table, a.opt.target);
+  a.opt.min_surface_bytes = known && !known->min_surface_bytes.inherited ? known->min_surface_bytes.value
+                            : defaults                                  ? defaults->min_surface_bytes
+                                                                        : 0;
   /* The backend's own compile budget and resident cap lifted: the compile
    * probe measures the device's limit, not orion's guard against it. */
   OrionBackendOptions lifted = {.compile_budget = LIFTED_BACKEND_LIMIT, .resident_cap = LIFTED_BACKEND_LIMIT};

@@ -380,3 +380,34 @@ Test(probe, names) {
   cr_assert(!orion_probe_from_name("cliff", &k));
   cr_assert_str_eq(orion_probe_name(ORION_PROBE_COMPILES), "compiles");
 }
+
+/* The SRAM series starts at the first size whose surfaces reach the device's
+ * minimum: the surface probe's finding, else the caller's figure (the
+ * table's). Without either, its first size is refused and the series ends. */
+Test(probe, the_sram_series_starts_at_the_smallest_surface) {
+  FakeDevice big_minimum = typical;
+  big_minimum.min_surface_bytes = 16384; /* n = 64: 8192-byte surfaces, refused; n = 96: 18432 */
+  OrionBackend *b = open_fake(big_minimum);
+  OrionProbeReport r;
+  OrionProbeOptions o = small_options(1u << ORION_PROBE_SRAM);
+  o.min_surface_bytes = 16384;
+  cr_assert(orion_probe_run(b, &o, &r, &diag), "%s", messages.data);
+  cr_assert_null(r.sram.error, "%s", r.sram.error);
+  cr_assert_eq(r.sram.npoints, 2);
+  cr_assert_eq(r.sram.points[0].n, 96);
+  cr_assert_eq(r.sram.points[1].n, 128);
+  finish(b, &r);
+  b = open_fake(big_minimum);
+  o = small_options((1u << ORION_PROBE_CHANNELS) | (1u << ORION_PROBE_SURFACE) | (1u << ORION_PROBE_SRAM)); /* found */
+  cr_assert(orion_probe_run(b, &o, &r, &diag), "%s", messages.data);
+  cr_assert_eq(r.surface.accepted * ORION_PROBE_WIDTH * 2, 16384, "%llu", (unsigned long long)r.surface.accepted);
+  cr_assert_null(r.sram.error, "%s", r.sram.error);
+  cr_assert_eq(r.sram.points[0].n, 96);
+  finish(b, &r);
+  b = open_fake(big_minimum);
+  o = small_options(1u << ORION_PROBE_SRAM); /* nothing known */
+  cr_assert(orion_probe_run(b, &o, &r, &diag), "%s", messages.data);
+  cr_assert_eq(r.sram.npoints, 0);
+  cr_assert_not_null(strstr(r.sram.error, "matmul of [1, 1, 64, 64]"), "%s", r.sram.error);
+  finish(b, &r);
+}

@@ -47,6 +47,10 @@ typedef struct OrionProbeOptions {
   uint64_t max_surface_bytes; /* the surface search's top (0: 1 MiB) */
   uint64_t max_channels;    /* the channel search's top (0: 262144) */
   uint64_t max_working_set; /* the SRAM series' largest working set (0: 96 MiB) */
+  /* The smallest surface the device takes when the surface probe does not
+   * run (the table's figure; 0: none known): the SRAM series starts at the
+   * first size whose surfaces reach it, as a smaller one is refused. */
+  uint64_t min_surface_bytes;
   uint32_t repeats;         /* timed runs per SRAM point, best kept (0: 5) */
   uint32_t dispatch_runs;   /* timed runs of the dispatch probe (0: 100) */
   /* Milliseconds to wait after a rejected program before the next: a failed

@@ -92,7 +92,9 @@ bool orion_probe_run(OrionBackend *b, const OrionProbeOptions *opt, OrionProbeRe
   if (WANT(ORION_PROBE_SRAM)) {
     probe_say(&s, false, "probing the SRAM cliff (working sets up to %llu bytes)",
               (unsigned long long)s.opt.max_working_set);
-    probe_sram(&s, &r->sram);
+    /* The smallest surface found, else the caller's figure: below it every size is refused. */
+    probe_sram(&s, r->surface.accepted ? r->surface.accepted * ORION_PROBE_WIDTH * 2 : s.opt.min_surface_bytes,
+               &r->sram);
   }
   if (WANT(ORION_PROBE_DISPATCH)) {
     probe_say(&s, false, "probing the dispatch overhead (%u runs)", s.opt.dispatch_runs);

@@ -64,7 +64,7 @@ void probe_channels(ProbeSession *s, OrionProbeSearch *out);
 void probe_surface(ProbeSession *s, uint64_t max_channels, OrionProbeSearch *out);
 void probe_acceptance(ProbeSession *s, ProbeOp op, uint64_t channels, OrionProbeAcceptance *out);
 void probe_compiles(ProbeSession *s, uint64_t channels, OrionProbeCompiles *out);
-void probe_sram(ProbeSession *s, OrionProbeSram *out);
+void probe_sram(ProbeSession *s, uint64_t min_surface_bytes, OrionProbeSram *out);
 void probe_dispatch(ProbeSession *s, uint64_t channels, OrionProbeDispatch *out);
 
 #endif

@@ -18,13 +18,14 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-void probe_sram(ProbeSession *s, OrionProbeSram *out) {
+void probe_sram(ProbeSession *s, uint64_t min_surface_bytes, OrionProbeSram *out) {
   out->ran = true;
   /* n = 64 x 2^(k/2), rounded to a multiple of 32: two points per doubling of n. */
   for (uint32_t k = 0;; k++) {
     uint64_t n = (uint64_t)(64.0 * pow(2.0, k / 2.0) / 32.0 + 0.5) * 32;
     uint64_t ws = 3 * n * n * 2;
     if (ws > s->opt.max_working_set) break;
+    if (n * n * 2 < min_surface_bytes) continue; /* each operand's surface below the device's minimum */
     char *mil = probe_mil_text(s->opt.target, PROBE_OP_MATMUL, n, 0, 0);
     char *err = NULL;
     ProbeProgram *pp = probe_program_open(s, mil, 1.0f / 64, &err);
