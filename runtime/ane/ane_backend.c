@@ -552,9 +552,13 @@ static bool update_in_place(AneExec *e, Diag *d) {
   return ok;
 }
 
-/* Compiles from the program's current weights (a new cache entry: the old
- * one stays for a function still holding it, or to be evicted); the
- * surfaces and the request stay (they do not depend on the model). */
+/* The program's new weights taken up by the backend's strategy: written
+ * into the weight surfaces (inputs), or updated in place (reload-files,
+ * patch-data), or compiled again (recompile: a new cache entry; the old one
+ * stays for a function still holding it, or to be evicted). The surfaces
+ * and the request stay, except where a function compiled with its consts
+ * before the choice of inputs is compiled again with its weights as inputs
+ * (a new request, whose surfaces those inputs add to). */
 static bool ane_weights_changed(void *exec, Diag *d) {
   AneExec *e = exec;
   if (e->parts) return ane_parts_weights_changed(e->parts, d); /* hook: ane_parts.h */
