@@ -467,19 +467,6 @@ bool package_check_target(const char *path, bool *exists, Diag *d) {
   return true;
 }
 
-static bool write_all(int fd, const uint8_t *p, size_t len) {
-  while (len) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return true;
-}
-
 bool package_install(const char *tmp, const char *path, bool exists, const char **err) {
   size_t n = strlen(tmp) + sizeof "/weights";
   char *sub = xmalloc(n);
@@ -558,7 +545,7 @@ bool package_write(IrModule *m, const char *path, const PackageOptions *opt, Dia
     package_free(&check);
   }
   if (stream ? !weight_stream_finish(stream, e.blobs.len)
-             : !write_all(fd, e.blobs.data, e.blobs.len) || fsync(fd) != 0) {
+             : !write_fd_all(fd, e.blobs.data, e.blobs.len) || fsync(fd) != 0) {
     err = strerror(errno);
     goto out;
   }

@@ -73,7 +73,7 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
   return ok;
 }
 
-static bool write_all(int fd, const void *data, size_t len) {
+bool write_fd_all(int fd, const void *data, size_t len) {
   const char *p = data;
   while (len) {
     ssize_t w = write(fd, p, len);
@@ -96,7 +96,7 @@ static bool write_in_place(const char *path, const void *data, size_t len, const
     *err = strerror(errno);
     return false;
   }
-  bool ok = write_all(fd, data, len);
+  bool ok = write_fd_all(fd, data, len);
   if (!ok) *err = strerror(errno);
   if (close(fd) != 0 && ok) {
     *err = strerror(errno);
@@ -118,7 +118,7 @@ bool write_file_atomic(const char *path, const void *data, size_t len, const cha
     free(tmp);
     return false;
   }
-  if (!write_all(fd, data, len)) goto fail;
+  if (!write_fd_all(fd, data, len)) goto fail;
   test_pause_at("atomic-file");
   if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) goto fail;
   if (close(fd) != 0) {

@@ -95,6 +95,8 @@ bool read_file(const char *path, size_t limit, char **data, size_t *len, const c
 /* The same from an open descriptor (which stays open, read from where it is). */
 bool read_fd(int fd, size_t limit, char **data, size_t *len, const char **err);
 
+/* Writes all len bytes to fd (a write cut short or interrupted goes on); false with errno set. */
+bool write_fd_all(int fd, const void *data, size_t len);
 /* Writes data to path atomically: a temporary file beside it, fsync, rename.
  * A path that is a device or a pipe (/dev/null, /dev/stdout) is written in place. */
 bool write_file_atomic(const char *path, const void *data, size_t len, const char **err);
