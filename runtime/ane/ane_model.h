@@ -4,7 +4,8 @@
  * files → _ANEInMemoryModel → compile → load → evaluate with a request of
  * IOSurface objects → unload. The reference's temporary directory
  * ($TMPDIR/<hexStringIdentifier>/, model.mil and weights/…) is written as it
- * writes it and removed at release. Every call runs inside an autorelease
+ * writes it and removed at release, by the process holding its advisory
+ * lock only: one content compiled by two processes is one directory. Every call runs inside an autorelease
  * pool; what is kept past a call (the model, the surface objects, the
  * request) is retained and released at the end, as Apple's conventions
  * want of a C caller.
