@@ -96,7 +96,10 @@ struct AneExec {
   AneParts *parts; /* set: the function runs in parts (ane_parts.h) and nothing above is used */
   AneWeightSurfaces *weight_inputs; /* set: compiled with its weights as inputs (the `inputs` strategy) */
   bool weight_inputs_refused;       /* ... or that was tried and refused (remarked once) */
+  bool shared_dir_remarked;         /* its directory was another process's: said once */
 };
+
+static bool directory_shared(AneExec *e, Diag *d);
 
 /* Off macOS the only framework there can be is a stand-in that
  * $ORION_ANE_FRAMEWORK names; without it the backend says what the
@@ -460,6 +463,7 @@ static void *ane_prepare(void *impl, OrionProgram *p, uint32_t fn, const OrionPr
   free(in);
   free(out);
   ok = ok && compile(e, d) && make_request(e, d);
+  if (ok && writable) (void)directory_shared(e, d);
   e->next = b->execs;
   b->execs = e;
   if (!ok) {
@@ -524,6 +528,23 @@ static bool same_files(const AneDeviceProgram *p, const AneWeightFile *w, uint32
   return true;
 }
 
+/* Whether e's program's directory is another process's (ane_model.h): then
+ * reload-files and patch-data would rewrite that process's weights, so
+ * e's updates recompile, said once where the strategy writes files. */
+static bool directory_shared(AneExec *e, Diag *d) {
+  if (!e->program || !ane_model_dir_shared(&e->program->model)) return false;
+  OrionReloadStrategy s = e->b->strategy;
+  if (!e->shared_dir_remarked && e->b->strategy_known &&
+      (s == ORION_RELOAD_RELOAD_FILES || s == ORION_RELOAD_PATCH_DATA)) {
+    diag_remark(d, (SrcSpan){0},
+                "the ane backend's directory '%s' of %s is shared with another process: its weight files are not "
+                "rewritten; updates recompile",
+                e->program->model.dir, e->what);
+    e->shared_dir_remarked = true;
+  }
+  return true;
+}
+
 /* The chosen strategy on e's program (no compile for reload-files or
  * patch-data); the cache then finds it under its new content. Another
  * function of the same program already updated it: nothing to do. */
@@ -581,7 +602,8 @@ static bool ane_weights_changed(void *exec, Diag *d) {
   bool shared = false; /* with another program's function, whose weights did not change */
   for (const AneExec *o = b->execs; o; o = o->next) shared |= o != e && o->program == e->program && o->p != e->p;
   /* a function kept with its consts under `inputs` recompiles */
-  if (b->strategy == ORION_RELOAD_RECOMPILE || b->strategy == ORION_RELOAD_INPUTS || shared || !e->program) {
+  if (b->strategy == ORION_RELOAD_RECOMPILE || b->strategy == ORION_RELOAD_INPUTS || shared || !e->program ||
+      directory_shared(e, d)) {
     drop_program(e);
     if (!compile(e, d)) return false;
     if (!e->weight_inputs ||

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "orion/support.h"
 #include "orion/temporaries.h"
@@ -96,6 +99,45 @@ static bool write_file(const char *dir, const char *rel, const void *data, size_
   return ok;
 }
 
+/* Two processes compiling one content share its directory (the framework
+ * names it). An advisory lock on the directory tells who writes it: the
+ * holder; a process that finds it held by another open file description
+ * (another process, or another model of this one) leaves it as it is, never
+ * registers it for removal, and its updates recompile (ane_model_dir_shared).
+ * A directory removed between the open and the lock is made again. */
+static bool lock_directory(AneModel *m, char *why, size_t len) {
+  for (int attempt = 0; attempt < 8; attempt++) {
+    /* Registered while it exists: an interrupted run removes it (SIGINT, SIGTERM). */
+    if (!temp_make_named_dir(m->dir)) break;
+    int fd = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      temp_untrack(m->dir);
+      continue; /* gone since: made again */
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int saved = errno;
+      close(fd);
+      temp_untrack(m->dir); /* another's: a signal here must not remove it */
+      if (saved != EWOULDBLOCK) {
+        snprintf(why, len, "the ane backend cannot lock '%s': %s", m->dir, strerror(saved));
+        return false;
+      }
+      m->dir_shared = true;
+      return true;
+    }
+    struct stat held, named;
+    if (fstat(fd, &held) == 0 && stat(m->dir, &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      m->dir_lock = fd + 1;
+      return true;
+    }
+    close(fd); /* the holder removed it before our lock: ours is a new one */
+    temp_untrack(m->dir);
+  }
+  snprintf(why, len, "the ane backend cannot make '%s': %s", m->dir, strerror(errno));
+  return false;
+}
+
 /* The reference's directory: $TMPDIR/<hexStringIdentifier>/ with model.mil
  * and each weight file at its key's path. */
 static bool write_directory(AneModel *m, const AneFramework *fw, const char *mil, size_t mil_len,
@@ -112,13 +154,12 @@ static bool write_directory(AneModel *m, const AneFramework *fw, const char *mil
   sb_printf(&dir, "%s/%s", tmp && *tmp ? tmp : "/tmp", hex);
   m->dir = xstrdup(dir.data);
   sb_free(&dir);
-  /* Registered while it exists: an interrupted run removes it (SIGINT, SIGTERM). */
-  if (!temp_make_named_dir(m->dir)) {
-    snprintf(why, len, "the ane backend cannot make '%s': %s", m->dir, strerror(errno));
+  if (!lock_directory(m, why, len)) {
     free(m->dir); /* not ours: never removed */
     m->dir = NULL;
     return false;
   }
+  if (m->dir_shared) return true; /* the other process's files stay as they are */
   bool ok = write_file(m->dir, "model.mil", mil, mil_len, why, len);
   for (uint32_t i = 0; ok && i < nw; i++)
     ok = write_file(m->dir, w[i].key + strlen(MODEL_PATH), w[i].data, w[i].len, why, len);
@@ -291,11 +332,17 @@ bool ane_model_write_directory(AneModel *m, const AneFramework *fw, const char *
   return ok;
 }
 
+/* Removed before the lock goes, so that no process takes the lock of a directory about to vanish. */
 void ane_model_remove_directory(AneModel *m) {
-  if (m->dir) temp_remove(m->dir);
+  if (m->dir && !m->dir_shared) temp_remove(m->dir);
+  if (m->dir_lock) close(m->dir_lock - 1);
   free(m->dir);
   m->dir = NULL;
+  m->dir_lock = 0;
+  m->dir_shared = false;
 }
+
+bool ane_model_dir_shared(const AneModel *m) { return m->dir && m->dir_shared; }
 
 void ane_model_free(AneModel *m, const AneFramework *fw) {
   if (m->model) {
@@ -305,8 +352,7 @@ void ane_model_free(AneModel *m, const AneFramework *fw) {
     release(&fw->objc, m->model);
     fw->pool_pop(pool);
   }
-  if (m->dir) temp_remove(m->dir);
-  free(m->dir);
+  ane_model_remove_directory(m);
   memset(m, 0, sizeof *m);
 }
 

@@ -4,7 +4,8 @@
  * files → _ANEInMemoryModel → compile → load → evaluate with a request of
  * IOSurface objects → unload. The reference's temporary directory
  * ($TMPDIR/<hexStringIdentifier>/, model.mil and weights/…) is written as it
- * writes it and removed at release. Every call runs inside an autorelease
+ * writes it and removed at release, by the process holding its advisory
+ * lock only: one content compiled by two processes is one directory. Every call runs inside an autorelease
  * pool; what is kept past a call (the model, the surface objects, the
  * request) is retained and released at the end, as Apple's conventions
  * want of a C caller.
@@ -40,7 +41,9 @@ typedef struct AneModelFailure {
 
 typedef struct AneModel {
   id model; /* retained */
-  char *dir; /* $TMPDIR/<hexStringIdentifier>: removed by ane_model_free */
+  char *dir; /* $TMPDIR/<hexStringIdentifier>: removed by ane_model_free (when not shared) */
+  int dir_lock;    /* 1 + the descriptor holding the directory's flock, or 0 */
+  bool dir_shared; /* the directory is held by another process: never written nor removed here */
   bool loaded;
   AneModelFailure failure;
 } AneModel;
@@ -60,8 +63,12 @@ void ane_model_unload(AneModel *m, const AneFramework *fw);
 /* Writes the reference's directory again (after ane_model_remove_directory). */
 bool ane_model_write_directory(AneModel *m, const AneFramework *fw, const char *mil, size_t mil_len,
                                const AneWeightFile *weights, uint32_t nweights, char *why, size_t len);
-/* Removes the directory; the compiled model stays. */
+/* Removes the directory (one held by another process is left) and lets go
+ * of its lock; the compiled model stays. */
 void ane_model_remove_directory(AneModel *m);
+/* Whether another process holds the model's directory (its lock): then
+ * nothing here writes it, and weight updates of the model recompile. */
+bool ane_model_dir_shared(const AneModel *m);
 /* Unloads, releases and removes the directory; a zeroed model is fine. */
 void ane_model_free(AneModel *m, const AneFramework *fw);
 

@@ -14,10 +14,13 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../helpers.h"
 #include "ane_test_support.h"
@@ -771,5 +774,113 @@ Test(ane_backend, a_lowered_linears_weights_are_inputs_through_a_matmul, .init =
   orion_backend_close(cpu);
   orion_close(p);
   remove_tree(ldir);
+  unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+/* The one directory the backend made in the test's own $TMPDIR (the reference's <hexStringIdentifier>). */
+static void the_model_directory(char *path, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  DIR *d = opendir(tmp);
+  cr_assert_not_null(d, "%s", tmp);
+  int found = 0;
+  for (struct dirent *de; (de = readdir(d));)
+    if (de->d_name[0] != '.') found++, snprintf(path, size, "%s/%s", tmp, de->d_name);
+  closedir(d);
+  cr_assert_eq(found, 1, "one directory in %s", tmp);
+}
+
+/* A directory tree's names and bytes as text, to tell it unchanged. */
+static void tree_text(const char *path, StrBuf *sb) {
+  DIR *d = opendir(path);
+  cr_assert_not_null(d, "%s", path);
+  for (struct dirent *de; (de = readdir(d));) {
+    if (de->d_name[0] == '.') continue;
+    char sub[1024];
+    snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+    struct stat st;
+    cr_assert_eq(lstat(sub, &st), 0, "%s", sub);
+    sb_printf(sb, "%s:", sub);
+    if (S_ISDIR(st.st_mode)) tree_text(sub, sb);
+    else {
+      FILE *f = fopen(sub, "rb");
+      cr_assert_not_null(f, "%s", sub);
+      for (int c; (c = fgetc(f)) != EOF;) sb_printf(sb, "%02x", c);
+      fclose(f);
+    }
+    sb_printf(sb, ";");
+  }
+  closedir(d);
+}
+
+/* Two processes compiling one content share $TMPDIR/<hex>/ (the framework
+ * names it). The test plays the other process: it holds the directory's
+ * flock through an open file description of its own. The backend then
+ * writes nothing there, says so once, and its reload-files update
+ * recompiles; uncontended, the update is the usual reload-files one (no
+ * compile), and the lock goes with the backend. */
+Test(ane_backend, a_directory_another_process_holds_is_never_rewritten, .init = setup, .fini = teardown) {
+  cr_assert_eq(setenv("ORION_ANE_STANDIN_WEIGHTS", "reload", 1), 0);
+  write_choice("standin-1", "reload-files");
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  cr_assert_str_eq(captured(&cap), "", "uncontended: no remark");
+  char model_dir[512];
+  the_model_directory(model_dir, sizeof model_dir);
+  int holder = open(model_dir, O_RDONLY | O_DIRECTORY);
+  cr_assert_geq(holder, 0, "%s", model_dir);
+  cr_assert_neq(flock(holder, LOCK_EX | LOCK_NB), 0, "the backend holds the directory's lock");
+  unsigned long before = standin_compiles();
+  write_w(b, p, 2.0f);
+  cr_assert_eq(standin_compiles(), before, "reload-files: no compile");
+  cr_assert_float_eq(run(e), 3.0f, 0);
+  orion_backend_close(b);
+  orion_close(p);
+  struct stat st;
+  cr_assert_neq(stat(model_dir, &st), 0, "removed with the backend");
+
+  /* The other process's directory: its own files, its lock held. */
+  cr_assert_eq(mkdir(model_dir, 0700), 0);
+  char file[600];
+  snprintf(file, sizeof file, "%s/model.mil", model_dir);
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fputs("the other process's model.mil\n", f);
+  cr_assert_eq(fclose(f), 0);
+  cr_assert_eq(flock(holder, LOCK_EX | LOCK_NB), 0, "the backend let go of the lock");
+  close(holder);
+  holder = open(model_dir, O_RDONLY | O_DIRECTORY);
+  cr_assert_geq(holder, 0);
+  cr_assert_eq(flock(holder, LOCK_EX | LOCK_NB), 0);
+  StrBuf held, now;
+  sb_init(&held);
+  sb_init(&now);
+  tree_text(model_dir, &held);
+
+  p = open_writable(&b);
+  e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  cr_assert_not_null(e, "%s", cap.text.data);
+  char want[1200];
+  snprintf(want, sizeof want, "test: note: the ane backend's directory '%s' of function 'main' is shared with "
+           "another process: its weight files are not rewritten; updates recompile\n", model_dir);
+  cr_assert_str_eq(captured(&cap), want);
+  cr_assert_float_eq(run(e), 0.75f, 0, "its own weights, from its compile");
+  before = standin_compiles();
+  write_w(b, p, 2.0f);
+  cr_assert_eq(standin_compiles(), before + 1, "a recompile, not a rewrite of the other's files");
+  cr_assert_float_eq(run(e), 3.0f, 0, "the new weights are seen");
+  write_w(b, p, 1.0f);
+  cr_assert_float_eq(run(e), 1.5f, 0, "and again");
+  cr_assert_str_eq(captured(&cap), want, "said once");
+  orion_backend_close(b);
+  orion_close(p);
+  tree_text(model_dir, &now);
+  cr_assert_str_eq(now.data, held.data, "the other process's directory, byte for byte, and still there");
+  sb_free(&held);
+  sb_free(&now);
+  close(holder);
+  remove_tree(model_dir);
   unsetenv("ORION_ANE_STANDIN_WEIGHTS");
 }
