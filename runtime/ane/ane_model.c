@@ -396,10 +396,11 @@ bool ane_request_make(AneRequest *r, const AneFramework *fw, const AneSystem *sy
   Made made = {0};
   if (ok) {
     int64_t p = procedure;
-    const void *ins =
-        keep(&made, sys->array_create(NULL, (const void **)r->objects, (CFIndex)ninputs, sys->array_callbacks));
-    const void *outs = keep(
-        &made, sys->array_create(NULL, (const void **)(r->objects + ninputs), (CFIndex)noutputs, sys->array_callbacks));
+    /* Through void *: clang's -Wcast-qual refuses id * to const void ** directly. */
+    const void **objects = (const void **)(void *)r->objects;
+    const void *ins = keep(&made, sys->array_create(NULL, objects, (CFIndex)ninputs, sys->array_callbacks));
+    const void *outs =
+        keep(&made, sys->array_create(NULL, objects + ninputs, (CFIndex)noutputs, sys->array_callbacks));
     const void *in_idx = index_array(&made, sys, ninputs), *out_idx = index_array(&made, sys, noutputs);
     const void *proc = keep(&made, sys->number_create(NULL, kCFNumberSInt64Type, &p));
     id rcls = (id)fw->request;
