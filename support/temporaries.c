@@ -151,6 +151,14 @@ void temp_track(const char *path) {
   temp_registry_unlock();
 }
 
+bool temp_is_tracked(const char *path) {
+  temp_registry_lock();
+  bool found = false;
+  for (uint32_t i = 0; i < registry_n && !found; i++) found = !strcmp(registry[i].path, path);
+  temp_registry_unlock();
+  return found;
+}
+
 void temp_untrack(const char *path) {
   temp_registry_lock();
   registry_drop(path);

@@ -361,7 +361,9 @@ Test(temporaries, remove_all_removes_what_is_registered, .init = scratch, .fini 
  * made or taken as it is, with no marker, and removed by its maker. */
 Test(temporaries, named_dir_made_or_taken_without_a_marker, .init = scratch, .fini = unscratch) {
   char *named = xstrdup(in_dir("0123abcd"));
+  cr_assert_not(temp_is_tracked(named));
   cr_assert(temp_make_named_dir(named));
+  cr_assert(temp_is_tracked(named), "registered: a signal removes it");
   struct stat st;
   cr_assert(lstat(named, &st) == 0 && S_ISDIR(st.st_mode));
   cr_assert_eq(st.st_mode & 0777, 0700);
@@ -371,7 +373,9 @@ Test(temporaries, named_dir_made_or_taken_without_a_marker, .init = scratch, .fi
   cr_assert(exists(in_dir("0123abcd/model.mil")), "and its files are kept");
   temp_remove(named);
   cr_assert(!exists(named));
+  cr_assert(temp_is_tracked(named), "the second registration");
   temp_remove(named); /* the second registration: nothing left to remove */
+  cr_assert_not(temp_is_tracked(named));
   cr_assert_eq(count_entries(), 0);
   free(named);
 }

@@ -40,8 +40,8 @@
 bool temp_make_dir(char *tmpl);
 /* The same for a file (mode 0600, opened for writing): the descriptor, or -1. */
 int temp_make_file(char *tmpl);
-/* A directory whose name someone else fixes (the ane backend's
- * $TMPDIR/<hexStringIdentifier>/, the reference's layout): made (mode 0700),
+/* A directory whose name someone else fixes (a device segment's, which the
+ * ane backend names after its program): made (mode 0700),
  * or taken as it is when a directory of that name already exists (one
  * content, one directory), and registered either way, so that a signal
  * removes it. No marker: its name is no temporary's, so no cleaner could ever
@@ -61,6 +61,8 @@ void temp_release(const char *temp);
  * temp_track registers, temp_untrack unregisters. */
 void temp_track(const char *path);
 void temp_untrack(const char *path);
+/* Whether path is registered (a signal would remove it). */
+bool temp_is_tracked(const char *path);
 /* Holds the registry while the caller does something that must not be cut
  * by the signal cleanup (a commit that turns temporaries into real files). */
 void temp_registry_lock(void);

@@ -104,35 +104,39 @@ static bool write_file(const char *dir, const char *rel, const void *data, size_
  * holder; a process that finds it held by another open file description
  * (another process, or another model of this one) leaves it as it is, never
  * registers it for removal, and its updates recompile (ane_model_dir_shared).
- * A directory removed between the open and the lock is made again. */
+ * A directory removed between the open and the lock is made again.
+ * Registered for removal only once the lock shows it is ours: registered
+ * before, a signal between the mkdir and a lock that fails would remove
+ * another process's directory. A signal before the registration leaves the
+ * directory (empty, or as its holder made it): the next compile of the same
+ * content takes it, since its name is the content's identifier. */
 static bool lock_directory(AneModel *m, char *why, size_t len) {
   for (int attempt = 0; attempt < 8; attempt++) {
-    /* Registered while it exists: an interrupted run removes it (SIGINT, SIGTERM). */
-    if (!temp_make_named_dir(m->dir)) break;
-    int fd = open(m->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-      temp_untrack(m->dir);
-      continue; /* gone since: made again */
+    struct stat st;
+    if (mkdir(m->dir, 0700) != 0 && !(errno == EEXIST && lstat(m->dir, &st) == 0 && S_ISDIR(st.st_mode))) {
+      if (errno == ENOENT) continue; /* removed between the mkdir and the lstat */
+      break;
     }
+    int fd = open(m->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue; /* gone since: made again */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       int saved = errno;
       close(fd);
-      temp_untrack(m->dir); /* another's: a signal here must not remove it */
       if (saved != EWOULDBLOCK) {
         snprintf(why, len, "the ane backend cannot lock '%s': %s", m->dir, strerror(saved));
         return false;
       }
-      m->dir_shared = true;
+      m->dir_shared = true; /* another's: never registered, so no signal removes it */
       return true;
     }
     struct stat held, named;
     if (fstat(fd, &held) == 0 && stat(m->dir, &named) == 0 && held.st_dev == named.st_dev &&
         held.st_ino == named.st_ino) {
+      temp_track(m->dir); /* ours: an interrupted run removes it (SIGINT, SIGTERM) */
       m->dir_lock = fd + 1;
       return true;
     }
     close(fd); /* the holder removed it before our lock: ours is a new one */
-    temp_untrack(m->dir);
   }
   snprintf(why, len, "the ane backend cannot make '%s': %s", m->dir, strerror(errno));
   return false;

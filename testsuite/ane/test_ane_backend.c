@@ -10,7 +10,7 @@
  * fails silently as on the device, against orion's budget; a prepared
  * function's surfaces reused by its runs (counted by the stand-in).
  */
-#define _XOPEN_SOURCE 700
+#define _GNU_SOURCE /* syscall(), for the flock the test puts under the backend */
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../helpers.h"
@@ -30,6 +31,7 @@
 #include "orion/package.h"
 #include "orion/passes.h"
 #include "orion/patch.h"
+#include "orion/temporaries.h"
 
 static const char *const program =
     "func main(x: fp32[1,4,1,8], bias: fp32[1,4,1,8]) {\n"
@@ -883,4 +885,62 @@ Test(ane_backend, a_directory_another_process_holds_is_never_rewritten, .init = 
   close(holder);
   remove_tree(model_dir);
   unsetenv("ORION_ANE_STANDIN_WEIGHTS");
+}
+
+/* The backend's flock as the test sees it: whether the directory being
+ * locked was already registered for removal at that moment. It must not be:
+ * a signal then would remove a directory another process holds. (Defined
+ * here, this flock is the one the backend's code calls.) */
+static const char *watched_dir;
+static int registered_at_lock = -1;
+
+int flock(int fd, int operation) {
+  if (watched_dir && registered_at_lock < 0) registered_at_lock = temp_is_tracked(watched_dir);
+  return (int)syscall(SYS_flock, fd, operation);
+}
+
+static OrionExec *prepare_watched(OrionBackend *b, OrionProgram *p, const char *model_dir) {
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  watched_dir = model_dir;
+  registered_at_lock = -1;
+  OrionExec *e = orion_backend_prepare(b, p, 0, &po, &cap.d);
+  watched_dir = NULL;
+  cr_assert_not_null(e, "%s", cap.text.data);
+  return e;
+}
+
+Test(ane_backend, a_directory_is_registered_for_removal_only_once_its_lock_is_held, .init = setup,
+     .fini = teardown) {
+  OrionBackend *b;
+  OrionProgram *p = open_writable(&b);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_ANE};
+  cr_assert_not_null(orion_backend_prepare(b, p, 0, &po, &cap.d), "%s", cap.text.data);
+  char model_dir[512];
+  the_model_directory(model_dir, sizeof model_dir);
+  orion_backend_close(b);
+  orion_close(p);
+
+  p = open_writable(&b);
+  prepare_watched(b, p, model_dir);
+  cr_assert_eq(registered_at_lock, 0, "not registered before its lock is taken");
+  cr_assert(temp_is_tracked(model_dir), "registered once the lock is the backend's");
+  orion_backend_close(b);
+  orion_close(p);
+  cr_assert_not(temp_is_tracked(model_dir));
+
+  /* Another process's: never registered, not even while its lock is tried. */
+  cr_assert_eq(mkdir(model_dir, 0700), 0);
+  int holder = open(model_dir, O_RDONLY | O_DIRECTORY);
+  cr_assert_geq(holder, 0);
+  cr_assert_eq(flock(holder, LOCK_EX | LOCK_NB), 0);
+  p = open_writable(&b);
+  prepare_watched(b, p, model_dir);
+  cr_assert_eq(registered_at_lock, 0);
+  cr_assert_not(temp_is_tracked(model_dir), "another's: a signal must not remove it");
+  orion_backend_close(b);
+  orion_close(p);
+  struct stat st;
+  cr_assert_eq(stat(model_dir, &st), 0, "still there");
+  close(holder);
+  remove_tree(model_dir);
 }
