@@ -189,14 +189,91 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
+/* The AMX path's packing of the activations: linear, x [R, K] as rows; conv, each batch item's x [K, P] as
+ * columns, items AMX_PACKED_ELEMS(P, K) apart. */
+static AmxPacked amx_x_view(const WJob *j, int64_t nn, int64_t g, int64_t kb) {
+  int64_t nkb = (j->K + 31) / 32, groups = (j->R + 31) / 32 * 2;
+  uint16_t *base = (uint16_t *)(void *)j->c->gemm_pack + nn * AMX_PACKED_ELEMS(j->R, j->K);
+  uint8_t *flags = (uint8_t *)(base + groups * nkb * AMX_PLANES * AMX_TILE_ELEMS);
+  return (AmxPacked){.p = base + (g * nkb + kb) * AMX_PLANES * AMX_TILE_ELEMS, .flags = flags + g * nkb + kb,
+                     .gstride = nkb};
+}
+
+static void amx_pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const WJob *j = arg;
+  int64_t per = (j->R + 31) / 32;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / per, i0 = (it % per) * 32, n = j->R - i0 < 32 ? j->R - i0 : 32;
+    if (!j->conv)
+      gemm_amx_pack_rows(amx_x_view(j, 0, i0 / 16, 0), (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
+    else
+      gemm_amx_pack_cols(amx_x_view(j, nn, i0 / 16, 0),
+                         (GemmSrc){.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R}, i0, n, 0, j->K);
+  }
+}
+
+/* A piece on the tiles: PANEL output channels by AMX_STEP rows (positions); the weight packed AMX_KC k at a
+ * time into the thread's scratch, the sums in the scratch after it, then written out with the bias. */
+static void amx_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const WJob *j = arg;
+  uint16_t *own = (uint16_t *)(void *)j->c->scratch[tid];
+  float *T = (float *)(void *)(own + AMX_PACKED_ELEMS(PANEL, AMX_KC));
+  AmxPacked W = {.p = own, .flags = (uint8_t *)(own + (PANEL / 16) * (AMX_KC / 32) * AMX_PLANES * AMX_TILE_ELEMS),
+                 .gstride = AMX_KC / 32};
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
+    int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * AMX_STEP;
+    int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < AMX_STEP ? j->R - r0 : AMX_STEP;
+    for (int64_t k0 = 0; k0 < j->K; k0 += AMX_KC) {
+      int64_t nk = j->K - k0 < AMX_KC ? j->K - k0 : AMX_KC, nkb = (nk + 31) / 32;
+      AmxPacked X = amx_x_view(j, nn, r0 / 16, k0 / 32);
+      if (!j->conv) {
+        gemm_amx_pack_cols(W, weight_src(j), o0, no, k0, nk);
+        gemm_amx_block(X, W, nr, no, nkb, T, PANEL, k0 > 0);
+      } else {
+        gemm_amx_pack_rows(W, weight_src(j), o0, no, k0, nk);
+        gemm_amx_block(W, X, no, nr, nkb, T, AMX_STEP, k0 > 0);
+      }
+    }
+    if (!j->conv) {
+      float *C = fp(j->o) + r0 * j->O + o0;
+      for (int64_t r = 0; r < nr; r++) {
+        const float *t = T + r * PANEL;
+        if (j->b)
+          for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o) + t[o];
+        else
+          memcpy(C + r * j->O, t, (size_t)no * sizeof(float));
+      }
+      linear_rows_after(j, C, o0, no, r0, nr, tid);
+    } else {
+      float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+      for (int64_t o = 0; o < no; o++) {
+        const float *t = T + o * AMX_STEP;
+        float bv = j->b ? (float)ld(j->b, o0 + o) : 0.0f;
+        if (j->b)
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv + t[r];
+        else
+          memcpy(C + o * j->R, t, (size_t)nr * sizeof(float));
+      }
+    }
+  }
+}
+
 /* The packed GEMM where the CPU has its fast forms and the activations have
  * more than GEMV_ROWS rows (fewer: the gemv kernels); otherwise sgemm on
- * converted panels, as before. */
+ * converted panels, as before. Of the packed products, those with at least
+ * AMX_MIN_ROWS rows and AMX_MIN_K k run on the AMX tiles where the CPU has
+ * them (docs/cpu-backend.md). */
+#define AMX_MIN_ROWS 32
+#define AMX_MIN_K 64
 void wjob_reserve(Ctx *x, WJob *j, int64_t batch) {
   j->packed = gemm_packed_fast() && j->R > GEMV_ROWS && j->K > 0 && x->gemm_pack_floats;
   if (!j->packed) return;
-  int64_t need = j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
-                         : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
+  j->amx = gemm_amx_on() && j->R >= AMX_MIN_ROWS && j->K >= AMX_MIN_K;
+  int64_t need = j->amx    ? (batch * AMX_PACKED_ELEMS(j->R, j->K) + 1) / 2
+                 : j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
+                           : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
   if (need > *x->gemm_pack_floats) *x->gemm_pack_floats = need;
 }
 
@@ -204,6 +281,12 @@ void wgemm(Ctx *x, WJob *j, int64_t batch) {
   j->c = x->c;
   j->panels = (j->O + PANEL - 1) / PANEL;
   if (j->O == 0 || j->R == 0) return;
+  if (j->packed && j->amx && x->c->gemm_pack) {
+    j->blocks = (j->R + AMX_STEP - 1) / AMX_STEP;
+    par_for(x->c, batch * ((j->R + 31) / 32), 1, amx_pack_x_task, j);
+    par_for(x->c, batch * j->panels * j->blocks, 1, amx_task, j);
+    return;
+  }
   if (j->packed && x->c->gemm_pack) {
     int64_t step = j->conv ? PACK_COLS : PACK_ROWS;
     j->blocks = (j->R + step - 1) / step;
