@@ -150,20 +150,27 @@ Test(cpu_gemm_amx, infinities_and_nans_propagate_as_ieee_arithmetic) {
   b[3 * K + 5] = 0.0f;                                             /* column 3: inf times zero */
   a[2 * K + 5] = INFINITY, a[20 * K + 5] = -INFINITY;
   b[40 * K + 60] = NAN;
-  GemmSrc sa = {.p = a, .si = K, .sk = 1}, sb = {.p = b, .si = K, .sk = 1};
-  amx_product(sa, sb, M, N, K, c);
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      float got = c[m * N + n];
-      if (n == 40 || ((m == 2 || m == 20) && n == 3)) {
-        cr_assert(isnan(got), "[%lld, %lld]: %g, not a NaN", (long long)m, (long long)n, (double)got);
-      } else if (m == 2 || m == 20) {
-        cr_assert(isinf(got) && (got > 0) == (m == 2), "[%lld, %lld]: %g, not %sinf", (long long)m, (long long)n,
-                  (double)got, m == 2 ? "+" : "-");
-      } else {
-        cr_assert(isfinite(got), "[%lld, %lld]: %g", (long long)m, (long long)n, (double)got);
+  uint16_t *bh = malloc(sizeof(uint16_t) * (size_t)(N * K));
+  for (int64_t i = 0; i < N * K; i++) bh[i] = fp16_from_float(b[i]);
+  for (int h16 = 0; h16 < 2; h16++) {
+    GemmSrc sa = {.p = a, .si = K, .sk = 1}, sb = {.p = h16 ? (const void *)bh : b, .h16 = h16, .si = K, .sk = 1};
+    amx_product(sa, sb, M, N, K, c);
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 0; n < N; n++) {
+        float got = c[m * N + n];
+        if (n == 40 || ((m == 2 || m == 20) && n == 3)) {
+          cr_assert(isnan(got), "B %s [%lld, %lld]: %g, not a NaN", h16 ? "fp16" : "fp32", (long long)m, (long long)n,
+                    (double)got);
+        } else if (m == 2 || m == 20) {
+          cr_assert(isinf(got) && (got > 0) == (m == 2), "B %s [%lld, %lld]: %g, not %sinf", h16 ? "fp16" : "fp32",
+                    (long long)m, (long long)n, (double)got, m == 2 ? "+" : "-");
+        } else {
+          cr_assert(isfinite(got), "B %s [%lld, %lld]: %g", h16 ? "fp16" : "fp32", (long long)m, (long long)n,
+                    (double)got);
+        }
       }
-    }
+  }
+  free(bh);
   free(a), free(b), free(c);
 }
 

@@ -674,6 +674,9 @@ void gemm_amx_pack_cols(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k
 /* T[M, N] (ldt floats; rows and columns rounded up to 32) = (acc ? T : 0) + A B over nkb k-blocks, A's groups
  * and B's from 0. */
 void gemm_amx_block(AmxPacked A, AmxPacked B, int64_t M, int64_t N, int64_t nkb, float *T, int64_t ldt, bool acc);
+/* C[r, o] (ldc) = bias[o] (NULL: 0) + T[o, r] (ldt; rounded up to 32 x 32) for o < no, r < nr. */
+void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t nr, const float *bias, float *C,
+                               int64_t ldc);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_matmul_pack.c: a float matmul on the packed GEMM, its operands read in
  * place through their strides (transposed or not), every matrix of the

@@ -26,8 +26,8 @@
 
 #if HAVE_X86
 
-#define AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
+/* One target for every function here, so that the small helpers inline (GCC inlines only into a superset). */
+#define AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,f16c,fma")))
 
 /* Flags of one packed tile group (16 rows or columns by 32 k). */
 enum { AMX_NONFINITE = 1, AMX_PIECE2 = 2, AMX_PIECE3 = 4 };
@@ -94,7 +94,7 @@ static inline void split_scalar(float x, uint16_t p[3], uint8_t *flags) {
 }
 
 /* The same for 16 floats: the pieces' fp32 bits (low halves zero). */
-AVX512 static inline void split16(__m512 x, __m512i h[3], uint8_t *flags) {
+AMX static inline void split16(__m512 x, __m512i h[3], uint8_t *flags) {
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), ex = _mm512_set1_epi32(0x7f800000);
   __m512i u = _mm512_castps_si512(x);
   __mmask16 nf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, ex), ex);
@@ -114,8 +114,14 @@ AVX512 static inline void split16(__m512 x, __m512i h[3], uint8_t *flags) {
   h[0] = h1, h[1] = h2, h[2] = h3;
 }
 
+/* 32 pieces (lo's 16, then hi's) as bf16. A piece is exact in bf16, so the rounding conversion only moves
+ * the bits (its flush of denormals is the tiles' own). */
+AMX static inline __m512i bf16_pair(__m512i lo, __m512i hi) {
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(hi), _mm512_castsi512_ps(lo));
+}
+
 /* 16 elements of a source row from p (the first m of them, the rest zero), as floats. */
-AVX512 static inline __m512 load16(const void *p, bool h16, __mmask16 m) {
+AMX static inline __m512 load16(const void *p, bool h16, __mmask16 m) {
   if (h16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
   return _mm512_maskz_loadu_ps(m, p);
 }
@@ -131,8 +137,6 @@ static inline float src_at(GemmSrc s, int64_t i, int64_t k) {
   memcpy(&b, (const unsigned char *)s.p + 2 * at, 2);
   return fp16_to_float(b);
 }
-
-static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Tile t of group g at k-block kb: AMX_PLANES tiles of AMX_TILE_ELEMS bf16. */
 static inline uint16_t *tile_at(AmxPacked d, int64_t g, int64_t kb) {
@@ -159,33 +163,35 @@ static void pack_rows_scalar(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int6
     }
 }
 
-/* Rows whose k run contiguously (activations [R, K], a conv's weight [O, C]). */
-AVX512 static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
+/* Rows whose k run contiguously (a weight [O, K], a conv's weight [O, C], activations [R, K]): each row's k range
+ * read in order (the prefetchers follow it) and the next range's lines asked for ahead. */
+AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
-  for (int64_t g = 0; g < groups; g++)
-    for (int64_t kb = 0; kb < kbs; kb++) {
-      uint16_t *t = tile_at(d, g, kb);
-      uint8_t fl = 0;
-      int64_t kn = nk - kb * 32;
-      __mmask16 m0 = lanes(kn), m1 = lanes(kn - 16);
-      for (int64_t r = 0; r < 16; r++) {
-        int64_t row = g * 16 + r;
+  int planes = s.h16 ? 2 : AMX_PLANES; /* an fp16 value's third piece is zero: its flag says so, the plane is not read */
+  uint8_t fl[64];
+  for (int64_t g = 0; g < groups; g++) {
+    for (int64_t kb = 0; kb < kbs; kb++) fl[kb] = 0;
+    for (int64_t r = 0; r < 16; r++) {
+      int64_t row = g * 16 + r;
+      const unsigned char *p = (const unsigned char *)s.p + ((i0 + row) * s.si + k0) * es;
+      if (row < n)
+        for (int64_t line = 0; line < nk * es; line += 64) __builtin_prefetch(p + nk * es + line, 0, 2);
+      for (int64_t kb = 0; kb < kbs; kb++) {
+        uint16_t *t = tile_at(d, g, kb);
+        int64_t kn = nk - kb * 32;
         __m512i lo[3], hi[3];
         if (row < n) {
-          const unsigned char *p = (const unsigned char *)s.p + ((i0 + row) * s.si + k0 + kb * 32) * es;
-          split16(load16(p, s.h16, m0), lo, &fl);
-          split16(load16(p + 16 * es, s.h16, m1), hi, &fl);
+          split16(load16(p + kb * 32 * es, s.h16, lanes(kn)), lo, &fl[kb]);
+          split16(load16(p + (kb * 32 + 16) * es, s.h16, lanes(kn - 16)), hi, &fl[kb]);
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
-        for (int q = 0; q < AMX_PLANES; q++) {
-          uint16_t *o = t + q * AMX_TILE_ELEMS + r * 32;
-          _mm256_storeu_si256((__m256i *)(void *)o, _mm512_cvtepi32_epi16(_mm512_srli_epi32(lo[q], 16)));
-          _mm256_storeu_si256((__m256i *)(void *)(o + 16), _mm512_cvtepi32_epi16(_mm512_srli_epi32(hi[q], 16)));
-        }
+        for (int q = 0; q < planes; q++)
+          _mm512_storeu_si512((void *)(t + q * AMX_TILE_ELEMS + r * 32), bf16_pair(lo[q], hi[q]));
       }
-      d.flags[g * d.gstride + kb] = fl;
     }
+    for (int64_t kb = 0; kb < kbs; kb++) d.flags[g * d.gstride + kb] = fl[kb];
+  }
 }
 
 /* B side: each tile [16 k pairs][16 columns][2] (the VNNI layout). */
@@ -208,7 +214,7 @@ static void pack_cols_scalar(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int6
 
 /* Columns contiguous along n (a weight [K, O] read in place, activations [K, P] of a conv): a k pair's two rows
  * interleaved lane by lane. */
-AVX512 static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
+AMX static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
   for (int64_t g = 0; g < groups; g++) {
@@ -235,7 +241,7 @@ AVX512 static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t
 
 /* Columns whose k run contiguously (a weight [O, K]): each column's 32 k as 16 pairs, then the 16 x 16 pairs
  * transposed in registers (as floats: only the bits move). */
-AVX512 static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
+AMX static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   for (int64_t g = 0; g < groups; g++)
     for (int64_t kb = 0; kb < kbs; kb++) {
@@ -254,11 +260,7 @@ AVX512 static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
-        for (int q = 0; q < AMX_PLANES; q++) {
-          __m256i a = _mm512_cvtepi32_epi16(_mm512_srli_epi32(lo[q], 16));
-          __m256i b = _mm512_cvtepi32_epi16(_mm512_srli_epi32(hi[q], 16));
-          cols[q][c] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
-        }
+        for (int q = 0; q < AMX_PLANES; q++) cols[q][c] = _mm512_castsi512_ps(bf16_pair(lo[q], hi[q]));
       }
       for (int q = 0; q < AMX_PLANES; q++) {
         __m512 rows[16];
@@ -270,7 +272,7 @@ AVX512 static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t
 }
 
 void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
-  if (s.sk == 1) pack_rows_kcontig(d, s, i0, n, k0, nk);
+  if (s.sk == 1 && nk <= 64 * 32) pack_rows_kcontig(d, s, i0, n, k0, nk);
   else pack_rows_scalar(d, s, i0, n, k0, nk);
 }
 
@@ -282,28 +284,32 @@ void gemm_amx_pack_cols(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k
 
 /* ---- multiplying ---- */
 
-static inline float piece_value(const uint16_t *t, int64_t at) {
+static inline int planes_of(uint8_t fl) { return fl & AMX_PIECE3 ? 3 : fl & AMX_PIECE2 ? 2 : 1; }
+
+/* A value rebuilt (exactly) from its pieces: the planes its tile's flags say are there (an fp16 source's third
+ * plane is not written). */
+static inline float piece_value(const uint16_t *t, uint8_t fl, int64_t at) {
   float v = 0;
-  for (int q = 0; q < AMX_PLANES; q++) v += float_of((uint32_t)t[q * AMX_TILE_ELEMS + at] << 16);
+  for (int q = 0; q < planes_of(fl); q++) v += float_of((uint32_t)t[q * AMX_TILE_ELEMS + at] << 16);
   return v;
 }
 
 /* A 32 x 32 block whose operands hold a non-finite value: the values
- * rebuilt from their pieces (exactly) and summed by one fmaf per k. */
+ * rebuilt from their pieces and summed by one fmaf per k. */
 static void block_fmaf(AmxPacked A, int64_t ga, AmxPacked B, int64_t gb, int64_t nkb, float *T, int64_t ldt) {
   for (int64_t i = 0; i < 32; i++)
     for (int64_t j = 0; j < 32; j++) {
       float c = T[i * ldt + j];
       for (int64_t kb = 0; kb < nkb; kb++) {
-        const uint16_t *a = tile_at(A, ga + i / 16, kb), *b = tile_at(B, gb + j / 16, kb);
+        int64_t a = (ga + i / 16) * A.gstride + kb, b = (gb + j / 16) * B.gstride + kb;
+        const uint16_t *ta = A.p + a * AMX_PLANES * AMX_TILE_ELEMS, *tb = B.p + b * AMX_PLANES * AMX_TILE_ELEMS;
         for (int64_t kk = 0; kk < 32; kk++)
-          c = fmaf(piece_value(a, (i % 16) * 32 + kk), piece_value(b, (kk / 2) * 32 + (j % 16) * 2 + (kk & 1)), c);
+          c = fmaf(piece_value(ta, A.flags[a], (i % 16) * 32 + kk),
+                   piece_value(tb, B.flags[b], (kk / 2) * 32 + (j % 16) * 2 + (kk & 1)), c);
       }
       T[i * ldt + j] = c;
     }
 }
-
-static inline int planes_of(uint8_t fl) { return fl & AMX_PIECE3 ? 3 : fl & AMX_PIECE2 ? 2 : 1; }
 
 /* T[32, 32] (ldt floats, a multiple of 16) += A's row groups ga, ga + 1 by B's column groups gb, gb + 1 over nkb
  * k-blocks, on the tiles. */
@@ -357,9 +363,29 @@ void gemm_amx_block(AmxPacked A, AmxPacked B, int64_t M, int64_t N, int64_t nkb,
     }
 }
 
+/* C[r][o] = bias[o] + T[o][r]: 16 x 16 blocks transposed in registers. */
+AMX void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t nr, const float *bias, float *C,
+                                      int64_t ldc) {
+  for (int64_t o0 = 0; o0 < no; o0 += 16) {
+    __mmask16 mo = lanes(no - o0);
+    __m512 b = bias ? _mm512_maskz_loadu_ps(mo, bias + o0) : _mm512_setzero_ps();
+    for (int64_t r0 = 0; r0 < nr; r0 += 16) {
+      __m512 in[16], out[16];
+      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_ps(T + (o0 + i) * ldt + r0); /* T is padded to 32 x 32 */
+      gemm_transpose16(in, out);
+      for (int64_t r = 0; r < 16 && r0 + r < nr; r++)
+        _mm512_mask_storeu_ps(C + (r0 + r) * ldc + o0, mo, bias ? _mm512_add_ps(b, out[r]) : out[r]);
+    }
+  }
+}
+
 #else
 
 bool gemm_amx_on(void) { return false; }
+void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t nr, const float *bias, float *C,
+                               int64_t ldc) {
+  (void)T, (void)ldt, (void)no, (void)nr, (void)bias, (void)C, (void)ldc;
+}
 void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   (void)d, (void)s, (void)i0, (void)n, (void)k0, (void)nk;
 }

@@ -189,8 +189,9 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
-/* The AMX path's packing of the activations: linear, x [R, K] as rows; conv, each batch item's x [K, P] as
- * columns, items AMX_PACKED_ELEMS(P, K) apart. */
+/* The AMX path's packing of the activations: linear, x [R, K] as columns (the weight [O, K] is the row side, its
+ * rows packed without a transpose) or, by a weight [K, O], as rows; conv, each batch item's x [K, P] as columns,
+ * items AMX_PACKED_ELEMS(P, K) apart. */
 static AmxPacked amx_x_view(const WJob *j, int64_t nn, int64_t g, int64_t kb) {
   int64_t nkb = (j->K + 31) / 32, groups = (j->R + 31) / 32 * 2;
   uint16_t *base = (uint16_t *)(void *)j->c->gemm_pack + nn * AMX_PACKED_ELEMS(j->R, j->K);
@@ -205,22 +206,26 @@ static void amx_pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   int64_t per = (j->R + 31) / 32;
   for (int64_t it = lo; it < hi; it++) {
     int64_t nn = it / per, i0 = (it % per) * 32, n = j->R - i0 < 32 ? j->R - i0 : 32;
-    if (!j->conv)
-      gemm_amx_pack_rows(amx_x_view(j, 0, i0 / 16, 0), (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
+    AmxPacked d = amx_x_view(j, nn, i0 / 16, 0);
+    if (j->conv)
+      gemm_amx_pack_cols(d, (GemmSrc){.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R}, i0, n, 0, j->K);
+    else if (!j->w_kn)
+      gemm_amx_pack_cols(d, (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
     else
-      gemm_amx_pack_cols(amx_x_view(j, nn, i0 / 16, 0),
-                         (GemmSrc){.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R}, i0, n, 0, j->K);
+      gemm_amx_pack_rows(d, (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
   }
 }
 
 /* A piece on the tiles: PANEL output channels by AMX_STEP rows (positions); the weight packed AMX_KC k at a
- * time into the thread's scratch, the sums in the scratch after it, then written out with the bias. */
+ * time into the thread's scratch, the sums in the scratch after it, then written out with the bias. The weight
+ * is the row side unless it is [K, O]; then the sums are T[r][o], else T[o][r]. */
 static void amx_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const WJob *j = arg;
   uint16_t *own = (uint16_t *)(void *)j->c->scratch[tid];
   float *T = (float *)(void *)(own + AMX_PACKED_ELEMS(PANEL, AMX_KC));
   AmxPacked W = {.p = own, .flags = (uint8_t *)(own + (PANEL / 16) * (AMX_KC / 32) * AMX_PLANES * AMX_TILE_ELEMS),
                  .gstride = AMX_KC / 32};
+  bool w_rows = j->conv || !j->w_kn;
   for (int64_t it = lo; it < hi; it++) {
     int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
     int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * AMX_STEP;
@@ -228,31 +233,34 @@ static void amx_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     for (int64_t k0 = 0; k0 < j->K; k0 += AMX_KC) {
       int64_t nk = j->K - k0 < AMX_KC ? j->K - k0 : AMX_KC, nkb = (nk + 31) / 32;
       AmxPacked X = amx_x_view(j, nn, r0 / 16, k0 / 32);
-      if (!j->conv) {
-        gemm_amx_pack_cols(W, weight_src(j), o0, no, k0, nk);
-        gemm_amx_block(X, W, nr, no, nkb, T, PANEL, k0 > 0);
-      } else {
+      if (w_rows) {
         gemm_amx_pack_rows(W, weight_src(j), o0, no, k0, nk);
         gemm_amx_block(W, X, no, nr, nkb, T, AMX_STEP, k0 > 0);
+      } else {
+        gemm_amx_pack_cols(W, weight_src(j), o0, no, k0, nk);
+        gemm_amx_block(X, W, nr, no, nkb, T, PANEL, k0 > 0);
       }
     }
+    float bias[PANEL];
+    for (int64_t o = 0; j->b && o < no; o++) bias[o] = (float)ld(j->b, o0 + o);
     if (!j->conv) {
       float *C = fp(j->o) + r0 * j->O + o0;
-      for (int64_t r = 0; r < nr; r++) {
-        const float *t = T + r * PANEL;
-        if (j->b)
-          for (int64_t o = 0; o < no; o++) C[r * j->O + o] = (float)ld(j->b, o0 + o) + t[o];
-        else
-          memcpy(C + r * j->O, t, (size_t)no * sizeof(float));
-      }
+      if (w_rows) gemm_amx_store_transposed(T, AMX_STEP, no, nr, j->b ? bias : NULL, C, j->O);
+      else
+        for (int64_t r = 0; r < nr; r++) {
+          const float *t = T + r * PANEL;
+          if (j->b)
+            for (int64_t o = 0; o < no; o++) C[r * j->O + o] = bias[o] + t[o];
+          else
+            memcpy(C + r * j->O, t, (size_t)no * sizeof(float));
+        }
       linear_rows_after(j, C, o0, no, r0, nr, tid);
     } else {
       float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
       for (int64_t o = 0; o < no; o++) {
         const float *t = T + o * AMX_STEP;
-        float bv = j->b ? (float)ld(j->b, o0 + o) : 0.0f;
         if (j->b)
-          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bv + t[r];
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bias[o] + t[r];
         else
           memcpy(C + o * j->R, t, (size_t)nr * sizeof(float));
       }
