@@ -93,8 +93,24 @@ static inline void split_scalar(float x, uint16_t p[3], uint8_t *flags) {
   if (h3 & 0x7fff0000u) *flags |= AMX_PIECE3;
 }
 
+/* What a tile's pieces hold, gathered as they are split and turned into its flags once. */
+typedef struct PieceSeen {
+  __m512i any2, any3; /* OR of the second and third pieces' bits */
+  uint8_t nonfinite;
+} PieceSeen;
+
+AMX static inline PieceSeen seen_none(void) {
+  return (PieceSeen){.any2 = _mm512_setzero_si512(), .any3 = _mm512_setzero_si512(), .nonfinite = 0};
+}
+
+AMX static inline uint8_t seen_flags(const PieceSeen *ps) {
+  const __m512i mag = _mm512_set1_epi32(0x7fff0000);
+  return (uint8_t)(ps->nonfinite | (_mm512_test_epi32_mask(ps->any2, mag) ? AMX_PIECE2 : 0) |
+                   (_mm512_test_epi32_mask(ps->any3, mag) ? AMX_PIECE3 : 0));
+}
+
 /* The same for 16 floats: the pieces' fp32 bits (low halves zero). */
-AMX static inline void split16(__m512 x, __m512i h[3], uint8_t *flags) {
+AMX static inline void split16(__m512 x, __m512i h[3], PieceSeen *ps) {
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), ex = _mm512_set1_epi32(0x7f800000);
   __m512i u = _mm512_castps_si512(x);
   __mmask16 nf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, ex), ex);
@@ -106,11 +122,9 @@ AMX static inline void split16(__m512 x, __m512i h[3], uint8_t *flags) {
     __mmask16 nan = nf & _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffff));
     h1 = _mm512_mask_or_epi32(h1, nan, h1, _mm512_set1_epi32(0x400000));
     h2 = _mm512_maskz_mov_epi32((__mmask16)~nf, h2), h3 = _mm512_maskz_mov_epi32((__mmask16)~nf, h3);
-    *flags |= AMX_NONFINITE;
+    ps->nonfinite = AMX_NONFINITE;
   }
-  const __m512i mag = _mm512_set1_epi32(0x7fff0000);
-  if (_mm512_test_epi32_mask(h2, mag)) *flags |= AMX_PIECE2;
-  if (_mm512_test_epi32_mask(h3, mag)) *flags |= AMX_PIECE3;
+  ps->any2 = _mm512_or_si512(ps->any2, h2), ps->any3 = _mm512_or_si512(ps->any3, h3);
   h[0] = h1, h[1] = h2, h[2] = h3;
 }
 
@@ -168,9 +182,9 @@ static void pack_rows_scalar(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int6
 AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   int planes = s.h16 ? 2 : AMX_PLANES; /* an fp16 value's third piece is zero: its flag says so, the plane is not read */
-  uint8_t fl[64];
+  PieceSeen seen[AMX_KC / 32];
   for (int64_t g = 0; g < groups; g++) {
-    for (int64_t kb = 0; kb < kbs; kb++) fl[kb] = 0;
+    for (int64_t kb = 0; kb < kbs; kb++) seen[kb] = seen_none();
     for (int64_t r = 0; r < 16; r++) {
       int64_t row = g * 16 + r;
       const unsigned char *p = (const unsigned char *)s.p + ((i0 + row) * s.si + k0) * es;
@@ -181,8 +195,8 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
         int64_t kn = nk - kb * 32;
         __m512i lo[3], hi[3];
         if (row < n) {
-          split16(load16(p + kb * 32 * es, s.h16, lanes(kn)), lo, &fl[kb]);
-          split16(load16(p + (kb * 32 + 16) * es, s.h16, lanes(kn - 16)), hi, &fl[kb]);
+          split16(load16(p + kb * 32 * es, s.h16, lanes(kn)), lo, &seen[kb]);
+          split16(load16(p + (kb * 32 + 16) * es, s.h16, lanes(kn - 16)), hi, &seen[kb]);
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
@@ -190,7 +204,7 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
           _mm512_storeu_si512((void *)(t + q * AMX_TILE_ELEMS + r * 32), bf16_pair(lo[q], hi[q]));
       }
     }
-    for (int64_t kb = 0; kb < kbs; kb++) d.flags[g * d.gstride + kb] = fl[kb];
+    for (int64_t kb = 0; kb < kbs; kb++) d.flags[g * d.gstride + kb] = seen_flags(&seen[kb]);
   }
 }
 
@@ -221,20 +235,20 @@ AMX static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n,
     __mmask16 m = lanes(n - g * 16);
     for (int64_t kb = 0; kb < kbs; kb++) {
       uint16_t *t = tile_at(d, g, kb);
-      uint8_t fl = 0;
+      PieceSeen seen = seen_none();
       for (int64_t pr = 0; pr < 16; pr++) {
         int64_t k = kb * 32 + 2 * pr;
         __m512i e[3], o[3];
         const unsigned char *p = (const unsigned char *)s.p + ((k0 + k) * s.sk + j0 + g * 16) * es;
-        if (m && k < nk) split16(load16(p, s.h16, m), e, &fl);
+        if (m && k < nk) split16(load16(p, s.h16, m), e, &seen);
         else for (int q = 0; q < 3; q++) e[q] = _mm512_setzero_si512();
-        if (m && k + 1 < nk) split16(load16(p + s.sk * es, s.h16, m), o, &fl);
+        if (m && k + 1 < nk) split16(load16(p + s.sk * es, s.h16, m), o, &seen);
         else for (int q = 0; q < 3; q++) o[q] = _mm512_setzero_si512();
         for (int q = 0; q < AMX_PLANES; q++)
           _mm512_storeu_si512((void *)(t + q * AMX_TILE_ELEMS + pr * 32),
                               _mm512_or_si512(_mm512_srli_epi32(e[q], 16), _mm512_and_si512(o[q], hi)));
       }
-      d.flags[g * d.gstride + kb] = fl;
+      d.flags[g * d.gstride + kb] = seen_flags(&seen);
     }
   }
 }
@@ -246,7 +260,7 @@ AMX static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n,
   for (int64_t g = 0; g < groups; g++)
     for (int64_t kb = 0; kb < kbs; kb++) {
       uint16_t *t = tile_at(d, g, kb);
-      uint8_t fl = 0;
+      PieceSeen seen = seen_none();
       int64_t kn = nk - kb * 32;
       __mmask16 m0 = lanes(kn), m1 = lanes(kn - 16);
       __m512 cols[AMX_PLANES][16];
@@ -255,8 +269,8 @@ AMX static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n,
         __m512i lo[3], hi[3];
         if (col < n) {
           const unsigned char *p = (const unsigned char *)s.p + ((j0 + col) * s.si + k0 + kb * 32) * es;
-          split16(load16(p, s.h16, m0), lo, &fl);
-          split16(load16(p + 16 * es, s.h16, m1), hi, &fl);
+          split16(load16(p, s.h16, m0), lo, &seen);
+          split16(load16(p + 16 * es, s.h16, m1), hi, &seen);
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
@@ -267,13 +281,20 @@ AMX static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n,
         gemm_transpose16(cols[q], rows);
         for (int pr = 0; pr < 16; pr++) _mm512_storeu_ps(t + q * AMX_TILE_ELEMS + pr * 32, rows[pr]);
       }
-      d.flags[g * d.gstride + kb] = fl;
+      d.flags[g * d.gstride + kb] = seen_flags(&seen);
     }
 }
 
 void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
-  if (s.sk == 1 && nk <= 64 * 32) pack_rows_kcontig(d, s, i0, n, k0, nk);
-  else pack_rows_scalar(d, s, i0, n, k0, nk);
+  if (s.sk != 1) {
+    pack_rows_scalar(d, s, i0, n, k0, nk);
+    return;
+  }
+  for (int64_t c0 = 0; c0 < nk; c0 += AMX_KC) { /* AMX_KC at a time: what one row's read covers */
+    AmxPacked at = d;
+    at.p += (c0 / 32) * AMX_PLANES * AMX_TILE_ELEMS, at.flags += c0 / 32;
+    pack_rows_kcontig(at, s, i0, n, k0 + c0, nk - c0 < AMX_KC ? nk - c0 : AMX_KC);
+  }
 }
 
 void gemm_amx_pack_cols(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
@@ -313,12 +334,20 @@ static void block_fmaf(AmxPacked A, int64_t ga, AmxPacked B, int64_t gb, int64_t
 
 /* T[32, 32] (ldt floats, a multiple of 16) += A's row groups ga, ga + 1 by B's column groups gb, gb + 1 over nkb
  * k-blocks, on the tiles. */
-AMX static void block_tiles(AmxPacked A, int64_t ga, AmxPacked B, int64_t gb, int64_t nkb, float *T, int64_t ldt) {
+AMX static void block_tiles(AmxPacked A, int64_t ga, AmxPacked B, int64_t gb, int64_t nkb, float *T, int64_t ldt,
+                            bool acc) {
   size_t ld = (size_t)ldt * sizeof(float);
-  _tile_loadd(0, T, ld);
-  _tile_loadd(1, T + 16, ld);
-  _tile_loadd(2, T + 16 * ldt, ld);
-  _tile_loadd(3, T + 16 * ldt + 16, ld);
+  if (acc) {
+    _tile_loadd(0, T, ld);
+    _tile_loadd(1, T + 16, ld);
+    _tile_loadd(2, T + 16 * ldt, ld);
+    _tile_loadd(3, T + 16 * ldt + 16, ld);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   for (int64_t kb = 0; kb < nkb; kb++) {
     const uint16_t *a0 = tile_at(A, ga, kb), *a1 = tile_at(A, ga + 1, kb);
     const uint16_t *b0 = tile_at(B, gb, kb), *b1 = tile_at(B, gb + 1, kb);
@@ -352,14 +381,16 @@ static bool any_nonfinite(AmxPacked d, int64_t g, int64_t nkb) {
 void gemm_amx_block(AmxPacked A, AmxPacked B, int64_t M, int64_t N, int64_t nkb, float *T, int64_t ldt, bool acc) {
   configure_tiles();
   int64_t mp = (M + 31) / 32 * 32, np = (N + 31) / 32 * 32;
-  if (!acc)
-    for (int64_t i = 0; i < mp; i++) memset(T + i * ldt, 0, (size_t)np * sizeof(float));
   /* Column blocks outer: B's 32 columns by the k range stay in L1 while A's row blocks pass. */
   for (int64_t n0 = 0; n0 < np; n0 += 32)
     for (int64_t m0 = 0; m0 < mp; m0 += 32) {
       float *t = T + m0 * ldt + n0;
-      if (any_nonfinite(A, m0 / 16, nkb) || any_nonfinite(B, n0 / 16, nkb)) block_fmaf(A, m0 / 16, B, n0 / 16, nkb, t, ldt);
-      else block_tiles(A, m0 / 16, B, n0 / 16, nkb, t, ldt);
+      if (any_nonfinite(A, m0 / 16, nkb) || any_nonfinite(B, n0 / 16, nkb)) {
+        for (int64_t i = 0; !acc && i < 32; i++) memset(t + i * ldt, 0, 32 * sizeof(float));
+        block_fmaf(A, m0 / 16, B, n0 / 16, nkb, t, ldt);
+      } else {
+        block_tiles(A, m0 / 16, B, n0 / 16, nkb, t, ldt, acc);
+      }
     }
 }
 
