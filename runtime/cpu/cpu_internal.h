@@ -666,6 +666,8 @@ typedef struct AmxPacked {
 #define AMX_PACKED_ELEMS(n, K) ((((n) + 31) / 32 * 2) * (((K) + 31) / 32) * (AMX_PLANES * AMX_TILE_ELEMS + 2))
 /* A piece's own room in floats: its panel's packing (PANEL by AMX_KC) and its sums [AMX_STEP][PANEL]. */
 #define AMX_PIECE_FLOATS (AMX_PACKED_ELEMS(PANEL, AMX_KC) / 2 + AMX_STEP * PANEL)
+/* The view at group g, k-block kb of n rows (columns) by K packed whole at base. */
+AmxPacked gemm_amx_view(void *base, int64_t n, int64_t K, int64_t g, int64_t kb);
 /* Whether the AMX path runs (cpu_features()->amx). */
 bool gemm_amx_on(void);
 /* Pack n rows (columns) from i0 (j0) of s, k from k0 to k0 + nk, into d's groups 0.. and k-blocks 0... */

@@ -193,11 +193,7 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
  * rows packed without a transpose) or, by a weight [K, O], as rows; conv, each batch item's x [K, P] as columns,
  * items AMX_PACKED_ELEMS(P, K) apart. */
 static AmxPacked amx_x_view(const WJob *j, int64_t nn, int64_t g, int64_t kb) {
-  int64_t nkb = (j->K + 31) / 32, groups = (j->R + 31) / 32 * 2;
-  uint16_t *base = (uint16_t *)(void *)j->c->gemm_pack + nn * AMX_PACKED_ELEMS(j->R, j->K);
-  uint8_t *flags = (uint8_t *)(base + groups * nkb * AMX_PLANES * AMX_TILE_ELEMS);
-  return (AmxPacked){.p = base + (g * nkb + kb) * AMX_PLANES * AMX_TILE_ELEMS, .flags = flags + g * nkb + kb,
-                     .gstride = nkb};
+  return gemm_amx_view((uint16_t *)(void *)j->c->gemm_pack + nn * AMX_PACKED_ELEMS(j->R, j->K), j->R, j->K, g, kb);
 }
 
 static void amx_pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
