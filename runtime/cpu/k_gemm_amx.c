@@ -462,46 +462,6 @@ void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t 
                                int64_t ldc) {
   (void)T, (void)ldt, (void)no, (void)nr, (void)bias, (void)C, (void)ldc;
 }
-/* Rows contiguous along m (a transposed x, the dy^T of a weight's gradient): each k pair's two rows of 16
- * values interleaved into 16 pairs, then the 16 x 16 pairs transposed in registers into the tile's rows. */
-AMX static void pack_rows_mcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
-  int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
-  const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
-  for (int64_t g = 0; g < groups; g++) {
-    __mmask16 m = lanes(n - g * 16);
-    for (int64_t kb = 0; kb < kbs; kb++) {
-      uint16_t *t = tile_at(d, g, kb);
-      PieceSeen seen = seen_none();
-      __m512 pairs[AMX_PLANES][16];
-      for (int64_t pr = 0; pr < 16; pr++) {
-        int64_t k = kb * 32 + 2 * pr;
-        __m512i e[3], o[3];
-        const unsigned char *p = (const unsigned char *)s.p + (i0 + g * 16 + (k0 + k) * s.sk) * es;
-        if (m && k < nk) split16(load16(p, s.h16, m), e, &seen);
-        else for (int q = 0; q < 3; q++) e[q] = _mm512_setzero_si512();
-        if (m && k + 1 < nk) split16(load16(p + s.sk * es, s.h16, m), o, &seen);
-        else for (int q = 0; q < 3; q++) o[q] = _mm512_setzero_si512();
-        for (int q = 0; q < AMX_PLANES; q++)
-          pairs[q][pr] = _mm512_castsi512_ps(_mm512_or_si512(_mm512_srli_epi32(e[q], 16), _mm512_and_si512(o[q], hi)));
-      }
-      for (int q = 0; q < AMX_PLANES; q++) {
-        __m512 rows[16];
-        gemm_transpose16(pairs[q], rows);
-        for (int r = 0; r < 16; r++) _mm512_storeu_ps(t + q * AMX_TILE_ELEMS + r * 32, rows[r]);
-      }
-      d.flags[g * d.gstride + kb] = seen_flags(&seen);
-    }
-  }
-}
-
-AmxPacked gemm_amx_view(void *base, int64_t n, int64_t K, int64_t g, int64_t kb) {
-  int64_t nkb = (K + 31) / 32, groups = (n + 31) / 32 * 2;
-  uint16_t *p = base;
-  uint8_t *flags = (uint8_t *)(p + groups * nkb * AMX_PLANES * AMX_TILE_ELEMS);
-  return (AmxPacked){.p = p + (g * nkb + kb) * AMX_PLANES * AMX_TILE_ELEMS, .flags = flags + g * nkb + kb,
-                     .gstride = nkb};
-}
-
 void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   (void)d, (void)s, (void)i0, (void)n, (void)k0, (void)nk;
 }
