@@ -399,10 +399,10 @@ AMX static void block_tiles(AmxPacked A, int64_t ga, AmxPacked B, int64_t gb, in
       _tile_loadd(5, a1 + ia * AMX_TILE_ELEMS, 64);
       for (int jb = 0; jb < nb && ia + jb <= 2; jb++) {
         _tile_loadd(6, b0 + jb * AMX_TILE_ELEMS, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(2, 5, 6);
         _tile_loadd(7, b1 + jb * AMX_TILE_ELEMS, 64);
+        _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
     }
