@@ -222,8 +222,8 @@ static float *run_layer(const char *path, int64_t R, int64_t K, int64_t O, const
 
 static const int64_t layer_shapes[][3] = {{37, 300, 130}, {600, 64, 40}, {33, 520, 300}, {64, 70, 129}};
 
-/* Whole layers on the AMX path: within the bound of double (one more rounding for the bias), the same bits at 1
- * and 2 threads, fused and unfused alike. */
+/* Whole layers (on the AMX path by fp16 weights, the AVX-512 one by fp32 weights): within the bound of double (one
+ * more rounding for the bias), the same bits at 1 and 2 threads, fused and unfused alike. */
 Test(cpu_gemm_amx, linear_layers_within_the_bound_and_the_same_bits_at_1_and_2_threads) {
   SKIP_WITHOUT_AMX();
   for (size_t s = 0; s < sizeof layer_shapes / sizeof layer_shapes[0]; s++)
@@ -260,18 +260,20 @@ Test(cpu_gemm_amx, linear_layers_within_the_bound_and_the_same_bits_at_1_and_2_t
     }
 }
 
-/* ORION_CPU_AMX=0 (read once, before the first product): no AMX, and a layer has the AVX-512 path's bits, the bias
- * followed by one fused multiply-add per k in order. Criterion runs each test in its own process. */
+/* ORION_CPU_AMX=0 (read once, before the first product): no AMX, and a layer by an fp16 weight (which the tiles
+ * would run) has the AVX-512 path's bits, the bias followed by one fused multiply-add per k in order. Criterion
+ * runs each test in its own process. */
 Test(cpu_gemm_amx, orion_cpu_amx_0_gives_the_avx512_paths_bits) {
   cr_assert_eq(setenv("ORION_CPU_AMX", "0", 1), 0);
   cr_assert(!gemm_amx_on(), "ORION_CPU_AMX=0 left the AMX path on");
   if (!gemm_packed_fast()) cr_skip_test("no AVX-512 packed GEMM here (the layer runs on sgemm)");
   int64_t R = 37, K = 300, O = 130;
-  char *text = linear_text(R, K, O, "fp32"), path[128];
+  char *text = linear_text(R, K, O, "fp16"), path[128];
   make_pkg(text, path, sizeof path);
   free(text);
   float *x = malloc(sizeof(float) * (size_t)(R * K)), *w = NULL, *b = NULL;
   fill_random(x, R * K, 5, false);
+  for (int64_t i = 0; i < R * K; i++) x[i] = fp16_to_float(fp16_from_float(x[i])); /* the cast is exact then */
   float *y = run_layer(path, R, K, O, x, 2, false, &w, &b);
   for (int64_t r = 0; r < R; r++)
     for (int64_t n = 0; n < O; n++) {

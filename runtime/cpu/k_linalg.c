@@ -266,15 +266,16 @@ static void amx_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 
 /* The packed GEMM where the CPU has its fast forms and the activations have
  * more than GEMV_ROWS rows (fewer: the gemv kernels); otherwise sgemm on
- * converted panels, as before. Of the packed products, those with at least
- * AMX_MIN_ROWS rows and AMX_MIN_K k run on the AMX tiles where the CPU has
- * them (docs/cpu-backend.md). */
+ * converted panels, as before. Of the packed products, those by an fp16
+ * weight (5 passes, 4 by fp16 activations) with at least AMX_MIN_ROWS rows
+ * and AMX_MIN_K k run on the AMX tiles where the CPU has them; by an fp32
+ * weight (6 passes) the tiles measured slower (docs/cpu-backend.md). */
 #define AMX_MIN_ROWS 32
 #define AMX_MIN_K 64
 void wjob_reserve(Ctx *x, WJob *j, int64_t batch) {
   j->packed = gemm_packed_fast() && j->R > GEMV_ROWS && j->K > 0 && x->gemm_pack_floats;
   if (!j->packed) return;
-  j->amx = gemm_amx_on() && j->R >= AMX_MIN_ROWS && j->K >= AMX_MIN_K;
+  j->amx = gemm_amx_on() && j->w->st == ST_H16 && j->R >= AMX_MIN_ROWS && j->K >= AMX_MIN_K;
   int64_t need = j->amx    ? (batch * AMX_PACKED_ELEMS(j->R, j->K) + 1) / 2
                  : j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
                            : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
