@@ -1,6 +1,7 @@
 /*
  * Linear algebra: matmul, linear and conv; the pointwise linear and conv on
- * the packed GEMM (k_gemm_pack.c) or OpenBLAS sgemm, matmul on the packed
+ * the packed GEMM (k_gemm_pack.c; by an fp16 weight on AMX tiles where the
+ * CPU has them, k_gemm_amx.c) or OpenBLAS sgemm, matmul on the packed
  * GEMM by an fp16 weight or by k_matmul_pack.c's rule, else on sgemm, one
  * call per piece (docs/cpu-backend.md, "Linear algebra").
  */
