@@ -128,6 +128,24 @@ AMX static inline void split16(__m512 x, __m512i h[3], PieceSeen *ps) {
   h[0] = h1, h[1] = h2, h[2] = h3;
 }
 
+/* The same for 16 fp16 values as floats: 11 significant bits, so x - x1 is the second piece exactly and the third
+ * is zero (not computed). */
+AMX static inline void split16_h16(__m512 x, __m512i h[3], PieceSeen *ps) {
+  const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), ex = _mm512_set1_epi32(0x7f800000);
+  __m512i u = _mm512_castps_si512(x);
+  __mmask16 nf = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, ex), ex);
+  __m512i h1 = _mm512_and_si512(u, hi);
+  __m512i h2 = _mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(h1)));
+  if (nf) {
+    __mmask16 nan = nf & _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7fffff));
+    h1 = _mm512_mask_or_epi32(h1, nan, h1, _mm512_set1_epi32(0x400000));
+    h2 = _mm512_maskz_mov_epi32((__mmask16)~nf, h2);
+    ps->nonfinite = AMX_NONFINITE;
+  }
+  ps->any2 = _mm512_or_si512(ps->any2, h2);
+  h[0] = h1, h[1] = h2, h[2] = _mm512_setzero_si512();
+}
+
 /* 32 pieces (lo's 16, then hi's) as bf16. A piece is exact in bf16, so the rounding conversion only moves
  * the bits (its flush of denormals is the tiles' own). */
 AMX static inline __m512i bf16_pair(__m512i lo, __m512i hi) {
@@ -194,9 +212,12 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
         uint16_t *t = tile_at(d, g, kb);
         int64_t kn = nk - kb * 32;
         __m512i lo[3], hi[3];
-        if (row < n) {
-          split16(load16(p + kb * 32 * es, s.h16, lanes(kn)), lo, &seen[kb]);
-          split16(load16(p + (kb * 32 + 16) * es, s.h16, lanes(kn - 16)), hi, &seen[kb]);
+        if (row < n && s.h16) {
+          split16_h16(load16(p + kb * 32 * es, true, lanes(kn)), lo, &seen[kb]);
+          split16_h16(load16(p + (kb * 32 + 16) * es, true, lanes(kn - 16)), hi, &seen[kb]);
+        } else if (row < n) {
+          split16(load16(p + kb * 32 * es, false, lanes(kn)), lo, &seen[kb]);
+          split16(load16(p + (kb * 32 + 16) * es, false, lanes(kn - 16)), hi, &seen[kb]);
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
