@@ -492,6 +492,7 @@ typedef struct WJob {
   int64_t panels, blocks;
   bool packed; /* run on the packed GEMM (wjob_reserve decided at binding) */
   bool w_kn;   /* the weight is [K, O] (a matmul's y read in place), not [O, K]; packed only */
+  bool amx;    /* packed, on the AMX tiles (k_gemm_amx.c) */
   /* A fused linear's epilogue (linear layout only; b is then NULL): each
    * piece's products rounded to fp16 (round_mid), then post[o] added, then
    * rounded to fp16 again (round_out), as the unfused statements would. */
@@ -514,6 +515,7 @@ typedef struct CpuFeatures {
   bool f16c; /* F16C (and AVX): fp16 <-> fp32 in hardware */
   bool avx2; /* AVX2 and FMA */
   bool avx512; /* AVX-512 F, BW and VL (with F16C and FMA) */
+  bool amx;    /* AMX-TILE and AMX-BF16 with the OS's tile state granted, and ORION_CPU_AMX not 0 */
 } CpuFeatures;
 /* features.c */
 const CpuFeatures *cpu_features(void);
@@ -641,6 +643,42 @@ typedef struct GemmPrefetch {
 } GemmPrefetch;
 void gemm_block(const float *Ap, int64_t ags, const float *Bp, int64_t bps, int64_t M, int64_t N, int64_t kc,
                 float *C, int64_t ldc, bool acc, bool portable, const GemmPrefetch *pf);
+#if HAVE_X86
+/* t[k] = (r[0][k], ..., r[15][k]): a 16 x 16 transpose in registers (any 32-bit lanes). */
+void gemm_transpose16(const __m512 r[16], __m512 t[16]);
+#endif
+/* k_gemm_amx.c: the many-row products on AMX tiles. Packed operands are
+ * groups of 16 rows (A) or columns (B), each k-block of 32 holding
+ * AMX_PLANES tiles of bf16 pieces: A's [16 rows][32 k], B's [16 k pairs][16
+ * columns][2]; group g's k-block kb at p + (g gstride + kb) AMX_PLANES
+ * AMX_TILE_ELEMS, its flags at flags[g gstride + kb]. Packing pads to whole
+ * 32-row (column) blocks and 32-k blocks with zeros. */
+#define AMX_PLANES 3
+#define AMX_TILE_ELEMS 512
+#define AMX_KC 256    /* k per block of the weight's packing */
+#define AMX_STEP 512  /* rows (linear) or positions (conv) of the activations per piece */
+typedef struct AmxPacked {
+  uint16_t *p;
+  uint8_t *flags;
+  int64_t gstride; /* k-blocks per group */
+} AmxPacked;
+/* uint16 elements (with the flags, rounded up) of n rows or columns by K packed */
+#define AMX_PACKED_ELEMS(n, K) ((((n) + 31) / 32 * 2) * (((K) + 31) / 32) * (AMX_PLANES * AMX_TILE_ELEMS + 2))
+/* A piece's own room in floats: its panel's packing (PANEL by AMX_KC) and its sums [AMX_STEP][PANEL]. */
+#define AMX_PIECE_FLOATS (AMX_PACKED_ELEMS(PANEL, AMX_KC) / 2 + AMX_STEP * PANEL)
+/* The view at group g, k-block kb of n rows (columns) by K packed whole at base. */
+AmxPacked gemm_amx_view(void *base, int64_t n, int64_t K, int64_t g, int64_t kb);
+/* Whether the AMX path runs (cpu_features()->amx). */
+bool gemm_amx_on(void);
+/* Pack n rows (columns) from i0 (j0) of s, k from k0 to k0 + nk, into d's groups 0.. and k-blocks 0... */
+void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk);
+void gemm_amx_pack_cols(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk);
+/* T[M, N] (ldt floats; rows and columns rounded up to 32) = (acc ? T : 0) + A B over nkb k-blocks, A's groups
+ * and B's from 0. */
+void gemm_amx_block(AmxPacked A, AmxPacked B, int64_t M, int64_t N, int64_t nkb, float *T, int64_t ldt, bool acc);
+/* C[r, o] (ldc) = bias[o] (NULL: 0) + T[o, r] (ldt; rounded up to 32 x 32) for o < no, r < nr. */
+void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t nr, const float *bias, float *C,
+                               int64_t ldc);
 bool k_conv(Ctx *x, int code, Val *out, uint32_t nout);
 /* k_matmul_pack.c: a float matmul on the packed GEMM, its operands read in
  * place through their strides (transposed or not), every matrix of the

@@ -89,6 +89,8 @@ AVX512 static inline __attribute__((always_inline)) void transpose16(const __m51
   }
 }
 
+AVX512 void gemm_transpose16(const __m512 r[16], __m512 t[16]) { transpose16(r, t); }
+
 /* Columns whose k run contiguously (a weight [N, K], sk == 1): 16 rows by 16
  * k loaded (fp16 converted), transposed in registers and written k-major, so
  * the weight is read once, in order. */

@@ -1,6 +1,7 @@
 /*
  * Linear algebra: matmul, linear and conv; the pointwise linear and conv on
- * the packed GEMM (k_gemm_pack.c) or OpenBLAS sgemm, matmul on the packed
+ * the packed GEMM (k_gemm_pack.c; by an fp16 weight on AMX tiles where the
+ * CPU has them, k_gemm_amx.c) or OpenBLAS sgemm, matmul on the packed
  * GEMM by an fp16 weight or by k_matmul_pack.c's rule, else on sgemm, one
  * call per piece (docs/cpu-backend.md, "Linear algebra").
  */
@@ -189,14 +190,96 @@ static void packed_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   }
 }
 
+/* The AMX path's packing of the activations: linear, x [R, K] as columns (the weight [O, K] is the row side, its
+ * rows packed without a transpose) or, by a weight [K, O], as rows; conv, each batch item's x [K, P] as columns,
+ * items AMX_PACKED_ELEMS(P, K) apart. */
+static AmxPacked amx_x_view(const WJob *j, int64_t nn, int64_t g, int64_t kb) {
+  return gemm_amx_view((uint16_t *)(void *)j->c->gemm_pack + nn * AMX_PACKED_ELEMS(j->R, j->K), j->R, j->K, g, kb);
+}
+
+static void amx_pack_x_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const WJob *j = arg;
+  int64_t per = (j->R + 31) / 32;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / per, i0 = (it % per) * 32, n = j->R - i0 < 32 ? j->R - i0 : 32;
+    AmxPacked d = amx_x_view(j, nn, i0 / 16, 0);
+    if (j->conv)
+      gemm_amx_pack_cols(d, (GemmSrc){.p = fp(j->x) + nn * j->K * j->R, .si = 1, .sk = j->R}, i0, n, 0, j->K);
+    else if (!j->w_kn)
+      gemm_amx_pack_cols(d, (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
+    else
+      gemm_amx_pack_rows(d, (GemmSrc){.p = fp(j->x), .si = j->K, .sk = 1}, i0, n, 0, j->K);
+  }
+}
+
+/* A piece on the tiles: PANEL output channels by AMX_STEP rows (positions); the weight packed AMX_KC k at a
+ * time into the thread's scratch, the sums in the scratch after it, then written out with the bias. The weight
+ * is the row side unless it is [K, O]; then the sums are T[r][o], else T[o][r]. */
+static void amx_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  const WJob *j = arg;
+  uint16_t *own = (uint16_t *)(void *)j->c->scratch[tid];
+  float *T = (float *)(void *)(own + AMX_PACKED_ELEMS(PANEL, AMX_KC));
+  AmxPacked W = {.p = own, .flags = (uint8_t *)(own + (PANEL / 16) * (AMX_KC / 32) * AMX_PLANES * AMX_TILE_ELEMS),
+                 .gstride = AMX_KC / 32};
+  bool w_rows = j->conv || !j->w_kn;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t nn = it / (j->panels * j->blocks), rem = it % (j->panels * j->blocks);
+    int64_t o0 = (rem / j->blocks) * PANEL, r0 = (rem % j->blocks) * AMX_STEP;
+    int64_t no = j->O - o0 < PANEL ? j->O - o0 : PANEL, nr = j->R - r0 < AMX_STEP ? j->R - r0 : AMX_STEP;
+    for (int64_t k0 = 0; k0 < j->K; k0 += AMX_KC) {
+      int64_t nk = j->K - k0 < AMX_KC ? j->K - k0 : AMX_KC, nkb = (nk + 31) / 32;
+      AmxPacked X = amx_x_view(j, nn, r0 / 16, k0 / 32);
+      if (w_rows) {
+        gemm_amx_pack_rows(W, weight_src(j), o0, no, k0, nk);
+        gemm_amx_block(W, X, no, nr, nkb, T, AMX_STEP, k0 > 0);
+      } else {
+        gemm_amx_pack_cols(W, weight_src(j), o0, no, k0, nk);
+        gemm_amx_block(X, W, nr, no, nkb, T, PANEL, k0 > 0);
+      }
+    }
+    float bias[PANEL];
+    for (int64_t o = 0; j->b && o < no; o++) bias[o] = (float)ld(j->b, o0 + o);
+    if (!j->conv) {
+      float *C = fp(j->o) + r0 * j->O + o0;
+      if (w_rows) gemm_amx_store_transposed(T, AMX_STEP, no, nr, j->b ? bias : NULL, C, j->O);
+      else
+        for (int64_t r = 0; r < nr; r++) {
+          const float *t = T + r * PANEL;
+          if (j->b)
+            for (int64_t o = 0; o < no; o++) C[r * j->O + o] = bias[o] + t[o];
+          else
+            memcpy(C + r * j->O, t, (size_t)no * sizeof(float));
+        }
+      linear_rows_after(j, C, o0, no, r0, nr, tid);
+    } else {
+      float *C = fp(j->o) + nn * j->O * j->R + o0 * j->R + r0;
+      for (int64_t o = 0; o < no; o++) {
+        const float *t = T + o * AMX_STEP;
+        if (j->b)
+          for (int64_t r = 0; r < nr; r++) C[o * j->R + r] = bias[o] + t[r];
+        else
+          memcpy(C + o * j->R, t, (size_t)nr * sizeof(float));
+      }
+    }
+  }
+}
+
 /* The packed GEMM where the CPU has its fast forms and the activations have
  * more than GEMV_ROWS rows (fewer: the gemv kernels); otherwise sgemm on
- * converted panels, as before. */
+ * converted panels, as before. Of the packed products, those by an fp16
+ * weight (5 passes, 4 by fp16 activations) with at least AMX_MIN_ROWS rows
+ * and AMX_MIN_K k run on the AMX tiles where the CPU has them; by an fp32
+ * weight (6 passes) the tiles measured slower (docs/cpu-backend.md). */
+#define AMX_MIN_ROWS 32
+#define AMX_MIN_K 64
 void wjob_reserve(Ctx *x, WJob *j, int64_t batch) {
   j->packed = gemm_packed_fast() && j->R > GEMV_ROWS && j->K > 0 && x->gemm_pack_floats;
   if (!j->packed) return;
-  int64_t need = j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
-                         : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
+  j->amx = gemm_amx_on() && j->w->st == ST_H16 && j->R >= AMX_MIN_ROWS && j->K >= AMX_MIN_K;
+  int64_t need = j->amx    ? (batch * AMX_PACKED_ELEMS(j->R, j->K) + 1) / 2
+                 : j->conv ? batch * ((j->R + GEMM_NR - 1) / GEMM_NR) * GEMM_NR * j->K
+                           : ((j->R + GEMM_MR - 1) / GEMM_MR) * GEMM_MR * j->K;
   if (need > *x->gemm_pack_floats) *x->gemm_pack_floats = need;
 }
 
@@ -204,6 +287,12 @@ void wgemm(Ctx *x, WJob *j, int64_t batch) {
   j->c = x->c;
   j->panels = (j->O + PANEL - 1) / PANEL;
   if (j->O == 0 || j->R == 0) return;
+  if (j->packed && j->amx && x->c->gemm_pack) {
+    j->blocks = (j->R + AMX_STEP - 1) / AMX_STEP;
+    par_for(x->c, batch * ((j->R + 31) / 32), 1, amx_pack_x_task, j);
+    par_for(x->c, batch * j->panels * j->blocks, 1, amx_task, j);
+    return;
+  }
   if (j->packed && x->c->gemm_pack) {
     int64_t step = j->conv ? PACK_COLS : PACK_ROWS;
     j->blocks = (j->R + step - 1) / step;
