@@ -20,6 +20,7 @@
 
 #include "orion/dtype.h"
 #include "orion/support.h"
+#include "orion/values_fit.h"
 
 /* ---- data (runtime/train/data.c) ---------------------------------------- */
 
@@ -155,6 +156,12 @@ void train_optimizer_free(TrainOptimizer *opt);
 /* One update of every param from its grad with learning rate lr. The params
  * must be the list (same order and counts) the optimizer was made for. */
 void train_optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr);
+/* train_optimizer_step that also counts, as each new value is made, those
+ * of param i that do not fit its program weight: fit[i].limit is set by the
+ * caller (orion_fit_limit of the weight's type); values, count and unfit
+ * are filled, for orion_write_weights to take up instead of a check pass
+ * over the values (orion/values_fit.h). */
+void train_optimizer_step_counted(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, OrionValuesFit *fit);
 
 /* Optimizer steps taken (PyTorch's state['step']). */
 uint64_t train_optimizer_steps(const TrainOptimizer *opt);

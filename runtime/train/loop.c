@@ -36,9 +36,12 @@ static double now_ms(void) {
  * converted straight into the working copy's mapped weight data, then taken
  * up by the backend: no compile, no manifest, no checksum (the working copy
  * is made to verify at checkpoints and at the end, commit_weights). Nothing
- * is written unless every value fits. */
-static bool write_weights(Loop *L, OrionTrainReport *r, Diag *d) {
+ * is written unless every value fits. `counted`: right after the optimizer
+ * step, whose counts of misfits (L->fits) stand for the check pass; else
+ * (a resume) the write reads the values to check them. */
+static bool write_weights(Loop *L, OrionTrainReport *r, bool counted, Diag *d) {
   if (L->lora) return loop_lora_write(L, d); /* the adapters are inputs: no weight changes */
+  for (uint32_t k = 0; k < L->nparams; k++) L->writes[k].fit = counted ? &L->fits[k] : NULL;
   if (!orion_backend_write_weights(L->backend, L->prog, L->writes, L->nparams, d)) return false;
   if (L->nparams) r->weight_updates++;
   return true;
@@ -187,12 +190,14 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   bool finite = train_grads_unscale_norm(L->params, L->nparams, scale, &norm);
   if (finite) {
     norm = train_grads_clip_measured(L->params, L->nparams, o->clip_grad, norm);
-    train_optimizer_step(L->opt, L->params, L->nparams, lr);
+    for (uint32_t k = 0; k < L->nparams; k++)
+      L->fits[k].limit = orion_fit_limit(!L->lora && L->pinfo[k].dtype == ORION_DT_FP16);
+    train_optimizer_step_counted(L->opt, L->params, L->nparams, lr, L->fits);
   }
   if (scaled) train_loss_scaler_update(&L->scaler, !finite);
   else if (!finite) L->scaler.skipped++;
   double t2 = now_ms();
-  if (finite && !write_weights(L, r, d)) return false;
+  if (finite && !write_weights(L, r, true, d)) return false;
   double t3 = now_ms();
   out->ms = t3 - t0;
   double tokens = (double)(L->batch * L->seq) * o->accum;
@@ -233,6 +238,7 @@ static bool open_state(Loop *L, const OrionTrainOptions *o, Diag *d) {
   }
   L->opt = train_optimizer_new(&o->optimizer, L->params, L->nparams, d);
   if (!L->opt) return false;
+  L->fits = xcalloc(L->nparams + 1, sizeof *L->fits);
   TrainLossScaleConfig sc = train_loss_scale_defaults();
   return train_loss_scaler_init(&L->scaler, &sc, d);
 }
@@ -250,7 +256,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
   ok = ok && open_state(&L, o, d);
   uint64_t next = 1;
   if (ok && L.lora) ok = loop_lora_write(&L, d); /* the start values, bound before the first forward */
-  if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, d);
+  if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, false, d);
   r->first_step = next;
   if (ok && o->log) ok = (log = orion_train_log_open(o->log, o->resume != NULL, d)) != NULL;
   /* --stop-after: the run ends early, as if interrupted, at a checkpoint; the schedule is still the N steps'. */

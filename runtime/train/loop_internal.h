@@ -53,6 +53,7 @@ typedef struct Loop {
   TrainParam *params; /* the trained tensors: params, or with --lora the adapter inputs */
   ParamInfo *pinfo;
   OrionWeightValues *writes; /* per param: its forward weight, written from its master each step */
+  OrionValuesFit *fits;      /* per param: the step's count of new values its weight cannot hold */
   uint32_t nparams;
   bool lora;            /* the contract's Adapters train, bound as inputs (runtime/train/lora.c) */
   char **adapter_names; /* --lora: params[k].name, owned */

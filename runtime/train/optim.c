@@ -215,6 +215,8 @@ typedef struct AdamwJob {
   Chunks c;
   TrainOptimizer *opt;
   AdamwScalars *scalars; /* per param */
+  const float *limits;   /* per param: the fit limit of its weight */
+  size_t *unfit;         /* per item: new values beyond it */
 } AdamwJob;
 
 static void adamw_item(void *ctx, size_t item) {
@@ -222,19 +224,28 @@ static void adamw_item(void *ctx, size_t item) {
   size_t at, len;
   TrainParam *p = chunk_at(&j->c, item, &at, &len);
   size_t i = (size_t)(p - j->c.params);
-  train_kernel_adamw(p->value + at, j->opt->state[i * 2] + at, j->opt->state[i * 2 + 1] + at, p->grad + at, len,
-                     &j->scalars[i]);
+  j->unfit[item] = train_kernel_adamw(p->value + at, j->opt->state[i * 2] + at, j->opt->state[i * 2 + 1] + at,
+                                      p->grad + at, len, &j->scalars[i], j->limits[i]);
 }
 
 /* One pass over every param's four arrays, in chunks over up to two threads
- * (each element's arithmetic is the same whoever does it). */
-static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr) {
+ * (each element's arithmetic is the same whoever does it). unfit[i]: param
+ * i's new values not below limits[i]. */
+static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, const float *limits,
+                       size_t *unfit) {
   const TrainOptimizerConfig *c = &opt->cfg;
   double t = (double)opt->steps;
   double bc1 = 1.0 - pow(c->beta1, t), bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));
-  AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars)};
+  AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars),
+                .limits = limits};
+  j.unfit = xcalloc(j.c.first[n] + 1, sizeof *j.unfit);
   for (size_t i = 0; i < n; i++) j.scalars[i] = adamw_scalars(c, &params[i], lr, bc1, bc2_sqrt);
   parallel_for_two(j.c.first[n], adamw_item, &j);
+  for (size_t i = 0; i < n; i++) {
+    unfit[i] = 0;
+    for (size_t k = j.c.first[i]; k < j.c.first[i + 1]; k++) unfit[i] += j.unfit[k];
+  }
+  free(j.unfit);
   free(j.scalars);
   free(j.c.first);
 }
@@ -242,11 +253,13 @@ static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double
 /* torch.optim.SGD (_single_tensor_sgd): g += wd*p; buf = g on the first step,
  * else buf = buf*momentum + (1-dampening)*g; g = nesterov ? g + momentum*buf
  * : buf; p += -lr*g. */
-static void sgd_param(const TrainOptimizerConfig *c, TrainParam *p, float *buf, bool first, double lr) {
+static size_t sgd_param(const TrainOptimizerConfig *c, TrainParam *p, float *buf, bool first, double lr,
+                        float limit) {
   float wd = (float)(train_param_decays(p) ? c->weight_decay : 0.0);
   float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening), neg_lr = (float)-lr;
   float *w = p->value;
   const float *g = p->grad;
+  size_t unfit = 0;
   for (size_t e = 0; e < p->count; e++) {
     float ge = wd != 0 ? g[e] + wd * w[e] : g[e];
     if (buf) {
@@ -255,19 +268,47 @@ static void sgd_param(const TrainOptimizerConfig *c, TrainParam *p, float *buf, 
       ge = c->nesterov ? ge + mom * be : be;
     }
     w[e] = w[e] + neg_lr * ge;
+    unfit += !(fabsf(w[e]) < limit);
   }
+  return unfit;
+}
+
+/* limits[i]: param i's fit limit; unfit[i] gets the count. */
+static void optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, const float *limits,
+                           size_t *unfit) {
+  opt->steps++;
+  const TrainOptimizerConfig *c = &opt->cfg;
+  if (n > opt->nparams) n = opt->nparams;
+  if (c->kind == TRAIN_OPT_ADAMW) {
+    adamw_step(opt, params, n, lr, limits, unfit);
+  } else {
+    for (size_t i = 0; i < n; i++)
+      unfit[i] = sgd_param(c, &params[i], opt->slots ? opt->state[i] : NULL, !opt->has_state, lr, limits[i]);
+  }
+  opt->has_state = true;
 }
 
 void train_optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr) {
-  opt->steps++;
-  const TrainOptimizerConfig *c = &opt->cfg;
-  if (c->kind == TRAIN_OPT_ADAMW) {
-    adamw_step(opt, params, n < opt->nparams ? n : opt->nparams, lr);
-  } else {
-    for (size_t i = 0; i < n && i < opt->nparams; i++)
-      sgd_param(c, &params[i], opt->slots ? opt->state[i] : NULL, !opt->has_state, lr);
-  }
-  opt->has_state = true;
+  float *limits = xcalloc(n + 1, sizeof *limits);
+  size_t *unfit = xcalloc(n + 1, sizeof *unfit);
+  for (size_t i = 0; i < n; i++) limits[i] = INFINITY;
+  optimizer_step(opt, params, n, lr, limits, unfit);
+  free(unfit);
+  free(limits);
+}
+
+void train_optimizer_step_counted(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, OrionValuesFit *fit) {
+  float *limits = xcalloc(n + 1, sizeof *limits);
+  size_t *unfit = xcalloc(n + 1, sizeof *unfit);
+  for (size_t i = 0; i < n; i++) limits[i] = fit[i].limit;
+  optimizer_step(opt, params, n, lr, limits, unfit);
+  /* A param past the optimizer's list was not updated, so not counted. */
+  for (size_t i = 0; i < n; i++)
+    fit[i] = i < opt->nparams ? (OrionValuesFit){.values = params[i].value, .count = params[i].count,
+                                                 .limit = limits[i], .unfit = unfit[i]}
+                              : (OrionValuesFit){.limit = limits[i]};
+  free(unfit);
+  free(limits);
 }
 
 uint64_t train_optimizer_steps(const TrainOptimizer *opt) { return opt->steps; }

@@ -4,7 +4,9 @@
  * pass; the AVX versions do exactly the scalar operations (multiply, add,
  * divide, square root, each rounded once: the project builds with
  * -std=c11, which contracts nothing into FMAs, and the target has no FMA),
- * eight lanes at a time.
+ * eight lanes at a time. AdamW also counts the new weights that do not fit
+ * the program weight they are written into next (orion/values_fit.h), so
+ * the write needs no check pass of its own.
  */
 #include "optim_kernels.h"
 
@@ -20,7 +22,9 @@ static bool have_avx(void) { return __builtin_cpu_supports("avx"); }
 #define HAVE_AVX_PATH 0
 #endif
 
-static void adamw_scalar(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s) {
+static size_t adamw_scalar(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s,
+                           float limit) {
+  size_t unfit = 0;
   for (size_t e = 0; e < n; e++) {
     float pe = w[e] * s->decay;
     float me = m[e] * s->b1 + s->one_minus_b1 * g[e];
@@ -29,12 +33,19 @@ static void adamw_scalar(float *w, float *m, float *v, const float *g, size_t n,
     m[e] = me;
     v[e] = ve;
     w[e] = pe + (s->neg_step * me) / denom;
+    unfit += !(fabsf(w[e]) < limit);
   }
+  return unfit;
 }
 
 #if HAVE_AVX_PATH
-__attribute__((target("avx"))) static void adamw_avx(float *w, float *m, float *v, const float *g, size_t n,
-                                                     const AdamwScalars *s) {
+/* The new weights are counted against the limit in the register they are
+ * stored from: |w| by clearing the sign, "not less than" (true for NaN) as
+ * a lane mask, which is almost always 0. */
+__attribute__((target("avx"))) static size_t adamw_avx(float *w, float *m, float *v, const float *g, size_t n,
+                                                       const AdamwScalars *s, float limit) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), lim = _mm256_set1_ps(limit);
+  size_t unfit = 0;
   const __m256 decay = _mm256_set1_ps(s->decay), b1 = _mm256_set1_ps(s->b1), omb1 = _mm256_set1_ps(s->one_minus_b1);
   const __m256 b2 = _mm256_set1_ps(s->b2), omb2 = _mm256_set1_ps(s->one_minus_b2);
   const __m256 neg_step = _mm256_set1_ps(s->neg_step), bc2s = _mm256_set1_ps(s->bc2_sqrt), eps = _mm256_set1_ps(s->eps);
@@ -47,20 +58,20 @@ __attribute__((target("avx"))) static void adamw_avx(float *w, float *m, float *
     __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(ve), bc2s), eps);
     _mm256_storeu_ps(m + e, me);
     _mm256_storeu_ps(v + e, ve);
-    _mm256_storeu_ps(w + e, _mm256_add_ps(pe, _mm256_div_ps(_mm256_mul_ps(neg_step, me), denom)));
+    __m256 we = _mm256_add_ps(pe, _mm256_div_ps(_mm256_mul_ps(neg_step, me), denom));
+    _mm256_storeu_ps(w + e, we);
+    unsigned bad = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(we, magnitude), lim, _CMP_NLT_UQ));
+    for (; bad; bad &= bad - 1) unfit++;
   }
-  adamw_scalar(w + e, m + e, v + e, g + e, n - e, s);
+  return unfit + adamw_scalar(w + e, m + e, v + e, g + e, n - e, s, limit);
 }
 #endif
 
-void train_kernel_adamw(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s) {
+size_t train_kernel_adamw(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s, float limit) {
 #if HAVE_AVX_PATH
-  if (have_avx()) {
-    adamw_avx(w, m, v, g, n, s);
-    return;
-  }
+  if (have_avx()) return adamw_avx(w, m, v, g, n, s, limit);
 #endif
-  adamw_scalar(w, m, v, g, n, s);
+  return adamw_scalar(w, m, v, g, n, s, limit);
 }
 
 /* The squares go into eight double lanes (element i of each group of eight

@@ -16,8 +16,9 @@ typedef struct AdamwScalars {
   float decay, b1, one_minus_b1, b2, one_minus_b2, neg_step, bc2_sqrt, eps;
 } AdamwScalars;
 
-/* w, m, v updated in place from g over n elements. */
-void train_kernel_adamw(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s);
+/* w, m, v updated in place from g over n elements; returns how many new w
+ * have !(|w| < limit) (NaN, infinite, or beyond the target weight's range). */
+size_t train_kernel_adamw(float *w, float *m, float *v, const float *g, size_t n, const AdamwScalars *s, float limit);
 
 /* g *= inv (g is not written when inv is 1), and the sum of the results' squares in
  * double (in a fixed lane order); *finite false if any result is NaN or
