@@ -322,7 +322,7 @@ static void counts_are_exact(TrainOptimizerKind kind) {
   for (int step = 1; step <= 2; step++) {
     /* fp16's limit for the big param, fp32's for the small one */
     OrionValuesFit fit[2] = {{.limit = ORION_FP16_FIT_LIMIT}, {.limit = INFINITY}};
-    train_optimizer_step_counted(counted_opt, p, 2, 1e-3, fit);
+    train_optimizer_step_counted(counted_opt, p, 2, 1e-3, NULL, fit);
     train_optimizer_step(plain, q, 2, 1e-3);
     for (int k = 0; k < 2; k++) {
       cr_assert_eq(memcmp(p[k].value, q[k].value, p[k].count * sizeof(float)), 0, "the same bits as without counting");
@@ -334,7 +334,7 @@ static void counts_are_exact(TrainOptimizerKind kind) {
     cr_assert_eq(fit[1].unfit, 0);
   }
   OrionValuesFit fit[2] = {{.limit = INFINITY}, {.limit = INFINITY}};
-  train_optimizer_step_counted(counted_opt, p, 2, 1e-3, fit);
+  train_optimizer_step_counted(counted_opt, p, 2, 1e-3, NULL, fit);
   cr_assert_eq(fit[0].unfit, 2, "against fp32's limit only the NaN and the infinity (got %zu)", fit[0].unfit);
   train_optimizer_free(counted_opt);
   train_optimizer_free(plain);

@@ -212,12 +212,15 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);
   double norm = 0;
-  bool finite = train_grads_unscale_norm(L->params, L->nparams, scale, &norm);
+  /* One read of the gradients for their norm and finiteness; the unscaling
+   * and the clipping happen as the optimizer reads them (the same bits as
+   * passes of their own, a write of every gradient fewer). */
+  bool finite = train_grads_measure_unscaled(L->params, L->nparams, scale, &norm);
   if (finite) {
-    norm = train_grads_clip_measured(L->params, L->nparams, o->clip_grad, norm);
+    TrainGradScale gs = train_grad_scale(scale, o->clip_grad, norm);
     for (uint32_t k = 0; k < L->nparams; k++)
       L->fits[k].limit = orion_fit_limit(!L->lora && L->pinfo[k].dtype == ORION_DT_FP16);
-    train_optimizer_step_counted(L->opt, L->params, L->nparams, lr, L->fits);
+    train_optimizer_step_counted(L->opt, L->params, L->nparams, lr, &gs, L->fits);
   }
   if (scaled) train_loss_scaler_update(&L->scaler, !finite);
   else if (!finite) L->scaler.skipped++;
