@@ -4,7 +4,8 @@
  * data, the backend told), orion_commit_weights (the package verifies
  * again), the training loop's working copy after a run, and the fused
  * optimizer passes (AVX and chunked over two threads) against the scalar
- * formulas, bit for bit. On testsuite/train/model/bigram16.oir (fp16
+ * formulas and the gradients' unscaling and clipping folded into them
+ * against their own passes, bit for bit. On testsuite/train/model/bigram16.oir (fp16
  * weights W [8,8] and b [8]).
  */
 #define _XOPEN_SOURCE 700
