@@ -6,19 +6,23 @@
  * write anything when a count is not 0 (the same message as its own check),
  * refuses a count of other values, for another limit or taken up already,
  * and a counted write computes what a fresh open of the committed package
- * computes. On testsuite/train/model/bigram16.oir (fp16 W [8,8], b [8]) and
- * bigram.oir (fp32).
+ * computes; the CPU backend, which binds again after a write only for
+ * weights that are settings, takes a new clip bound up. On
+ * testsuite/train/model/bigram16.oir (fp16 W [8,8], b [8]), bigram.oir
+ * (fp32) and a hand-written MIL program.
  */
 #define _XOPEN_SOURCE 700
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "orion/backend.h"
+#include "orion/blob_writer.h"
 #include "orion/compile.h"
 #include "orion/fp16.h"
 #include "orion/train_loop.h"
@@ -273,6 +277,72 @@ Test(weight_fit, a_run_whose_weights_overflow_fp16_stops_naming_the_weight) {
   srcset_free(&sources);
   free(work);
   free(pkg);
+}
+
+/* The CPU backend binds again after a write only when a weight is a setting
+ * (a scalar argument, here clip's bounds read from BLOBFILE consts): the new
+ * bound is what the next run uses. */
+Test(weight_fit, a_weight_read_as_a_setting_is_taken_up_after_a_write) {
+  char *bare = path_in("bare"), *weights = path_in("bare/weights");
+  cr_assert_eq(mkdir(bare, 0755), 0);
+  cr_assert_eq(mkdir(weights, 0755), 0);
+  float lo = -1.0f, hi = 1.0f;
+  BlobWriter bw;
+  blob_writer_init(&bw);
+  uint64_t off_lo = blob_writer_add(&bw, BLOB_FP32, &lo, sizeof lo), off_hi = blob_writer_add(&bw, BLOB_FP32, &hi, sizeof hi);
+  char *file = path_in("bare/weights/weight.bin"), *mil_path = path_in("bare/model.mil");
+  const char *err;
+  cr_assert(write_file_atomic(file, bw.data, bw.len, &err), "%s", err);
+  blob_writer_free(&bw);
+  char mil[2048];
+  snprintf(mil, sizeof mil,
+           "program(1.3)\n[buildInfo = dict<string, string>({{\"coremlc-version\", \"3505.4.1\"}})]\n{\n"
+           "    func main<ios18>(tensor<fp32, [4]> x) {\n"
+           "        tensor<fp32, []> lo = const()[name = string(\"lo\"), val = tensor<fp32, []>(BLOBFILE(path = "
+           "string(\"@model_path/weights/weight.bin\"), offset = uint64(%llu)))];\n"
+           "        tensor<fp32, []> hi = const()[name = string(\"hi\"), val = tensor<fp32, []>(BLOBFILE(path = "
+           "string(\"@model_path/weights/weight.bin\"), offset = uint64(%llu)))];\n"
+           "        tensor<fp32, [4]> y = clip(x = x, alpha = lo, beta = hi)[name = string(\"y\")];\n"
+           "    } -> (y);\n}\n",
+           (unsigned long long)off_lo, (unsigned long long)off_hi);
+  cr_assert(write_file_atomic(mil_path, mil, strlen(mil), &err), "%s", err);
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  diag_init(&d, &sources);
+  StrBuf msgs;
+  sb_init(&msgs);
+  d.capture = &msgs;
+  OrionOpenOptions oo = ORION_OPEN_OPTIONS_DEFAULT;
+  oo.writable_weights = true;
+  OrionProgram *p = orion_open(bare, &oo, &d);
+  cr_assert_not_null(p, "%s", text_of(&msgs));
+  OrionBackend *be = orion_backend_open("cpu", NULL, &d);
+  OrionPrepareOptions po = {.numerics = ORION_NUMERICS_FP32};
+  OrionExec *e = orion_backend_prepare(be, p, 0, &po, &d);
+  cr_assert_not_null(e, "%s", text_of(&msgs));
+  float x[4] = {-5.0f, -0.5f, 0.5f, 5.0f}, y[4];
+  OrionTensor in = {.dtype = MIL_DT_FP32, .rank = 1, .dims = {4}, .data = x},
+              out = {.dtype = MIL_DT_FP32, .rank = 1, .dims = {4}, .data = y};
+  cr_assert(orion_exec_run(e, &in, &out, &d), "%s", text_of(&msgs));
+  const float before[4] = {-1.0f, -0.5f, 0.5f, 1.0f}, after[4] = {-0.25f, -0.25f, 0.5f, 1.0f};
+  cr_assert_eq(memcmp(y, before, sizeof y), 0);
+  float new_lo = -0.25f;
+  OrionValuesFit fit = counted(&new_lo, 1, INFINITY);
+  uint32_t w_lo = weight_index(p, 0, "lo");
+  OrionWeightValues v = {.fn = 0, .weight = w_lo, .values = &new_lo, .fit = &fit};
+  cr_assert(orion_backend_write_weights(be, p, &v, 1, &d), "%s", text_of(&msgs));
+  cr_assert(orion_exec_run(e, &in, &out, &d), "%s", text_of(&msgs));
+  for (int i = 0; i < 4; i++) cr_assert_eq(y[i], after[i], "y[%d] = %g, want %g", i, (double)y[i], (double)after[i]);
+  orion_exec_release(e);
+  orion_backend_close(be);
+  orion_close(p);
+  sb_free(&msgs);
+  srcset_free(&sources);
+  free(file);
+  free(mil_path);
+  free(weights);
+  free(bare);
 }
 
 /* ---- the optimizer's counts ---- */
