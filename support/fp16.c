@@ -161,6 +161,18 @@ __attribute__((target("avx,f16c"))) static void fp16_from_float_f16c(uint16_t *d
   for (; i < n; i++) dst[i] = float_to_fp16_fast(src[i]);
 }
 
+__attribute__((target("avx,f16c"))) static void fp16_from_float_f16c_streaming(uint16_t *dst, const float *src,
+                                                                               size_t n) {
+  size_t i = 0;
+  for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = float_to_fp16_fast(src[i]);
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_stream_si128((__m128i *)(void *)(dst + i), h);
+  }
+  for (; i < n; i++) dst[i] = float_to_fp16_fast(src[i]);
+  _mm_sfence(); /* the streamed stores ordered before whatever reads them next */
+}
+
 /* F16C is CPUID leaf 1, ECX bit 29, asked directly: clang before 15 does not
  * know "f16c" as a __builtin_cpu_supports feature (runtime/cpu/features.c
  * does the same). */
@@ -189,6 +201,16 @@ void fp16_from_float_array(uint16_t *dst, const float *src, size_t n) {
   }
 #endif
   for (size_t i = 0; i < n; i++) dst[i] = fp16_from_float(src[i]);
+}
+
+void fp16_from_float_array_streaming(uint16_t *dst, const float *src, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (have_f16c()) {
+    fp16_from_float_f16c_streaming(dst, src, n);
+    return;
+  }
+#endif
+  fp16_from_float_array(dst, src, n);
 }
 
 void fp16_to_float_array(float *dst, const uint16_t *src, size_t n) {

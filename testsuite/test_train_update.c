@@ -4,7 +4,8 @@
  * data, the backend told), orion_commit_weights (the package verifies
  * again), the training loop's working copy after a run, and the fused
  * optimizer passes (AVX and chunked over two threads) against the scalar
- * formulas, bit for bit. On testsuite/train/model/bigram16.oir (fp16
+ * formulas and the gradients' unscaling and clipping folded into them
+ * against their own passes, bit for bit. On testsuite/train/model/bigram16.oir (fp16
  * weights W [8,8] and b [8]).
  */
 #define _XOPEN_SOURCE 700
@@ -360,6 +361,68 @@ Test(optim_passes, unscale_measures_and_finds_every_non_finite_value) {
     for (size_t i = 0; i < BIG; i++) p.grad[i] = pattern(i, 3);
   }
   free(p.grad);
+}
+
+/* The unscaling and the clipping applied as the optimizer reads each
+ * gradient (train_grad_scale, train_optimizer_step_counted) give the bits of
+ * their own passes before a plain step, and leave the gradients unwritten. */
+static void folded_scaling_is_the_passes(TrainOptimizerKind kind) {
+  TrainParam p[2] = {{.name = "big", .rank = 2, .dims = {1, (int64_t)BIG}, .count = BIG},
+                     {.name = "small", .rank = 1, .dims = {5}, .count = 5}};
+  TrainParam q[2];
+  memcpy(q, p, sizeof p);
+  const float scale = 1000.0f; /* not a power of two: unscaling rounds */
+  for (int k = 0; k < 2; k++) {
+    size_t n = p[k].count;
+    p[k].value = malloc(n * sizeof(float));
+    p[k].grad = malloc(n * sizeof(float));
+    q[k].value = malloc(n * sizeof(float));
+    q[k].grad = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+      q[k].value[i] = p[k].value[i] = pattern(i, 5u + (uint32_t)k) * 50.0f;
+      q[k].grad[i] = p[k].grad[i] = pattern(i, 11u + (uint32_t)k) * scale;
+    }
+  }
+  TrainOptimizerConfig c = train_optimizer_defaults(kind);
+  if (kind == TRAIN_OPT_SGD) c.momentum = 0.9, c.weight_decay = 0.01;
+  TrainOptimizer *passes = train_optimizer_new(&c, p, 2, NULL), *folded = train_optimizer_new(&c, q, 2, NULL);
+  double norm_p, norm_q;
+  cr_assert(train_grads_unscale_norm(p, 2, scale, &norm_p));
+  cr_assert(train_grads_measure_unscaled(q, 2, scale, &norm_q));
+  cr_assert_eq(norm_p, norm_q, "the same norm, %.17g and %.17g", norm_p, norm_q);
+  double max_norm = norm_p / 3; /* clips */
+  train_grads_clip_measured(p, 2, max_norm, norm_p);
+  train_optimizer_step(passes, p, 2, 1e-3);
+  TrainGradScale gs = train_grad_scale(scale, max_norm, norm_q);
+  cr_assert_lt(gs.clip, 1.0f);
+  OrionValuesFit fit[2] = {{.limit = INFINITY}, {.limit = INFINITY}};
+  train_optimizer_step_counted(folded, q, 2, 1e-3, &gs, fit);
+  for (int k = 0; k < 2; k++) {
+    size_t bytes = p[k].count * sizeof(float);
+    cr_assert_eq(memcmp(p[k].value, q[k].value, bytes), 0, "%s", p[k].name);
+    for (uint32_t s = 0; s < train_optimizer_slots(passes); s++)
+      cr_assert_eq(memcmp(train_optimizer_slot(passes, (size_t)k, s), train_optimizer_slot(folded, (size_t)k, s),
+                          bytes), 0, "%s slot %u", p[k].name, s);
+    size_t changed = 0;
+    for (size_t i = 0; i < q[k].count; i++) changed += q[k].grad[i] != pattern(i, 11u + (uint32_t)k) * scale;
+    cr_assert_eq(changed, 0, "the gradients were only read");
+  }
+  train_optimizer_free(passes);
+  train_optimizer_free(folded);
+  for (int k = 0; k < 2; k++) {
+    free(p[k].value);
+    free(p[k].grad);
+    free(q[k].value);
+    free(q[k].grad);
+  }
+}
+
+Test(optim_passes, adamw_unscales_and_clips_as_it_reads_with_the_passes_bits) {
+  folded_scaling_is_the_passes(TRAIN_OPT_ADAMW);
+}
+
+Test(optim_passes, sgd_unscales_and_clips_as_it_reads_with_the_passes_bits) {
+  folded_scaling_is_the_passes(TRAIN_OPT_SGD);
 }
 
 TestSuite(conversion);

@@ -23,6 +23,10 @@ uint16_t bf16_from_float(float f);
 
 /* Bulk conversions. */
 void fp16_from_float_array(uint16_t *dst, const float *src, size_t n);
+/* The same bits, stored with streaming (non-temporal) stores where F16C is
+ * there: for a large destination that is not read again soon (a training
+ * step's weight data), whose lines need not be fetched to be overwritten. */
+void fp16_from_float_array_streaming(uint16_t *dst, const float *src, size_t n);
 void fp16_to_float_array(float *dst, const uint16_t *src, size_t n);
 
 #endif

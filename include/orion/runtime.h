@@ -16,6 +16,7 @@
 #define ORION_RUNTIME_H
 
 #include "orion/mil_reader.h"
+#include "orion/values_fit.h"
 
 typedef struct OrionProgram OrionProgram;
 
@@ -161,12 +162,17 @@ typedef struct OrionWeightValues {
   uint32_t fn, weight;  /* orion_weight(p, fn, weight): an fp16 or fp32 weight */
   const float *values;  /* as many as the weight has elements */
   const char *label;    /* for messages (NULL: the weight's MIL name) */
+  OrionValuesFit *fit;  /* NULL, or the count of these values' misfits made as they were produced */
 } OrionWeightValues;
 
 /* Checks every value first (finite; for fp16 weights, within fp16's range,
  * |x| < 65520) and writes nothing unless all pass; then converts each set
  * (fp16: round to nearest even, vectorised) into its weight's data. Fails
- * for a program not opened with writable_weights. */
+ * for a program not opened with writable_weights. A set with a `fit`
+ * (orion/values_fit.h) is checked by its count instead of a pass over its
+ * values: the count must be of exactly these values for this weight's limit
+ * and not taken up before, else nothing is written; every fit given is
+ * taken up (its `values` cleared) whether the write succeeds or not. */
 bool orion_write_weights(OrionProgram *p, const OrionWeightValues *v, uint32_t n, Diag *d);
 /* Puts what orion_write_weights wrote into the weight file (not synced)
  * and makes the manifest match (the changed blobs' checksums, the next

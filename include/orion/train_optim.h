@@ -20,6 +20,7 @@
 
 #include "orion/dtype.h"
 #include "orion/support.h"
+#include "orion/values_fit.h"
 
 /* ---- data (runtime/train/data.c) ---------------------------------------- */
 
@@ -155,6 +156,26 @@ void train_optimizer_free(TrainOptimizer *opt);
 /* One update of every param from its grad with learning rate lr. The params
  * must be the list (same order and counts) the optimizer was made for. */
 void train_optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr);
+/* What the separate unscale and clip passes would multiply every gradient
+ * by, applied instead as the optimizer reads each gradient: first unscale,
+ * then clip, each an fp32 multiply (1: none), so the same bits. */
+typedef struct TrainGradScale {
+  float unscale; /* 1 / loss scale, as train_grads_unscale multiplies */
+  float clip;    /* train_grads_clip_measured's coefficient */
+} TrainGradScale;
+
+/* The factors for a loss scale (1: none) and, with max_norm > 0, clipping at
+ * max_norm given the unscaled gradients' norm (train_grads_measure_unscaled). */
+TrainGradScale train_grad_scale(float loss_scale, double max_norm, double norm);
+
+/* train_optimizer_step that reads each gradient times *gs (NULL: as it is;
+ * the gradients are not written) and also counts, as each new value is
+ * made, those of param i that do not fit its program weight: fit[i].limit is
+ * set by the caller (orion_fit_limit of the weight's type); values, count
+ * and unfit are filled, for orion_write_weights to take up instead of a
+ * check pass over the values (orion/values_fit.h). */
+void train_optimizer_step_counted(TrainOptimizer *opt, TrainParam *params, size_t n, double lr,
+                                  const TrainGradScale *gs, OrionValuesFit *fit);
 
 /* Optimizer steps taken (PyTorch's state['step']). */
 uint64_t train_optimizer_steps(const TrainOptimizer *opt);
@@ -216,6 +237,10 @@ bool train_grads_unscale(TrainParam *params, size_t n, float scale);
  * (train_grads_global_norm's value; *norm may be NULL): one read of every
  * gradient instead of two. */
 bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double *norm);
+/* train_grads_unscale_norm's result and norm without writing the gradients
+ * (a read-only pass): the optimizer then unscales as it reads them
+ * (train_grad_scale, train_optimizer_step_counted). */
+bool train_grads_measure_unscaled(const TrainParam *params, size_t n, float scale, double *norm);
 
 /* After a step: found_nonfinite halves (backoff) the scale, resets the
  * tracker and counts a skipped step; otherwise growth_interval finite steps

@@ -80,6 +80,19 @@ static void h2f_piece(void *ctx, size_t i) {
  * large table (a 50,257-word embedding is 39M of GPT-2's 124M). */
 #define H2F_PIECE (1 << 20)
 
+/* Binding reads only the settings (scalar, string and list arguments) from
+ * consts' values; the jobs hold the values and read their pointers when they
+ * run. So a reload binds again only if a weight, or a constexpr computed
+ * from weights, is a setting. */
+static bool weights_reach_a_setting(const CpuProgram *c) {
+  if (!c->setting) return true;
+  for (uint32_t s = 0; s < c->nslots; s++)
+    if (c->setting[s] && c->slots[s].kind == SK_CONST && c->slots[s].weight >= 0) return true;
+  for (uint32_t si = 0; si < c->f->nstmts; si++)
+    if (!c->ops[si] && c->mil[si] && find_cx(c->mil[si]->id) && c->setting[c->base[si]]) return true;
+  return false;
+}
+
 /* An fp16 weight the plan keeps as fp32 (for sgemm) is converted again,
  * unless another program of the context converted the same data already
  * (shared_fp32_copy); the conversions, most of a training step's weight
@@ -117,7 +130,7 @@ bool cpu_reload_weights(CpuProgram *c, Diag *d) {
   }
   parallel_for_two(npieces, h2f_piece, pieces);
   free(pieces);
-  return ok && eval_constexprs(c, d) && bind_all(c, d); /* a setting may have changed */
+  return ok && eval_constexprs(c, d) && (!weights_reach_a_setting(c) || bind_all(c, d));
 }
 
 bool cpu_set_weight(CpuProgram *c, const char *const_name, MilDType dtype, const void *data, size_t bytes, Diag *d) {

@@ -36,9 +36,12 @@ static double now_ms(void) {
  * converted straight into the working copy's mapped weight data, then taken
  * up by the backend: no compile, no manifest, no checksum (the working copy
  * is made to verify at checkpoints and at the end, commit_weights). Nothing
- * is written unless every value fits. */
-static bool write_weights(Loop *L, OrionTrainReport *r, Diag *d) {
+ * is written unless every value fits. `counted`: right after the optimizer
+ * step, whose counts of misfits (L->fits) stand for the check pass; else
+ * (a resume) the write reads the values to check them. */
+static bool write_weights(Loop *L, OrionTrainReport *r, bool counted, Diag *d) {
   if (L->lora) return loop_lora_write(L, d); /* the adapters are inputs: no weight changes */
+  for (uint32_t k = 0; k < L->nparams; k++) L->writes[k].fit = counted ? &L->fits[k] : NULL;
   if (!orion_backend_write_weights(L->backend, L->prog, L->writes, L->nparams, d)) return false;
   if (L->nparams) r->weight_updates++;
   return true;
@@ -152,6 +155,22 @@ static bool resume(Loop *L, const OrionTrainOptions *o, uint64_t *next, Diag *d)
   return ok;
 }
 
+/* The param's gradient buffer and the backward's output buffer trade
+ * places: the backward writes the next step's gradient into the old one.
+ * Both stay owned where they were allocated (each is freed once). */
+static void swap_gradient(TrainParam *p, OrionTensor *out) {
+  size_t n = 1;
+  for (uint32_t r = 0; r < out->rank; r++) n *= (size_t)out->dims[r];
+  if (out->dtype != MIL_DT_FP32 || n != p->count || !p->count) { /* not one fp32 buffer of the param's size */
+    train_grads_zero(p, 1);
+    train_grad_add(p, out->data);
+    return;
+  }
+  float *mine = p->grad;
+  p->grad = out->data;
+  out->data = mine;
+}
+
 typedef struct StepResult {
   OrionTrainLogEntry log;
   double ms;
@@ -165,7 +184,12 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
   L->scale_value = scale;
   double t0 = now_ms(), fwd_ms = 0, bwd_ms = 0;
   double lr = train_schedule_lr(&o->schedule, s), loss_sum = 0;
-  train_grads_zero(L->params, L->nparams);
+  /* One batch: a param's gradient is its backward output itself, swapped
+   * in, not added to zeros (a memset and an add over every gradient, a
+   * tenth of GPT-2's step); the rows, if any, are added into it. */
+  bool swap = o->accum == 1;
+  for (uint32_t p = 0; p < L->nparams; p++)
+    if (!swap || !L->pinfo[p].grad) train_grads_zero(&L->params[p], 1);
   for (uint32_t k = 0; k < o->accum; k++) {
     train_data_next(L->data, L->fwd_in[L->tokens_in].data, L->fwd_in[L->targets_in].data);
     double a = now_ms(), loss;
@@ -177,22 +201,31 @@ static bool train_step(Loop *L, const OrionTrainOptions *o, uint64_t s, OrionTra
     fwd_ms += b - a;
     bwd_ms += c - b;
     loss_sum += loss;
-    for (uint32_t p = 0; p < L->nparams; p++) /* no gradient output: its rows alone (loop_rows_add) */
-      if (L->pinfo[p].grad) train_grad_add(&L->params[p], L->pinfo[p].grad->data);
+    for (uint32_t p = 0; p < L->nparams; p++) { /* no gradient output: its rows alone (loop_rows_add) */
+      OrionTensor *gout = L->pinfo[p].grad;
+      if (!gout) continue;
+      if (swap) swap_gradient(&L->params[p], gout);
+      else train_grad_add(&L->params[p], gout->data);
+    }
     if (!loop_rows_add(L, d)) return false;
   }
   double t1 = now_ms();
   train_grads_mean(L->params, L->nparams, o->accum);
   double norm = 0;
-  bool finite = train_grads_unscale_norm(L->params, L->nparams, scale, &norm);
+  /* One read of the gradients for their norm and finiteness; the unscaling
+   * and the clipping happen as the optimizer reads them (the same bits as
+   * passes of their own, a write of every gradient fewer). */
+  bool finite = train_grads_measure_unscaled(L->params, L->nparams, scale, &norm);
   if (finite) {
-    norm = train_grads_clip_measured(L->params, L->nparams, o->clip_grad, norm);
-    train_optimizer_step(L->opt, L->params, L->nparams, lr);
+    TrainGradScale gs = train_grad_scale(scale, o->clip_grad, norm);
+    for (uint32_t k = 0; k < L->nparams; k++)
+      L->fits[k].limit = orion_fit_limit(!L->lora && L->pinfo[k].dtype == ORION_DT_FP16);
+    train_optimizer_step_counted(L->opt, L->params, L->nparams, lr, &gs, L->fits);
   }
   if (scaled) train_loss_scaler_update(&L->scaler, !finite);
   else if (!finite) L->scaler.skipped++;
   double t2 = now_ms();
-  if (finite && !write_weights(L, r, d)) return false;
+  if (finite && !write_weights(L, r, true, d)) return false;
   double t3 = now_ms();
   out->ms = t3 - t0;
   double tokens = (double)(L->batch * L->seq) * o->accum;
@@ -233,6 +266,7 @@ static bool open_state(Loop *L, const OrionTrainOptions *o, Diag *d) {
   }
   L->opt = train_optimizer_new(&o->optimizer, L->params, L->nparams, d);
   if (!L->opt) return false;
+  L->fits = xcalloc(L->nparams + 1, sizeof *L->fits);
   TrainLossScaleConfig sc = train_loss_scale_defaults();
   return train_loss_scaler_init(&L->scaler, &sc, d);
 }
@@ -250,7 +284,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
   ok = ok && open_state(&L, o, d);
   uint64_t next = 1;
   if (ok && L.lora) ok = loop_lora_write(&L, d); /* the start values, bound before the first forward */
-  if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, d);
+  if (ok && o->resume) ok = resume(&L, o, &next, d) && write_weights(&L, r, false, d);
   r->first_step = next;
   if (ok && o->log) ok = (log = orion_train_log_open(o->log, o->resume != NULL, d)) != NULL;
   /* --stop-after: the run ends early, as if interrupted, at a checkpoint; the schedule is still the N steps'. */

@@ -31,7 +31,7 @@ static LoopJoin *join_for(Loop *L, uint32_t fn, const PkgGroup *g, LoopJoins *js
   return j;
 }
 
-const OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name) {
+OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name) {
   uint32_t o = loop_output_index(L->prog, backward ? L->bwd : L->fwd, name);
   if (o != UINT32_MAX) return backward ? &L->bwd_out[o] : &L->fwd_out[o];
   const PkgFunction *f = package_function(&L->pkg, backward ? L->contract->backward : L->contract->forward);

@@ -10,7 +10,7 @@
 
 typedef struct ParamInfo {
   OrionDType dtype; /* of the program's weight: fp16 or fp32 */
-  const OrionTensor *grad; /* the backward output (or joined output group) holding its gradient */
+  OrionTensor *grad;       /* the backward output (or joined output group) holding its gradient */
   uint32_t input;          /* --lora: the forward input the adapter is bound as */
 } ParamInfo;
 
@@ -53,6 +53,7 @@ typedef struct Loop {
   TrainParam *params; /* the trained tensors: params, or with --lora the adapter inputs */
   ParamInfo *pinfo;
   OrionWeightValues *writes; /* per param: its forward weight, written from its master each step */
+  OrionValuesFit *fits;      /* per param: the step's count of new values its weight cannot hold */
   uint32_t nparams;
   bool lora;            /* the contract's Adapters train, bound as inputs (runtime/train/lora.c) */
   char **adapter_names; /* --lora: params[k].name, owned */
@@ -77,7 +78,7 @@ uint32_t loop_output_index(const OrionProgram *p, uint32_t fn, const char *name)
 /* The buffer of the forward's (or backward's) output `name`, or of its
  * output group `name`, joined into (registered to be joined after every
  * run); NULL if it is neither. */
-const OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name);
+OrionTensor *loop_output_tensor(Loop *L, bool backward, const char *name);
 /* Joins every registered group of one function from its outputs. */
 void loop_join_groups(const LoopJoins *js, const OrionTensor *outputs);
 void loop_joins_free(LoopJoins *js);

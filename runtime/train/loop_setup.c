@@ -369,6 +369,7 @@ void loop_teardown(Loop *L) {
   free(L->adapter_names);
   free(L->rows);
   free(L->writes);
+  free(L->fits);
   train_data_free(L->data);
   train_data_free(L->eval);
   train_optimizer_free(L->opt);

@@ -84,6 +84,7 @@ static TrainParam *chunk_at(const Chunks *c, size_t item, size_t *at, size_t *le
 typedef struct UnscaleJob {
   Chunks c;
   float inv;
+  bool store;
   double *sq;
   bool *finite;
 } UnscaleJob;
@@ -92,13 +93,15 @@ static void unscale_item(void *ctx, size_t item) {
   UnscaleJob *j = ctx;
   size_t at, len;
   TrainParam *p = chunk_at(&j->c, item, &at, &len);
-  train_kernel_unscale_sq(p->grad + at, len, j->inv, &j->sq[item], &j->finite[item]);
+  train_kernel_unscale_sq(p->grad + at, len, j->inv, j->store, &j->sq[item], &j->finite[item]);
 }
 
-bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double *norm) {
-  /* GradScaler multiplies by the fp32 reciprocal (exact for the powers of
-   * two the defaults produce). */
-  UnscaleJob j = {.c = chunks_of(params, n), .inv = (float)(1.0 / (double)scale)};
+/* GradScaler multiplies by the fp32 reciprocal (exact for the powers of
+ * two the defaults produce). */
+static float reciprocal(float scale) { return (float)(1.0 / (double)scale); }
+
+static bool unscale_norm(TrainParam *params, size_t n, float scale, bool store, double *norm) {
+  UnscaleJob j = {.c = chunks_of(params, n), .inv = reciprocal(scale), .store = store};
   size_t items = j.c.first[n];
   j.sq = xcalloc(items + 1, sizeof *j.sq);
   j.finite = xcalloc(items + 1, sizeof *j.finite);
@@ -123,6 +126,15 @@ bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double 
   return finite;
 }
 
+bool train_grads_unscale_norm(TrainParam *params, size_t n, float scale, double *norm) {
+  return unscale_norm(params, n, scale, true, norm);
+}
+
+bool train_grads_measure_unscaled(const TrainParam *params, size_t n, float scale, double *norm) {
+  /* Without store the pass only reads the gradients. */
+  return unscale_norm((TrainParam *)(uintptr_t)params, n, scale, false, norm);
+}
+
 double train_grads_global_norm(const TrainParam *params, size_t n) {
   double norm;
   /* With inv 1 the pass only reads the gradients. */
@@ -134,14 +146,22 @@ double train_grads_clip(TrainParam *params, size_t n, double max_norm) {
   return train_grads_clip_measured(params, n, max_norm, train_grads_global_norm(params, n));
 }
 
-double train_grads_clip_measured(TrainParam *params, size_t n, double max_norm, double norm) {
-  if (max_norm <= 0) return norm;
-  /* PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on an fp32 tensor,
-   * which Python evaluates as reciprocal(total_norm + 1e-6) * max_norm, then
-   * clamped to 1 and always applied. */
+/* PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on an fp32 tensor,
+ * which Python evaluates as reciprocal(total_norm + 1e-6) * max_norm, then
+ * clamped to 1 and always applied. */
+static float clip_coef(double max_norm, double norm) {
+  if (max_norm <= 0) return 1.0f;
   float denom = (float)norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
-  if (coef > 1.0f) coef = 1.0f;
+  return coef > 1.0f ? 1.0f : coef;
+}
+
+TrainGradScale train_grad_scale(float loss_scale, double max_norm, double norm) {
+  return (TrainGradScale){.unscale = reciprocal(loss_scale), .clip = clip_coef(max_norm, norm)};
+}
+
+double train_grads_clip_measured(TrainParam *params, size_t n, double max_norm, double norm) {
+  float coef = clip_coef(max_norm, norm);
   if (coef == 1.0f) return norm; /* multiplying by 1 changes nothing */
   for (size_t i = 0; i < n; i++) {
     float *g = params[i].grad;
@@ -204,17 +224,19 @@ void train_optimizer_free(TrainOptimizer *opt) {
  *   p += (-lr/bc1 * m) / (sqrt(v)/sqrt(bc2) + eps),  bc_i = 1 - b_i^t.
  * The scalars of one param, rounded to fp32 as PyTorch passes them. */
 static AdamwScalars adamw_scalars(const TrainOptimizerConfig *c, const TrainParam *p, double lr, double bc1,
-                                  double bc2_sqrt) {
+                                  double bc2_sqrt, TrainGradScale gs) {
   return (AdamwScalars){.decay = (float)(1.0 - lr * (train_param_decays(p) ? c->weight_decay : 0.0)),
                         .b1 = (float)c->beta1, .one_minus_b1 = (float)(1.0 - c->beta1), .b2 = (float)c->beta2,
                         .one_minus_b2 = (float)(1.0 - c->beta2), .neg_step = (float)-(lr / bc1),
-                        .bc2_sqrt = (float)bc2_sqrt, .eps = (float)c->eps};
+                        .bc2_sqrt = (float)bc2_sqrt, .eps = (float)c->eps, .unscale = gs.unscale, .clip = gs.clip};
 }
 
 typedef struct AdamwJob {
   Chunks c;
   TrainOptimizer *opt;
   AdamwScalars *scalars; /* per param */
+  const float *limits;   /* per param: the fit limit of its weight */
+  size_t *unfit;         /* per item: new values beyond it */
 } AdamwJob;
 
 static void adamw_item(void *ctx, size_t item) {
@@ -222,19 +244,28 @@ static void adamw_item(void *ctx, size_t item) {
   size_t at, len;
   TrainParam *p = chunk_at(&j->c, item, &at, &len);
   size_t i = (size_t)(p - j->c.params);
-  train_kernel_adamw(p->value + at, j->opt->state[i * 2] + at, j->opt->state[i * 2 + 1] + at, p->grad + at, len,
-                     &j->scalars[i]);
+  j->unfit[item] = train_kernel_adamw(p->value + at, j->opt->state[i * 2] + at, j->opt->state[i * 2 + 1] + at,
+                                      p->grad + at, len, &j->scalars[i], j->limits[i]);
 }
 
 /* One pass over every param's four arrays, in chunks over up to two threads
- * (each element's arithmetic is the same whoever does it). */
-static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr) {
+ * (each element's arithmetic is the same whoever does it). unfit[i]: param
+ * i's new values not below limits[i]. */
+static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, TrainGradScale gs,
+                       const float *limits, size_t *unfit) {
   const TrainOptimizerConfig *c = &opt->cfg;
   double t = (double)opt->steps;
   double bc1 = 1.0 - pow(c->beta1, t), bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));
-  AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars)};
-  for (size_t i = 0; i < n; i++) j.scalars[i] = adamw_scalars(c, &params[i], lr, bc1, bc2_sqrt);
+  AdamwJob j = {.c = chunks_of(params, n), .opt = opt, .scalars = xcalloc(n + 1, sizeof *j.scalars),
+                .limits = limits};
+  j.unfit = xcalloc(j.c.first[n] + 1, sizeof *j.unfit);
+  for (size_t i = 0; i < n; i++) j.scalars[i] = adamw_scalars(c, &params[i], lr, bc1, bc2_sqrt, gs);
   parallel_for_two(j.c.first[n], adamw_item, &j);
+  for (size_t i = 0; i < n; i++) {
+    unfit[i] = 0;
+    for (size_t k = j.c.first[i]; k < j.c.first[i + 1]; k++) unfit[i] += j.unfit[k];
+  }
+  free(j.unfit);
   free(j.scalars);
   free(j.c.first);
 }
@@ -242,32 +273,66 @@ static void adamw_step(TrainOptimizer *opt, TrainParam *params, size_t n, double
 /* torch.optim.SGD (_single_tensor_sgd): g += wd*p; buf = g on the first step,
  * else buf = buf*momentum + (1-dampening)*g; g = nesterov ? g + momentum*buf
  * : buf; p += -lr*g. */
-static void sgd_param(const TrainOptimizerConfig *c, TrainParam *p, float *buf, bool first, double lr) {
+static size_t sgd_param(const TrainOptimizerConfig *c, TrainParam *p, float *buf, bool first, double lr,
+                        TrainGradScale gs, float limit) {
   float wd = (float)(train_param_decays(p) ? c->weight_decay : 0.0);
   float mom = (float)c->momentum, keep = (float)(1.0 - c->dampening), neg_lr = (float)-lr;
   float *w = p->value;
   const float *g = p->grad;
+  size_t unfit = 0;
   for (size_t e = 0; e < p->count; e++) {
-    float ge = wd != 0 ? g[e] + wd * w[e] : g[e];
+    float ge = g[e];
+    if (gs.unscale != 1.0f) ge = ge * gs.unscale;
+    if (gs.clip != 1.0f) ge = ge * gs.clip;
+    if (wd != 0) ge = ge + wd * w[e];
     if (buf) {
       float be = first ? ge : buf[e] * mom + keep * ge;
       buf[e] = be;
       ge = c->nesterov ? ge + mom * be : be;
     }
     w[e] = w[e] + neg_lr * ge;
+    unfit += !(fabsf(w[e]) < limit);
   }
+  return unfit;
+}
+
+/* limits[i]: param i's fit limit; unfit[i] gets the count. */
+static void optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr, TrainGradScale gs,
+                           const float *limits, size_t *unfit) {
+  opt->steps++;
+  const TrainOptimizerConfig *c = &opt->cfg;
+  if (n > opt->nparams) n = opt->nparams;
+  if (c->kind == TRAIN_OPT_ADAMW) {
+    adamw_step(opt, params, n, lr, gs, limits, unfit);
+  } else {
+    for (size_t i = 0; i < n; i++)
+      unfit[i] = sgd_param(c, &params[i], opt->slots ? opt->state[i] : NULL, !opt->has_state, lr, gs, limits[i]);
+  }
+  opt->has_state = true;
 }
 
 void train_optimizer_step(TrainOptimizer *opt, TrainParam *params, size_t n, double lr) {
-  opt->steps++;
-  const TrainOptimizerConfig *c = &opt->cfg;
-  if (c->kind == TRAIN_OPT_ADAMW) {
-    adamw_step(opt, params, n < opt->nparams ? n : opt->nparams, lr);
-  } else {
-    for (size_t i = 0; i < n && i < opt->nparams; i++)
-      sgd_param(c, &params[i], opt->slots ? opt->state[i] : NULL, !opt->has_state, lr);
-  }
-  opt->has_state = true;
+  float *limits = xcalloc(n + 1, sizeof *limits);
+  size_t *unfit = xcalloc(n + 1, sizeof *unfit);
+  for (size_t i = 0; i < n; i++) limits[i] = INFINITY;
+  optimizer_step(opt, params, n, lr, (TrainGradScale){1.0f, 1.0f}, limits, unfit);
+  free(unfit);
+  free(limits);
+}
+
+void train_optimizer_step_counted(TrainOptimizer *opt, TrainParam *params, size_t n, double lr,
+                                  const TrainGradScale *gs, OrionValuesFit *fit) {
+  float *limits = xcalloc(n + 1, sizeof *limits);
+  size_t *unfit = xcalloc(n + 1, sizeof *unfit);
+  for (size_t i = 0; i < n; i++) limits[i] = fit[i].limit;
+  optimizer_step(opt, params, n, lr, gs ? *gs : (TrainGradScale){1.0f, 1.0f}, limits, unfit);
+  /* A param past the optimizer's list was not updated, so not counted. */
+  for (size_t i = 0; i < n; i++)
+    fit[i] = i < opt->nparams ? (OrionValuesFit){.values = params[i].value, .count = params[i].count,
+                                                 .limit = limits[i], .unfit = unfit[i]}
+                              : (OrionValuesFit){.limit = limits[i]};
+  free(unfit);
+  free(limits);
 }
 
 uint64_t train_optimizer_steps(const TrainOptimizer *opt) { return opt->steps; }
