@@ -440,7 +440,6 @@ enum { U_RELU, U_TANH, U_SIGMOID, U_SILU, U_GELU, U_EXP, U_LOG, U_SQRT, U_RSQRT,
 typedef struct UnaryJob {
   int code, gelu;
   bool avx2; /* the CPU has AVX2 and FMA (cpu_features) */
-  bool avx512; /* and AVX-512 F: the AVX2 loops eight lanes at a time, the same bits */
   bool round16; /* unfused, ANE mode, an fp16 result: each piece rounded as it is made (run.c skips its pass) */
   double eps, lo, hi;
   const Val *a;
@@ -713,7 +712,7 @@ bool k_fused_linear(Ctx *x, const Fused *f);
 bool k_xent_grad(Ctx *x, const Fused *f);
 bool k_xent_pick(Ctx *x, const Fused *f);
 /* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
-void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2, bool avx512);
+void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
 /* weights.c: the context's fp32 copy of const `slot`'s fp16 weight w, which the slot then reads; *convert:
  * whether the caller must fill it from w's data (not yet converted from these bytes for another program;

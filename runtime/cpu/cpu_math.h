@@ -61,41 +61,6 @@ AVX2 static inline __m256d tanh4(__m256d v) {
   return _mm256_blendv_pd(r, v, _mm256_cmp_pd(v, v, _CMP_UNORD_Q));
 }
 
-/* The same again eight doubles at a time (AVX-512 F): each lane's operations
- * are exp4's and tanh4's, in the same order, so every lane's bits are theirs
- * (testsuite/test_cpu_math_wide.c); twice the lanes per instruction for the
- * softmax and element-wise loops. */
-#define AVX512D __attribute__((target("avx512f,avx2,fma")))
-AVX512D static inline __m512d exp8(__m512d x) {
-  const __m512d shift = _mm512_set1_pd(0x1.8p52);
-  __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
-  __m512d xc = _mm512_min_pd(_mm512_max_pd(x, _mm512_set1_pd(-708.0)), _mm512_set1_pd(708.0));
-  __m512d t = _mm512_fmadd_pd(xc, _mm512_set1_pd(1.4426950408889634), shift);
-  __m512d k = _mm512_sub_pd(t, shift);
-  __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(0x1.62e42feep-1), xc);
-  r = _mm512_fnmadd_pd(k, _mm512_set1_pd(0x1.a39ef35793c76p-33), r);
-  __m512d p = _mm512_set1_pd(1.0 / 39916800);
-  static const double c[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                             1.0 / 24,      1.0 / 6,      0.5,          1.0,          1.0};
-  for (int i = 0; i < 11; i++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[i]));
-  __m512i kb = _mm512_sub_epi64(_mm512_castpd_si512(t), _mm512_castpd_si512(shift));
-  __m512d scale = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(kb, _mm512_set1_epi64(1023)), 52));
-  return _mm512_mask_blend_pd(nan, _mm512_mul_pd(p, scale), x);
-}
-AVX512D static inline __m512d tanh8(__m512d v) {
-  const __m512i sign = _mm512_set1_epi64((long long)0x8000000000000000ull);
-  __m512i vi = _mm512_castpd_si512(v);
-  __m512d a = _mm512_castsi512_pd(_mm512_andnot_si512(sign, vi));
-  __m512d e = exp8(_mm512_mul_pd(a, _mm512_set1_pd(-2.0)));
-  __m512d one = _mm512_set1_pd(1.0);
-  __m512d big = _mm512_div_pd(_mm512_sub_pd(one, e), _mm512_add_pd(one, e));
-  __m512d a2 = _mm512_mul_pd(a, a);
-  __m512d small =
-      _mm512_fmadd_pd(_mm512_mul_pd(a, a2), _mm512_fmadd_pd(a2, _mm512_set1_pd(2.0 / 15), _mm512_set1_pd(-1.0 / 3)), a);
-  __m512d r = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, _mm512_set1_pd(1e-3), _CMP_LT_OQ), big, small);
-  r = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(r), _mm512_and_si512(vi, sign)));
-  return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q), r, v);
-}
 #endif /* HAVE_X86 */
 
 #endif

@@ -12,32 +12,9 @@
 #if HAVE_X86
 enum { V_TANH, V_EXP, V_GELU_TANH, V_SIGMOID, V_SILU };
 
-/* unary_avx2's loop eight elements at a time (AVX-512 F) for i < n - n % 8: each lane's operations are the
- * four-lane loop's (exp8, tanh8), the same bits. */
-AVX512D static int64_t unary_avx512(int f, const float *a, float *o, int64_t n) {
+/* o[i] = f(a[i]) for i < n - n % 4; returns how many were done. */
+AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(a + i)), r;
-    if (f == V_TANH) r = tanh8(v);
-    else if (f == V_EXP) r = exp8(v);
-    else if (f == V_SIGMOID || f == V_SILU) {
-      __m512d one = _mm512_set1_pd(1.0);
-      r = _mm512_div_pd(one, _mm512_add_pd(one, exp8(_mm512_sub_pd(_mm512_setzero_pd(), v))));
-      if (f == V_SILU) r = _mm512_mul_pd(v, r);
-    }
-    else {
-      __m512d v3 = _mm512_mul_pd(_mm512_mul_pd(v, v), v);
-      __m512d in = _mm512_mul_pd(_mm512_set1_pd(0.7978845608028654), _mm512_fmadd_pd(v3, _mm512_set1_pd(0.044715), v));
-      r = _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), v), _mm512_add_pd(_mm512_set1_pd(1.0), tanh8(in)));
-    }
-    _mm256_storeu_ps(o + i, _mm512_cvtpd_ps(r));
-  }
-  return i;
-}
-
-/* o[i] = f(a[i]) for i < n - n % 4 (wide: the first n - n % 8 by unary_avx512); returns how many were done. */
-AVX2 static int64_t unary_avx2(int f, const float *a, float *o, int64_t n, bool wide) {
-  int64_t i = wide ? unary_avx512(f, a, o, n) : 0;
   for (; i + 4 <= n; i += 4) {
     __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(a + i)), r;
     if (f == V_TANH) r = tanh4(v);
@@ -90,7 +67,7 @@ void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, in
   case U_EXP: {
     int64_t i = 0;
 #if HAVE_X86
-    if (j->avx2) i += unary_avx2(j->code == U_TANH ? V_TANH : V_EXP, a, o, n, j->avx512);
+    if (j->avx2) i += unary_avx2(j->code == U_TANH ? V_TANH : V_EXP, a, o, n);
 #endif
     for (; i < n; i++) o[i] = (float)(j->code == U_TANH ? tanh_d((double)a[i]) : exp_d((double)a[i]));
     return;
@@ -98,9 +75,9 @@ void unary_f32(const UnaryJob *j, const float *restrict a, float *restrict o, in
   default: {
     int64_t i = 0;
 #if HAVE_X86
-    if (j->avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a, o, n, j->avx512);
+    if (j->avx2 && j->code == U_GELU && j->gelu == 1) i += unary_avx2(V_GELU_TANH, a, o, n);
     else if (j->avx2 && (j->code == U_SILU || j->code == U_SIGMOID))
-      i += unary_avx2(j->code == U_SILU ? V_SILU : V_SIGMOID, a, o, n, j->avx512);
+      i += unary_avx2(j->code == U_SILU ? V_SILU : V_SIGMOID, a, o, n);
 #endif
     for (; i < n; i++) o[i] = (float)unary_one(j, (double)a[i]);
     return;
@@ -121,8 +98,7 @@ static void unary_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
 static bool unary_setup(Ctx *x, int code, Val *out, UnaryJob *jp) {
   bool ok = true;
   const Val *a = req_arg(x, SHARED_x, &ok);
-  UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .avx512 = cpu_features()->avx2 && cpu_features()->avx512,
-                .a = a, .o = out,
+  UnaryJob j = {.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = out,
                 .round16 = x->c->mode == CPU_NUMERICS_ANE && out->dt == MIL_DT_FP16 && out->st == ST_F32};
   if (code == U_LOG) j.eps = scalar_arg(x, MIL_ARG_LOG_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-45, &ok);
   if (code == U_RSQRT) j.eps = scalar_arg(x, MIL_ARG_RSQRT_epsilon, a && a->dt == MIL_DT_FP16 ? 0.0 : 1e-12, &ok);

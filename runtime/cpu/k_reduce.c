@@ -47,47 +47,6 @@ AVX2 static void softmax_row_avx2(const float *in, float *o, int64_t len, double
  * acc unless v > acc, NaN or equal: the scalar step, lane by lane; lanes may
  * differ from the scalar pick only between -0 and +0, which the caller's
  * in - mx turns into the same exp. */
-/* softmax_row_avx2 eight elements at a time (AVX-512 F): each exp is exp4's
- * (exp8), the sum is taken in softmax_row_avx2's order (four lanes, each
- * element added to lane k % 4 in turn), so the bits are the same. */
-AVX512D static void softmax_row_avx512(const float *in, float *o, int64_t len, double mx, double *keep) {
-  __m512d m8 = _mm512_set1_pd(mx);
-  __m256d m = _mm256_set1_pd(mx), acc = _mm256_setzero_pd();
-  bool kept = keep != NULL;
-  int64_t k = 0;
-  const __m512d lim8 = _mm512_set1_pd(-708.0), floor8 = exp8(lim8);
-  const __m256d lim = _mm256_set1_pd(-708.0), floor_e = exp4(lim);
-  for (; k + 8 <= len; k += 8) {
-    __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(in + k)), m8);
-    __m512d e = _mm512_cmp_pd_mask(d, lim8, _CMP_NLE_UQ) ? exp8(d) : floor8;
-    if (kept) _mm512_storeu_pd(keep + k, e);
-    acc = _mm256_add_pd(acc, _mm512_castpd512_pd256(e));
-    acc = _mm256_add_pd(acc, _mm512_extractf64x4_pd(e, 1));
-  }
-  for (; k + 4 <= len; k += 4) {
-    __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m);
-    __m256d e = _mm256_movemask_pd(_mm256_cmp_pd(d, lim, _CMP_NLE_UQ)) ? exp4(d) : floor_e;
-    if (kept) _mm256_storeu_pd(keep + k, e);
-    acc = _mm256_add_pd(acc, e);
-  }
-  double part[4];
-  _mm256_storeu_pd(part, acc);
-  double sum = (part[0] + part[1]) + (part[2] + part[3]);
-  for (int64_t q = k; q < len; q++) sum += exp_d((double)in[q] - mx);
-  double inv = 1.0 / sum;
-  __m512d iv8 = _mm512_set1_pd(inv);
-  __m256d iv = _mm256_set1_pd(inv);
-  for (k = 0; k + 8 <= len; k += 8) {
-    __m512d e = kept ? _mm512_loadu_pd(keep + k) : exp8(_mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(in + k)), m8));
-    _mm256_storeu_ps(o + k, _mm512_cvtpd_ps(_mm512_mul_pd(e, iv8)));
-  }
-  for (; k + 4 <= len; k += 4) {
-    __m256d e = kept ? _mm256_loadu_pd(keep + k) : exp4(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(in + k)), m));
-    _mm_storeu_ps(o + k, _mm256_cvtpd_ps(_mm256_mul_pd(e, iv)));
-  }
-  for (; k < len; k++) o[k] = (float)(exp_d((double)in[k] - mx) * inv);
-}
-
 AVX2 static float row_max_avx2(const float *in, int64_t len, bool *nan) {
   __m256 acc = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
   int64_t k = 0;
@@ -117,24 +76,22 @@ typedef struct SoftJob {
   int64_t len, post;
   int64_t lines; /* of the whole tensor */
   bool avx2;     /* the CPU has AVX2 and FMA */
-  bool avx512;   /* and AVX-512 F: eight lanes, the same bits */
 } SoftJob;
 
 /* A copy of the n bytes at p. */
 static void *dup_job(const void *p, size_t n) { return memcpy(xmalloc(n), p, n); }
 
-void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2, bool avx512) {
+void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2) {
 #if HAVE_X86
   if (avx2) {
     bool nan = false;
     float mx = row_max_avx2(in, len, &nan);
     if (nan) mx = NAN; /* as fmax would not: a NaN makes the whole line NaN */
-    if (avx512) softmax_row_avx512(in, o, len, (double)mx, keep);
-    else softmax_row_avx2(in, o, len, (double)mx, keep);
+    softmax_row_avx2(in, o, len, (double)mx, keep);
     return;
   }
 #endif
-  (void)keep, (void)avx2, (void)avx512;
+  (void)keep, (void)avx2;
   float mx = -INFINITY;
   bool nan = false;
   for (int64_t k = 0; k < len; k++) {
@@ -162,7 +119,7 @@ static void softmax_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
       const float *in = fp(j->a) + base;
       float *o = fp(j->o) + base;
       if (post == 1) {
-        softmax_row(in, o, len, len <= SOFT_KEEP ? keep : NULL, j->avx2, j->avx512);
+        softmax_row(in, o, len, len <= SOFT_KEEP ? keep : NULL, j->avx2);
         continue;
       }
       float mx = -INFINITY;
@@ -193,7 +150,7 @@ bool bind_softmax(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   double axis_d = scalar_arg(x, MIL_ARG_SOFTMAX_axis, -1, &ok);
   uint32_t ax = 0;
   if (!ok || !norm_axis(x, to_index(axis_d), a->rank, &ax) || !expect_shape(x, out, a->dims, a->rank)) return false;
-  SoftJob j = {.avx2 = cpu_features()->avx2, .avx512 = cpu_features()->avx2 && cpu_features()->avx512, .a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
+  SoftJob j = {.avx2 = cpu_features()->avx2, .a = a, .o = out, .len = a->dims[ax], .post = elements(a->dims + ax + 1, a->rank - ax - 1)};
   j.lines = elements(a->dims, ax) * j.post;
   *bound = dup_job(&j, sizeof j);
   return true;

@@ -19,7 +19,7 @@ typedef struct XentGradJob {
   Val *o;
   int64_t C;
   float differs, equals;
-  bool avx2, avx512, round; /* avx512: softmax_row's eight lanes, the same bits */
+  bool avx2, round;
 } XentGradJob;
 
 static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
@@ -34,7 +34,7 @@ static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   bool plain = bits == 0;
   for (int64_t r = lo; r < hi; r++) {
     float *restrict o = fp(j->o) + r * C;
-    softmax_row(fp(j->x) + r * C, o, C, keep, j->avx2, j->avx512);
+    softmax_row(fp(j->x) + r * C, o, C, keep, j->avx2);
     int64_t hit = t[r] >= 0 && t[r] < C ? t[r] : -1; /* no class is an out-of-range target */
     if (plain) {
       if (hit >= 0) o[hit] -= j->equals;
@@ -56,8 +56,7 @@ bool bind_xent_grad(Ctx *x, const Fused *f, void **bound) {
       o->n != lx->n || C < 1 || t->n * C != lx->n || 2 * C > c->scratch_floats)
     return op_fail(x, "a fused cross entropy gradient needs fp32 logits, int32 targets and scratch"); /* the plan prevents this */
   XentGradJob j = {.c = c, .x = lx, .t = t, .s = s, .o = o, .C = C, .differs = f->differs, .equals = f->equals,
-                   .avx2 = cpu_features()->avx2,
-                   .avx512 = cpu_features()->avx2 && cpu_features()->avx512, .round = f->round_out};
+                   .avx2 = cpu_features()->avx2, .round = f->round_out};
   *bound = memcpy(xmalloc(sizeof j), &j, sizeof j);
   return true;
 }
