@@ -630,6 +630,20 @@ typedef struct GemmSrc {
   bool h16;
   int64_t si, sk;
 } GemmSrc;
+/* Element (i, k) of a packing source, as float (both packed GEMMs' element-by-element packing). */
+static inline float gemm_src_at(GemmSrc s, int64_t i, int64_t k) {
+  int64_t at = i * s.si + k * s.sk;
+  if (!s.h16) return ((const float *)s.p)[at];
+  uint16_t b;
+  memcpy(&b, (const unsigned char *)s.p + 2 * at, 2);
+  return fp16_to_float(b);
+}
+#if HAVE_X86
+/* The mask of the first n of 16 lanes (all for n >= 16, none for n <= 0). */
+static inline __mmask16 gemm_lanes(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
+}
+#endif
 /* Whether this CPU runs the packed GEMM's fast forms (AVX-512 F, BW, VL with F16C and FMA). */
 bool gemm_packed_fast(void);
 void gemm_pack_rows(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool portable);

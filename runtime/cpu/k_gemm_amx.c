@@ -158,18 +158,6 @@ AMX static inline __m512 load16(const void *p, bool h16, __mmask16 m) {
   return _mm512_maskz_loadu_ps(m, p);
 }
 
-static inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
-
-static inline float src_at(GemmSrc s, int64_t i, int64_t k) {
-  int64_t at = i * s.si + k * s.sk;
-  if (!s.h16) return ((const float *)s.p)[at];
-  uint16_t b;
-  memcpy(&b, (const unsigned char *)s.p + 2 * at, 2);
-  return fp16_to_float(b);
-}
-
 /* Tile t of group g at k-block kb: AMX_PLANES tiles of AMX_TILE_ELEMS bf16. */
 static inline uint16_t *tile_at(AmxPacked d, int64_t g, int64_t kb) {
   return d.p + (g * d.gstride + kb) * AMX_PLANES * AMX_TILE_ELEMS;
@@ -177,8 +165,9 @@ static inline uint16_t *tile_at(AmxPacked d, int64_t g, int64_t kb) {
 
 /* ---- packing ---- */
 
-/* A side: each tile [16 rows][32 k]. */
-static void pack_rows_scalar(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
+/* Any strides, element by element: the A side's tiles [16 rows][32 k], or (vnni) the B side's [16 k pairs][16
+ * columns][2]. */
+static void pack_scalar(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk, bool vnni) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32;
   for (int64_t g = 0; g < groups; g++)
     for (int64_t kb = 0; kb < kbs; kb++) {
@@ -186,10 +175,10 @@ static void pack_rows_scalar(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int6
       uint8_t fl = 0;
       for (int64_t r = 0; r < 16; r++)
         for (int64_t kk = 0; kk < 32; kk++) {
-          int64_t row = g * 16 + r, k = kb * 32 + kk;
+          int64_t row = g * 16 + r, k = kb * 32 + kk, at = vnni ? (kk / 2) * 32 + r * 2 + (kk & 1) : r * 32 + kk;
           uint16_t p[3] = {0, 0, 0};
-          if (row < n && k < nk) split_scalar(src_at(s, i0 + row, k0 + k), p, &fl);
-          for (int q = 0; q < AMX_PLANES; q++) t[q * AMX_TILE_ELEMS + r * 32 + kk] = p[q];
+          if (row < n && k < nk) split_scalar(gemm_src_at(s, i0 + row, k0 + k), p, &fl);
+          for (int q = 0; q < AMX_PLANES; q++) t[q * AMX_TILE_ELEMS + at] = p[q];
         }
       d.flags[g * d.gstride + kb] = fl;
     }
@@ -213,11 +202,11 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
         int64_t kn = nk - kb * 32;
         __m512i lo[3], hi[3];
         if (row < n && s.h16) {
-          split16_h16(load16(p + kb * 32 * es, true, lanes(kn)), lo, &seen[kb]);
-          split16_h16(load16(p + (kb * 32 + 16) * es, true, lanes(kn - 16)), hi, &seen[kb]);
+          split16_h16(load16(p + kb * 32 * es, true, gemm_lanes(kn)), lo, &seen[kb]);
+          split16_h16(load16(p + (kb * 32 + 16) * es, true, gemm_lanes(kn - 16)), hi, &seen[kb]);
         } else if (row < n) {
-          split16(load16(p + kb * 32 * es, false, lanes(kn)), lo, &seen[kb]);
-          split16(load16(p + (kb * 32 + 16) * es, false, lanes(kn - 16)), hi, &seen[kb]);
+          split16(load16(p + kb * 32 * es, false, gemm_lanes(kn)), lo, &seen[kb]);
+          split16(load16(p + (kb * 32 + 16) * es, false, gemm_lanes(kn - 16)), hi, &seen[kb]);
         } else {
           for (int q = 0; q < 3; q++) lo[q] = hi[q] = _mm512_setzero_si512();
         }
@@ -229,31 +218,13 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
   }
 }
 
-/* B side: each tile [16 k pairs][16 columns][2] (the VNNI layout). */
-static void pack_cols_scalar(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
-  int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32;
-  for (int64_t g = 0; g < groups; g++)
-    for (int64_t kb = 0; kb < kbs; kb++) {
-      uint16_t *t = tile_at(d, g, kb);
-      uint8_t fl = 0;
-      for (int64_t kk = 0; kk < 32; kk++)
-        for (int64_t c = 0; c < 16; c++) {
-          int64_t col = g * 16 + c, k = kb * 32 + kk;
-          uint16_t p[3] = {0, 0, 0};
-          if (col < n && k < nk) split_scalar(src_at(s, j0 + col, k0 + k), p, &fl);
-          for (int q = 0; q < AMX_PLANES; q++) t[q * AMX_TILE_ELEMS + (kk / 2) * 32 + c * 2 + (kk & 1)] = p[q];
-        }
-      d.flags[g * d.gstride + kb] = fl;
-    }
-}
-
 /* Columns contiguous along n (a weight [K, O] read in place, activations [K, P] of a conv): a k pair's two rows
  * interleaved lane by lane. */
 AMX static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
   for (int64_t g = 0; g < groups; g++) {
-    __mmask16 m = lanes(n - g * 16);
+    __mmask16 m = gemm_lanes(n - g * 16);
     for (int64_t kb = 0; kb < kbs; kb++) {
       uint16_t *t = tile_at(d, g, kb);
       PieceSeen seen = seen_none();
@@ -283,7 +254,7 @@ AMX static void pack_cols_kcontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n,
       uint16_t *t = tile_at(d, g, kb);
       PieceSeen seen = seen_none();
       int64_t kn = nk - kb * 32;
-      __mmask16 m0 = lanes(kn), m1 = lanes(kn - 16);
+      __mmask16 m0 = gemm_lanes(kn), m1 = gemm_lanes(kn - 16);
       __m512 cols[AMX_PLANES][16];
       for (int64_t c = 0; c < 16; c++) {
         int64_t col = g * 16 + c;
@@ -312,7 +283,7 @@ AMX static void pack_rows_mcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
   for (int64_t g = 0; g < groups; g++) {
-    __mmask16 m = lanes(n - g * 16);
+    __mmask16 m = gemm_lanes(n - g * 16);
     for (int64_t kb = 0; kb < kbs; kb++) {
       uint16_t *t = tile_at(d, g, kb);
       PieceSeen seen = seen_none();
@@ -349,7 +320,7 @@ AmxPacked gemm_amx_view(void *base, int64_t n, int64_t K, int64_t g, int64_t kb)
 void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   if (s.sk != 1) {
     if (s.si == 1) pack_rows_mcontig(d, s, i0, n, k0, nk);
-    else pack_rows_scalar(d, s, i0, n, k0, nk);
+    else pack_scalar(d, s, i0, n, k0, nk, false);
     return;
   }
   for (int64_t c0 = 0; c0 < nk; c0 += AMX_KC) { /* AMX_KC at a time: what one row's read covers */
@@ -362,7 +333,7 @@ void gemm_amx_pack_rows(AmxPacked d, GemmSrc s, int64_t i0, int64_t n, int64_t k
 void gemm_amx_pack_cols(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   if (s.sk == 1) pack_cols_kcontig(d, s, j0, n, k0, nk);
   else if (s.si == 1) pack_cols_ncontig(d, s, j0, n, k0, nk);
-  else pack_cols_scalar(d, s, j0, n, k0, nk);
+  else pack_scalar(d, s, j0, n, k0, nk, true);
 }
 
 /* ---- multiplying ---- */
@@ -460,7 +431,7 @@ void gemm_amx_block(AmxPacked A, AmxPacked B, int64_t M, int64_t N, int64_t nkb,
 AMX void gemm_amx_store_transposed(const float *T, int64_t ldt, int64_t no, int64_t nr, const float *bias, float *C,
                                       int64_t ldc) {
   for (int64_t o0 = 0; o0 < no; o0 += 16) {
-    __mmask16 mo = lanes(no - o0);
+    __mmask16 mo = gemm_lanes(no - o0);
     __m512 b = bias ? _mm512_maskz_loadu_ps(mo, bias + o0) : _mm512_setzero_ps();
     for (int64_t r0 = 0; r0 < nr; r0 += 16) {
       __m512 in[16], out[16];

@@ -16,15 +16,6 @@
 
 #include <math.h>
 
-/* Element (i, k) of a packing source, as float. */
-static inline float src_at(GemmSrc s, int64_t i, int64_t k) {
-  int64_t at = i * s.si + k * s.sk;
-  if (!s.h16) return ((const float *)s.p)[at];
-  uint16_t b;
-  memcpy(&b, (const unsigned char *)s.p + 2 * at, 2);
-  return fp16_to_float(b);
-}
-
 static void pack_rows_portable(float *dst, GemmSrc s, int64_t i0, int64_t n, int64_t k0, int64_t nk) {
   for (int64_t g = 0; g * GEMM_MR < n; g++) {
     float *d = dst + g * nk * GEMM_MR;
@@ -34,7 +25,7 @@ static void pack_rows_portable(float *dst, GemmSrc s, int64_t i0, int64_t n, int
         for (int64_t k = 0; k < nk; k++) d[k * GEMM_MR + i] = 0;
         continue;
       }
-      for (int64_t k = 0; k < nk; k++) d[k * GEMM_MR + i] = src_at(s, i0 + row, k0 + k);
+      for (int64_t k = 0; k < nk; k++) d[k * GEMM_MR + i] = gemm_src_at(s, i0 + row, k0 + k);
     }
   }
 }
@@ -45,7 +36,7 @@ static void pack_cols_portable(float *dst, GemmSrc s, int64_t j0, int64_t n, int
     for (int64_t k = 0; k < nk; k++)
       for (int64_t j = 0; j < GEMM_NR; j++) {
         int64_t col = p * GEMM_NR + j;
-        d[k * GEMM_NR + j] = col < n ? src_at(s, j0 + col, k0 + k) : 0;
+        d[k * GEMM_NR + j] = col < n ? gemm_src_at(s, j0 + col, k0 + k) : 0;
       }
   }
 }
@@ -54,10 +45,6 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 #if HAVE_X86
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-
-static inline __mmask16 lanes(int64_t n) {
-  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
-}
 
 /* 16 elements of a source row from p (the first m of them, the rest zero). */
 AVX512 static inline __m512 row16(const void *p, bool h16, __mmask16 m) {
@@ -100,7 +87,7 @@ AVX512 static void pack_cols_transposed(float *dst, GemmSrc s, int64_t j0, int64
     float *d = dst + p * nk * GEMM_NR;
     for (int64_t k = 0; k < nk; k += 16) {
       int64_t kn = min64(16, nk - k);
-      __mmask16 m = lanes(kn);
+      __mmask16 m = gemm_lanes(kn);
       for (int64_t h = 0; h < GEMM_NR; h += 16) {
         __m512 r[16], t[16];
         for (int64_t j = 0; j < 16; j++) {
@@ -128,7 +115,7 @@ AVX512 static void pack_rows_transposed(float *dst, GemmSrc s, int64_t i0, int64
       for (int64_t i = 0; i < 16; i++) {
         int64_t row = g * GEMM_MR + i;
         r[i] = i < GEMM_MR && row < n
-                   ? row16((const unsigned char *)s.p + ((i0 + row) * s.si + k0 + k) * es, s.h16, lanes(kn))
+                   ? row16((const unsigned char *)s.p + ((i0 + row) * s.si + k0 + k) * es, s.h16, gemm_lanes(kn))
                    : _mm512_setzero_ps();
       }
       transpose16(r, t);
@@ -143,7 +130,7 @@ AVX512 static void pack_rows_along(float *dst, GemmSrc s, int64_t i0, int64_t n,
   int64_t es = s.h16 ? 2 : 4;
   for (int64_t g = 0; g * GEMM_MR < n; g++) {
     float *d = dst + g * nk * GEMM_MR;
-    __mmask16 m = lanes(min64(GEMM_MR, n - g * GEMM_MR));
+    __mmask16 m = gemm_lanes(min64(GEMM_MR, n - g * GEMM_MR));
     const unsigned char *col = (const unsigned char *)s.p + (i0 + g * GEMM_MR + k0 * s.sk) * es;
     for (int64_t k = 0; k < nk; k++) _mm512_mask_storeu_ps(d + k * GEMM_MR, 0x0fff, row16(col + k * s.sk * es, s.h16, m));
   }
@@ -155,7 +142,7 @@ AVX512 static void pack_cols_along(float *dst, GemmSrc s, int64_t j0, int64_t n,
   for (int64_t p = 0; p * GEMM_NR < n; p++) {
     float *d = dst + p * nk * GEMM_NR;
     int64_t cols = min64(GEMM_NR, n - p * GEMM_NR);
-    __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+    __mmask16 m0 = gemm_lanes(cols), m1 = gemm_lanes(cols - 16);
     for (int64_t k = 0; k < nk; k++) {
       const unsigned char *row = (const unsigned char *)s.p + ((k0 + k) * s.sk + j0 + p * GEMM_NR) * es;
       _mm512_storeu_ps(d + k * GEMM_NR, row16(row, s.h16, m0));
@@ -181,7 +168,7 @@ AVX512 static void pack_cols_along(float *dst, GemmSrc s, int64_t j0, int64_t n,
  * panel of packed columns; the 24 sums stay in registers over the kc. */
 AVX512 static void kernel_avx512(int64_t kc, const float *A, const float *B, float *C, int64_t ldc, int64_t mr,
                                  int64_t nr, bool acc) {
-  __mmask16 m0 = lanes(nr), m1 = lanes(nr - 16);
+  __mmask16 m0 = gemm_lanes(nr), m1 = gemm_lanes(nr - 16);
   GEMM_ROWS(GEMM_DECL)
   if (acc) {
     GEMM_ROWS(GEMM_LOAD)
