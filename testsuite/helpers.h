@@ -35,6 +35,9 @@ void test_dir_remove(const char *dir);
 
 /* ORION_SOURCE_ROOT/rel into buf[cap] (asserts that meson set the variable). */
 void source_path(char *buf, size_t cap, const char *rel);
+/* Skips the calling test when the MIL corpus (ORION_SOURCE_ROOT/../shared/corpus/mil, beside the checkout as
+ * the design brief lays it out) is absent, unless CI=true, where its absence fails the test. */
+void require_mil_corpus(void);
 /* The committed JSON fixture ORION_SOURCE_ROOT/rel, parsed (asserted); cJSON_Delete it. */
 cJSON *load_json_fixture(const char *rel);
 

@@ -484,6 +484,7 @@ static void corpus_dir(const char *name) {
   if (!root)
     cr_assert_fail("ORION_SOURCE_ROOT is not set: run this test through meson (it names the source tree, beside which "
              "../shared/corpus/mil lives)");
+  require_mil_corpus();
   char src[1024], cmd[2048];
   snprintf(src, sizeof src, "%s/../shared/corpus/mil/%s", root, name);
   if (access(src, R_OK) != 0)
