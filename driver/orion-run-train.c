@@ -19,7 +19,7 @@ enum {
   OPT_DATA = 1, OPT_STEPS, OPT_LR, OPT_OPTIMIZER, OPT_MOMENTUM, OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY,
   OPT_WARMUP, OPT_SCHEDULE, OPT_MIN_LR, OPT_CLIP_GRAD, OPT_ACCUM, OPT_NUMERICS, OPT_BACKEND, OPT_SEED, OPT_SHUFFLE,
   OPT_INPUT, OPT_LOG, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_STOP_AFTER, OPT_RESUME, OPT_EXPORT, OPT_EVAL_DATA,
-  OPT_EVAL_EVERY, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP, OPT_VERBOSE,
+  OPT_EVAL_EVERY, OPT_PROFILE, OPT_LORA, OPT_ADAPTER, OPT_EXPORT_ADAPTER, OPT_COMPILE_BUDGET, OPT_RESIDENT_CAP, OPT_VERBOSE,
   OPT_HELP,
 };
 
@@ -82,6 +82,10 @@ static const CliOption train_options[] = {
      "a file"},
     {OPT_EVAL_EVERY, 0, "eval-every", CLI_VALUE, 0, " K",
      "evaluate every K steps (default: 0, after the last step)", "a number"},
+    {OPT_PROFILE, 0, "profile", CLI_NO_VALUE, 0, NULL,
+     "time every op of the forward and the backward program; at the end,\n"
+     "print each program's time per op kind and its 10 slowest statements\n"
+     "to stderr (the steps are slower while timed)", NULL},
     {OPT_LORA, 0, "lora", CLI_NO_VALUE, 0, NULL,
      "train the LoRA adapter inputs of a package compiled with\n"
      "orionc --train --lora (its weights stay as they are)",
@@ -146,6 +150,7 @@ static int take_option(void *ctx, int id, const char *v, const char *spelling) {
   case OPT_BACKEND: o->backend = v; return -1;
   case OPT_SHUFFLE: o->shuffle = true; return -1;
   case OPT_LORA: o->lora = true; return -1;
+  case OPT_PROFILE: o->profile = true; return -1;
   case OPT_ADAPTER: o->adapter_init = v; return -1;
   case OPT_EXPORT_ADAPTER: o->export_adapter = v; return -1;
   case OPT_VERBOSE: a->verbose = true; return -1;
@@ -303,6 +308,16 @@ int orion_run_train(int argc, char **argv) {
   printf("step time: forward %.1f ms, backward %.1f ms, optimizer %.1f ms, weight update %.1f ms\n", r.forward_ms,
          r.backward_ms, r.optimizer_ms, r.update_ms);
   printf("working copy: %s (removed)\n", r.work_package ? r.work_package : work.data);
+  if (a.o.profile) {
+    /* The working copy is gone: its MIL is the package's. */
+    char *pkg = xstrdup(a.o.package);
+    for (size_t n = strlen(pkg); n > 1 && pkg[n - 1] == '/';) pkg[--n] = '\0';
+    orion_run_print_profile("forward profile", r.profile[0], r.nprofile[0], &rd.sources, r.profile_runs[0],
+                            r.work_package, pkg);
+    orion_run_print_profile("backward profile", r.profile[1], r.nprofile[1], &rd.sources, r.profile_runs[1],
+                            r.work_package, pkg);
+    free(pkg);
+  }
   rc = 0;
 done:
   if (backend) {

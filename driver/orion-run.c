@@ -263,65 +263,6 @@ static bool check_ane(const OrionBackend *b, const OrionProgram *p, uint32_t fn,
   return false;
 }
 
-static int by_ms_desc(const void *a, const void *b) {
-  double x = (*(const OrionStmtTime *const *)a)->ms, y = (*(const OrionStmtTime *const *)b)->ms;
-  if (x != y) return x < y ? 1 : -1;
-  uint32_t i = (*(const OrionStmtTime *const *)a)->stmt, j = (*(const OrionStmtTime *const *)b)->stmt;
-  return i < j ? -1 : i > j;
-}
-
-typedef struct OpKind {
-  const char *op;
-  uint32_t count;
-  double ms;
-} OpKind;
-
-static int kind_by_ms_desc(const void *a, const void *b) {
-  const OpKind *x = a, *y = b;
-  if (x->ms != y->ms) return x->ms < y->ms ? 1 : -1;
-  return strcmp(x->op, y->op);
-}
-
-/* --profile: every op kind (statements, total time, share) and the 10
- * slowest statements with their place in the MIL, to stderr. */
-static void print_profile(const OrionExec *exec, SourceSet *sources, uint32_t runs) {
-  uint32_t n = orion_exec_profile_count(exec);
-  const OrionStmtTime **order = xcalloc(n + 1, sizeof *order);
-  OpKind *kinds = xcalloc(n + 1, sizeof *kinds);
-  uint32_t nk = 0;
-  double total = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const OrionStmtTime *e = orion_exec_profile_stmt(exec, i);
-    order[i] = e;
-    total += e->ms;
-    uint32_t k = 0;
-    while (k < nk && strcmp(kinds[k].op, e->op)) k++;
-    if (k == nk) kinds[nk++] = (OpKind){.op = e->op};
-    kinds[k].count++;
-    kinds[k].ms += e->ms;
-  }
-  qsort(kinds, nk, sizeof *kinds, kind_by_ms_desc);
-  qsort(order, n, sizeof *order, by_ms_desc);
-  fprintf(stderr, "orion-run: profile of %u run%s, %.3f ms in ops (%.3f ms per run)\n", runs, runs == 1 ? "" : "s",
-          total, total / runs);
-  fprintf(stderr, "  %-30s %6s %12s %7s\n", "op", "count", "total ms", "share");
-  for (uint32_t k = 0; k < nk; k++)
-    fprintf(stderr, "  %-30s %6u %12.3f %6.1f%%\n", kinds[k].op, kinds[k].count, kinds[k].ms,
-            total > 0 ? 100 * kinds[k].ms / total : 0.0);
-  uint32_t top = n < 10 ? n : 10;
-  fprintf(stderr, "  slowest statements:\n");
-  for (uint32_t i = 0; i < top; i++) {
-    const OrionStmtTime *e = order[i];
-    uint32_t line = 0, col = 0;
-    const SourceFile *sf = e->loc.file ? srcset_get(sources, e->loc.file) : NULL;
-    if (sf) srcset_linecol(sources, e->loc.file, e->loc.start, &line, &col);
-    fprintf(stderr, "  %12.3f ms %6.1f%%  %s:%u:%u  %s '%s'\n", e->ms, total > 0 ? 100 * e->ms / total : 0.0,
-            sf ? sf->name : "?", line, col, e->op, e->name);
-  }
-  free(order);
-  free(kinds);
-}
-
 static double now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -557,7 +498,13 @@ int main(int argc, char **argv) {
   }
   if (o.repeat > 1 && !o.json)
     fprintf(stderr, "orion-run: %u runs, %.3f ms per run on average, %.3f ms best\n", o.repeat, total / o.repeat, best);
-  if (o.profile && !o.json) print_profile(exec, &sources, o.repeat);
+  if (o.profile && !o.json) {
+    uint32_t n = orion_exec_profile_count(exec);
+    OrionStmtTime *entries = xcalloc(n + 1, sizeof *entries);
+    for (uint32_t i = 0; i < n; i++) entries[i] = *orion_exec_profile_stmt(exec, i);
+    orion_run_print_profile("profile", entries, n, &sources, o.repeat, NULL, NULL);
+    free(entries);
+  }
 
   if (!o.output_dir) o.output_dir = default_output_dir = default_output_dir_of(o.program);
   /* An output split-concat split into parts is written whole, under its own name. */

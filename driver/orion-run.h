@@ -37,6 +37,13 @@ int orion_run_take_ane_limit(const char *program, const char *option, const char
   {budget_id, 0, "ane-compile-budget", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"},           \
   {cap_id, 0, "ane-resident-cap", CLI_VALUE, 0, " N", "as orion-run's", "a count from 1 to 1000000"}
 
+/* --profile's report to stderr: "orion-run: WHAT of RUNS runs, ...", every op
+ * kind of the n entries and the 10 slowest statements at their place in the
+ * MIL (orion-run-profile.c); a MIL file under the directory ran_at (a working
+ * copy, or NULL) is shown under shown_as instead (the package it copies). */
+void orion_run_print_profile(const char *what, const OrionStmtTime *entries, uint32_t n, SourceSet *sources,
+                             uint64_t runs, const char *ran_at, const char *shown_as);
+
 /* `orion-run patch ...` (argv[0] is "patch"); returns the exit status. */
 int orion_run_patch(int argc, char **argv);
 /* `orion-run plot LOG.jsonl -o FILE.svg` (argv[0] is "plot"): the loss curve. */

@@ -59,6 +59,9 @@ typedef struct OrionTrainOptions {
   const char *export_adapter; /* --export-adapter DIR: the PEFT adapter directory at the end, or NULL */
   const char *eval_data;      /* or NULL */
   uint64_t eval_every;        /* with eval_data; 0: only after the last step */
+  /* Time every statement of the forward and the backward program (the
+   * backend must offer profiling: caps.profiling); the report's profiles. */
+  bool profile;
   /* Told each optimizer step as it is logged (progress lines). */
   void (*on_step)(void *ctx, const OrionTrainLogEntry *e, uint64_t total_steps);
   void *ctx;
@@ -84,6 +87,12 @@ typedef struct OrionTrainReport {
   bool has_eval;
   double last_eval_loss;
   float loss_scale; /* at the end */
+  /* With OrionTrainOptions.profile: each program's statements and their
+   * times summed over the run (the forward's include evaluation's runs);
+   * op and name are copies the report owns, loc is in the Diag's sources. */
+  OrionStmtTime *profile[2]; /* [0] the forward, [1] the backward */
+  uint32_t nprofile[2];
+  uint64_t profile_runs[2]; /* how many times each program ran */
 } OrionTrainReport;
 
 /* Runs the training; false after reporting. The report is filled as far as

@@ -5,6 +5,7 @@
  * working copy, bindings, masters) is loop_setup.c.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -24,6 +25,33 @@ void orion_train_options_init(OrionTrainOptions *o) {
 void orion_train_report_free(OrionTrainReport *r) {
   free(r->work_package);
   r->work_package = NULL;
+  for (int p = 0; p < 2; p++) {
+    for (uint32_t i = 0; i < r->nprofile[p]; i++) {
+      free((void *)(uintptr_t)r->profile[p][i].op); /* the copies take_profiles made */
+      free((void *)(uintptr_t)r->profile[p][i].name);
+    }
+    free(r->profile[p]);
+    r->profile[p] = NULL;
+    r->nprofile[p] = 0;
+  }
+}
+
+/* The programs' profiles into the report, as copies that outlive the programs. */
+static void take_profiles(const Loop *L, OrionTrainReport *r) {
+  const OrionExec *exec[2] = {L->fwd_exec, L->bwd_exec};
+  for (int p = 0; p < 2; p++) {
+    if (!exec[p]) continue;
+    uint32_t n = orion_exec_profile_count(exec[p]);
+    r->profile[p] = xcalloc(n + 1, sizeof *r->profile[p]);
+    for (uint32_t i = 0; i < n; i++) {
+      OrionStmtTime e = *orion_exec_profile_stmt(exec[p], i);
+      e.op = xstrdup(e.op);
+      e.name = xstrdup(e.name);
+      r->profile[p][i] = e;
+      if (e.runs > r->profile_runs[p]) r->profile_runs[p] = e.runs;
+    }
+    r->nprofile[p] = n;
+  }
 }
 
 static double now_ms(void) {
@@ -324,6 +352,7 @@ bool orion_train_run(const OrionTrainOptions *o, OrionTrainReport *r, Diag *d) {
   r->skipped = L.scaler.skipped;
   r->loss_scale = o->numerics == ORION_NUMERICS_ANE ? L.scaler.scale : 1.0f;
   if (log && !orion_train_log_close(log, d)) ok = false;
+  if (o->profile) take_profiles(&L, r);
   loop_teardown(&L);
   return ok;
 }

@@ -327,7 +327,7 @@ bool loop_setup(Loop *L, const OrionTrainOptions *o, Diag *d) {
   L->owns_backend = !o->opened_backend;
   L->backend = o->opened_backend ? o->opened_backend : orion_backend_open(o->backend ? o->backend : "cpu", &o->backend_options, d);
   if (!L->backend) return false;
-  OrionPrepareOptions po = {.numerics = o->numerics};
+  OrionPrepareOptions po = {.numerics = o->numerics, .profile = o->profile};
   L->fwd_exec = orion_backend_prepare(L->backend, L->prog, L->fwd, &po, d);
   L->bwd_exec = L->fwd_exec ? orion_backend_prepare(L->backend, L->prog, L->bwd, &po, d) : NULL;
   if (!L->bwd_exec) return false;

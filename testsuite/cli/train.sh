@@ -55,6 +55,17 @@ a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
 b = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 assert len(a) == 5 and a == b, (a, b)
 ' spaced.jsonl equals.jsonl
+# --profile: each program's time per op kind and its slowest statements, at
+# their place in the package's MIL (not in the working copy, which is gone).
+check train-profile 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 3 --lr 0.5 --numerics fp32 --profile
+contains train-profile "orion-run: forward profile of 3 runs, "
+contains train-profile "orion-run: backward profile of 3 runs, "
+for op in matmul softmax reduce_max; do contains train-profile-fwd-$op "  $op  "; done
+contains train-profile-matmul "b.anepkg/model_bwd.mil:25:35  matmul 'gW'"
+contains train-profile-softmax "b.anepkg/model_fwd.mil:51:41  softmax 'probs'"
+if grep "\.mil:" out | grep -q "orion-train-"; then fail "the profile names the working copy"; else pass; fi
+check train-no-profile 0 "$run" train b.anepkg --data "$model/bigram_tokens.npy" --steps 1 --lr 0.5 --numerics fp32
+if grep -q "profile of" out; then fail "a profile without --profile"; else pass; fi
 after=$(md5sum b.anepkg/weights/weight.bin b.anepkg/Manifest.plist)
 if [ "$before" = "$after" ]; then pass; else fail "the package changed"; fi
 if [ -z "$(ls -A work)" ]; then pass; else fail "a working copy was left: $(ls work)"; fi
