@@ -4,11 +4,14 @@
  * on usefully): one message, the tool's cleanup, a distinct exit status.
  * ORION_FAIL_ALLOC makes the funnel fail on purpose, to test that path.
  */
+#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "orion/support.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---- failure injection ---- */
@@ -84,22 +87,48 @@ static ORION_NORETURN void out_of_memory(size_t n) {
   _exit(ORION_EXIT_OUT_OF_MEMORY);
 }
 
+/* ---- large buffers on huge pages ---- */
+
+/* Buffers of at least this many bytes are offered transparent huge pages. */
+#define HUGE_PAGE_MIN ((size_t)4 << 20)
+
+/* Asks that the whole 2 MiB pages inside the n bytes at p be backed by huge
+ * pages, where the kernel offers them on request (Linux's THP "madvise"
+ * mode). A large buffer's first touch otherwise takes a fault per 4 KiB
+ * page, and a write after a read of a fresh page (calloc's zeros, then an
+ * optimizer's update) another with a TLB shootdown to every core the
+ * process runs on: GPT-2's first training step spent more time in those
+ * faults than in its arithmetic (docs/architecture.md, "Memory"). Only
+ * advice: nothing changes if it is refused. */
+static void *advise_huge(void *p, size_t n) {
+#ifdef MADV_HUGEPAGE
+  if (p && n >= HUGE_PAGE_MIN) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+  }
+#else
+  (void)n;
+#endif
+  return p;
+}
+
 void *xmalloc(size_t n) {
   void *p = injected_failure() ? NULL : malloc(n ? n : 1);
   if (!p) out_of_memory(n);
-  return p;
+  return advise_huge(p, n);
 }
 
 void *xcalloc(size_t count, size_t size) {
   void *p = injected_failure() ? NULL : calloc(count ? count : 1, size ? size : 1);
   if (!p) out_of_memory(count * size);
-  return p;
+  return advise_huge(p, count * size);
 }
 
 void *xrealloc(void *p, size_t n) {
   void *q = injected_failure() ? NULL : realloc(p, n ? n : 1);
   if (!q) out_of_memory(n);
-  return q;
+  return advise_huge(q, n);
 }
 
 char *xstrdup(const char *s) {
@@ -107,16 +136,16 @@ char *xstrdup(const char *s) {
   return memcpy(xmalloc(n), s, n);
 }
 
-void *try_malloc(size_t n) { return injected_failure() ? NULL : malloc(n ? n : 1); }
+void *try_malloc(size_t n) { return advise_huge(injected_failure() ? NULL : malloc(n ? n : 1), n); }
 
 void *try_calloc(size_t count, size_t size) {
-  return injected_failure() ? NULL : calloc(count ? count : 1, size ? size : 1);
+  return advise_huge(injected_failure() ? NULL : calloc(count ? count : 1, size ? size : 1), count * size);
 }
 
-void *try_realloc(void *p, size_t n) { return injected_failure() ? NULL : realloc(p, n ? n : 1); }
+void *try_realloc(void *p, size_t n) { return advise_huge(injected_failure() ? NULL : realloc(p, n ? n : 1), n); }
 
 void *try_aligned_alloc(size_t align, size_t n) {
-  return injected_failure() ? NULL : aligned_alloc(align, n);
+  return advise_huge(injected_failure() ? NULL : aligned_alloc(align, n), n);
 }
 
 void xgrow(void **p, size_t elem_size, uint32_t *cap, uint32_t need) {
