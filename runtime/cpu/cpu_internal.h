@@ -472,6 +472,7 @@ enum { R_SUM, R_MEAN, R_MAX };
  * input elements [i * count, (i + 1) * count). */
 typedef struct RedJob {
   int code;
+  bool avx2; /* the CPU has AVX2 (cpu_features): R_MAX's vector pass */
   const Val *a;
   Val *o;
   int64_t count;
