@@ -6,7 +6,9 @@
  * last axis alone and inside a row group (the vector max, falling back to
  * the scalar loop for NaN and zeros) give op_sem_maximum's and the double
  * sum's bits, with NaN, -0/+0 and infinities, odd shapes, at 1 and 2
- * threads, fused and unfused, in both modes. Reads the backend's
+ * threads, fused and unfused, in both modes. Also the casts the plan makes
+ * views (an fp16 or fp32 result cast to fp32 reads its operand in place):
+ * which are, and that their values are the operand's. Reads the backend's
  * internal header.
  */
 #include <criterion/criterion.h>
@@ -17,6 +19,7 @@
 
 #include "cpu_check.h"
 #include "cpu_internal.h"
+#include "orion/fp16.h"
 #include "orion/op_semantics.h"
 
 #define I32_(n, ...) "tensor<int32, [" #n "]>([" #__VA_ARGS__ "])"
@@ -195,4 +198,101 @@ Test(cpu_reduce, row_max_gives_the_scalar_bits) {
 Test(cpu_reduce, grouped_row_max_gives_the_scalar_bits) {
   int64_t lens[] = {4, 12, 36, 64, 100, 3000};
   for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) check_row_max(9, lens[i], true);
+}
+
+/* The statement's result slot named `name`. */
+static uint32_t slot_named(const CpuProgram *c, const char *name) {
+  for (uint32_t si = 0; si < c->f->nstmts; si++)
+    if (c->f->stmts[si].nresults == 1 && c->f->stmts[si].results[0].name &&
+        !strcmp(c->f->stmts[si].results[0].name, name))
+      return c->base[si];
+  cr_assert_fail("no result '%s'", name);
+  return UINT32_MAX;
+}
+
+/* An fp16 result cast to fp32 (returned alone, and beside its operand) and
+ * an fp32 result cast to fp32 are views of their operands: the same values
+ * (in ane numerics the fp16 operand's values, as its output gives them);
+ * a cast of a parameter and a cast to fp16 (which rounds) stay copies. */
+Test(cpu_reduce, casts_to_fp32_of_results_are_views) {
+  static const char mil[] =
+      MIL_HEAD "    func main<ios18>(tensor<fp32, [5, 37]> x) {\n"
+               "        tensor<fp16, [5, 37]> h = cast(dtype = " S_("fp16") ", x = x)[name = " S_("h") "];\n"
+               "        tensor<fp16, [5, 37]> e = exp(x = h)[name = " S_("e") "];\n"
+               "        tensor<fp32, [5, 37]> g = cast(dtype = " S_("fp32") ", x = e)[name = " S_("g") "];\n"
+               "        tensor<fp32, [5, 37]> y = add(x = g, y = g)[name = " S_("y") "];\n"
+               "        tensor<fp32, [5, 37]> q = mul(x = x, y = x)[name = " S_("q") "];\n"
+               "        tensor<fp32, [5, 37]> w = cast(dtype = " S_("fp32") ", x = q)[name = " S_("w") "];\n"
+               "        tensor<fp32, [5, 37]> px = cast(dtype = " S_("fp32") ", x = x)[name = " S_("px") "];\n"
+               "    } -> (g, e, y, w, q, px);\n}\n";
+  write_bare(mil);
+  float x[185];
+  fill_special(x, 185, 37, 5, true);
+  int64_t xd[2] = {5, 37};
+  CpuTensor in = f32_tensor(x, 2, xd);
+  for (int mode = 0; mode < 2; mode++) {
+    CpuNumerics m = mode ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32;
+    Loaded l;
+    CpuOptions o = {.numerics = m, .threads = 2};
+    load_opts(&l, &o);
+    cr_assert_not_null(l.c, "%s", l.diags.data);
+    cr_assert_eq(l.c->slots[slot_named(l.c, "g")].kind, SK_VIEW, "g = cast(fp16 e) is not a view");
+    cr_assert_eq(l.c->slots[slot_named(l.c, "w")].kind, SK_VIEW, "w = cast(fp32 q) is not a view");
+    cr_assert_eq(l.c->slots[slot_named(l.c, "h")].kind, SK_RESULT, "h = cast(x, fp16) rounds: no view");
+    cr_assert_eq(l.c->slots[slot_named(l.c, "px")].kind, SK_RESULT, "px = cast(param x): no view");
+    unload(&l);
+    for (uint32_t threads = 1; threads <= 2; threads++) {
+      CpuTensor out[6];
+      run_with(m, threads, false, &in, out);
+      const float *g = out_f32(&out[0]), *y = out_f32(&out[2]), *w = out_f32(&out[3]), *q = out_f32(&out[4]);
+      const float *px = out_f32(&out[5]);
+      const uint16_t *e = out[1].data;
+      for (int i = 0; i < 185; i++) {
+        float h = fp16_to_float(fp16_from_float(x[i]));
+        cr_assert(same_bits(y[i], g[i] + g[i]), "y[%d] = %a is not g + g (g %a)", i, (double)y[i], (double)g[i]);
+        cr_assert(same_bits(w[i], q[i]) && (same_bits(q[i], x[i] * x[i]) || isnan(x[i])), "w[%d] %a, q %a", i,
+                  (double)w[i], (double)q[i]);
+        cr_assert(same_bits(px[i], x[i]), "px[%d] %a, x %a", i, (double)px[i], (double)x[i]);
+        if (mode) /* the fp16 operand's values, as returned */
+          cr_assert(same_bits(g[i], fp16_to_float(e[i])), "g[%d] = %a, e %a", i, (double)g[i], (double)fp16_to_float(e[i]));
+        else
+          cr_assert(isnan(h) ? isnan(g[i]) : err_of(g[i], exp((double)h)) < 1e-6, "g[%d] = %a, exp(%a)", i, (double)g[i],
+                    (double)h);
+      }
+      for (int k = 0; k < 6; k++) cpu_tensor_free(&out[k]);
+    }
+  }
+  cleanup();
+}
+
+/* Returned alone, the viewed fp16 result is written to the caller's fp32
+ * buffer (one root, written in place); the values are the same either way. */
+Test(cpu_reduce, cast_view_output_alone) {
+  static const char mil[] =
+      MIL_HEAD "    func main<ios18>(tensor<fp32, [3, 16]> x) {\n"
+               "        tensor<fp16, [3, 16]> h = cast(dtype = " S_("fp16") ", x = x)[name = " S_("h") "];\n"
+               "        tensor<fp16, [3, 16]> e = mul(x = h, y = h)[name = " S_("e") "];\n"
+               "        tensor<fp32, [3, 16]> g = cast(dtype = " S_("fp32") ", x = e)[name = " S_("g") "];\n"
+               "    } -> (g);\n}\n";
+  write_bare(mil);
+  float x[48];
+  fill_special(x, 48, 16, 9, true);
+  int64_t xd[2] = {3, 16};
+  CpuTensor in = f32_tensor(x, 2, xd);
+  Loaded l;
+  CpuOptions o = {.numerics = CPU_NUMERICS_ANE, .threads = 1};
+  load_opts(&l, &o);
+  cr_assert_not_null(l.c, "%s", l.diags.data);
+  cr_assert(l.c->out_direct[0], "the viewed result does not write the caller's buffer");
+  unload(&l);
+  CpuTensor out;
+  run_with(CPU_NUMERICS_ANE, 2, false, &in, &out);
+  const float *g = out_f32(&out);
+  for (int i = 0; i < 48; i++) {
+    float h = fp16_to_float(fp16_from_float(x[i]));
+    float want = fp16_to_float(fp16_from_float(h * h));
+    cr_assert(same_bits(g[i], want) || (isnan(g[i]) && isnan(want)), "g[%d] = %a, want %a", i, (double)g[i], (double)want);
+  }
+  cpu_tensor_free(&out);
+  cleanup();
 }

@@ -745,6 +745,7 @@ uint32_t root_of(const CpuProgram *c, uint32_t s);
 size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
 void choose_fp16_inputs(CpuProgram *c);
+void plan_cast_views(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);
 /* bind.c */
