@@ -1,9 +1,9 @@
 /*
  * The CPU backend's buffers and runs: outputs into the caller's buffers,
  * planned buffers reused only for dead values, identical results with any
- * number of threads, weights set and reloaded, and the ane numerics'
- * rounding against fp16_from_float. (Split from test_cpu.c; the helpers are
- * cpu_check.c's.)
+ * number of threads, fp16 inputs and outputs converted in pieces, weights
+ * set and reloaded, and the ane numerics' rounding against
+ * fp16_from_float. (Split from test_cpu.c; the helpers are cpu_check.c's.)
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -237,5 +237,52 @@ Test(cpu, ane_rounding_matches_fp16_from_float) {
     cr_assert_eq(y[i], fp16_from_float(x[i]), "x = %a: got 0x%04x, want 0x%04x", (double)x[i], y[i],
                  fp16_from_float(x[i]));
   unload(&l);
+  cleanup();
+}
+
+/* A run's fp16 inputs and outputs convert in parallel pieces (several
+ * pieces here, an odd count of elements): every fp16 bit pattern read as
+ * fp16_to_float reads it, every float written as fp16_from_float writes it,
+ * at 1 and 2 threads, in both modes. */
+Test(cpu, fp16_inputs_and_outputs_convert_in_pieces) {
+  enum { N = 200003 };
+  char mil[1024];
+  snprintf(mil, sizeof mil,
+           MIL_HEAD "    func main<ios18>(tensor<fp16, [%d]> x, tensor<fp32, [%d]> f) {\n"
+                    "        tensor<fp32, [%d]> a = cast(dtype = string(\"fp32\"), x = x)[name = string(\"a\")];\n"
+                    "        tensor<fp16, [%d]> b = mul(x = f, y = fp32(1))[name = string(\"b\")];\n"
+                    "    } -> (a, b);\n}\n",
+           N, N, N, N);
+  write_bare(mil);
+  static uint16_t x[N], b[N];
+  static float f[N], a[N];
+  uint32_t s = 777;
+  for (int i = 0; i < N; i++) {
+    x[i] = (uint16_t)(i * 40503u);
+    s = s * 1664525u + 1013904223u;
+    uint32_t u = i % 3 ? s : (s & 0x8FFFFFFFu) | 0x30000000u; /* a third near fp16's range */
+    memcpy(&f[i], &u, 4);
+    if (isnan(f[i])) f[i] = -2;
+  }
+  for (int mode = 0; mode < 2; mode++)
+    for (uint32_t threads = 1; threads <= 2; threads++) {
+      Loaded l;
+      CpuOptions o = {.numerics = mode ? CPU_NUMERICS_ANE : CPU_NUMERICS_FP32, .threads = threads};
+      load_opts(&l, &o);
+      cr_assert_not_null(l.c, "%s", l.diags.data);
+      CpuTensor in[2] = {{.dtype = MIL_DT_FP16, .rank = 1, .dims = {N}, .data = x},
+                         {.dtype = MIL_DT_FP32, .rank = 1, .dims = {N}, .data = f}};
+      CpuTensor out[2] = {{.dtype = MIL_DT_FP32, .rank = 1, .dims = {N}, .data = a},
+                          {.dtype = MIL_DT_FP16, .rank = 1, .dims = {N}, .data = b}};
+      cr_assert(cpu_run_into(l.c, in, out, &l.d), "%s", l.diags.data);
+      for (int i = 0; i < N; i++) {
+        float want = fp16_to_float(x[i]);
+        cr_assert(isnan(want) ? isnan(a[i]) : !memcmp(&a[i], &want, 4), "x = 0x%04x: got %a, want %a", x[i],
+                  (double)a[i], (double)want);
+        cr_assert_eq(b[i], fp16_from_float(f[i]), "f = %a: got 0x%04x, want 0x%04x", (double)f[i], b[i],
+                     fp16_from_float(f[i]));
+      }
+      unload(&l);
+    }
   cleanup();
 }

@@ -472,6 +472,7 @@ enum { R_SUM, R_MEAN, R_MAX };
  * input elements [i * count, (i + 1) * count). */
 typedef struct RedJob {
   int code;
+  bool avx2; /* the CPU has AVX2 (cpu_features): R_MAX's vector pass */
   const Val *a;
   Val *o;
   int64_t count;
@@ -744,6 +745,7 @@ uint32_t root_of(const CpuProgram *c, uint32_t s);
 size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
 void choose_fp16_inputs(CpuProgram *c);
+void plan_cast_views(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);
 /* bind.c */

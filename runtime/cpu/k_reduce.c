@@ -203,6 +203,52 @@ static double reduce_fin(int code, const Val *o, double r, int64_t count) {
   return o->dt == MIL_DT_INT32 ? trunc(r) : r;
 }
 
+#if HAVE_X86
+/* The max of a contiguous row where MAXPS settles op_sem_maximum's result:
+ * no NaN in the row (the scalar keeps the first NaN) and a nonzero max
+ * (MAXPS picks between -0 and +0 by operand order, the scalar prefers +0).
+ * Any other max is one value with one bit pattern whatever the order.
+ * false: the caller runs the scalar loop. */
+AVX2 static bool row_max_settled(const float *in, int64_t n, float *mx) {
+  __m256 a0 = _mm256_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0, bad = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32) {
+    __m256 v0 = _mm256_loadu_ps(in + k), v1 = _mm256_loadu_ps(in + k + 8);
+    __m256 v2 = _mm256_loadu_ps(in + k + 16), v3 = _mm256_loadu_ps(in + k + 24);
+    bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+    a0 = _mm256_max_ps(v0, a0), a1 = _mm256_max_ps(v1, a1), a2 = _mm256_max_ps(v2, a2), a3 = _mm256_max_ps(v3, a3);
+  }
+  for (; k + 8 <= n; k += 8) {
+    __m256 v = _mm256_loadu_ps(in + k);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    a0 = _mm256_max_ps(v, a0);
+  }
+  float lane[8];
+  _mm256_storeu_ps(lane, _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
+  float m = -INFINITY;
+  for (int i = 0; i < 8; i++) m = lane[i] > m ? lane[i] : m;
+  bool nan = _mm256_movemask_ps(bad) != 0;
+  for (; k < n; k++) {
+    nan |= in[k] != in[k];
+    m = in[k] > m ? in[k] : m;
+  }
+  *mx = m;
+  return !nan && m != 0;
+}
+#endif
+
+/* op_sem_maximum over a contiguous row from -inf, in order. */
+static double row_max(const float *in, int64_t n, bool avx2) {
+#if HAVE_X86
+  float m;
+  if (avx2 && row_max_settled(in, n, &m)) return (double)m;
+#endif
+  (void)avx2;
+  double r = -HUGE_VAL;
+  for (int64_t k = 0; k < n; k++) r = op_sem_maximum(r, (double)in[k]);
+  return r;
+}
+
 static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   (void)tid;
   const RedJob *j = arg;
@@ -211,10 +257,7 @@ static void reduce_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     double r = j->code == R_MAX ? -HUGE_VAL : 0;
     if (j->a->st == ST_F32) {
       const float *in = fp(j->a) + i * cnt;
-      if (j->code == R_MAX)
-        for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)in[k]);
-      else
-        r = sum_d(in, cnt);
+      r = j->code == R_MAX ? row_max(in, cnt, j->avx2) : sum_d(in, cnt);
     } else {
       for (int64_t k = 0; k < cnt; k++) {
         double v = ld(j->a, i * cnt + k);
@@ -231,11 +274,7 @@ void reduce_rows(const RedJob *j, const float *in, float *o, int64_t n) {
   int64_t cnt = j->count;
   for (int64_t i = 0; i < n; i++) {
     const float *row = in + i * cnt;
-    double r = j->code == R_MAX ? -HUGE_VAL : 0;
-    if (j->code == R_MAX)
-      for (int64_t k = 0; k < cnt; k++) r = op_sem_maximum(r, (double)row[k]);
-    else
-      r = sum_d(row, cnt);
+    double r = j->code == R_MAX ? row_max(row, cnt, j->avx2) : sum_d(row, cnt);
     o[i] = (float)reduce_fin(j->code, j->o, r, cnt);
   }
 }
@@ -259,18 +298,43 @@ static bool reduce_setup(Ctx *x, int code, Val *out, RedJob *jp) {
     }
   }
   if (!expect_shape(x, out, dims, rank)) return false;
-  *jp = (RedJob){.code = code, .a = a, .o = trailing && count > 0 ? out : NULL, .count = count};
+  *jp = (RedJob){.code = code, .avx2 = cpu_features()->avx2, .a = a, .o = trailing && count > 0 ? out : NULL, .count = count};
   return true;
 }
 
 /* A reduction as bound: the trailing case's job (o set), or the general
  * case's walk: the kept dims and their strides in the input, the reduced
- * dims and theirs. */
+ * dims and theirs; with cols, the input read as [P, R, C] (the reduced dims
+ * the R block between the kept P and C blocks), output element p C + c
+ * reducing column c of block p. */
 typedef struct ReduceBound {
   RedJob j;
   uint32_t nk, nr;
   int64_t kept[MIL_MAX_RANK], kist[MIL_MAX_RANK], rdims[MIL_MAX_RANK], rst[MIL_MAX_RANK];
+  bool cols;
+  Val *out;
+  int64_t P, R, C, width; /* width: the columns of one piece */
 } ReduceBound;
+
+/* Whether the dims of size > 1 read as kept*, reduced+, kept+ (the [P, R,
+ * C] view), and its P, R, C. */
+static bool column_view(const Val *a, const bool *mask, int64_t *P, int64_t *R, int64_t *C) {
+  int phase = 0; /* 0: leading kept dims, 1: reduced, 2: trailing kept */
+  *P = *R = *C = 1;
+  for (uint32_t i = 0; i < a->rank; i++) {
+    int64_t d = a->dims[i];
+    if (d == 1) continue;
+    if (mask[i]) {
+      if (phase == 2) return false;
+      phase = 1, *R *= d;
+    } else if (phase == 0) *P *= d;
+    else phase = 2, *C *= d;
+  }
+  return phase == 2 && *R > 0;
+}
+
+/* Columns a piece of the [P, R, C] view reduces at most: their doubles stay on the stack. */
+#define COL_WIDTH 256
 
 bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
   (void)nout;
@@ -288,6 +352,11 @@ bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
       if (mask[i]) rb.rdims[rb.nr] = a->dims[i], rb.rst[rb.nr++] = ist[i];
     for (uint32_t i = 0, k = 0; i < a->rank; i++)
       if (!mask[i]) rb.kist[k++] = ist[i];
+    rb.cols = column_view(a, mask, &rb.P, &rb.R, &rb.C);
+    rb.out = out;
+    /* About GRAIN elements a piece, in whole strips of 16 columns. */
+    int64_t w = (GRAIN / (rb.R ? rb.R : 1) + 15) / 16 * 16;
+    rb.width = w < 16 ? 16 : w > COL_WIDTH ? COL_WIDTH : w;
   }
   *bound = dup_job(&rb, sizeof rb);
   return true;
@@ -296,6 +365,67 @@ bool bind_reduce(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
 /* The trailing-dims job of bound reduction statement si (a fused group's member). */
 const RedJob *reduce_job(const CpuProgram *c, uint32_t si) { return &((const ReduceBound *)c->bound[si])->j; }
 
+#if HAVE_X86
+/* acc[c] = the sum in double of in[r ld + c] over rows r in order, for
+ * columns [0, w): each column's additions in the scalar loop's order, 16
+ * columns at a time held in registers across the rows. */
+AVX2 static void column_sums_avx2(const float *in, int64_t ld, int64_t rows, int64_t w, double *acc) {
+  int64_t c = 0;
+  for (; c + 16 <= w; c += 16) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t r = 0; r < rows; r++) {
+      const float *q = in + r * ld + c;
+      s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm_loadu_ps(q)));
+      s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm_loadu_ps(q + 4)));
+      s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm_loadu_ps(q + 8)));
+      s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm_loadu_ps(q + 12)));
+    }
+    _mm256_storeu_pd(acc + c, s0), _mm256_storeu_pd(acc + c + 4, s1);
+    _mm256_storeu_pd(acc + c + 8, s2), _mm256_storeu_pd(acc + c + 12, s3);
+  }
+  for (; c + 4 <= w; c += 4) {
+    __m256d s = _mm256_setzero_pd();
+    for (int64_t r = 0; r < rows; r++) s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(in + r * ld + c)));
+    _mm256_storeu_pd(acc + c, s);
+  }
+  for (; c < w; c++) {
+    double s = 0;
+    for (int64_t r = 0; r < rows; r++) s += (double)in[r * ld + c];
+    acc[c] = s;
+  }
+}
+#endif
+
+/* Pieces of the [P, R, C] view: a run of `width` columns of one block p,
+ * each column reduced over its R rows in order (the general loop's order,
+ * so its bits), read row by row. */
+static void column_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
+  (void)tid;
+  const ReduceBound *rb = arg;
+  const Val *a = rb->j.a;
+  int code = rb->j.code;
+  int64_t R = rb->R, C = rb->C, nb = (C + rb->width - 1) / rb->width;
+  double acc[COL_WIDTH];
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t p = it / nb, c0 = it % nb * rb->width, w = C - c0 < rb->width ? C - c0 : rb->width;
+    int64_t base = p * R * C + c0;
+#if HAVE_X86
+    if (code != R_MAX && a->st == ST_F32 && rb->j.avx2) column_sums_avx2(fp(a) + base, C, R, w, acc);
+    else
+#endif
+    {
+      for (int64_t c = 0; c < w; c++) acc[c] = code == R_MAX ? -HUGE_VAL : 0;
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < w; c++) {
+          int64_t at = base + r * C + c;
+          double v = a->st == ST_F32 ? (double)fp(a)[at] : ld(a, at);
+          acc[c] = code == R_MAX ? op_sem_maximum(acc[c], v) : acc[c] + v;
+        }
+    }
+    for (int64_t c = 0; c < w; c++) st(rb->out, p * C + c0 + c, reduce_fin(code, rb->out, acc[c], R));
+  }
+}
+
 bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
   (void)nout;
   const ReduceBound *rb = x->c->bound[x->si];
@@ -303,9 +433,14 @@ bool k_reduce(Ctx *x, int code, Val *out, uint32_t nout) {
     par_for(x->c, out->n, (GRAIN + rb->j.count - 1) / rb->j.count, reduce_task, (void *)(uintptr_t)&rb->j);
     return true;
   }
+  if (rb->cols) {
+    int64_t pieces = rb->P * ((rb->C + rb->width - 1) / rb->width), per = GRAIN / (rb->width * rb->R);
+    par_for(x->c, pieces, per, column_task, (void *)(uintptr_t)rb);
+    return true;
+  }
   const Val *a = rb->j.a;
   int64_t count = rb->j.count;
-  /* General axes: accumulate in input order into doubles, one output at a
+  /* Other axes: accumulate in input order into doubles, one output at a
    * time (a plain loop: rare in compiled programs). */
   for (int64_t o = 0; o < out->n; o++) {
     int64_t base = offset_at(o, rb->kept, rb->nk, rb->kist);

@@ -96,6 +96,34 @@ size_t plan_buffers(CpuProgram *c) {
   return (size_t)end;
 }
 
+/* Which casts are views: an unfused cast to fp32 of an fp16 or fp32 result
+ * held as fp32 (not in a group's tile) has its operand's elements, value for
+ * value (fp16 values are floats as they are held; the cast copied them), so
+ * it reads them in place: a training backward's fp16 gradients cast to its
+ * fp32 outputs, a forward's fp16 logits cast for its loss. After fusion
+ * (the fused cross entropy gradient takes its cast in) and before the
+ * outputs' roots are found (such a gradient then writes the caller's
+ * buffer). */
+void plan_cast_views(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    const OpEntry *e = c->ops[si];
+    if (!e || e->op != MIL_OP_CAST || c->fz[si].kind != FZ_NONE || f->stmts[si].nresults != 1) continue;
+    const MilArg *xa = stmt_arg(c, si, MIL_ARG_CAST_x);
+    if (!xa || xa->is_list || xa->nitems != 1 || xa->items[0].kind != MIL_OPERAND_NAME) continue;
+    uint32_t src = arg_slot(c, si, MIL_ARG_CAST_x), out = c->base[si];
+    if (src == UINT32_MAX) continue;
+    const Val *a = &c->vals[src], *o = &c->vals[out];
+    uint32_t r = root_of(c, src);
+    if (o->dt != MIL_DT_FP32 || (a->dt != MIL_DT_FP16 && a->dt != MIL_DT_FP32) || a->st != ST_F32 ||
+        c->vals[r].st != ST_F32 || c->slots[r].kind != SK_RESULT || c->slots[src].tile >= 0 || a->n != o->n)
+      continue;
+    c->ops[si] = &view_entry;
+    c->slots[out].kind = SK_VIEW;
+    c->slots[out].src = src;
+  }
+}
+
 /* Whether matmul si streams const `slot` itself (not a view of it: the
  * matmul binds with the const's storage) against an operand that is no
  * const: of two weights at most one could be read in place, and sgemm on

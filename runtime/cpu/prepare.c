@@ -334,6 +334,8 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       if (need > c->scratch_floats) c->scratch_floats = need;
     }
   }
+  plan_fusion(c);
+  plan_cast_views(c);
   for (uint32_t i = 0; i < c->nout; i++) {
     uint32_t r = root_of(c, c->out_slot[i]);
     c->out_root[i] = r;
@@ -342,7 +344,6 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     for (uint32_t k = 0; k < i; k++)
       if (c->out_root[k] == r) c->out_direct[i] = c->out_direct[k] = false;
   }
-  plan_fusion(c);
   choose_fp16_inputs(c); /* before binding: the kernels pick their paths by storage */
   if (!bind_all(c, d)) {
     cpu_free(c);
