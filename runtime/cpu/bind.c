@@ -26,7 +26,7 @@ bool bind_all(CpuProgram *c, Diag *d) {
   if (!c->bound) c->bound = xcalloc(f->nstmts + 1, sizeof *c->bound);
   if (!c->setting) c->setting = xcalloc(c->nslots + 1, sizeof *c->setting);
   Ctx x = {.c = c, .vals = c->vals, .d = d, .binding = true, .setting = c->setting,
-           .gemm_pack_floats = &c->gemm_pack_floats};
+           .gemm_pack_floats = &c->gemm_pack_floats, .amxmm = &c->amxmm};
   /* Views show their sources' storage (an fp16 weight's too), as they will when they run. */
   for (uint32_t si = 0; si < f->nstmts; si++)
     if (c->ops[si] && c->ops[si]->family == OF_VIEW) c->vals[c->base[si]].st = c->vals[c->slots[c->base[si]].src].st;

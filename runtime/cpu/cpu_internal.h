@@ -322,6 +322,7 @@ struct CpuProgram {
   int64_t scratch_floats;
   float *gemm_pack;      /* the packed GEMM's activations, packed once per product (k_linalg.c), or NULL */
   int64_t gemm_pack_floats; /* its size: the largest a bound product needs */
+  bool amxmm;               /* a matmul runs on k_matmul_amx.c (its pieces need AMXMM_PIECE_FLOATS of scratch) */
   bool check_finite;
   bool unfused;          /* CpuOptions.unfused: plan no fusion */
   CpuStmtTime *prof;     /* profiling: one entry per timed statement, NULL when off */
@@ -347,6 +348,7 @@ struct Ctx {
   bool binding; /* at prepare: scalar, string and list arguments must be constants */
   bool *setting; /* binding: per slot, set when it is read as such an argument */
   int64_t *gemm_pack_floats; /* binding: raised to what each packed product needs (wjob_reserve) */
+  bool *amxmm;               /* binding: set when a matmul runs on k_matmul_amx.c */
 };
 
 /* Work is cut into pieces of about GRAIN elements' worth. */
@@ -711,6 +713,23 @@ typedef struct PackMm {
  * reserves the packing room it needs. */
 bool packmm_reserve(Ctx *x, PackMm *p);
 void packmm_run(Ctx *x, PackMm *p);
+/* k_matmul_amx.c: a matmul of fp16-valued operands with a long op(x) and at most 512 columns on the AMX tiles
+ * (the llama's tied classifier in the backward): op(y) packed whole per product, op(x)'s rows per piece. */
+#define AMXMM_ROWS 256 /* rows of op(x) per piece: their packing (AMX_KC k at a time) and sums in the scratch */
+#define AMXMM_COLS 512 /* columns at most */
+#define AMXMM_PIECE_FLOATS (AMX_PACKED_ELEMS(AMXMM_ROWS, AMX_KC) / 2 + AMXMM_ROWS * AMXMM_COLS)
+typedef struct AmxMm {
+  const Val *a, *b;
+  Val *o;
+  int64_t M, N, K, am, ak, bk, bn; /* element (m, k) of op(x) is a[m am + k ak], (k, n) of op(y) b[k bk + n bn] */
+  const CpuProgram *c;
+} AmxMm;
+/* Whether a matmul of one matrix (nb) of these shapes and operands runs on k_matmul_amx.c, by the rule of
+ * docs/cpu-backend.md. */
+bool amxmm_fits(const Val *a, const Val *b, int64_t nb, int64_t M, int64_t K, int64_t N);
+/* Whether p (filled) runs there; if so, reserves the packing room it needs. */
+bool amxmm_reserve(Ctx *x, AmxMm *p);
+void amxmm_run(Ctx *x, AmxMm *p);
 /* k_attention.c */
 bool k_sdpa(Ctx *x, int code, Val *out, uint32_t nout);
 /* optable.c */

@@ -218,29 +218,43 @@ AMX static void pack_rows_kcontig(AmxPacked d, GemmSrc s, int64_t i0, int64_t n,
   }
 }
 
-/* Columns contiguous along n (a weight [K, O] read in place, activations [K, P] of a conv): a k pair's two rows
- * interleaved lane by lane. */
+/* Columns contiguous along n (a weight [K, O] read in place, activations [K, P] of a conv, a transposed x's
+ * columns): a k pair's two rows interleaved lane by lane, each row's run over up to AMX_NC_GROUPS groups read
+ * at once (rows far apart: one page each, so once per k, not once per group). */
+#define AMX_NC_GROUPS 8
+#define AMX_NC_AHEAD 16
 AMX static void pack_cols_ncontig(AmxPacked d, GemmSrc s, int64_t j0, int64_t n, int64_t k0, int64_t nk) {
   int64_t groups = 2 * ((n + 31) / 32), kbs = (nk + 31) / 32, es = s.h16 ? 2 : 4;
   const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
-  for (int64_t g = 0; g < groups; g++) {
-    __mmask16 m = gemm_lanes(n - g * 16);
+  for (int64_t g0 = 0; g0 < groups; g0 += AMX_NC_GROUPS) {
+    int64_t ng = groups - g0 < AMX_NC_GROUPS ? groups - g0 : AMX_NC_GROUPS;
     for (int64_t kb = 0; kb < kbs; kb++) {
-      uint16_t *t = tile_at(d, g, kb);
-      PieceSeen seen = seen_none();
+      PieceSeen seen[AMX_NC_GROUPS];
+      for (int64_t g = 0; g < ng; g++) seen[g] = seen_none();
       for (int64_t pr = 0; pr < 16; pr++) {
         int64_t k = kb * 32 + 2 * pr;
-        __m512i e[3], o[3];
-        const unsigned char *p = (const unsigned char *)s.p + ((k0 + k) * s.sk + j0 + g * 16) * es;
-        if (m && k < nk) split16(load16(p, s.h16, m), e, &seen);
-        else for (int q = 0; q < 3; q++) e[q] = _mm512_setzero_si512();
-        if (m && k + 1 < nk) split16(load16(p + s.sk * es, s.h16, m), o, &seen);
-        else for (int q = 0; q < 3; q++) o[q] = _mm512_setzero_si512();
-        for (int q = 0; q < AMX_PLANES; q++)
-          _mm512_storeu_si512((void *)(t + q * AMX_TILE_ELEMS + pr * 32),
-                              _mm512_or_si512(_mm512_srli_epi32(e[q], 16), _mm512_and_si512(o[q], hi)));
+        const unsigned char *row = (const unsigned char *)s.p + ((k0 + k) * s.sk + j0) * es;
+        /* the pair AMX_NC_AHEAD k on asked for now: the rows' lines come from memory, not the prefetchers */
+        if (k + AMX_NC_AHEAD + 1 < nk)
+          for (int64_t line = 0; line < ng * 16 * es; line += 64) {
+            __builtin_prefetch(row + AMX_NC_AHEAD * s.sk * es + line, 0, 1);
+            __builtin_prefetch(row + (AMX_NC_AHEAD + 1) * s.sk * es + line, 0, 1);
+          }
+        for (int64_t g = g0; g < g0 + ng; g++) {
+          __mmask16 m = gemm_lanes(n - g * 16);
+          uint16_t *t = tile_at(d, g, kb);
+          __m512i e[3], o[3];
+          const unsigned char *p = row + g * 16 * es;
+          if (m && k < nk) split16(load16(p, s.h16, m), e, &seen[g - g0]);
+          else for (int q = 0; q < 3; q++) e[q] = _mm512_setzero_si512();
+          if (m && k + 1 < nk) split16(load16(p + s.sk * es, s.h16, m), o, &seen[g - g0]);
+          else for (int q = 0; q < 3; q++) o[q] = _mm512_setzero_si512();
+          for (int q = 0; q < AMX_PLANES; q++)
+            _mm512_storeu_si512((void *)(t + q * AMX_TILE_ELEMS + pr * 32),
+                                _mm512_or_si512(_mm512_srli_epi32(e[q], 16), _mm512_and_si512(o[q], hi)));
+        }
       }
-      d.flags[g * d.gstride + kb] = seen_flags(&seen);
+      for (int64_t g = 0; g < ng; g++) d.flags[(g0 + g) * d.gstride + kb] = seen_flags(&seen[g]);
     }
   }
 }

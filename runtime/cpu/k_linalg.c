@@ -448,10 +448,14 @@ bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   if (ts != UINT32_MAX && (c->slots[ts].kind != SK_CONST || c->vals[ts].st == ST_STR || c->vals[ts].n != 1))
     return false;
   const Val *a = &c->vals[xs], *b = &c->vals[ys];
+  if (a->rank < 1 || b->rank != 2 || a->st != ST_F32 || !is_float(a->dt) || !is_float(c->vals[c->base[si]].dt))
+    return false;
   /* x is packed whole (rows x K floats): past 64 MiB (a llama backward's dlogits [1024, 32000] by its tied
-   * table) the weight keeps its fp32 copy and sgemm instead. */
-  return a->rank >= 1 && b->rank == 2 && a->st == ST_F32 && is_float(a->dt) && is_float(c->vals[c->base[si]].dt) &&
-         a->n <= MATMUL_PACK_MAX;
+   * table) only the streamed tiles (k_matmul_amx.c) read the weight in place; elsewhere it keeps its fp32 copy
+   * and sgemm. */
+  bool ty = ts != UINT32_MAX && ld(&c->vals[ts], 0) != 0;
+  int64_t K = a->dims[a->rank - 1], N = b->dims[ty ? 0 : 1];
+  return a->n <= MATMUL_PACK_MAX || (K > 0 && amxmm_fits(a, b, 1, a->n / K, K, N));
 }
 
 /* A matmul as bound: the sgemm job (fast: float operands), the fp16 one
@@ -462,7 +466,8 @@ typedef struct MatmulBound {
   SmallMm sm;
   WJob wj;
   PackMm pm;
-  bool fast, small, packed, pmat;
+  AmxMm am;
+  bool fast, small, packed, pmat, amx;
   int64_t nb;                        /* matrices in the batch */
   int64_t am_st, ak_st, bk_st, bn_st; /* the logical matrices' strides */
 } MatmulBound;
@@ -535,7 +540,16 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     sm->kblocks = sm->dot ? 1 : (K + AXPY_ROWS - 1) / AXPY_ROWS;
     sm->lblocks = sm->dot ? (sm->L + GEMV_COLS - 1) / GEMV_COLS : sm->kblocks;
   }
-  if (!mb.small && b->st == ST_H16 && b->rank == 2 && !tx && a->st == ST_F32 && out->st == ST_F32) {
+  /* y without batch dims and x untransposed: x's rows of every batch are one operand (as below). */
+  bool merge = b->rank == 2 && !tx && a->rank >= 2;
+  if (!mb.small && out->st == ST_F32 && a->rank >= 2 && b->rank >= 2 &&
+      amxmm_fits(a, b, merge ? 1 : mb.nb, merge ? mb.nb * M : M, K, N)) {
+    /* fp16 values with a long op(x) and few columns: the streamed tiles. */
+    mb.am = (AmxMm){.a = a, .b = b, .o = out, .M = merge ? mb.nb * M : M, .N = N, .K = K, .am = am_st, .ak = ak_st,
+                    .bk = bk_st, .bn = bn_st};
+    mb.amx = amxmm_reserve(x, &mb.am);
+  }
+  if (!mb.small && !mb.amx && b->st == ST_H16 && b->rank == 2 && !tx && a->st == ST_F32 && out->st == ST_F32) {
     /* x's rows of every batch, [nb * M, K], by y read in place: the packed GEMM (the plan chose y for it). */
     mb.wj = (WJob){.x = a, .w = b, .o = out, .O = N, .K = K, .R = mb.nb * M, .w_kn = !ty};
     wjob_reserve(x, &mb.wj, 1);
@@ -555,7 +569,7 @@ bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound) {
     j.cblocks = (N + j.cols - 1) / j.cols;
     if (j.cblocks == 0) j.cblocks = 1;
   }
-  if (mb.fast && !mb.small && !mb.packed && a->rank >= 2 && b->rank >= 2) {
+  if (mb.fast && !mb.small && !mb.packed && !mb.amx && a->rank >= 2 && b->rank >= 2) {
     /* Float operands of many rows: the packed GEMM reading both in place, where it beats sgemm. */
     mb.pm = (PackMm){.a = a, .b = b, .o = out, .M = M, .N = N, .K = K, .am = am_st, .ak = ak_st, .bk = bk_st,
                      .bn = bn_st, .nb = mb.nb, .rbat = rbat};
@@ -586,6 +600,11 @@ bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout) {
       par_for(x->c, mb->nb * mb->sm.lblocks, 1, small_mm_task, (void *)(uintptr_t)&mb->sm);
       if (mb->sm.partial) small_mm_sum(&mb->sm, mb->nb);
     }
+    return true;
+  }
+  if (mb->amx) {
+    AmxMm am = mb->am;
+    amxmm_run(x, &am);
     return true;
   }
   if (mb->packed) {

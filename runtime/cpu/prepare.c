@@ -374,6 +374,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
     c->gemm_pack = xmalloc((size_t)c->gemm_pack_floats * sizeof(float));
     if (c->scratch_floats < GEMM_PIECE_FLOATS) c->scratch_floats = GEMM_PIECE_FLOATS;
     if (gemm_amx_on() && c->scratch_floats < AMX_PIECE_FLOATS) c->scratch_floats = AMX_PIECE_FLOATS;
+    if (c->amxmm && c->scratch_floats < AMXMM_PIECE_FLOATS) c->scratch_floats = AMXMM_PIECE_FLOATS;
   }
   c->scratch = xcalloc(c->nthreads, sizeof *c->scratch);
   for (uint32_t t = 0; c->scratch_floats && t < c->nthreads; t++)
