@@ -7,8 +7,9 @@
  * is the unfused run), causal and not, with an additive mask input (a row
  * all -inf: NaN, as softmax over nothing gives; scores so large that the
  * masked keys cannot be skipped), odd lengths (not a multiple of the row
- * block, of 4 or of 16) and one row, in fp32 and ANE numerics. Reads the
- * backend's internal header.
+ * block, of 4 or of 16) and one row, in fp32 and ANE numerics, and with the
+ * heads of k and v also returned (a prefill's KV cache: those transposes
+ * run). Reads the backend's internal header.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -25,10 +26,12 @@ typedef struct Case {
   bool causal, mask; /* causal=true; or an additive [T, T] mask input */
   bool half;         /* fp16 model in ANE numerics, else fp32 in fp32 numerics */
   float big;         /* inputs scaled by this (scores of tens of thousands: no key can be skipped) */
+  bool cache;        /* kh and vh returned too, as a prefill returns its KV cache: their transposes run */
 } Case;
 
 /* Runs the program at path; *fused: whether the attention was fused and its statements elided. */
-static CpuTensor run_one(const char *path, const CpuOptions *o, CpuTensor *in, bool *fused) {
+static CpuTensor run_one(const char *path, const CpuOptions *o, CpuTensor *in, bool *fused, CpuTensor *kv) {
+  bool split_runs = kv != NULL; /* the cache's head transposes read the split's results */
   Loaded l;
   srcset_init(&l.sources);
   diag_init(&l.d, &l.sources);
@@ -42,14 +45,18 @@ static CpuTensor run_one(const char *path, const CpuOptions *o, CpuTensor *in, b
   for (uint32_t si = 0; si < l.c->f->nstmts; si++) {
     n += l.c->fz[si].kind == FZ_ATTENTION;
     MilOpId op = l.c->ops[si] ? l.c->ops[si]->op : MIL_OP_COUNT;
-    ran += (op == MIL_OP_SOFTMAX || op == MIL_OP_MATMUL || op == MIL_OP_SPLIT) && l.c->fz[si].kind != FZ_ELIDED;
+    ran += (op == MIL_OP_SOFTMAX || op == MIL_OP_MATMUL || (op == MIL_OP_SPLIT && !split_runs)) &&
+           l.c->fz[si].kind != FZ_ELIDED;
   }
   *fused = n == 1 && ran == 0;
-  CpuTensor out;
-  cr_assert(cpu_run(l.c, in, &out, &l.d), "%s", l.diags.data);
+  CpuTensor out[3];
+  cr_assert(cpu_run(l.c, in, out, &l.d), "%s", l.diags.data);
+  if (kv) kv[0] = out[1], kv[1] = out[2];
   unload(&l);
-  return out;
+  return out[0];
 }
+
+static size_t bytes_of(const CpuTensor *t) { return (size_t)prod(t->dims, t->rank) * cpu_dtype_size(t->dtype); }
 
 static float out_at(const CpuTensor *t, int64_t i) {
   return t->dtype == MIL_DT_FP16 ? fp16_to_float(((const uint16_t *)t->data)[i]) : ((const float *)t->data)[i];
@@ -69,9 +76,9 @@ static void check_case(Case k) {
            "  qh = transpose(q4, perm=[0, 2, 1, 3]);\n  kh = transpose(k4, perm=[0, 2, 1, 3]);\n"
            "  vh = transpose(v4, perm=[0, 2, 1, 3]);\n"
            "  att = sdpa(qh, kh, vh%s);\n"
-           "  att_t = transpose(att, perm=[0, 2, 1, 3]);\n  y = reshape(att_t, shape=[%d, %d, %d]);\n  return y;\n}\n",
+           "  att_t = transpose(att, perm=[0, 2, 1, 3]);\n  y = reshape(att_t, shape=[%d, %d, %d]);\n  return y%s;\n}\n",
            dt, B, T, 3 * C, mdecl, B, T, H, D, B, T, H, D, B, T, H, D, k.mask ? ", m" : k.causal ? ", causal=true" : "",
-           B, T, C);
+           B, T, C, k.cache ? ", key = kh, value = vh" : "");
   make_pkg(text, path, sizeof path);
   int64_t n = (int64_t)B * T * 3 * C;
   float *x = malloc(sizeof(float) * (size_t)n), *m = malloc(sizeof(float) * (size_t)T * T);
@@ -95,7 +102,15 @@ static void check_case(Case k) {
   CpuOptions o1 = {.numerics = nm, .threads = 1}, o2 = {.numerics = nm, .threads = 2};
   CpuOptions ou = {.numerics = nm, .threads = 1, .unfused = true};
   bool f1, f2, fu;
-  CpuTensor y1 = run_one(path, &o1, in, &f1), y2 = run_one(path, &o2, in, &f2), yu = run_one(path, &ou, in, &fu);
+  CpuTensor kv[2], kvu[2];
+  CpuTensor y1 = run_one(path, &o1, in, &f1, k.cache ? kv : NULL);
+  CpuTensor y2 = run_one(path, &o2, in, &f2, k.cache ? kvu : NULL);
+  for (int c = 0; k.cache && c < 2; c++) cpu_tensor_free(&kvu[c]);
+  CpuTensor yu = run_one(path, &ou, in, &fu, k.cache ? kvu : NULL);
+  for (int c = 0; k.cache && c < 2; c++) { /* the cache outputs are the head transposes' copies */
+    cr_assert(!memcmp(kv[c].data, kvu[c].data, bytes_of(&kv[c])), "T=%d: cache output %d differs", T, c);
+    cpu_tensor_free(&kv[c]), cpu_tensor_free(&kvu[c]);
+  }
   cr_assert(f1 && f2 && !fu, "T=%d D=%d: the attention was not fused (or the unfused run was)", T, D);
   size_t bytes = (size_t)B * T * C * (k.half ? 2 : 4);
   cr_assert(!memcmp(y1.data, y2.data, bytes), "T=%d D=%d %s: 1 and 2 threads differ", T, D, dt);
@@ -153,6 +168,11 @@ Test(cpu_attention_fused, causal_fp32) {
   check_case((Case){.B = 1, .H = 2, .T = 128, .D = 64, .causal = true, .big = 1});
   check_case((Case){.B = 2, .H = 3, .T = 37, .D = 20, .causal = true, .big = 1});
   check_case((Case){.B = 1, .H = 2, .T = 1, .D = 16, .causal = true, .big = 1});
+}
+
+Test(cpu_attention_fused, cache_outputs_keep_their_transposes) {
+  check_case((Case){.B = 1, .H = 2, .T = 16, .D = 16, .causal = true, .big = 1, .cache = true});
+  check_case((Case){.B = 1, .H = 2, .T = 37, .D = 16, .causal = true, .half = true, .big = 1, .cache = true});
 }
 
 Test(cpu_attention_fused, unmasked_fp32) {

@@ -228,15 +228,17 @@ static void fuse_xent_grad(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
 
 /* The source of one attention operand, traced back from the head matmul's operand hs [B, H, T, D]:
  *   hs = transpose(view [B, T, H, D] of src [B, T, H D], perm [0, 2, 1, 3])
- * each used once, src (*res) a result or an input; if src is one result of a split of X [B, T, W] along its
+ * the view used once, src (*res) a result or an input; the transpose and the view are elided unless hs has
+ * other uses (a prefill's KV cache output: *kept); if src is one result of a split of X [B, T, W] along its
  * last axis, *split is the split statement, *src X and *off the operand's first column in X's rows (else
  * *split UINT32_MAX, *src src, *off 0).
  * The statements to elide go into el[*ne]. */
 static bool attention_operand(const CpuProgram *c, uint32_t hs, MilDType dt, const uint32_t *nuse,
                               const uint32_t *stmt_of, uint32_t *res, uint32_t *src, int64_t *off,
-                              uint32_t *split, uint32_t *el, uint32_t *ne) {
+                              uint32_t *split, bool *kept, uint32_t *el, uint32_t *ne) {
   static const int64_t heads[4] = {0, 2, 1, 3};
-  if (hs == UINT32_MAX || c->slots[hs].kind != SK_RESULT || nuse[hs] != 1) return false;
+  if (hs == UINT32_MAX || c->slots[hs].kind != SK_RESULT || nuse[hs] < 1) return false;
+  *kept = nuse[hs] > 1;
   uint32_t ts = stmt_of[hs];
   if (!stmt_is(c, ts, MIL_OP_TRANSPOSE) || !const_ints_are(c, ts, MIL_ARG_TRANSPOSE_perm, heads, 4, false)) return false;
   uint32_t vs = arg_slot(c, ts, SHARED_x);
@@ -266,7 +268,7 @@ static bool attention_operand(const CpuProgram *c, uint32_t hs, MilDType dt, con
       *src = xs, *off = at, *split = sp;
     }
   }
-  el[(*ne)++] = ts, el[(*ne)++] = stmt_of[vs];
+  if (!*kept) el[(*ne)++] = ts, el[(*ne)++] = stmt_of[vs];
   return true;
 }
 
@@ -341,18 +343,21 @@ static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
                     arg_slot(c, pv, MIL_ARG_MATMUL_y)};
   uint32_t res[3], src[3], split[3];
   int64_t off[3];
+  bool kept[3];
   for (int k = 0; k < 3; k++)
-    if (!attention_operand(c, hs[k], dt, nuse, stmt_of, &res[k], &src[k], &off[k], &split[k], el, &ne)) return;
+    if (!attention_operand(c, hs[k], dt, nuse, stmt_of, &res[k], &src[k], &off[k], &split[k], &kept[k], el, &ne))
+      return;
   const Val *Q = &c->vals[hs[0]], *K = &c->vals[hs[1]], *Vh = &c->vals[hs[2]];
   int64_t D = Q->dims[3];
   if (Q->dims[0] != B || Q->dims[1] != H || Q->dims[2] != L || K->dims[0] != B || K->dims[1] != H ||
       K->dims[2] != S || K->dims[3] != D || Vh->dims[0] != B || Vh->dims[1] != H || Vh->dims[2] != S ||
       Vh->dims[3] != O->dims[3] || D < 1 || O->dims[3] < 1)
     return;
-  /* A split is elided when q, k and v are all its results (each used once, by its head's view); otherwise
-   * the split runs and its results are read. */
+  /* A split is elided when q, k and v are all its results (each used once, by its head's view, whose
+   * transpose is elided too); otherwise the split runs and its results are read. */
   uint32_t sp = split[0];
-  bool whole = sp != UINT32_MAX && split[1] == sp && split[2] == sp && c->f->stmts[sp].nresults == 3;
+  bool whole = sp != UINT32_MAX && split[1] == sp && split[2] == sp && c->f->stmts[sp].nresults == 3 &&
+               !kept[0] && !kept[1] && !kept[2];
   for (uint32_t r = 0; whole && r < 3; r++) whole = nuse[c->base[sp] + r] == 1;
   if (whole) el[ne++] = sp;
   else
