@@ -729,6 +729,8 @@ const OpEntry *cpu_op(MilOpId op);
 int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
 bool k_group(Ctx *x, uint32_t end);
+/* Whether group g runs as one pass of the tanh form of gelu (a test hook). */
+bool group_runs_gelu(const struct GroupJob *g);
 bool k_fused_linear(Ctx *x, const Fused *f);
 /* k_xent_grad.c */
 bool k_xent_grad(Ctx *x, const Fused *f);
