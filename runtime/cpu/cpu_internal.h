@@ -292,12 +292,10 @@ typedef struct Fused {
   float differs, equals;
   /* FZ_ATTENTION (the head merge's transpose ending an attention, see fuse_attention): q, k and v are the
    * columns aoff[i] + h adim.. (v's: + h DV) of the rows of slot asrc[i] ([B, T, W]); amask the additive
-   * [L, S] mask (UINT32_MAX none); ascale the scores' factor when ascaled; round_out: ANE rounding of every
-   * step. */
-  uint32_t asrc[3], amask;
+   * [L, S] mask and ascale the scores' const scalar factor (UINT32_MAX none); round_out: ANE rounding of
+   * every step. */
+  uint32_t asrc[3], amask, ascale;
   int64_t aoff[3], adim;
-  float ascale;
-  bool ascaled;
 } Fused;
 
 struct CpuProgram {

@@ -293,15 +293,13 @@ static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
     return;
   int64_t B = P->dims[0], H = P->dims[1], L = P->dims[2], S = P->dims[3];
   if (S < 1 || S > 8192 || L < 1) return; /* the scratch holds a row block's scores */
-  uint32_t el[16], ne = 0, mask = UINT32_MAX;
-  float scale = 1;
-  bool scaled = false;
+  uint32_t el[16], ne = 0, mask = UINT32_MAX, scale = UINT32_MAX;
   /* Back from the softmax: [add mask], [mul scale], the scores' matmul. */
   for (int step = 0; step < 2; step++) {
     uint32_t st = stmt_of[cur];
     if (c->slots[cur].kind != SK_RESULT || nuse[cur] != 1 || !like(c, cur, P, dt)) return;
     bool is_add = stmt_is(c, st, MIL_OP_ADD), is_mul = stmt_is(c, st, MIL_OP_MUL);
-    if ((!is_add || step > 0 || mask != UINT32_MAX) && (!is_mul || scaled)) break;
+    if ((!is_add || step > 0 || mask != UINT32_MAX) && (!is_mul || scale != UINT32_MAX)) break;
     uint32_t ax = arg_slot(c, st, SHARED_x), ay = arg_slot(c, st, SHARED_y);
     if (ax == UINT32_MAX || ay == UINT32_MAX || ax == ay) return;
     bool x_chain = like(c, ax, P, dt) && c->slots[ax].kind == SK_RESULT && nuse[ax] == 1;
@@ -314,8 +312,9 @@ static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
         return;
       mask = other;
     } else {
-      if (!const_scalar(c, other, &scale)) return;
-      scaled = true;
+      float value;
+      if (!const_scalar(c, other, &value)) return;
+      scale = other; /* read when the kernel runs, as the mul would */
     }
     el[ne++] = st;
     cur = in;
@@ -365,7 +364,7 @@ static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
   for (uint32_t i = 0; i < ne; i++) c->fz[el[i]].kind = FZ_ELIDED;
   c->fz[end] = (Fused){.kind = FZ_ATTENTION, .round_out = c->mode == CPU_NUMERICS_ANE && dt == MIL_DT_FP16,
                        .asrc = {src[0], src[1], src[2]}, .aoff = {off[0], off[1], off[2]}, .adim = D,
-                       .amask = mask, .ascale = scale, .ascaled = scaled};
+                       .amask = mask, .ascale = scale};
   int64_t need = attention_fused_scratch(L, S, D);
   if (need > c->scratch_floats) c->scratch_floats = need;
 }

@@ -15,11 +15,11 @@
 
 typedef struct AttJob {
   const CpuProgram *c;
-  const Val *src[3], *mask;
+  const Val *src[3], *mask, *scalev; /* scalev: the scale's const (NULL: none) */
   Val *o;
   int64_t B, H, L, S, D, DV;
   int64_t off[3], width[3]; /* q's, k's and v's first column and row length in their sources */
-  float scale;
+  float scale; /* scalev's value, read on each run */
   bool scaled, round, avx2, avx512;
   int64_t *ext; /* per query row: its keys before the trailing ones the mask hides (set on each run) */
   double *gap;  /* per query row: the least its kept keys' mask exceeds the hidden ones' by (+inf: none hidden) */
@@ -303,7 +303,9 @@ bool bind_attention_fused(Ctx *x, const Fused *f, void **bound) {
   const Val *src[3], *mask = f->amask == UINT32_MAX ? NULL : &x->vals[f->amask];
   for (int k = 0; k < 3; k++) src[k] = &x->vals[f->asrc[k]];
   int64_t B = o->dims[0], L = o->dims[1], H = o->dims[2], DV = o->dims[3], S = src[1]->dims[1], D = f->adim;
+  const Val *sv = f->ascale == UINT32_MAX ? NULL : &x->vals[f->ascale];
   bool ok = o->rank == 4 && o->st == ST_F32 && (!mask || (mask->st == ST_F32 && mask->n == L * S)) &&
+            (!sv || (sv->st == ST_F32 && sv->n == 1)) &&
             attention_fused_scratch(L, S, D) <= c->scratch_floats;
   for (int k = 0; k < 3; k++)
     ok = ok && src[k]->st == ST_F32 && src[k]->rank == 3 && src[k]->dims[0] == B &&
@@ -313,8 +315,9 @@ bool bind_attention_fused(Ctx *x, const Fused *f, void **bound) {
   AttJob *j = xmalloc(bytes);
   *j = (AttJob){.c = c, .src = {src[0], src[1], src[2]}, .mask = mask, .o = o, .B = B, .H = H, .L = L, .S = S,
                 .D = D, .DV = DV, .off = {f->aoff[0], f->aoff[1], f->aoff[2]},
-                .width = {src[0]->dims[2], src[1]->dims[2], src[2]->dims[2]}, .scale = f->ascale,
-                .scaled = f->ascaled, .round = f->round_out, .avx2 = cpu_features()->avx2,
+                .width = {src[0]->dims[2], src[1]->dims[2], src[2]->dims[2]},
+                .scalev = f->ascale == UINT32_MAX ? NULL : &x->vals[f->ascale], .scaled = f->ascale != UINT32_MAX,
+                .round = f->round_out, .avx2 = cpu_features()->avx2,
                 .avx512 = cpu_features()->avx512, .ext = (int64_t *)(void *)(j + 1)};
   j->gap = (double *)(void *)(j->ext + L);
   *bound = j;
@@ -324,6 +327,7 @@ bool bind_attention_fused(Ctx *x, const Fused *f, void **bound) {
 bool k_attention_fused(Ctx *x, const Fused *f) {
   (void)f;
   AttJob *j = x->c->bound[x->si];
+  if (j->scalev) j->scale = fp(j->scalev)[0];
   /* Each row's hidden keys, from its mask row (a value: read on every run). */
   for (int64_t i = 0; i < j->L; i++) {
     int64_t e = j->S;
