@@ -1,7 +1,7 @@
 /*
  * Planning fusions (docs/cpu-backend.md, "Fusion"): lowered linear layers,
- * a cross entropy's gradient chain, element-wise and row groups, and the
- * groups that become a fused linear's epilogue.
+ * a cross entropy's gradient chain, lowered attention, element-wise and row
+ * groups, and the groups that become a fused linear's epilogue.
  */
 #include "cpu_internal.h"
 

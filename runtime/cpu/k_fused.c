@@ -1,6 +1,7 @@
 /*
- * Running what the plan fused (fusion.c): element-wise groups tile by tile,
- * and a lowered linear layer as one product with its epilogue.
+ * Running what the plan fused (fusion.c): element-wise groups tile by tile
+ * (the tanh gelu's nine members in one pass), and a lowered linear layer as
+ * one product with its epilogue.
  */
 #include "cpu_internal.h"
 
