@@ -282,7 +282,8 @@ static bool attention_operand(const CpuProgram *c, uint32_t hs, MilDType dt, con
 static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *user,
                            const uint32_t *stmt_of) {
   static const int64_t heads[4] = {0, 2, 1, 3}, no[1] = {0}, yes[1] = {1};
-  if (!stmt_is(c, si, MIL_OP_SOFTMAX)) return;
+  /* AVX-512 only: scalar loops would be far slower than the unfused ops on sgemm */
+  if (!cpu_features()->avx512 || !stmt_is(c, si, MIL_OP_SOFTMAX)) return;
   uint32_t ps = c->base[si], cur = arg_slot(c, si, MIL_ARG_SOFTMAX_x);
   const Val *P = &c->vals[ps];
   MilDType dt = P->dt;

@@ -20,7 +20,7 @@ typedef struct AttJob {
   int64_t B, H, L, S, D, DV;
   int64_t off[3], width[3]; /* q's, k's and v's first column and row length in their sources */
   float scale; /* scalev's value, read on each run */
-  bool scaled, round, avx2, avx512;
+  bool scaled, round, avx2;
   int64_t *ext; /* per query row: its keys before the trailing ones the mask hides (set on each run) */
   double *gap;  /* per query row: the least its kept keys' mask exceeds the hidden ones' by (+inf: none hidden) */
 } AttJob;
@@ -38,37 +38,9 @@ int64_t attention_fused_scratch(int64_t L, int64_t S, int64_t D) {
 }
 
 /* Every output below is zero and then one fused multiply-add per term in
- * order (d = 0, 1, .. for a score, key 0, 1, .. for an output), in the
- * AVX-512 forms and the portable ones alike: the same bits on any CPU, and
- * with any thread count (a piece's results depend on the piece alone). */
-
-/* kᵀ of keys [0, n) into kt [D][ld], zeros in columns [n, ld). */
-static void keys_transposed_portable(float *kt, int64_t ld, const float *k, int64_t kstride, int64_t n, int64_t D) {
-  for (int64_t d = 0; d < D; d++)
-    for (int64_t j = 0; j < ld; j++) kt[d * ld + j] = j < n ? k[j * kstride + d] : 0.0f;
-}
-
-/* Scores of rows q[0..3] against columns [0, n) of kt (n a multiple of 16). */
-static void scores4_portable(const float *const q[4], const float *kt, int64_t ld, int64_t D, int64_t n,
-                             float *const s[4]) {
-  for (int r = 0; r < 4; r++)
-    for (int64_t j = 0; j < n; j++) {
-      float acc = 0;
-      for (int64_t d = 0; d < D; d++) acc = fmaf(q[r][d], kt[d * ld + j], acc);
-      s[r][j] = acc;
-    }
-}
-
-/* o[r] = Σ_{j < len[r]} p[r][j] v[j] over DV features, v's rows vstride apart; rows r >= rows not stored. */
-static void weighted4_portable(const float *const p[4], const int64_t len[4], const float *v, int64_t vstride,
-                               int64_t DV, float *const o[4], int rows) {
-  for (int r = 0; r < rows; r++)
-    for (int64_t e = 0; e < DV; e++) {
-      float acc = 0;
-      for (int64_t j = 0; j < len[r]; j++) acc = fmaf(p[r][j], v[j * vstride + e], acc);
-      o[r][e] = acc;
-    }
-}
+ * order (d = 0, 1, .. for a score, key 0, 1, .. for an output): the same
+ * bits with any thread count (a piece's results depend on the piece alone).
+ * AVX-512 only: the plan fuses nothing elsewhere (fuse_attention). */
 
 #if HAVE_X86
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
@@ -172,7 +144,6 @@ AVX512 static void weighted4(const float *const p[4], const int64_t len[4], cons
       for (int c = 0; c < 4; c++) _mm512_mask_storeu_ps(o[r] + e + 16 * c, m[c], a[r][c]);
   }
 }
-#endif
 
 /* The keys row i must take: ext[i], or all S unless skipping the hidden ones is exact. It is when every
  * hidden key's term is below 2^-150 of the row's largest, so its weight is 0 in float and its exp vanishes
@@ -186,14 +157,7 @@ static int64_t keys_of_row(const AttJob *j, int64_t i, double qnorm, double kmax
   return 2 * b + 168 <= j->gap[i] ? j->ext[i] : j->S;
 }
 
-static double norm_of(const AttJob *j, const float *p, int64_t n) {
-#if HAVE_X86
-  if (j->avx512) return (double)norm16(p, n);
-#endif
-  float s = 0;
-  for (int64_t d = 0; d < n; d++) s = fmaf(p[d], p[d], s);
-  return (double)sqrtf(s);
-}
+static double norm_of(const float *p, int64_t n) { return (double)norm16(p, n); }
 
 /* How many of a row's scores its softmax takes: its m keys rounded up to the unfused softmax's vectors of
  * 4 (the rest of which are hidden keys: their terms vanish), or all S where the unfused one's scalar tail
@@ -209,11 +173,6 @@ static void attention_rows(const AttJob *j, float *scr, const float *q, const fl
   int64_t S = j->S, D = j->D, DV = j->DV, ostride = j->H * DV;
   float *sc = scr, *pw = sc + ATT_RB * ld;
   double *keep = (double *)(void *)(pw + ATT_RB * ld);
-  bool fast = false;
-#if HAVE_X86
-  fast = j->avx512;
-#endif
-  (void)fast;
   for (int64_t g = r0; g < r1; g += 4) {
     const float *qr[4], *pr[4];
     float *sr[4], *orow[4];
@@ -229,11 +188,7 @@ static void attention_rows(const AttJob *j, float *scr, const float *q, const fl
       int64_t c = up16(softmax_len(len[r], S));
       n = c > n ? c : n;
     }
-#if HAVE_X86
-    if (fast) scores4(qr, kt, ld, D, n, sr);
-    else
-#endif
-      scores4_portable(qr, kt, ld, D, n, sr);
+    scores4(qr, kt, ld, D, n, sr);
     /* The row's steps as the unfused statements take them: scale, mask, softmax (each rounded to fp16 in
      * ANE numerics). */
     for (int r = 0; r < rows; r++) {
@@ -252,11 +207,7 @@ static void attention_rows(const AttJob *j, float *scr, const float *q, const fl
       softmax_row(s, p, m, keep, j->avx2);
       if (j->round) round16(p, m);
     }
-#if HAVE_X86
-    if (fast) weighted4(pr, len, v, j->width[2], DV, orow, rows);
-    else
-#endif
-      weighted4_portable(pr, len, v, j->width[2], DV, orow, rows);
+    weighted4(pr, len, v, j->width[2], DV, orow, rows);
     for (int r = 0; j->round && r < rows; r++) round16(orow[r], DV);
   }
 }
@@ -273,21 +224,17 @@ static void attention_head(const AttJob *j, float *scr, int64_t b, int64_t h) {
   for (int64_t i = 0; i < L && kmax < 0; i++)
     if (j->ext[i] < S) kmax = 0; /* some row may skip keys */
   for (int64_t t = 0; kmax >= 0 && t < S; t++) {
-    double n = norm_of(j, k + t * j->width[1], D);
+    double n = norm_of(k + t * j->width[1], D);
     kmax = n > kmax || n != n ? n : kmax;
   }
   for (int64_t i = 0; i < L; i++) {
-    keys[i] = keys_of_row(j, i, kmax >= 0 ? norm_of(j, q + i * j->width[0], D) : 0, kmax);
+    keys[i] = keys_of_row(j, i, kmax >= 0 ? norm_of(q + i * j->width[0], D) : 0, kmax);
     int64_t n = softmax_len(keys[i], S);
     E = n > E ? n : E;
   }
   ld = up16(E);
   float *kt = scr;
-#if HAVE_X86
-  if (j->avx512) keys_transposed(kt, ld, k, j->width[1], E, D);
-  else
-#endif
-    keys_transposed_portable(kt, ld, k, j->width[1], E, D);
+  keys_transposed(kt, ld, k, j->width[1], E, D);
   for (int64_t r0 = 0; r0 < L; r0 += ATT_RB)
     attention_rows(j, kt + D * ld, q, v, out, kt, ld, keys, r0, r0 + ATT_RB < L ? r0 + ATT_RB : L);
 }
@@ -296,6 +243,7 @@ static void attention_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   const AttJob *j = arg;
   for (int64_t piece = lo; piece < hi; piece++) attention_head(j, j->c->scratch[tid], piece / j->H, piece % j->H);
 }
+#endif
 
 bool bind_attention_fused(Ctx *x, const Fused *f, void **bound) {
   const CpuProgram *c = x->c;
@@ -317,8 +265,7 @@ bool bind_attention_fused(Ctx *x, const Fused *f, void **bound) {
                 .D = D, .DV = DV, .off = {f->aoff[0], f->aoff[1], f->aoff[2]},
                 .width = {src[0]->dims[2], src[1]->dims[2], src[2]->dims[2]},
                 .scalev = f->ascale == UINT32_MAX ? NULL : &x->vals[f->ascale], .scaled = f->ascale != UINT32_MAX,
-                .round = f->round_out, .avx2 = cpu_features()->avx2,
-                .avx512 = cpu_features()->avx512, .ext = (int64_t *)(void *)(j + 1)};
+                .round = f->round_out, .avx2 = cpu_features()->avx2, .ext = (int64_t *)(void *)(j + 1)};
   j->gap = (double *)(void *)(j->ext + L);
   *bound = j;
   return true;
@@ -340,6 +287,10 @@ bool k_attention_fused(Ctx *x, const Fused *f) {
     j->ext[i] = e;
     j->gap[i] = e == j->S ? HUGE_VAL : kept - hidden; /* -inf (or NaN) when nothing is kept: all keys taken */
   }
+#if HAVE_X86
   par_for(x->c, j->B * j->H, 1, attention_task, j);
   return true;
+#else
+  return op_fail(x, "no fused attention on this CPU"); /* the plan fuses none without AVX-512 */
+#endif
 }
