@@ -55,6 +55,11 @@ bool bind_all(CpuProgram *c, Diag *d) {
       c->bound[si] = NULL;
       ok = bind_fused_linear(&x, &c->fz[si], &c->bound[si]);
     }
+    if (c->fz[si].kind == FZ_ATTENTION) { /* and the head merge's */
+      free(c->bound[si]);
+      c->bound[si] = NULL;
+      ok = bind_attention_fused(&x, &c->fz[si], &c->bound[si]);
+    }
     if (c->fz[si].kind == FZ_XENT_GRAD) { /* so does the chain's last statement's */
       free(c->bound[si]);
       c->bound[si] = NULL;

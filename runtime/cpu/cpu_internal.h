@@ -271,7 +271,7 @@ struct CpuContext {
 /* How a statement runs once the plan has fused it with others (see
  * "Fusion" in docs/cpu-backend.md): as itself, not at all (another
  * statement computes what is needed of it), or as a fused linear. */
-enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD, FZ_XENT_PICK };
+enum { FZ_NONE, FZ_ELIDED, FZ_LINEAR, FZ_GROUP, FZ_MEMBER, FZ_XENT_GRAD, FZ_XENT_PICK, FZ_ATTENTION };
 
 typedef struct Fused {
   uint8_t kind;
@@ -290,6 +290,12 @@ typedef struct Fused {
    * x [.., C], bs their row maxima m [.., 1]; the gather reads x[i] - m[i / C] instead of the shifted values. */
   uint32_t ss;
   float differs, equals;
+  /* FZ_ATTENTION (the head merge's transpose ending an attention, see fuse_attention): q, k and v are the
+   * columns aoff[i] + h adim.. (v's: + h DV) of the rows of slot asrc[i] ([B, T, W]); amask the additive
+   * [L, S] mask and ascale the scores' const scalar factor (UINT32_MAX none); round_out: ANE rounding of
+   * every step. */
+  uint32_t asrc[3], amask, ascale;
+  int64_t aoff[3], adim;
 } Fused;
 
 struct CpuProgram {
@@ -741,10 +747,16 @@ const OpEntry *cpu_op(MilOpId op);
 int64_t tile_rows(int64_t L);
 void epilogue_row(const GroupJob *g, float *tiles, int64_t e0, int64_t n);
 bool k_group(Ctx *x, uint32_t end);
+/* Whether group g runs as one pass of the tanh form of gelu (a test hook). */
+bool group_runs_gelu(const struct GroupJob *g);
 bool k_fused_linear(Ctx *x, const Fused *f);
 /* k_xent_grad.c */
 bool k_xent_grad(Ctx *x, const Fused *f);
 bool k_xent_pick(Ctx *x, const Fused *f);
+/* k_attention_fused.c */
+bool k_attention_fused(Ctx *x, const Fused *f);
+/* The scratch floats per thread a fused attention of L queries over S keys of D features needs. */
+int64_t attention_fused_scratch(int64_t L, int64_t S, int64_t D);
 /* k_reduce.c: softmax of one contiguous row as the softmax op computes it; keep: room for len doubles, or NULL */
 void softmax_row(const float *in, float *o, int64_t len, double *keep, bool avx2);
 void set_views(const CpuProgram *c, Val *vals, uint32_t first, uint32_t end);
@@ -797,6 +809,7 @@ bool bind_range(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_group(Ctx *x, uint32_t first, uint32_t end, struct GroupJob **bound);
 bool bind_fused_linear(Ctx *x, const Fused *f, void **bound);
 bool bind_xent_grad(Ctx *x, const Fused *f, void **bound);
+bool bind_attention_fused(Ctx *x, const Fused *f, void **bound);
 bool bind_matmul(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_linear(Ctx *x, int code, Val *out, uint32_t nout, void **bound);
 bool bind_conv(Ctx *x, int code, Val *out, uint32_t nout, void **bound);

@@ -1,7 +1,7 @@
 /*
  * Planning fusions (docs/cpu-backend.md, "Fusion"): lowered linear layers,
- * a cross entropy's gradient chain, element-wise and row groups, and the
- * groups that become a fused linear's epilogue.
+ * a cross entropy's gradient chain, lowered attention, element-wise and row
+ * groups, and the groups that become a fused linear's epilogue.
  */
 #include "cpu_internal.h"
 
@@ -226,6 +226,150 @@ static void fuse_xent_grad(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
   if (2 * C > c->scratch_floats) c->scratch_floats = 2 * C; /* the row's exps, as doubles */
 }
 
+/* The source of one attention operand, traced back from the head matmul's operand hs [B, H, T, D]:
+ *   hs = transpose(view [B, T, H, D] of src [B, T, H D], perm [0, 2, 1, 3])
+ * the view used once, src (*res) a result or an input; the transpose and the view are elided unless hs has
+ * other uses (a prefill's KV cache output: *kept); if src is one result of a split of X [B, T, W] along its
+ * last axis, *split is the split statement, *src X and *off the operand's first column in X's rows (else
+ * *split UINT32_MAX, *src src, *off 0).
+ * The statements to elide go into el[*ne]. */
+static bool attention_operand(const CpuProgram *c, uint32_t hs, MilDType dt, const uint32_t *nuse,
+                              const uint32_t *stmt_of, uint32_t *res, uint32_t *src, int64_t *off,
+                              uint32_t *split, bool *kept, uint32_t *el, uint32_t *ne) {
+  static const int64_t heads[4] = {0, 2, 1, 3};
+  if (hs == UINT32_MAX || c->slots[hs].kind != SK_RESULT || nuse[hs] < 1) return false;
+  *kept = nuse[hs] > 1;
+  uint32_t ts = stmt_of[hs];
+  if (!stmt_is(c, ts, MIL_OP_TRANSPOSE) || !const_ints_are(c, ts, MIL_ARG_TRANSPOSE_perm, heads, 4, false)) return false;
+  uint32_t vs = arg_slot(c, ts, SHARED_x);
+  if (vs == UINT32_MAX || c->slots[vs].kind != SK_VIEW || nuse[vs] != 1 || stmt_of[vs] == UINT32_MAX) return false;
+  const Val *H = &c->vals[hs], *V = &c->vals[vs];
+  if (H->rank != 4 || V->rank != 4 || H->dt != dt || V->dt != dt || V->dims[0] != H->dims[0] ||
+      V->dims[1] != H->dims[2] || V->dims[2] != H->dims[1] || V->dims[3] != H->dims[3])
+    return false;
+  uint32_t ss = c->slots[vs].src;
+  const Val *S = &c->vals[ss];
+  int64_t want[3] = {V->dims[0], V->dims[1], V->dims[2] * V->dims[3]};
+  if ((c->slots[ss].kind != SK_RESULT && c->slots[ss].kind != SK_PARAM) || S->st != ST_F32 || S->dt != dt ||
+      !same_dims(S, want, 3))
+    return false;
+  *res = *src = ss, *off = 0, *split = UINT32_MAX;
+  uint32_t sp = stmt_of[ss];
+  int64_t last[1] = {-1}, lastp[1] = {2};
+  if (c->slots[ss].kind == SK_RESULT && sp != UINT32_MAX && c->ops[sp] && c->ops[sp]->op == MIL_OP_SPLIT &&
+      c->fz[sp].kind == FZ_NONE && (const_ints_are(c, sp, MIL_ARG_SPLIT_axis, last, 1, false) ||
+                                    const_ints_are(c, sp, MIL_ARG_SPLIT_axis, lastp, 1, false))) {
+    uint32_t xs = arg_slot(c, sp, MIL_ARG_SPLIT_x);
+    const Val *X = &c->vals[xs];
+    if (xs != UINT32_MAX && X->st == ST_F32 && X->dt == dt && X->rank == 3 && X->dims[0] == want[0] &&
+        X->dims[1] == want[1]) {
+      int64_t at = 0;
+      for (uint32_t r = c->base[sp]; r < ss; r++) at += c->vals[r].dims[2];
+      *src = xs, *off = at, *split = sp;
+    }
+  }
+  if (!*kept) el[(*ne)++] = ts, el[(*ne)++] = stmt_of[vs];
+  return true;
+}
+
+/* Fuses an attention as lower-sdpa writes it, from softmax statement si:
+ *   s = matmul(qh, kh, transpose_y) [B, H, L, S]; [s = mul(s, scalar)]; [s = add(s, mask [L, S])];
+ *   p = softmax(s, last axis); o = matmul(p, vh) [B, H, L, DV]; y = transpose(o, perm [0, 2, 1, 3])
+ * with qh, kh, vh as attention_operand traces them, every intermediate used once and of one float dtype.
+ * The last transpose then computes y from the rows holding q, k and v (k_attention_fused.c), skipping the
+ * keys a mask hides to the end of a row; the rest is elided, and a split all of whose results are q, k
+ * and v with it. */
+static void fuse_attention(CpuProgram *c, uint32_t si, const uint32_t *nuse, const uint32_t *user,
+                           const uint32_t *stmt_of) {
+  static const int64_t heads[4] = {0, 2, 1, 3}, no[1] = {0}, yes[1] = {1};
+  /* AVX-512 only: scalar loops would be far slower than the unfused ops on sgemm */
+  if (!cpu_features()->avx512 || !stmt_is(c, si, MIL_OP_SOFTMAX)) return;
+  uint32_t ps = c->base[si], cur = arg_slot(c, si, MIL_ARG_SOFTMAX_x);
+  const Val *P = &c->vals[ps];
+  MilDType dt = P->dt;
+  int64_t last[1] = {-1}, lastp[1] = {3};
+  if (cur == UINT32_MAX || P->rank != 4 || P->st != ST_F32 || !is_float(dt) ||
+      !(const_ints_are(c, si, MIL_ARG_SOFTMAX_axis, last, 1, true) ||
+        const_ints_are(c, si, MIL_ARG_SOFTMAX_axis, lastp, 1, false)))
+    return;
+  int64_t B = P->dims[0], H = P->dims[1], L = P->dims[2], S = P->dims[3];
+  if (S < 1 || S > 8192 || L < 1) return; /* the scratch holds a row block's scores */
+  uint32_t el[16], ne = 0, mask = UINT32_MAX, scale = UINT32_MAX;
+  /* Back from the softmax: [add mask], [mul scale], the scores' matmul. */
+  for (int step = 0; step < 2; step++) {
+    uint32_t st = stmt_of[cur];
+    if (c->slots[cur].kind != SK_RESULT || nuse[cur] != 1 || !like(c, cur, P, dt)) return;
+    bool is_add = stmt_is(c, st, MIL_OP_ADD), is_mul = stmt_is(c, st, MIL_OP_MUL);
+    if ((!is_add || step > 0 || mask != UINT32_MAX) && (!is_mul || scale != UINT32_MAX)) break;
+    uint32_t ax = arg_slot(c, st, SHARED_x), ay = arg_slot(c, st, SHARED_y);
+    if (ax == UINT32_MAX || ay == UINT32_MAX || ax == ay) return;
+    bool x_chain = like(c, ax, P, dt) && c->slots[ax].kind == SK_RESULT && nuse[ax] == 1;
+    uint32_t in = x_chain ? ax : ay, other = x_chain ? ay : ax;
+    if (!like(c, in, P, dt) || c->slots[in].kind != SK_RESULT || nuse[in] != 1) return;
+    if (is_add) {
+      const Val *M = &c->vals[other];
+      if (M->st != ST_F32 || !is_float(M->dt) || M->rank < 2 || M->dims[M->rank - 1] != S ||
+          M->dims[M->rank - 2] != L || elements(M->dims, M->rank) != L * S)
+        return;
+      mask = other;
+    } else {
+      float value;
+      if (!const_scalar(c, other, &value)) return;
+      scale = other; /* read when the kernel runs, as the mul would */
+    }
+    el[ne++] = st;
+    cur = in;
+  }
+  uint32_t qk = stmt_of[cur];
+  if (c->slots[cur].kind != SK_RESULT || nuse[cur] != 1 || !like(c, cur, P, dt) || !stmt_is(c, qk, MIL_OP_MATMUL) ||
+      !const_ints_are(c, qk, MIL_ARG_MATMUL_transpose_x, no, 1, true) ||
+      !const_ints_are(c, qk, MIL_ARG_MATMUL_transpose_y, yes, 1, false))
+    return;
+  el[ne++] = qk, el[ne++] = si;
+  /* Forward from the softmax: p·v and the heads merged. */
+  uint32_t pv = nuse[ps] == 1 ? user[ps] : UINT32_MAX;
+  if (!stmt_is(c, pv, MIL_OP_MATMUL) || arg_slot(c, pv, MIL_ARG_MATMUL_x) != ps ||
+      !const_ints_are(c, pv, MIL_ARG_MATMUL_transpose_x, no, 1, true) ||
+      !const_ints_are(c, pv, MIL_ARG_MATMUL_transpose_y, no, 1, true))
+    return;
+  uint32_t os = c->base[pv], end = nuse[os] == 1 ? user[os] : UINT32_MAX;
+  const Val *O = &c->vals[os];
+  if (O->rank != 4 || O->dt != dt || O->st != ST_F32 || O->dims[0] != B || O->dims[1] != H || O->dims[2] != L ||
+      !stmt_is(c, end, MIL_OP_TRANSPOSE) || !const_ints_are(c, end, MIL_ARG_TRANSPOSE_perm, heads, 4, false) ||
+      c->vals[c->base[end]].dt != dt || c->vals[c->base[end]].st != ST_F32)
+    return;
+  el[ne++] = pv;
+  uint32_t hs[3] = {arg_slot(c, qk, MIL_ARG_MATMUL_x), arg_slot(c, qk, MIL_ARG_MATMUL_y),
+                    arg_slot(c, pv, MIL_ARG_MATMUL_y)};
+  uint32_t res[3], src[3], split[3];
+  int64_t off[3];
+  bool kept[3];
+  for (int k = 0; k < 3; k++)
+    if (!attention_operand(c, hs[k], dt, nuse, stmt_of, &res[k], &src[k], &off[k], &split[k], &kept[k], el, &ne))
+      return;
+  const Val *Q = &c->vals[hs[0]], *K = &c->vals[hs[1]], *Vh = &c->vals[hs[2]];
+  int64_t D = Q->dims[3];
+  if (Q->dims[0] != B || Q->dims[1] != H || Q->dims[2] != L || K->dims[0] != B || K->dims[1] != H ||
+      K->dims[2] != S || K->dims[3] != D || Vh->dims[0] != B || Vh->dims[1] != H || Vh->dims[2] != S ||
+      Vh->dims[3] != O->dims[3] || D < 1 || O->dims[3] < 1)
+    return;
+  /* A split is elided when q, k and v are all its results (each used once, by its head's view, whose
+   * transpose is elided too); otherwise the split runs and its results are read. */
+  uint32_t sp = split[0];
+  bool whole = sp != UINT32_MAX && split[1] == sp && split[2] == sp && c->f->stmts[sp].nresults == 3 &&
+               !kept[0] && !kept[1] && !kept[2];
+  for (uint32_t r = 0; whole && r < 3; r++) whole = nuse[c->base[sp] + r] == 1;
+  if (whole) el[ne++] = sp;
+  else
+    for (int k = 0; k < 3; k++) src[k] = res[k], off[k] = 0;
+  for (uint32_t i = 0; i < ne; i++) c->fz[el[i]].kind = FZ_ELIDED;
+  c->fz[end] = (Fused){.kind = FZ_ATTENTION, .round_out = c->mode == CPU_NUMERICS_ANE && dt == MIL_DT_FP16,
+                       .asrc = {src[0], src[1], src[2]}, .aoff = {off[0], off[1], off[2]}, .adim = D,
+                       .amask = mask, .ascale = scale};
+  int64_t need = attention_fused_scratch(L, S, D);
+  if (need > c->scratch_floats) c->scratch_floats = need;
+}
+
 /* Whether statement si can be a member of an element-wise group: a float
  * unary op or float arithmetic binary op on float operands, not fused yet. */
 static bool groupable(const CpuProgram *c, uint32_t si) {
@@ -423,6 +567,7 @@ void plan_fusion(CpuProgram *c) {
   for (uint32_t i = 0; i < c->nout; i++) nuse[c->out_slot[i]]++, user[c->out_slot[i]] = UINT32_MAX;
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_linear(c, si, nuse, user, stmt_of);
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_xent_grad(c, si, nuse, user, stmt_of);
+  for (uint32_t si = 0; si < f->nstmts; si++) fuse_attention(c, si, nuse, user, stmt_of);
   for (uint32_t si = 0; si < f->nstmts; si++) fuse_xent_pick(c, si, nuse, stmt_of);
   fuse_groups(c, nuse);
   for (uint32_t si = 0; si < f->nstmts; si++)

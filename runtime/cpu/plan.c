@@ -40,6 +40,13 @@ size_t plan_buffers(CpuProgram *c) {
         if (r != UINT32_MAX && c->slots[r].last < si + 1) c->slots[r].last = si + 1;
       }
     }
+    if (c->fz[si].kind == FZ_ATTENTION) { /* q, k, v and the mask, read where the elided statements read them */
+      uint32_t read[4] = {c->fz[si].asrc[0], c->fz[si].asrc[1], c->fz[si].asrc[2], c->fz[si].amask};
+      for (uint32_t k = 0; k < 4; k++) {
+        uint32_t r = read[k] == UINT32_MAX ? UINT32_MAX : root_of(c, read[k]);
+        if (r != UINT32_MAX && c->slots[r].last < si + 1) c->slots[r].last = si + 1;
+      }
+    }
     if (c->fz[si].kind == FZ_GROUP || c->fz[si].kind == FZ_MEMBER) {
       /* A group runs its members tile by tile: what any of them reads or
        * writes stays alive (unshared) until the group's last statement. */

@@ -165,6 +165,7 @@ static bool run_locked(CpuProgram *c, const CpuTensor *inputs, const CpuTensor *
          : fk == FZ_GROUP      ? k_group(&x, c->fz[si].end)
          : fk == FZ_XENT_GRAD  ? k_xent_grad(&x, &c->fz[si])
          : fk == FZ_XENT_PICK  ? k_xent_pick(&x, &c->fz[si])
+         : fk == FZ_ATTENTION  ? k_attention_fused(&x, &c->fz[si])
                                : c->ops[si]->fn(&x, c->ops[si]->code, out, s->nresults);
     if (ok && !fused && c->mode == CPU_NUMERICS_ANE && c->ops[si]->family != OF_VIEW)
       for (uint32_t k = 0; k < s->nresults; k++)
