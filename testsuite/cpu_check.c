@@ -216,14 +216,21 @@ void write_bare(const char *mil) {
 }
 
 /* Loads the bare program in dir with options. */
-void load_opts(Loaded *l, const CpuOptions *o) {
+static void open_with(Loaded *l, const char *path, const CpuOptions *o) {
   srcset_init(&l->sources);
   diag_init(&l->d, &l->sources);
   sb_init(&l->diags);
   l->d.capture = &l->diags;
-  l->p = orion_open(dir, NULL, &l->d);
+  l->p = orion_open(path, NULL, &l->d);
   cr_assert_not_null(l->p, "%s", l->diags.data);
   l->c = cpu_prepare_with(l->p, 0, o, &l->d);
+}
+
+void load_opts(Loaded *l, const CpuOptions *o) { open_with(l, dir, o); }
+
+void load_path_opts(Loaded *l, const char *path, const CpuOptions *o) {
+  open_with(l, path, o);
+  cr_assert_not_null(l->c, "%s", l->diags.data);
 }
 
 CpuTensor f32_tensor(float *data, uint32_t rank, const int64_t *dims) {

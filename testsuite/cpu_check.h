@@ -56,6 +56,8 @@ char *example(const char *name);
 void write_bare(const char *mil);
 /* Loads the bare program in dir with options. */
 void load_opts(Loaded *l, const CpuOptions *o);
+/* Loads the program at path with options, asserting that it opened and prepared. */
+void load_path_opts(Loaded *l, const char *path, const CpuOptions *o);
 CpuTensor f32_tensor(float *data, uint32_t rank, const int64_t *dims);
 float *out_f32(const CpuTensor *t);
 bool *out_bool(const CpuTensor *t);

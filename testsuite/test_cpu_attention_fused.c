@@ -34,14 +34,7 @@ typedef struct Case {
 static CpuTensor run_one(const char *path, const CpuOptions *o, CpuTensor *in, bool *fused, CpuTensor *kv) {
   bool split_runs = kv != NULL; /* the cache's head transposes read the split's results */
   Loaded l;
-  srcset_init(&l.sources);
-  diag_init(&l.d, &l.sources);
-  sb_init(&l.diags);
-  l.d.capture = &l.diags;
-  l.p = orion_open(path, NULL, &l.d);
-  cr_assert_not_null(l.p, "%s", l.diags.data);
-  l.c = cpu_prepare_with(l.p, 0, o, &l.d);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_path_opts(&l, path, o);
   uint32_t n = 0, ran = 0; /* fused statements; softmax, matmul and split statements not elided */
   for (uint32_t si = 0; si < l.c->f->nstmts; si++) {
     n += l.c->fz[si].kind == FZ_ATTENTION;

@@ -21,14 +21,7 @@
 /* Runs the program at path; *gelus: how many of its groups run as the one-pass gelu. */
 static void run_one(const char *path, const CpuOptions *o, CpuTensor *in, CpuTensor *out, uint32_t *gelus) {
   Loaded l;
-  srcset_init(&l.sources);
-  diag_init(&l.d, &l.sources);
-  sb_init(&l.diags);
-  l.d.capture = &l.diags;
-  l.p = orion_open(path, NULL, &l.d);
-  cr_assert_not_null(l.p, "%s", l.diags.data);
-  l.c = cpu_prepare_with(l.p, 0, o, &l.d);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_path_opts(&l, path, o);
   *gelus = 0;
   for (uint32_t si = 0; si < l.c->f->nstmts; si++)
     *gelus += l.c->fz[si].kind == FZ_GROUP && group_runs_gelu(l.c->fz[si].group);

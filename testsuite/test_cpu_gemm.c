@@ -157,16 +157,9 @@ Test(cpu_gemm, linear_layers_with_many_rows_against_double_and_threads) {
       float *first = NULL;
       for (int run = 0; run < 3; run++) {
         /* run 0: 1 thread; run 1: 2 threads; run 2: unfused (the conv layout), 2 threads */
-        Loaded l;
-        srcset_init(&l.sources);
-        diag_init(&l.d, &l.sources);
-        sb_init(&l.diags);
-        l.d.capture = &l.diags;
-        l.p = orion_open(path, NULL, &l.d);
-        cr_assert_not_null(l.p, "%s", l.diags.data);
         CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = run ? 2 : 1, .unfused = run == 2};
-        l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
-        cr_assert_not_null(l.c, "%s", l.diags.data);
+        Loaded l;
+        load_path_opts(&l, path, &o);
         if (h16 && K * O >= 4096) {
           uint32_t in_place = 0;
           for (uint32_t i = 0; i < l.c->nslots; i++) in_place += l.c->vals[i].st == ST_H16 && l.c->vals[i].n == K * O;
@@ -229,16 +222,9 @@ Test(cpu_gemm, matmul_reads_an_fp16_weight_in_place) {
       int64_t dims[3] = {2, R, K};
       CpuTensor in = f32_tensor(x, 3, dims);
       for (uint32_t threads = 1; threads <= 2; threads++) {
-        Loaded l;
-        srcset_init(&l.sources);
-        diag_init(&l.d, &l.sources);
-        sb_init(&l.diags);
-        l.d.capture = &l.diags;
-        l.p = orion_open(path, NULL, &l.d);
-        cr_assert_not_null(l.p, "%s", l.diags.data);
         CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
-        l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
-        cr_assert_not_null(l.c, "%s", l.diags.data);
+        Loaded l;
+        load_path_opts(&l, path, &o);
         bool in_place = false;
         for (uint32_t i = 0; i < l.c->nslots; i++) in_place |= l.c->vals[i].st == ST_H16 && l.c->vals[i].n == K * N;
         cr_assert_eq(in_place, gemm_packed_fast(), "shape %zu ty %d: the weight in place %d", s, ty, in_place);
@@ -351,16 +337,9 @@ Test(cpu_gemm, float_matmuls_read_in_place_in_every_transpose) {
       fill_random(y, K * N, (uint32_t)(61 + s), false);
       CpuTensor in[2] = {f32_tensor(x, batched ? 3 : 2, xd), f32_tensor(y, 2, yd)};
       for (uint32_t threads = 1; threads <= 2; threads++) {
-        Loaded l;
-        srcset_init(&l.sources);
-        diag_init(&l.d, &l.sources);
-        sb_init(&l.diags);
-        l.d.capture = &l.diags;
-        l.p = orion_open(path, NULL, &l.d);
-        cr_assert_not_null(l.p, "%s", l.diags.data);
         CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
-        l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
-        cr_assert_not_null(l.c, "%s", l.diags.data);
+        Loaded l;
+        load_path_opts(&l, path, &o);
         CpuTensor out;
         cr_assert(cpu_run(l.c, in, &out, &l.d), "%s", l.diags.data);
         const float *r = out.data;

@@ -161,16 +161,9 @@ static char *linear_text(int64_t R, int64_t K, int64_t O, const char *dt) {
  * floats when asked. */
 static float *run_layer(const char *path, int64_t R, int64_t K, int64_t O, const float *x, uint32_t threads,
                         bool unfused, float **w, float **b) {
-  Loaded l;
-  srcset_init(&l.sources);
-  diag_init(&l.d, &l.sources);
-  sb_init(&l.diags);
-  l.d.capture = &l.diags;
-  l.p = orion_open(path, NULL, &l.d);
-  cr_assert_not_null(l.p, "%s", l.diags.data);
   CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads, .unfused = unfused};
-  l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  Loaded l;
+  load_path_opts(&l, path, &o);
   for (uint32_t s = 0; w && s < l.c->nslots; s++) {
     const Val *v = &l.c->vals[s];
     if (l.c->slots[s].kind != SK_CONST || l.c->slots[s].weight < 0) continue;

@@ -32,16 +32,9 @@ static float *fp16_values(int64_t n, uint32_t seed) {
  * fp16-declared result unrounded); its first output, n floats (caller frees); *w the fp16 param as floats. */
 static float *run_program(const char *path, float **in, const int64_t (*dims)[2], uint32_t nin, int64_t n,
                           uint32_t threads, float **w) {
-  Loaded l;
-  srcset_init(&l.sources);
-  diag_init(&l.d, &l.sources);
-  sb_init(&l.diags);
-  l.d.capture = &l.diags;
-  l.p = orion_open(path, NULL, &l.d);
-  cr_assert_not_null(l.p, "%s", l.diags.data);
   CpuOptions o = {.numerics = CPU_NUMERICS_FP32, .threads = threads};
-  l.c = cpu_prepare_with(l.p, 0, &o, &l.d);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  Loaded l;
+  load_path_opts(&l, path, &o);
   for (uint32_t s = 0; w && s < l.c->nslots; s++) {
     const Val *v = &l.c->vals[s];
     if (l.c->slots[s].kind != SK_CONST || l.c->slots[s].weight < 0 || v->rank != 2) continue;

@@ -32,14 +32,7 @@ static uint32_t slot_named(const CpuProgram *c, const char *name) {
 
 static float run_loss(const char *path, const CpuOptions *o, CpuTensor *in, bool expect_pick) {
   Loaded l;
-  srcset_init(&l.sources);
-  diag_init(&l.d, &l.sources);
-  sb_init(&l.diags);
-  l.d.capture = &l.diags;
-  l.p = orion_open(path, NULL, &l.d);
-  cr_assert_not_null(l.p, "%s", l.diags.data);
-  l.c = cpu_prepare_with(l.p, 0, o, &l.d);
-  cr_assert_not_null(l.c, "%s", l.diags.data);
+  load_path_opts(&l, path, o);
   uint32_t picks = 0;
   for (uint32_t si = 0; si < l.c->f->nstmts; si++) picks += l.c->fz[si].kind == FZ_XENT_PICK;
   cr_assert_eq(picks, expect_pick ? 1u : 0u, "%u gathers of the shifted logits fused", picks);
