@@ -285,10 +285,12 @@ typedef struct Fused {
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
   /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
    * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
-   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain).
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain);
+   * xcast the elided cast of fp16 logits xs to fp32 (UINT32_MAX none): its only reader, so an fp16 input xs
+   * can be read in place (choose_fp16_inputs).
    * FZ_XENT_PICK (a cross entropy's gather of its targets' shifted logits, see fuse_xent_pick): xs the logits
    * x [.., C], bs their row maxima m [.., 1]; the gather reads x[i] - m[i / C] instead of the shifted values. */
-  uint32_t ss;
+  uint32_t ss, xcast;
   float differs, equals;
 } Fused;
 

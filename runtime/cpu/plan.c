@@ -180,23 +180,36 @@ void choose_fp16_weights(CpuProgram *c) {
   free(use);
 }
 
+/* Whether statement si, one of input s's readers, reads it as fp16 in
+ * place: a matmul that streams it, or the elided cast that a fused cross
+ * entropy gradient takes in (xent_cast[si]: the kernel converts each row as
+ * it goes). */
+static bool reads_input_in_place(const CpuProgram *c, uint32_t si, uint32_t s, const bool *xent_cast) {
+  if (xent_cast[si]) return arg_slot(c, si, MIL_ARG_CAST_x) == s;
+  return c->ops[si]->family == OF_MATMUL && matmul_reads_fp16(c, si, s);
+}
+
 /* Which fp16 inputs are read in place (ST_H16, the caller's buffer) rather
  * than converted into the arena on every run: those whose every use is an
  * operand of a matmul that streams it as fp16 (matmul_reads_fp16: decode's
- * q k^T and p v against a KV cache), so a run converts no cache. */
+ * q k^T and p v against a KV cache) or the logits of a fused cross entropy
+ * gradient (a training backward's saved fp16 logits), so a run converts no
+ * cache and no logits. */
 void choose_fp16_inputs(CpuProgram *c) {
   const MilFunc *f = c->f;
   bool *ok = xcalloc(c->nslots + 1, sizeof *ok);
+  bool *xent_cast = xcalloc(f->nstmts + 1, sizeof *xent_cast);
+  for (uint32_t si = 0; si < f->nstmts; si++)
+    if (c->fz[si].kind == FZ_XENT_GRAD && c->fz[si].xcast < f->nstmts) xent_cast[c->fz[si].xcast] = true;
   for (uint32_t s = 0; s < f->nparams; s++)
     ok[s] = c->slots[s].kind == SK_PARAM && c->vals[s].dt == MIL_DT_FP16 && c->vals[s].st == ST_F32;
   for (uint32_t i = 0; i < c->nout; i++) ok[c->out_slot[i]] = false;
   for (uint32_t si = 0; si < f->nstmts; si++) {
     if (!c->ops[si]) continue; /* an elided statement counts: a fused linear reads what it read */
-    bool mm = c->ops[si]->family == OF_MATMUL;
     uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
     for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
       uint32_t s = c->opslot[i];
-      if (s < f->nparams && ok[s] && !(mm && matmul_reads_fp16(c, si, s))) ok[s] = false;
+      if (s < f->nparams && ok[s] && !reads_input_in_place(c, si, s, xent_cast)) ok[s] = false;
     }
   }
   /* One at a time: a matmul reads at most one operand in place (the other must be float). */
@@ -207,9 +220,10 @@ void choose_fp16_inputs(CpuProgram *c) {
       if (!c->ops[si]) continue;
       uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
       for (uint32_t i = c->argstart[a0]; still && i < c->argstart[a1]; i++)
-        if (c->opslot[i] == s) still = matmul_reads_fp16(c, si, s);
+        if (c->opslot[i] == s) still = reads_input_in_place(c, si, s, xent_cast);
     }
     if (still) c->vals[s].st = ST_H16;
   }
+  free(xent_cast);
   free(ok);
 }
