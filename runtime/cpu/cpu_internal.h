@@ -606,6 +606,7 @@ void wgemm(Ctx *x, WJob *j, int64_t batch);
 bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
 bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
 bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
+bool matmul_streams_fp16_x(const CpuProgram *c, uint32_t si, uint32_t slot);
 /* k_gemv.c: products with at most GEMV_ROWS rows on the short side S, the
  * long side L streamed once (fp16 in place when h16). dot: out[i*oi + j*oj]
  * = sum_k s[i*lds + k*sk] h[j*ldh + k]; axpy: sum_k s[i*lds + k] h[k*ldh + j]. */
@@ -766,6 +767,7 @@ uint32_t root_of(const CpuProgram *c, uint32_t s);
 size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
 void choose_fp16_inputs(CpuProgram *c);
+void choose_fp16_results(CpuProgram *c);
 void plan_cast_views(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);

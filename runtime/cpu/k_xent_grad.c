@@ -37,7 +37,8 @@ static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   memcpy(&bits, &j->differs, sizeof bits);
   bool plain = bits == 0;
   for (int64_t r = lo; r < hi; r++) {
-    float *o = fp(j->o) + r * C;
+    /* fp16 storage (choose_fp16_results): the row as floats after the exps, converted when done */
+    float *o = j->o->st == ST_H16 ? (float *)(void *)(keep + C) : fp(j->o) + r * C;
     if (j->x->st == ST_H16) {
       h2f(o, (const uint16_t *)j->x->p + r * C, C);
       softmax_row(o, o, C, keep, j->avx2);
@@ -53,6 +54,7 @@ static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (j->s)
       for (int64_t k = 0; k < C; k++) o[k] *= scale;
     if (j->round) round16(o, C);
+    if (j->o->st == ST_H16) fp16_from_float_array((uint16_t *)j->o->p + r * C, o, (size_t)C);
   }
 }
 
@@ -61,8 +63,8 @@ bool bind_xent_grad(Ctx *x, const Fused *f, void **bound) {
   Val *o = &x->vals[c->base[x->si]];
   const Val *lx = &x->vals[f->xs], *t = &x->vals[f->bs], *s = f->ss == UINT32_MAX ? NULL : &x->vals[f->ss];
   int64_t C = lx->rank ? lx->dims[lx->rank - 1] : 0;
-  if ((lx->st != ST_F32 && lx->st != ST_H16) || o->st != ST_F32 || t->st != ST_I32 || (s && (s->st != ST_F32 || s->n != 1)) ||
-      o->n != lx->n || C < 1 || t->n * C != lx->n || 2 * C > c->scratch_floats)
+  if ((lx->st != ST_F32 && lx->st != ST_H16) || (o->st != ST_F32 && (o->st != ST_H16 || !f->round_out)) || t->st != ST_I32 || (s && (s->st != ST_F32 || s->n != 1)) ||
+      o->n != lx->n || C < 1 || t->n * C != lx->n || (o->st == ST_H16 ? 3 : 2) * C > c->scratch_floats)
     return op_fail(x, "a fused cross entropy gradient needs float logits, int32 targets and scratch"); /* the plan prevents this */
   XentGradJob j = {.c = c, .x = lx, .t = t, .s = s, .o = o, .C = C, .differs = f->differs, .equals = f->equals,
                    .avx2 = cpu_features()->avx2, .round = f->round_out};

@@ -75,7 +75,7 @@ size_t plan_buffers(CpuProgram *c) {
       bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
                    (c->slots[s].kind == SK_PARAM && v->st != ST_H16 && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
       if (!needs) continue;
-      int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
+      int64_t size = ((v->n > 0 ? v->n : 1) * (v->st == ST_H16 ? 2 : 4) + 63) / 64 * 64, cand = 0;
       uint32_t at = 0;
       for (; at < nlive; at++) {
         if (cand + size <= live[at].off) break;
@@ -226,4 +226,51 @@ void choose_fp16_inputs(CpuProgram *c) {
   }
   free(xent_cast);
   free(ok);
+}
+
+/* Whether every reader of result `slot`, through views, is a matmul that
+ * streams it as its x on the tiles with fp16 storage (matmul_streams_fp16_x). */
+static bool only_tiles_read(const CpuProgram *c, uint32_t slot, int depth) {
+  const MilFunc *f = c->f;
+  bool any = false;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    if (!c->ops[si]) continue;
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      if (c->opslot[i] != slot) continue;
+      any = true;
+      uint32_t r = c->base[si];
+      if (c->ops[si]->family == OF_VIEW && c->slots[r].kind == SK_VIEW && c->slots[r].src == slot) {
+        if (depth > 4 || f->stmts[si].nresults != 1 || !only_tiles_read(c, r, depth + 1)) return false;
+      } else if (c->ops[si]->op != MIL_OP_MATMUL || !matmul_streams_fp16_x(c, si, slot)) {
+        return false;
+      }
+    }
+  }
+  return any;
+}
+
+/* Which results are stored as fp16 bits (ST_H16) in the arena: a fused
+ * cross entropy gradient rounded to fp16 (ane numerics' dlogits, [1024,
+ * 32000] for the llama) whose only readers are the tied classifier's two
+ * products on the streamed tiles, which pack fp16 as they pack floats (the
+ * same values, so the same bits): half its bytes written and read twice.
+ * After choose_fp16_inputs (the outputs' roots are known) and before
+ * binding (views take their source's storage, the kernels their paths). */
+void choose_fp16_results(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    const Fused *z = &c->fz[si];
+    if (z->kind != FZ_XENT_GRAD || !z->round_out || f->stmts[si].nresults != 1) continue;
+    uint32_t o = c->base[si];
+    Val *v = &c->vals[o];
+    bool out = false;
+    for (uint32_t i = 0; i < c->nout; i++) out |= c->out_root[i] == o;
+    if (out || c->slots[o].kind != SK_RESULT || c->slots[o].tile >= 0 || v->st != ST_F32 || v->dt != MIL_DT_FP16 ||
+        !only_tiles_read(c, o, 0))
+      continue;
+    v->st = ST_H16;
+    int64_t C = v->rank ? v->dims[v->rank - 1] : 0;
+    if (3 * C > c->scratch_floats) c->scratch_floats = 3 * C; /* the row as floats after its exps */
+  }
 }
