@@ -13,7 +13,10 @@
  * fp16 logits given as an input are read in place (choose_fp16_inputs):
  * each row is converted into its output row, then the softmax runs there
  * (softmax_row reads each element before it writes it), so the same floats
- * without a [rows, C] fp32 copy of the input written and read back.
+ * without a [rows, C] fp32 copy of the input written and read back. A
+ * result stored as fp16 bits (choose_fp16_results: only the classifier's
+ * tiled products read it) is made as floats in the scratch, after the
+ * row's exps, and converted when the row is done (exact: it is rounded).
  */
 #include "cpu_internal.h"
 
