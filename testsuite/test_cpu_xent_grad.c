@@ -8,6 +8,8 @@
  * gives the bits of the unfused run (CpuOptions.unfused) at 1 and 2
  * threads, NaN rows and out-of-range targets included; and the gradient
  * agrees with (softmax(x) - one_hot(t)) * scale / count in double.
+ * Fused, fp16 saved logits are read in place (not converted into the arena)
+ * with the converted run's bits.
  */
 #define _XOPEN_SOURCE 700
 
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_internal.h"
 #include "helpers.h"
 #include "orion/compile.h"
 #include "orion/cpu.h"
@@ -239,4 +242,201 @@ Test(cpu_xent_grad, fp16_gives_the_unfused_bits) {
 Test(cpu_xent_grad, ignore_index_keeps_its_mask) {
   check_case("fp32", 37, ", ignore_index=-1", true);
   check_case("fp16", 3001, ", ignore_index=-1", true);
+}
+
+/* The slot of the backward's input named "logits". */
+static uint32_t logits_slot(const CpuProgram *c, OrionProgram *p, uint32_t fn) {
+  for (uint32_t i = 0; i < orion_input_count(p, fn); i++)
+    if (!strcmp(orion_input(p, fn, i)->name, "logits")) return c->in_param[i];
+  cr_assert_fail("the backward has no input named logits");
+  return UINT32_MAX;
+}
+
+/* Fused, the fp16 logits stay the caller's buffer (no conversion over two
+ * runs, the buffer unwritten) with the bits of the unfused run, which
+ * converts them on each run: odd widths (37, and 3001 past the softmax's
+ * stack), both numerics, 1 and 2 threads, the NaN row included. */
+Test(cpu_xent_grad, fp16_logits_are_read_in_place_with_the_converted_bits) {
+  static const int widths[2] = {37, 3001};
+  for (int w = 0; w < 2; w++) {
+    int C = widths[w];
+    char name[64];
+    snprintf(name, sizeof name, "inplace_%d.anepkg", C);
+    char *path = compile_model("fp16", C, "", name);
+    SourceSet sources;
+    srcset_init(&sources);
+    Diag d;
+    StrBuf msgs;
+    sb_init(&msgs);
+    diag_init(&d, &sources);
+    d.capture = &msgs;
+    OrionProgram *p = orion_open(path, NULL, &d);
+    cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
+    uint32_t fn = orion_function_find(p, "main.bwd");
+    cr_assert_neq(fn, UINT32_MAX);
+    Inputs in;
+    make_inputs(p, fn, C, &in);
+    uint32_t li = UINT32_MAX;
+    for (uint32_t i = 0; i < in.n; i++)
+      if (!strcmp(orion_input(p, fn, i)->name, "logits")) li = i;
+    cr_assert_neq(li, UINT32_MAX);
+    size_t bytes = (size_t)ROWS * (size_t)C * sizeof(uint16_t);
+    uint16_t *before = malloc(bytes);
+    memcpy(before, in.t[li].data, bytes);
+    CpuNumerics modes[2] = {CPU_NUMERICS_FP32, CPU_NUMERICS_ANE};
+    for (int m = 0; m < 2; m++) {
+      CpuOptions uo = {.numerics = modes[m], .threads = 1, .unfused = true};
+      CpuProgram *u = cpu_prepare_with(p, fn, &uo, &d);
+      cr_assert_not_null(u, "%s", msgs.data ? msgs.data : "");
+      cr_assert_eq(u->vals[logits_slot(u, p, fn)].st, ST_F32, "unfused, the softmax reads the logits converted");
+      CpuTensor want[4];
+      uint32_t nout = orion_output_count(p, fn);
+      cr_assert_leq(nout, 4);
+      cr_assert(cpu_run(u, in.t, want, &d), "%s", msgs.data ? msgs.data : "");
+      cr_assert_eq(u->fp16_inputs_converted, 1, "unfused: the logits converted once");
+      for (uint32_t threads = 1; threads <= 2; threads++) {
+        CpuOptions fo = {.numerics = modes[m], .threads = threads};
+        CpuProgram *c = cpu_prepare_with(p, fn, &fo, &d);
+        cr_assert_not_null(c, "%s", msgs.data ? msgs.data : "");
+        cr_assert_eq(c->vals[logits_slot(c, p, fn)].st, ST_H16, "C %d mode %d: the logits are not read in place", C, m);
+        for (int r = 0; r < 2; r++) {
+          CpuTensor got[4];
+          cr_assert(cpu_run(c, in.t, got, &d), "%s", msgs.data ? msgs.data : "");
+          for (uint32_t k = 0; k < nout; k++) {
+            cr_assert_eq(got[k].dtype, want[k].dtype);
+            size_t n = 1, es = got[k].dtype == MIL_DT_FP16 ? 2 : 4;
+            for (uint32_t q = 0; q < got[k].rank; q++) n *= (size_t)got[k].dims[q];
+            cr_assert(memcmp(got[k].data, want[k].data, n * es) == 0,
+                      "C %d mode %d threads %u: output %u differs from the converted run's", C, m, threads, k);
+            cpu_tensor_free(&got[k]);
+          }
+        }
+        cr_assert_eq(c->fp16_inputs_converted, 0, "C %d mode %d: %llu fp16 inputs converted over two runs", C, m,
+                     (unsigned long long)c->fp16_inputs_converted);
+        cpu_free(c);
+      }
+      for (uint32_t k = 0; k < nout; k++) cpu_tensor_free(&want[k]);
+      cpu_free(u);
+    }
+    cr_assert(memcmp(before, in.t[li].data, bytes) == 0, "the caller's logits were written");
+    free(before);
+    inputs_free(&in);
+    orion_close(p);
+    srcset_free(&sources);
+    sb_free(&msgs);
+    free(path);
+  }
+}
+
+/* A tied-classifier shape on the streamed tiles (k_matmul_amx.c): h = x * s,
+ * logits = linear(h, w) of C classes, so the backward's dlogits feeds
+ * dh = dlogits w and dw = dlogits^T h (through a reshape), and nothing else. */
+static char *compile_classifier(int C, const char *name) {
+  StrBuf src, path, msgs;
+  sb_init(&src);
+  sb_init(&path);
+  sb_init(&msgs);
+  sb_printf(&src,
+            "func main(x: fp16[2,32,40], targets: int32[2,32]) {\n"
+            "  param s: fp16[40] = normal(seed=3, std=1.0);\n"
+            "  param w: fp16[%d,40] = normal(seed=5, std=0.5);\n"
+            "  h = mul(x, s);\n"
+            "  logits = linear(h, w);\n"
+            "  loss: fp32[] = cross_entropy(logits, targets);\n"
+            "  return loss;\n}\n",
+            C);
+  sb_printf(&path, "%s/%s", dir, name);
+  OrionCompileOptions o;
+  orion_compile_options_init(&o);
+  o.train = true;
+  o.autodiff.save_elementwise = true;
+  Diag d;
+  diag_init(&d, NULL);
+  d.capture = &msgs;
+  d.suppress_warnings = true;
+  OrionCompileResult r;
+  cr_assert(orion_compile_text("cls.oir", src.data, strlen(src.data), &o, path.data, &r, &d), "%s",
+            msgs.data ? msgs.data : "");
+  orion_compile_result_free(&r);
+  sb_free(&src);
+  sb_free(&msgs);
+  return path.data;
+}
+
+/* The result of the fused gradient statement, or UINT32_MAX. */
+static uint32_t xent_result(const CpuProgram *c) {
+  for (uint32_t si = 0; si < c->f->nstmts; si++)
+    if (c->fz[si].kind == FZ_XENT_GRAD) return c->base[si];
+  return UINT32_MAX;
+}
+
+/* ane numerics: dlogits stored as fp16 bits (its only readers the two tiled
+ * products), the unfused run's bits (dlogits as floats, the same tiles) for
+ * every gradient at 1 and 2 threads; [64, 16411] is past the tiles' minimum
+ * with odd classes. */
+Test(cpu_xent_grad, dlogits_stored_as_fp16_for_the_tiles_give_the_float_bits) {
+  if (!gemm_amx_on()) cr_skip_test("the CPU or the OS has no AMX-BF16 (or ORION_CPU_AMX=0)");
+  enum { CLS = 16411 };
+  char *path = compile_classifier(CLS, "cls.anepkg");
+  SourceSet sources;
+  srcset_init(&sources);
+  Diag d;
+  StrBuf msgs;
+  sb_init(&msgs);
+  diag_init(&d, &sources);
+  d.capture = &msgs;
+  OrionProgram *p = orion_open(path, NULL, &d);
+  cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
+  uint32_t fn = orion_function_find(p, "main.bwd");
+  cr_assert_neq(fn, UINT32_MAX);
+  uint32_t n = orion_input_count(p, fn);
+  cr_assert_leq(n, 8);
+  CpuTensor in[8];
+  for (uint32_t i = 0; i < n; i++) {
+    const OrionTensorInfo *ti = orion_input(p, fn, i);
+    in[i] = (CpuTensor){.dtype = ti->dtype, .rank = ti->rank};
+    memcpy(in[i].dims, ti->dims, sizeof in[i].dims);
+    int64_t count = 1;
+    for (uint32_t k = 0; k < ti->rank; k++) count *= ti->dims[k];
+    in[i].data = xcalloc((size_t)count, 4);
+    for (int64_t k = 0; k < count; k++) {
+      if (!strcmp(ti->name, "loss_scale")) ((float *)in[i].data)[k] = 256;
+      else if (ti->dtype == MIL_DT_INT32) ((int32_t *)in[i].data)[k] = (int32_t)((k * 7919) % CLS);
+      else if (ti->dtype == MIL_DT_FP16) ((uint16_t *)in[i].data)[k] = fp16_from_float(value_at((uint32_t)k, i));
+      else ((float *)in[i].data)[k] = value_at((uint32_t)k, i);
+    }
+  }
+  uint32_t nout = orion_output_count(p, fn);
+  cr_assert_leq(nout, 4);
+  CpuOptions uo = {.numerics = CPU_NUMERICS_ANE, .threads = 2, .unfused = true};
+  CpuProgram *u = cpu_prepare_with(p, fn, &uo, &d);
+  cr_assert_not_null(u, "%s", msgs.data ? msgs.data : "");
+  CpuTensor want[4];
+  cr_assert(cpu_run(u, in, want, &d), "%s", msgs.data ? msgs.data : "");
+  cr_assert(u->amxmm, "the classifier's products run on the streamed tiles");
+  for (uint32_t threads = 1; threads <= 2; threads++) {
+    CpuOptions fo = {.numerics = CPU_NUMERICS_ANE, .threads = threads};
+    CpuProgram *c = cpu_prepare_with(p, fn, &fo, &d);
+    cr_assert_not_null(c, "%s", msgs.data ? msgs.data : "");
+    uint32_t g = xent_result(c);
+    cr_assert_neq(g, UINT32_MAX, "the gradient chain is fused");
+    cr_assert_eq(c->vals[g].st, ST_H16, "threads %u: dlogits is not stored as fp16", threads);
+    CpuTensor got[4];
+    cr_assert(cpu_run(c, in, got, &d), "%s", msgs.data ? msgs.data : "");
+    for (uint32_t k = 0; k < nout; k++) {
+      size_t count = 1, es = got[k].dtype == MIL_DT_FP16 ? 2 : 4;
+      for (uint32_t q = 0; q < got[k].rank; q++) count *= (size_t)got[k].dims[q];
+      cr_assert(memcmp(got[k].data, want[k].data, count * es) == 0, "threads %u: output %u (%s) differs", threads, k,
+                orion_output(p, fn, k)->mil_name);
+      cpu_tensor_free(&got[k]);
+    }
+    cpu_free(c);
+  }
+  for (uint32_t k = 0; k < nout; k++) cpu_tensor_free(&want[k]);
+  cpu_free(u);
+  for (uint32_t i = 0; i < n; i++) free(in[i].data);
+  orion_close(p);
+  srcset_free(&sources);
+  sb_free(&msgs);
+  free(path);
 }

@@ -285,10 +285,12 @@ typedef struct Fused {
   struct GroupJob *group;    /* FZ_GROUP: the group's job, bound at prepare */
   /* FZ_XENT_GRAD (the last statement of a cross entropy's gradient chain, see fuse_xent_grad): xs the logits,
    * bs the targets (one per row), ss the scale (UINT32_MAX none), subtracted `differs` or `equals` where a
-   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain).
+   * class is not or is the row's target; round_out: the result is rounded to fp16 (a cast ends the chain);
+   * xcast the elided cast of fp16 logits xs to fp32 (UINT32_MAX none): its only reader, so an fp16 input xs
+   * can be read in place (choose_fp16_inputs).
    * FZ_XENT_PICK (a cross entropy's gather of its targets' shifted logits, see fuse_xent_pick): xs the logits
    * x [.., C], bs their row maxima m [.., 1]; the gather reads x[i] - m[i / C] instead of the shifted values. */
-  uint32_t ss;
+  uint32_t ss, xcast;
   float differs, equals;
   /* FZ_ATTENTION (the head merge's transpose ending an attention, see fuse_attention): q, k and v are the
    * columns aoff[i] + h adim.. (v's: + h DV) of the rows of slot asrc[i] ([B, T, W]); amask the additive
@@ -610,6 +612,7 @@ void wgemm(Ctx *x, WJob *j, int64_t batch);
 bool k_matmul(Ctx *x, int code, Val *out, uint32_t nout);
 bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
 bool matmul_packs_fp16(const CpuProgram *c, uint32_t si, uint32_t slot);
+bool matmul_streams_fp16_x(const CpuProgram *c, uint32_t si, uint32_t slot);
 /* k_gemv.c: products with at most GEMV_ROWS rows on the short side S, the
  * long side L streamed once (fp16 in place when h16). dot: out[i*oi + j*oj]
  * = sum_k s[i*lds + k*sk] h[j*ldh + k]; axpy: sum_k s[i*lds + k] h[k*ldh + j]. */
@@ -776,6 +779,7 @@ uint32_t root_of(const CpuProgram *c, uint32_t s);
 size_t plan_buffers(CpuProgram *c);
 void choose_fp16_weights(CpuProgram *c);
 void choose_fp16_inputs(CpuProgram *c);
+void choose_fp16_results(CpuProgram *c);
 void plan_cast_views(CpuProgram *c);
 /* fusion.c */
 void plan_fusion(CpuProgram *c);

@@ -168,10 +168,10 @@ static void fuse_xent_grad(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
         const_ints_are(c, si, MIL_ARG_SOFTMAX_axis, lastp, 1, false)))
     return;
   uint32_t chain[8], n = 0; /* the statements elided */
-  uint32_t cx = stmt_of[xs];
+  uint32_t cx = stmt_of[xs], xcast = UINT32_MAX;
   if (c->slots[xs].kind == SK_RESULT && nuse[xs] == 1 && cast_to(c, cx, "fp32")) {
     uint32_t ls = arg_slot(c, cx, MIL_ARG_CAST_x); /* fp16 values held as floats: the cast copies them */
-    if (ls != UINT32_MAX && like(c, ls, P, MIL_DT_FP16)) chain[n++] = cx, xs = ls;
+    if (ls != UINT32_MAX && like(c, ls, P, MIL_DT_FP16)) chain[n++] = cx, xs = ls, xcast = cx;
   }
   chain[n++] = si;
   /* g = sub(p, o) */
@@ -221,8 +221,8 @@ static void fuse_xent_grad(CpuProgram *c, uint32_t si, const uint32_t *nuse, con
     end = u, round = true;
   }
   for (uint32_t i = 0; i < n; i++) c->fz[chain[i]].kind = FZ_ELIDED;
-  c->fz[end] = (Fused){.kind = FZ_XENT_GRAD, .xs = xs, .bs = ts, .ss = ss, .differs = differs, .equals = equals,
-                       .round_out = round};
+  c->fz[end] = (Fused){.kind = FZ_XENT_GRAD, .xs = xs, .bs = ts, .ss = ss, .xcast = xcast, .differs = differs,
+                       .equals = equals, .round_out = round};
   if (2 * C > c->scratch_floats) c->scratch_floats = 2 * C; /* the row's exps, as doubles */
 }
 

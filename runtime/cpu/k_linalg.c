@@ -429,6 +429,33 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
   return slot == ys ? M <= GEMV_ROWS && !flag[0] : N <= GEMV_ROWS && (flag[1] || b->rank == 1);
 }
 
+/* Whether matmul statement si would run on the streamed tiles (amxmm_fits)
+ * with its x (`slot`) stored as fp16 bits: y of rank 2, x untransposed or of
+ * rank 2 (one matrix, as matmul binds them), more than GEMV_ROWS columns (no
+ * gemv), constant flags. Asked at prepare (choose_fp16_results) for a cross
+ * entropy's dlogits, whose only readers are the tied classifier's products. */
+bool matmul_streams_fp16_x(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  if (xs == UINT32_MAX || ys == UINT32_MAX || xs == ys || slot != xs) return false;
+  bool flag[2];
+  MilArgId ids[2] = {MIL_ARG_MATMUL_transpose_x, MIL_ARG_MATMUL_transpose_y};
+  for (int i = 0; i < 2; i++) {
+    uint32_t fs = arg_slot(c, si, ids[i]);
+    if (fs != UINT32_MAX) fs = root_of(c, fs);
+    if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1))
+      return false;
+    flag[i] = fs != UINT32_MAX && ld(&c->vals[fs], 0) != 0;
+  }
+  const Val *a = &c->vals[xs], *b = &c->vals[ys], *o = &c->vals[c->base[si]];
+  if (a->rank < 2 || b->rank != 2 || (flag[0] && a->rank != 2) || o->st != ST_F32) return false;
+  int64_t M, K, K2, N;
+  matmul_dims(a, b, flag[0], flag[1], &M, &K, &K2, &N);
+  if (K != K2 || N <= GEMV_ROWS || M < 1 || K < 1) return false;
+  Val h = *a;
+  h.st = ST_H16;
+  return amxmm_fits(&h, b, 1, a->n / K, K, N);
+}
+
 #define MATMUL_PACK_MAX ((int64_t)1 << 24) /* floats of x a matmul on the packed GEMM may have */
 
 /* Whether matmul statement si can read its y (`slot`, an fp16 weight) in

@@ -10,7 +10,8 @@
  * scratch (from op(x) in place, rows or columns contiguous) and adds their
  * product into its sums, which stay in the scratch over all of K. So op(x)
  * (the 131 MB dlogits) is read once and never packed whole, and op(y)'s
- * packing is read once per piece.
+ * packing is read once per piece. op(x) may be fp16 bits (a fused cross
+ * entropy gradient's dlogits, see choose_fp16_results): half the bytes read.
  *
  * Numerics: the AMX path's (k_gemm_amx.c): the same pieces, blocks, passes
  * and order of k as wgemm's tiles, so the same bits as that path on the
@@ -25,7 +26,7 @@
  * fp16 values (an fp16 type; ane numerics round every result to fp16, so two bf16 pieces each, 4 passes), op(x)
  * of at least AMXMM_MIN_X floats, at most AMXMM_COLS columns, and the AMX path's own minimum of rows and k. */
 bool amxmm_fits(const Val *a, const Val *b, int64_t nb, int64_t M, int64_t K, int64_t N) {
-  return gemm_amx_on() && nb == 1 && a->st == ST_F32 && a->dt == MIL_DT_FP16 && b->dt == MIL_DT_FP16 &&
+  return gemm_amx_on() && nb == 1 && (a->st == ST_F32 || a->st == ST_H16) && a->dt == MIL_DT_FP16 && b->dt == MIL_DT_FP16 &&
          (b->st == ST_F32 || b->st == ST_H16) && M >= 32 && K >= 64 && N >= 1 && N <= AMXMM_COLS &&
          M * K >= AMXMM_MIN_X;
 }
@@ -79,7 +80,7 @@ static void piece_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   float *T = (float *)(void *)(own + AMX_PACKED_ELEMS(AMXMM_ROWS, AMX_KC));
   AmxPacked L = {.p = own, .flags = (uint8_t *)(own + (AMXMM_ROWS / 16) * (AMX_KC / 32) * AMX_PLANES * AMX_TILE_ELEMS),
                  .gstride = AMX_KC / 32};
-  GemmSrc sx = {.p = p->a->p, .si = p->am, .sk = p->ak};
+  GemmSrc sx = {.p = p->a->p, .h16 = p->a->st == ST_H16, .si = p->am, .sk = p->ak};
   bool cols = along_m(p);
   int64_t np = (p->N + 31) / 32 * 32;
   for (int64_t it = lo; it < hi; it++) {

@@ -10,6 +10,13 @@
  * subtraction, product and fp16 rounding per element, so the result is the
  * chain's bit for bit, without its four [rows, C] intermediates (an int32
  * difference, a bool mask, the one-hot and the difference before scaling).
+ * fp16 logits given as an input are read in place (choose_fp16_inputs):
+ * each row is converted into its output row, then the softmax runs there
+ * (softmax_row reads each element before it writes it), so the same floats
+ * without a [rows, C] fp32 copy of the input written and read back. A
+ * result stored as fp16 bits (choose_fp16_results: only the classifier's
+ * tiled products read it) is made as floats in the scratch, after the
+ * row's exps, and converted when the row is done (exact: it is rounded).
  */
 #include "cpu_internal.h"
 
@@ -33,8 +40,14 @@ static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
   memcpy(&bits, &j->differs, sizeof bits);
   bool plain = bits == 0;
   for (int64_t r = lo; r < hi; r++) {
-    float *restrict o = fp(j->o) + r * C;
-    softmax_row(fp(j->x) + r * C, o, C, keep, j->avx2);
+    /* fp16 storage (choose_fp16_results): the row as floats after the exps, converted when done */
+    float *o = j->o->st == ST_H16 ? (float *)(void *)(keep + C) : fp(j->o) + r * C;
+    if (j->x->st == ST_H16) {
+      h2f(o, (const uint16_t *)j->x->p + r * C, C);
+      softmax_row(o, o, C, keep, j->avx2);
+    } else {
+      softmax_row(fp(j->x) + r * C, o, C, keep, j->avx2);
+    }
     int64_t hit = t[r] >= 0 && t[r] < C ? t[r] : -1; /* no class is an out-of-range target */
     if (plain) {
       if (hit >= 0) o[hit] -= j->equals;
@@ -44,6 +57,7 @@ static void xent_grad_task(void *arg, int64_t lo, int64_t hi, uint32_t tid) {
     if (j->s)
       for (int64_t k = 0; k < C; k++) o[k] *= scale;
     if (j->round) round16(o, C);
+    if (j->o->st == ST_H16) fp16_from_float_array((uint16_t *)j->o->p + r * C, o, (size_t)C);
   }
 }
 
@@ -52,9 +66,9 @@ bool bind_xent_grad(Ctx *x, const Fused *f, void **bound) {
   Val *o = &x->vals[c->base[x->si]];
   const Val *lx = &x->vals[f->xs], *t = &x->vals[f->bs], *s = f->ss == UINT32_MAX ? NULL : &x->vals[f->ss];
   int64_t C = lx->rank ? lx->dims[lx->rank - 1] : 0;
-  if (lx->st != ST_F32 || o->st != ST_F32 || t->st != ST_I32 || (s && (s->st != ST_F32 || s->n != 1)) ||
-      o->n != lx->n || C < 1 || t->n * C != lx->n || 2 * C > c->scratch_floats)
-    return op_fail(x, "a fused cross entropy gradient needs fp32 logits, int32 targets and scratch"); /* the plan prevents this */
+  if ((lx->st != ST_F32 && lx->st != ST_H16) || (o->st != ST_F32 && (o->st != ST_H16 || !f->round_out)) || t->st != ST_I32 || (s && (s->st != ST_F32 || s->n != 1)) ||
+      o->n != lx->n || C < 1 || t->n * C != lx->n || (o->st == ST_H16 ? 3 : 2) * C > c->scratch_floats)
+    return op_fail(x, "a fused cross entropy gradient needs float logits, int32 targets and scratch"); /* the plan prevents this */
   XentGradJob j = {.c = c, .x = lx, .t = t, .s = s, .o = o, .C = C, .differs = f->differs, .equals = f->equals,
                    .avx2 = cpu_features()->avx2, .round = f->round_out};
   *bound = memcpy(xmalloc(sizeof j), &j, sizeof j);

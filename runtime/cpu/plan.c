@@ -82,7 +82,7 @@ size_t plan_buffers(CpuProgram *c) {
       bool needs = (c->slots[s].kind == SK_RESULT && c->slots[s].tile < 0) ||
                    (c->slots[s].kind == SK_PARAM && v->st != ST_H16 && (v->dt == MIL_DT_FP16 || v->dt == MIL_DT_BOOL));
       if (!needs) continue;
-      int64_t size = ((v->n > 0 ? v->n : 1) * 4 + 63) / 64 * 64, cand = 0;
+      int64_t size = ((v->n > 0 ? v->n : 1) * (v->st == ST_H16 ? 2 : 4) + 63) / 64 * 64, cand = 0;
       uint32_t at = 0;
       for (; at < nlive; at++) {
         if (cand + size <= live[at].off) break;
@@ -187,23 +187,36 @@ void choose_fp16_weights(CpuProgram *c) {
   free(use);
 }
 
+/* Whether statement si, one of input s's readers, reads it as fp16 in
+ * place: a matmul that streams it, or the elided cast that a fused cross
+ * entropy gradient takes in (xent_cast[si]: the kernel converts each row as
+ * it goes). */
+static bool reads_input_in_place(const CpuProgram *c, uint32_t si, uint32_t s, const bool *xent_cast) {
+  if (xent_cast[si]) return arg_slot(c, si, MIL_ARG_CAST_x) == s;
+  return c->ops[si]->family == OF_MATMUL && matmul_reads_fp16(c, si, s);
+}
+
 /* Which fp16 inputs are read in place (ST_H16, the caller's buffer) rather
  * than converted into the arena on every run: those whose every use is an
  * operand of a matmul that streams it as fp16 (matmul_reads_fp16: decode's
- * q k^T and p v against a KV cache), so a run converts no cache. */
+ * q k^T and p v against a KV cache) or the logits of a fused cross entropy
+ * gradient (a training backward's saved fp16 logits), so a run converts no
+ * cache and no logits. */
 void choose_fp16_inputs(CpuProgram *c) {
   const MilFunc *f = c->f;
   bool *ok = xcalloc(c->nslots + 1, sizeof *ok);
+  bool *xent_cast = xcalloc(f->nstmts + 1, sizeof *xent_cast);
+  for (uint32_t si = 0; si < f->nstmts; si++)
+    if (c->fz[si].kind == FZ_XENT_GRAD && c->fz[si].xcast < f->nstmts) xent_cast[c->fz[si].xcast] = true;
   for (uint32_t s = 0; s < f->nparams; s++)
     ok[s] = c->slots[s].kind == SK_PARAM && c->vals[s].dt == MIL_DT_FP16 && c->vals[s].st == ST_F32;
   for (uint32_t i = 0; i < c->nout; i++) ok[c->out_slot[i]] = false;
   for (uint32_t si = 0; si < f->nstmts; si++) {
     if (!c->ops[si]) continue; /* an elided statement counts: a fused linear reads what it read */
-    bool mm = c->ops[si]->family == OF_MATMUL;
     uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
     for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
       uint32_t s = c->opslot[i];
-      if (s < f->nparams && ok[s] && !(mm && matmul_reads_fp16(c, si, s))) ok[s] = false;
+      if (s < f->nparams && ok[s] && !reads_input_in_place(c, si, s, xent_cast)) ok[s] = false;
     }
   }
   /* One at a time: a matmul reads at most one operand in place (the other must be float). */
@@ -214,9 +227,57 @@ void choose_fp16_inputs(CpuProgram *c) {
       if (!c->ops[si]) continue;
       uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
       for (uint32_t i = c->argstart[a0]; still && i < c->argstart[a1]; i++)
-        if (c->opslot[i] == s) still = matmul_reads_fp16(c, si, s);
+        if (c->opslot[i] == s) still = reads_input_in_place(c, si, s, xent_cast);
     }
     if (still) c->vals[s].st = ST_H16;
   }
+  free(xent_cast);
   free(ok);
+}
+
+/* Whether every reader of result `slot`, through views, is a matmul that
+ * streams it as its x on the tiles with fp16 storage (matmul_streams_fp16_x). */
+static bool only_tiles_read(const CpuProgram *c, uint32_t slot, int depth) {
+  const MilFunc *f = c->f;
+  bool any = false;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    if (!c->ops[si]) continue;
+    uint32_t a0 = c->argbase[si], a1 = c->argbase[si + 1];
+    for (uint32_t i = c->argstart[a0]; i < c->argstart[a1]; i++) {
+      if (c->opslot[i] != slot) continue;
+      any = true;
+      uint32_t r = c->base[si];
+      if (c->ops[si]->family == OF_VIEW && c->slots[r].kind == SK_VIEW && c->slots[r].src == slot) {
+        if (depth > 4 || f->stmts[si].nresults != 1 || !only_tiles_read(c, r, depth + 1)) return false;
+      } else if (c->ops[si]->op != MIL_OP_MATMUL || !matmul_streams_fp16_x(c, si, slot)) {
+        return false;
+      }
+    }
+  }
+  return any;
+}
+
+/* Which results are stored as fp16 bits (ST_H16) in the arena: a fused
+ * cross entropy gradient rounded to fp16 (ane numerics' dlogits, [1024,
+ * 32000] for the llama) whose only readers are the tied classifier's two
+ * products on the streamed tiles, which pack fp16 as they pack floats (the
+ * same values, so the same bits): half its bytes written and read twice.
+ * After choose_fp16_inputs (the outputs' roots are known) and before
+ * binding (views take their source's storage, the kernels their paths). */
+void choose_fp16_results(CpuProgram *c) {
+  const MilFunc *f = c->f;
+  for (uint32_t si = 0; si < f->nstmts; si++) {
+    const Fused *z = &c->fz[si];
+    if (z->kind != FZ_XENT_GRAD || !z->round_out || f->stmts[si].nresults != 1) continue;
+    uint32_t o = c->base[si];
+    Val *v = &c->vals[o];
+    bool out = false;
+    for (uint32_t i = 0; i < c->nout; i++) out |= c->out_root[i] == o;
+    if (out || c->slots[o].kind != SK_RESULT || c->slots[o].tile >= 0 || v->st != ST_F32 || v->dt != MIL_DT_FP16 ||
+        !only_tiles_read(c, o, 0))
+      continue;
+    v->st = ST_H16;
+    int64_t C = v->rank ? v->dims[v->rank - 1] : 0;
+    if (3 * C > c->scratch_floats) c->scratch_floats = 3 * C; /* the row as floats after its exps */
+  }
 }

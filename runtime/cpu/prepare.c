@@ -345,6 +345,7 @@ CpuProgram *cpu_prepare_in(CpuContext *ctx, OrionProgram *p, uint32_t fn, const 
       if (c->out_root[k] == r) c->out_direct[i] = c->out_direct[k] = false;
   }
   choose_fp16_inputs(c); /* before binding: the kernels pick their paths by storage */
+  choose_fp16_results(c);
   if (!bind_all(c, d)) {
     cpu_free(c);
     return NULL;
