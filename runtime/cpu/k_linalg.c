@@ -403,14 +403,9 @@ static void matmul_dims(const Val *a, const Val *b, bool tx, bool ty, int64_t *M
   *N = b->rank == 1 ? 1 : b->dims[b->rank - (ty ? 2 : 1)];
 }
 
-/* Whether matmul statement si can read its operand `slot` as fp16 in place:
- * that operand is one of its two, the other is float with at most GEMV_ROWS
- * rows stored contiguously (x untransposed; y transposed or rank 1). Asked
- * at prepare, before binding, from the declared shapes and constant flags. */
-bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
-  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
-  if (xs == UINT32_MAX || ys == UINT32_MAX || xs == ys || (slot != xs && slot != ys)) return false;
-  bool flag[2];
+/* matmul statement si's transpose_x and transpose_y into flag[0], flag[1] (absent: false); false unless both are
+ * constants known at prepare (a flag given as an input cannot choose a layout before the run). */
+static bool const_transpose_flags(const CpuProgram *c, uint32_t si, bool flag[2]) {
   MilArgId ids[2] = {MIL_ARG_MATMUL_transpose_x, MIL_ARG_MATMUL_transpose_y};
   for (int i = 0; i < 2; i++) {
     uint32_t fs = arg_slot(c, si, ids[i]);
@@ -419,6 +414,18 @@ bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
       return false;
     flag[i] = fs != UINT32_MAX && ld(&c->vals[fs], 0) != 0;
   }
+  return true;
+}
+
+/* Whether matmul statement si can read its operand `slot` as fp16 in place:
+ * that operand is one of its two, the other is float with at most GEMV_ROWS
+ * rows stored contiguously (x untransposed; y transposed or rank 1). Asked
+ * at prepare, before binding, from the declared shapes and constant flags. */
+bool matmul_reads_fp16(const CpuProgram *c, uint32_t si, uint32_t slot) {
+  uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
+  if (xs == UINT32_MAX || ys == UINT32_MAX || xs == ys || (slot != xs && slot != ys)) return false;
+  bool flag[2];
+  if (!const_transpose_flags(c, si, flag)) return false;
   const Val *a = &c->vals[xs], *b = &c->vals[ys], *other = slot == xs ? b : a;
   if (a->rank == 0 || b->rank == 0 || other->st != ST_F32 || !is_float(other->dt) || !is_float(c->vals[c->base[si]].dt))
     return false;
@@ -438,14 +445,7 @@ bool matmul_streams_fp16_x(const CpuProgram *c, uint32_t si, uint32_t slot) {
   uint32_t xs = arg_slot(c, si, MIL_ARG_MATMUL_x), ys = arg_slot(c, si, MIL_ARG_MATMUL_y);
   if (xs == UINT32_MAX || ys == UINT32_MAX || xs == ys || slot != xs) return false;
   bool flag[2];
-  MilArgId ids[2] = {MIL_ARG_MATMUL_transpose_x, MIL_ARG_MATMUL_transpose_y};
-  for (int i = 0; i < 2; i++) {
-    uint32_t fs = arg_slot(c, si, ids[i]);
-    if (fs != UINT32_MAX) fs = root_of(c, fs);
-    if (fs != UINT32_MAX && (c->slots[fs].kind != SK_CONST || c->vals[fs].st == ST_STR || c->vals[fs].n != 1))
-      return false;
-    flag[i] = fs != UINT32_MAX && ld(&c->vals[fs], 0) != 0;
-  }
+  if (!const_transpose_flags(c, si, flag)) return false;
   const Val *a = &c->vals[xs], *b = &c->vals[ys], *o = &c->vals[c->base[si]];
   if (a->rank < 2 || b->rank != 2 || (flag[0] && a->rank != 2) || o->st != ST_F32) return false;
   int64_t M, K, K2, N;
