@@ -158,22 +158,41 @@ static CpuTensor run(OrionProgram *p, uint32_t fn, const CpuOptions *o, const In
 /* The same bits, or NaN in both. */
 static bool same_float(float a, float b) { return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a); }
 
+/* The compiled model at path opened, its backward function found; diagnostics captured into msgs. */
+typedef struct Bwd {
+  SourceSet sources;
+  Diag d;
+  StrBuf msgs;
+  OrionProgram *p;
+  uint32_t fn;
+} Bwd;
+
+static void bwd_open(Bwd *b, const char *path) {
+  srcset_init(&b->sources);
+  sb_init(&b->msgs);
+  diag_init(&b->d, &b->sources);
+  b->d.capture = &b->msgs;
+  b->p = orion_open(path, NULL, &b->d);
+  cr_assert_not_null(b->p, "%s", b->msgs.data ? b->msgs.data : "");
+  b->fn = orion_function_find(b->p, "main.bwd");
+  cr_assert_neq(b->fn, UINT32_MAX);
+}
+
+static void bwd_close(Bwd *b) {
+  orion_close(b->p);
+  srcset_free(&b->sources);
+  sb_free(&b->msgs);
+}
+
 /* The model's b is added to x, so b's gradient is the logits' own: the chain's result. */
 static void check_case(const char *dt, int C, const char *ce_extra, bool ignore) {
   char name[64];
   snprintf(name, sizeof name, "%s_%d_%d.anepkg", dt, C, ignore);
   char *path = compile_model(dt, C, ce_extra, name);
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  StrBuf msgs;
-  sb_init(&msgs);
-  diag_init(&d, &sources);
-  d.capture = &msgs;
-  OrionProgram *p = orion_open(path, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
-  uint32_t fn = orion_function_find(p, "main.bwd");
-  cr_assert_neq(fn, UINT32_MAX);
+  Bwd prog;
+  bwd_open(&prog, path);
+  OrionProgram *p = prog.p;
+  uint32_t fn = prog.fn;
   Inputs in;
   make_inputs(p, fn, C, &in);
   bool half = !strcmp(dt, "fp16");
@@ -223,9 +242,7 @@ static void check_case(const char *dt, int C, const char *ce_extra, bool ignore)
     cpu_tensor_free(&fused1);
   }
   inputs_free(&in);
-  orion_close(p);
-  srcset_free(&sources);
-  sb_free(&msgs);
+  bwd_close(&prog);
   free(path);
 }
 
@@ -263,17 +280,10 @@ Test(cpu_xent_grad, fp16_logits_are_read_in_place_with_the_converted_bits) {
     char name[64];
     snprintf(name, sizeof name, "inplace_%d.anepkg", C);
     char *path = compile_model("fp16", C, "", name);
-    SourceSet sources;
-    srcset_init(&sources);
-    Diag d;
-    StrBuf msgs;
-    sb_init(&msgs);
-    diag_init(&d, &sources);
-    d.capture = &msgs;
-    OrionProgram *p = orion_open(path, NULL, &d);
-    cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
-    uint32_t fn = orion_function_find(p, "main.bwd");
-    cr_assert_neq(fn, UINT32_MAX);
+    Bwd prog;
+    bwd_open(&prog, path);
+    OrionProgram *p = prog.p;
+    uint32_t fn = prog.fn;
     Inputs in;
     make_inputs(p, fn, C, &in);
     uint32_t li = UINT32_MAX;
@@ -286,22 +296,22 @@ Test(cpu_xent_grad, fp16_logits_are_read_in_place_with_the_converted_bits) {
     CpuNumerics modes[2] = {CPU_NUMERICS_FP32, CPU_NUMERICS_ANE};
     for (int m = 0; m < 2; m++) {
       CpuOptions uo = {.numerics = modes[m], .threads = 1, .unfused = true};
-      CpuProgram *u = cpu_prepare_with(p, fn, &uo, &d);
-      cr_assert_not_null(u, "%s", msgs.data ? msgs.data : "");
+      CpuProgram *u = cpu_prepare_with(p, fn, &uo, &prog.d);
+      cr_assert_not_null(u, "%s", prog.msgs.data ? prog.msgs.data : "");
       cr_assert_eq(u->vals[logits_slot(u, p, fn)].st, ST_F32, "unfused, the softmax reads the logits converted");
       CpuTensor want[4];
       uint32_t nout = orion_output_count(p, fn);
       cr_assert_leq(nout, 4);
-      cr_assert(cpu_run(u, in.t, want, &d), "%s", msgs.data ? msgs.data : "");
+      cr_assert(cpu_run(u, in.t, want, &prog.d), "%s", prog.msgs.data ? prog.msgs.data : "");
       cr_assert_eq(u->fp16_inputs_converted, 1, "unfused: the logits converted once");
       for (uint32_t threads = 1; threads <= 2; threads++) {
         CpuOptions fo = {.numerics = modes[m], .threads = threads};
-        CpuProgram *c = cpu_prepare_with(p, fn, &fo, &d);
-        cr_assert_not_null(c, "%s", msgs.data ? msgs.data : "");
+        CpuProgram *c = cpu_prepare_with(p, fn, &fo, &prog.d);
+        cr_assert_not_null(c, "%s", prog.msgs.data ? prog.msgs.data : "");
         cr_assert_eq(c->vals[logits_slot(c, p, fn)].st, ST_H16, "C %d mode %d: the logits are not read in place", C, m);
         for (int r = 0; r < 2; r++) {
           CpuTensor got[4];
-          cr_assert(cpu_run(c, in.t, got, &d), "%s", msgs.data ? msgs.data : "");
+          cr_assert(cpu_run(c, in.t, got, &prog.d), "%s", prog.msgs.data ? prog.msgs.data : "");
           for (uint32_t k = 0; k < nout; k++) {
             cr_assert_eq(got[k].dtype, want[k].dtype);
             size_t n = 1, es = got[k].dtype == MIL_DT_FP16 ? 2 : 4;
@@ -321,9 +331,7 @@ Test(cpu_xent_grad, fp16_logits_are_read_in_place_with_the_converted_bits) {
     cr_assert(memcmp(before, in.t[li].data, bytes) == 0, "the caller's logits were written");
     free(before);
     inputs_free(&in);
-    orion_close(p);
-    srcset_free(&sources);
-    sb_free(&msgs);
+    bwd_close(&prog);
     free(path);
   }
 }
@@ -378,17 +386,10 @@ Test(cpu_xent_grad, dlogits_stored_as_fp16_for_the_tiles_give_the_float_bits) {
   if (!gemm_amx_on()) cr_skip_test("the CPU or the OS has no AMX-BF16 (or ORION_CPU_AMX=0)");
   enum { CLS = 16411 };
   char *path = compile_classifier(CLS, "cls.anepkg");
-  SourceSet sources;
-  srcset_init(&sources);
-  Diag d;
-  StrBuf msgs;
-  sb_init(&msgs);
-  diag_init(&d, &sources);
-  d.capture = &msgs;
-  OrionProgram *p = orion_open(path, NULL, &d);
-  cr_assert_not_null(p, "%s", msgs.data ? msgs.data : "");
-  uint32_t fn = orion_function_find(p, "main.bwd");
-  cr_assert_neq(fn, UINT32_MAX);
+  Bwd prog;
+  bwd_open(&prog, path);
+  OrionProgram *p = prog.p;
+  uint32_t fn = prog.fn;
   uint32_t n = orion_input_count(p, fn);
   cr_assert_leq(n, 8);
   CpuTensor in[8];
@@ -409,20 +410,20 @@ Test(cpu_xent_grad, dlogits_stored_as_fp16_for_the_tiles_give_the_float_bits) {
   uint32_t nout = orion_output_count(p, fn);
   cr_assert_leq(nout, 4);
   CpuOptions uo = {.numerics = CPU_NUMERICS_ANE, .threads = 2, .unfused = true};
-  CpuProgram *u = cpu_prepare_with(p, fn, &uo, &d);
-  cr_assert_not_null(u, "%s", msgs.data ? msgs.data : "");
+  CpuProgram *u = cpu_prepare_with(p, fn, &uo, &prog.d);
+  cr_assert_not_null(u, "%s", prog.msgs.data ? prog.msgs.data : "");
   CpuTensor want[4];
-  cr_assert(cpu_run(u, in, want, &d), "%s", msgs.data ? msgs.data : "");
+  cr_assert(cpu_run(u, in, want, &prog.d), "%s", prog.msgs.data ? prog.msgs.data : "");
   cr_assert(u->amxmm, "the classifier's products run on the streamed tiles");
   for (uint32_t threads = 1; threads <= 2; threads++) {
     CpuOptions fo = {.numerics = CPU_NUMERICS_ANE, .threads = threads};
-    CpuProgram *c = cpu_prepare_with(p, fn, &fo, &d);
-    cr_assert_not_null(c, "%s", msgs.data ? msgs.data : "");
+    CpuProgram *c = cpu_prepare_with(p, fn, &fo, &prog.d);
+    cr_assert_not_null(c, "%s", prog.msgs.data ? prog.msgs.data : "");
     uint32_t g = xent_result(c);
     cr_assert_neq(g, UINT32_MAX, "the gradient chain is fused");
     cr_assert_eq(c->vals[g].st, ST_H16, "threads %u: dlogits is not stored as fp16", threads);
     CpuTensor got[4];
-    cr_assert(cpu_run(c, in, got, &d), "%s", msgs.data ? msgs.data : "");
+    cr_assert(cpu_run(c, in, got, &prog.d), "%s", prog.msgs.data ? prog.msgs.data : "");
     for (uint32_t k = 0; k < nout; k++) {
       size_t count = 1, es = got[k].dtype == MIL_DT_FP16 ? 2 : 4;
       for (uint32_t q = 0; q < got[k].rank; q++) count *= (size_t)got[k].dims[q];
@@ -435,8 +436,6 @@ Test(cpu_xent_grad, dlogits_stored_as_fp16_for_the_tiles_give_the_float_bits) {
   for (uint32_t k = 0; k < nout; k++) cpu_tensor_free(&want[k]);
   cpu_free(u);
   for (uint32_t i = 0; i < n; i++) free(in[i].data);
-  orion_close(p);
-  srcset_free(&sources);
-  sb_free(&msgs);
+  bwd_close(&prog);
   free(path);
 }
